@@ -1,0 +1,48 @@
+# Every target that needs Python sets up its own virtualenv from nothing (.venv), so a fresh
+# clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS ?= dev
+
+.PHONY: demo test lint bench clean help
+
+help:
+	@echo "make demo   - set up .venv and convert the shipped example model"
+	@echo "make test   - set up .venv and run the test-suite (and ruff)"
+	@echo "make bench  - print transpile throughput"
+	@echo "make clean  - remove .venv and build outputs"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@echo "== PyTorch source: examples/precision_utils.py"
+	@cat examples/precision_utils.py
+	@echo
+	@echo "== ptranspile examples/precision_utils.py --to jax --diff"
+	-@$(BIN)/ptranspile examples/precision_utils.py --to jax --diff
+	@echo
+	@echo "== ptranspile examples/precision_utils.py --to tf -o out/precision_utils_tf.py --report-json out/report.json"
+	-@$(BIN)/ptranspile examples/precision_utils.py --to tf -o out/precision_utils_tf.py --report-json out/report.json
+	@cat out/precision_utils_tf.py
+	@echo
+	@echo "== numerical check of the dtype-level conversion (runs torch, JAX and TF on CPU)"
+	@$(BIN)/python examples/check_dtype_conversion.py
+
+test: $(STAMP)
+	$(BIN)/ruff check precision_transpiler tests benchmarks examples
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check precision_transpiler tests benchmarks examples
+	$(BIN)/ruff format --check precision_transpiler
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/transpile_throughput.py
+
+clean:
+	rm -rf $(VENV) build dist out *.egg-info .pytest_cache .ruff_cache

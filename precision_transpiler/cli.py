@@ -1,0 +1,268 @@
+"""`ptranspile`: the command line, a thin layer over `precision_transpiler.api`.
+
+Exit codes: 0 success or nothing to change; 1 `--check` found changes, or unsupported
+constructs were reported (or became errors under `--strict`); 2 usage, parse or I/O errors.
+Every problem is one compiler-style line on stderr (`model.py:12:5: error: ...`), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from precision_transpiler import __version__
+
+if TYPE_CHECKING:
+    from precision_transpiler.api import TranspileResult
+
+FRAMEWORK_CHOICES = ("torch", "jax", "tf", "numpy")
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints a usage block then the error; we print one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ptranspile",
+        description="Convert model source between PyTorch, JAX (Flax NNX), TensorFlow (Keras 3) and NumPy, "
+        "applying precision policies. Transpiling is static: nothing is imported or executed.",
+        epilog="Exit codes: 0 ok, 1 changes found by --check or unsupported constructs, 2 errors. "
+        "Defaults can be set in [tool.ptranspile] of pyproject.toml.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
+    parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
+    parser.add_argument("--from", dest="from_", choices=FRAMEWORK_CHOICES, help="source framework (default: detect)")
+    parser.add_argument("--policy", help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
+                        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file")
+    parser.add_argument("--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)")
+    out.add_argument("--in-place", action="store_true", help="rewrite the input files")
+    out.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
+    parser.add_argument("--diff", action="store_true",
+                        help="write nothing; print a unified diff (with --check: also exit 1 on changes)")
+    parser.add_argument("-j", "--jobs", type=int, metavar="N", help="files converted in parallel (default 1)")
+    parser.add_argument("--strict", action="store_true", default=None,
+                        help="unsupported constructs are errors and nothing is written")
+    parser.add_argument("--mappings", action="append", metavar="DIR", default=None,
+                        help="extra mapping-table directory (repeatable)")
+    parser.add_argument("--report-json", metavar="FILE", help="write every diagnostic and rewrite as JSON")
+    parser.add_argument("--skip-empty", action="store_true", default=None,
+                        help="skip empty files instead of reporting them (used by the pre-commit hooks)")
+    parser.add_argument("--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    parser.add_argument("--version", action="version", version=f"ptranspile {__version__}")
+    return parser
+
+
+def _err(message: str) -> None:
+    print(f"ptranspile: error: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except Exception as exc:  # our own errors and any bug: one line, never a traceback
+        from precision_transpiler.errors import PtranspileError
+
+        if isinstance(exc, PtranspileError):
+            _err(str(exc))
+        else:
+            _err(f"internal error: {type(exc).__name__}: {exc} (please report this)")
+            if os.environ.get("PTRANSPILE_DEBUG"):
+                raise
+        return EXIT_ERROR
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    from precision_transpiler.config import load_config
+
+    config = load_config(Path.cwd()).values
+    settings = {
+        "to": args.to or config.get("to"),
+        "from_": args.from_ or config.get("from"),
+        "policy": args.policy or config.get("policy", "fp32"),
+        "device": args.device or config.get("device", "cpu"),
+        "mappings": (args.mappings or []) + list(config.get("mappings", [])),
+        "strict": bool(args.strict if args.strict is not None else config.get("strict", False)),
+        "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),
+        "exclude": (args.exclude or []) + list(config.get("exclude", [])),
+        "skip_empty": bool(args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)),
+    }
+    if settings["to"] is None:
+        raise _usage("the target framework is required: pass --to {torch,jax,tf,numpy}")
+    if settings["jobs"] < 1:
+        raise _usage("--jobs must be at least 1")
+    return settings
+
+
+def _usage(message: str) -> Exception:
+    from precision_transpiler.errors import UsageError
+
+    return UsageError(message)
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    from precision_transpiler import api
+
+    stdin = [p for p in args.paths if p == "-"]
+    if stdin and len(args.paths) > 1:
+        raise _usage("'-' (stdin) cannot be combined with other paths")
+    if args.diff and (args.in_place or args.output):
+        raise _usage("--diff writes nothing; it cannot be combined with --in-place or -o")
+    if stdin and (args.in_place or args.output):
+        raise _usage("stdin input is written to stdout; --in-place and -o do not apply")
+    if stdin:
+        text = sys.stdin.read()
+        results = [
+            api.transpile(
+                text, to=settings["to"], from_=settings["from_"], policy=settings["policy"],
+                mappings=settings["mappings"], path="<stdin>", device=settings["device"],
+            )
+        ]
+    else:
+        many = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths)
+        if many and not (args.output or args.in_place or args.check or args.diff):
+            raise _usage("several files or a directory need -o DIR, --in-place, --check or --diff")
+        results = api.transpile_paths(
+            args.paths, to=settings["to"], from_=settings["from_"], policy=settings["policy"],
+            mappings=settings["mappings"], device=settings["device"], jobs=settings["jobs"],
+            skip_empty=settings["skip_empty"], exclude=settings["exclude"],
+        )
+    return _finish(args, settings, results, from_stdin=bool(stdin))
+
+
+def _finish(args: argparse.Namespace, settings: dict[str, Any], results: list[TranspileResult],
+            from_stdin: bool) -> int:
+    strict = settings["strict"]
+    exit_code = EXIT_OK
+    for result in results:
+        for diag in result.diagnostics:
+            line = diag.format()
+            if strict and diag.severity == "unsupported":
+                line = line.replace(": unsupported: ", ": error: unsupported: ", 1)
+            if not args.quiet or diag.severity in ("error", "unsupported"):
+                print(line, file=sys.stderr)
+        if result.errors:
+            exit_code = EXIT_ERROR
+        elif result.unsupported and exit_code == EXIT_OK:
+            exit_code = EXIT_FINDINGS
+    writable = [r for r in results if not r.errors and r.skipped is None]
+    blocked = strict and any(r.unsupported for r in results)
+    if args.report_json:
+        _write_report(Path(args.report_json), settings, results)
+    changed = [r for r in writable if r.changed]
+    if args.check or args.diff:
+        for result in changed:
+            if args.diff:
+                sys.stdout.writelines(_diff(result))
+            elif not args.quiet:
+                print(f"would change: {result.path}", file=sys.stderr)
+        if args.check and changed and exit_code == EXIT_OK:
+            exit_code = EXIT_FINDINGS
+    elif blocked:
+        print("ptranspile: --strict: unsupported constructs found, nothing written", file=sys.stderr)
+    else:
+        _write_outputs(args, writable, from_stdin, len(results))
+    if not args.quiet and len(results) > 1:
+        print(_summary(results), file=sys.stderr)
+    return exit_code
+
+
+def _diff(result: TranspileResult) -> list[str]:
+    return list(difflib.unified_diff(
+        result.original.splitlines(keepends=True), result.code.splitlines(keepends=True),
+        fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
+    ))
+
+
+def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool,
+                   total: int) -> None:
+    from precision_transpiler.files import write_atomic
+
+    if from_stdin or (not args.output and not args.in_place):
+        for result in results:
+            sys.stdout.write(result.code)
+        return
+    if args.in_place:
+        for result in results:
+            if result.changed:
+                write_atomic(Path(result.path), result.code)
+        return
+    out = Path(args.output)
+    single = total == 1 and len(args.paths) == 1 and not Path(args.paths[0]).is_dir()
+    if single and not out.is_dir():
+        for result in results:
+            _refuse_overwriting_input(out, result)
+            write_atomic(out, result.code)
+        return
+    for result in results:
+        target = out / _relative_output(Path(result.path), [Path(p) for p in args.paths])
+        _refuse_overwriting_input(target, result)
+        write_atomic(target, result.code)
+
+
+def _refuse_overwriting_input(target: Path, result: TranspileResult) -> None:
+    if target.exists() and target.resolve() == Path(result.path).resolve():
+        raise _usage(f"-o would overwrite the input {result.path}; use --in-place for that")
+
+
+def _relative_output(path: Path, roots: list[Path]) -> Path:
+    for root in roots:
+        if root.is_dir():
+            try:
+                return path.resolve().relative_to(root.resolve())
+            except ValueError:
+                continue
+    return Path(path.name)
+
+
+def _summary(results: list[TranspileResult]) -> str:
+    changed = sum(r.changed for r in results)
+    errors = sum(bool(r.errors) for r in results)
+    unsupported = sum(len(r.unsupported) for r in results)
+    skipped = sum(r.skipped is not None and not r.errors for r in results)
+    return (f"ptranspile: {len(results)} files: {changed} changed, {len(results) - changed - errors - skipped} "
+            f"unchanged, {skipped} skipped, {errors} with errors; {unsupported} unsupported constructs")
+
+
+def _write_report(path: Path, settings: dict[str, Any], results: list[TranspileResult]) -> None:
+    from precision_transpiler.files import write_atomic
+
+    report = {
+        "tool": "ptranspile",
+        "version": __version__,
+        "target": settings["to"],
+        "source": settings["from_"],
+        "policy": settings["policy"],
+        "files": [r.to_json() for r in results],
+        "summary": {
+            "files": len(results),
+            "changed": sum(r.changed for r in results),
+            "errors": sum(len(r.errors) for r in results),
+            "unsupported": sum(len(r.unsupported) for r in results),
+            "rewrites": sum(len(r.rewrites) for r in results),
+        },
+    }
+    write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Exceptions the library raises. The CLI turns each into a one-line error and exit code 2."""
+
+from __future__ import annotations
+
+
+class PtranspileError(Exception):
+    """Base class: a problem with the user's input or configuration, not a bug."""
+
+
+class MappingError(PtranspileError):
+    """A mapping table is malformed. The message names the file, line and key."""
+
+
+class PolicyError(PtranspileError):
+    """A precision policy is unknown or malformed."""
+
+
+class UsageError(PtranspileError):
+    """Options that do not fit together or name something unknown."""

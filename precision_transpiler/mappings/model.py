@@ -1,0 +1,105 @@
+"""Typed, indexed view of the merged mapping tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from precision_transpiler.rewrite.templates import Pattern
+
+#: Frameworks a file can be converted from and to.
+FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "tf", "numpy")
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    name: str
+    display: str
+    roots: tuple[str, ...]
+    imports: dict[str, str]  # module -> preferred alias
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operation and its patterns in each framework."""
+
+    name: str
+    summary: str
+    params: dict[str, str]  # parameter -> kind (any | dtype | device)
+    drop: frozenset[str]
+    patterns: dict[str, tuple[Pattern, ...]]  # framework -> patterns, first is emitted first
+    origin: str  # "file:line" for messages
+
+
+@dataclass
+class MappingSet:
+    """All tables, merged. Built by `load_mappings`; treat as read-only."""
+
+    frameworks: dict[str, FrameworkInfo] = field(default_factory=dict)
+    dtype_canonical: tuple[str, ...] = ()
+    dtype_symbols: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    dtype_strings: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    keras_policies: dict[str, dict[str, str]] = field(default_factory=dict)
+    ops: dict[str, OpSpec] = field(default_factory=dict)
+    sources: list[Path] = field(default_factory=list)
+    #: per-process caches that rules build from the tables (indexes); not part of the data
+    caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- indexes -------------------------------------------------------------------------------
+
+    @cached_property
+    def symbol_to_dtype(self) -> dict[str, tuple[str, str]]:
+        """Qualified symbol -> (framework, canonical dtype)."""
+        index: dict[str, tuple[str, str]] = {}
+        for fw, table in self.dtype_symbols.items():
+            for canon, spellings in table.items():
+                for spelling in spellings:
+                    index.setdefault(spelling, (fw, canon))
+        return index
+
+    @cached_property
+    def all_roots(self) -> frozenset[str]:
+        """Every top-level module a pattern or dtype symbol may name."""
+        roots = {r for info in self.frameworks.values() for r in info.roots}
+        roots |= {m.split(".")[0] for info in self.frameworks.values() for m in info.imports}
+        roots |= {s.split(".")[0] for s in self.symbol_to_dtype}
+        return frozenset(roots)
+
+    @cached_property
+    def root_to_framework(self) -> dict[str, str]:
+        return {root: info.name for info in self.frameworks.values() for root in info.roots}
+
+    def framework_of(self, qualified: str) -> str | None:
+        return self.root_to_framework.get(qualified.split(".", 1)[0])
+
+    def dtype_symbol(self, framework: str, canon: str) -> str | None:
+        spellings = self.dtype_symbols.get(framework, {}).get(canon)
+        return spellings[0] if spellings else None
+
+    def string_to_dtype(self, framework: str, text: str) -> str | None:
+        """Canonical dtype a string spelling means in `framework` (None if it means none)."""
+        if framework == "torch":  # torch takes no strings: read them the way NumPy-likes spell names
+            framework = "jax"
+        for canon, spellings in self.dtype_strings.get(framework, {}).items():
+            if text in spellings:
+                return canon
+        if text in self.dtype_canonical:
+            return text
+        return None
+
+    def dtype_string(self, framework: str, canon: str) -> str | None:
+        spellings = self.dtype_strings.get(framework, {}).get(canon)
+        return spellings[0] if spellings else None
+
+    @cached_property
+    def method_names(self) -> dict[str, frozenset[str]]:
+        """Framework -> names of tensor methods that some pattern recognises."""
+        result: dict[str, set[str]] = {}
+        for op in self.ops.values():
+            for fw, patterns in op.patterns.items():
+                for pattern in patterns:
+                    if pattern.method_name:
+                        result.setdefault(fw, set()).add(pattern.method_name)
+        return {fw: frozenset(names) for fw, names in result.items()}

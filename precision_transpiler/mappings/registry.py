@@ -1,0 +1,265 @@
+"""Find, validate and merge mapping tables.
+
+Every table is a YAML file with a top-level `kind:` (`frameworks`, `dtypes` or `ops`). A table
+that does not fit its schema raises `MappingError` naming the file, the line and the key, so
+that a contributor adding a mapping sees exactly what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from precision_transpiler.errors import MappingError
+from precision_transpiler.mappings.model import FrameworkInfo, MappingSet, OpSpec
+from precision_transpiler.mappings.yaml_lines import LineDict, LineList, load_yaml_with_lines
+from precision_transpiler.rewrite.templates import Pattern, parse_pattern
+
+ENTRY_POINT_GROUP = "precision_transpiler.mappings"
+PARAM_KINDS = frozenset({"any", "dtype", "device"})
+
+
+def builtin_mappings_dir() -> Path:
+    """The shipped tables: inside the package when installed from a wheel, else the repo's."""
+    here = Path(__file__).resolve().parent.parent
+    packaged = here / "_builtin_mappings"
+    if packaged.is_dir():
+        return packaged
+    return here.parent / "mappings"
+
+
+def entry_point_dirs() -> list[Path]:
+    """Directories contributed by installed packages (entry-point group above)."""
+    dirs: list[Path] = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            target = ep.load()
+            path = target() if callable(target) else target
+        except Exception as exc:  # a broken plug-in must not look like our bug
+            raise MappingError(f"entry point {ep.name!r} ({ep.value}): failed to load: {exc}") from None
+        dirs.append(Path(os.fspath(path)))
+    return dirs
+
+
+def load_mappings(extra_dirs: Sequence[str | os.PathLike[str]] = (), *, plugins: bool = True) -> MappingSet:
+    """Load built-in tables, plug-in tables and `extra_dirs`, validated and merged."""
+    dirs = [builtin_mappings_dir()]
+    if plugins:
+        dirs += entry_point_dirs()
+    dirs += [Path(os.fspath(d)) for d in extra_dirs]
+    return _load_cached(tuple(d.resolve() for d in dirs))
+
+
+@lru_cache(maxsize=8)
+def _load_cached(dirs: tuple[Path, ...]) -> MappingSet:
+    result = MappingSet()
+    for directory in dirs:
+        if not directory.is_dir():
+            raise MappingError(f"{directory}: mapping directory does not exist")
+        for path in sorted(directory.rglob("*.yaml")) + sorted(directory.rglob("*.yml")):
+            _merge_file(result, path)
+            result.sources.append(path)
+    _check_complete(result)
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class _Where:
+    """Formats `file:line: key: message` for one table."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def error(self, line: int, key: str, message: str) -> MappingError:
+        return MappingError(f"{self.path}:{line}: {key}: {message}")
+
+
+def _merge_file(result: MappingSet, path: Path) -> None:
+    where = _Where(path)
+    try:
+        data = load_yaml_with_lines(path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise MappingError(f"{path}:{line}: invalid YAML: {problem}") from None
+    except OSError as exc:
+        raise MappingError(f"{path}: cannot read: {exc.strerror}") from None
+    if data is None:
+        return
+    if not isinstance(data, LineDict):
+        raise where.error(1, "<top>", "a mapping table must be a YAML mapping with a 'kind' key")
+    kind = data.get("kind")
+    handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+    if handler is None:
+        raise where.error(
+            data.lines.get("kind", data.line), "kind", f"expected one of {sorted(_HANDLERS)}, got {kind!r}"
+        )
+    handler(result, data, where)
+
+
+def _expect(where: _Where, parent: LineDict, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = parent.get(key)
+    if not isinstance(value, kind):
+        raise where.error(parent.lines.get(key, parent.line), key, f"expected {what}, got {_show(value)}")
+    return value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def _unknown_keys(where: _Where, data: LineDict, allowed: Iterable[str], context: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise where.error(data.lines[key], f"{context}{key}", f"unknown key (allowed: {', '.join(allowed)})")
+
+
+def _str_list(where: _Where, parent: LineDict, key: str, context: str) -> list[str]:
+    value = parent.get(key)
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, LineList) or not value or not all(isinstance(v, str) for v in value):
+        raise where.error(parent.lines.get(key, parent.line), f"{context}{key}", "expected a list of strings")
+    return list(value)
+
+
+def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
+    _unknown_keys(where, data, ("kind", "frameworks"), "")
+    frameworks = _expect(where, data, "frameworks", LineDict, "a mapping of framework names")
+    for name, spec in frameworks.items():
+        ctx = f"frameworks.{name}."
+        if not isinstance(spec, LineDict):
+            raise where.error(frameworks.lines[name], f"frameworks.{name}", "expected a mapping")
+        _unknown_keys(where, spec, ("display", "roots", "imports"), ctx)
+        roots = _str_list(where, spec, "roots", ctx)
+        imports = spec.get("imports", LineDict())
+        if not isinstance(imports, LineDict) or not all(isinstance(v, str) for v in imports.values()):
+            raise where.error(spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs")
+        display = spec.get("display", name)
+        result.frameworks[name] = FrameworkInfo(name, str(display), tuple(roots), dict(imports))
+
+
+def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
+    _unknown_keys(where, data, ("kind", "canonical", "symbols", "strings", "keras_policies"), "")
+    if "canonical" in data:
+        result.dtype_canonical = tuple(_str_list(where, data, "canonical", ""))
+    canonical = set(result.dtype_canonical)
+    for section, target in (("symbols", result.dtype_symbols), ("strings", result.dtype_strings)):
+        if section not in data:
+            continue
+        table = _expect(where, data, section, LineDict, "a mapping of framework -> dtype spellings")
+        for fw, spellings in table.items():
+            if not isinstance(spellings, LineDict):
+                raise where.error(table.lines[fw], f"{section}.{fw}", "expected a mapping canonical dtype -> list")
+            for canon in spellings:
+                if canonical and canon not in canonical:
+                    raise where.error(
+                        spellings.lines[canon], f"{section}.{fw}.{canon}", "not a canonical dtype name"
+                    )
+                values = _str_list(where, spellings, canon, f"{section}.{fw}.")
+                if section == "symbols":
+                    for v in values:
+                        if "." not in v:
+                            raise where.error(
+                                spellings.lines[canon], f"{section}.{fw}.{canon}", f"{v!r} is not a qualified name"
+                            )
+                target.setdefault(fw, {})[canon] = values
+    if "keras_policies" in data:
+        policies = _expect(where, data, "keras_policies", LineDict, "a mapping of policy names")
+        for name, spec in policies.items():
+            if not isinstance(spec, LineDict) or set(spec) != {"variable", "compute"}:
+                raise where.error(policies.lines[name], f"keras_policies.{name}", "expected {variable, compute}")
+            result.keras_policies[name] = dict(spec)
+
+
+def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
+    _unknown_keys(where, data, ("kind", "ops"), "")
+    ops = _expect(where, data, "ops", LineDict, "a mapping of op names")
+    framework_keys = set(result.frameworks) | {"torch", "jax", "tf", "numpy"}
+    for name, spec in ops.items():
+        ctx = f"ops.{name}"
+        line = ops.lines[name]
+        if not isinstance(spec, LineDict):
+            raise where.error(line, ctx, "expected a mapping")
+        _unknown_keys(where, spec, ("summary", "params", "drop", *sorted(framework_keys)), f"{ctx}.")
+        params = spec.get("params", LineDict())
+        if not isinstance(params, LineDict):
+            raise where.error(spec.lines.get("params", line), f"{ctx}.params", "expected name: kind pairs")
+        for pname, pkind in params.items():
+            if pkind not in PARAM_KINDS:
+                raise where.error(
+                    params.lines[pname], f"{ctx}.params.{pname}", f"kind must be one of {sorted(PARAM_KINDS)}"
+                )
+        drop = frozenset(_str_list(where, spec, "drop", f"{ctx}.")) if "drop" in spec else frozenset()
+        previous = result.ops.get(name)
+        patterns: dict[str, tuple[Pattern, ...]] = dict(previous.patterns) if previous else {}
+        for fw in framework_keys & set(spec):
+            patterns[fw] = _patterns(where, spec, fw, f"{ctx}.{fw}", set(params) | (set(previous.params) if previous else set()))
+        merged_params = {**(previous.params if previous else {}), **params}
+        result.ops[name] = OpSpec(
+            name=name,
+            summary=str(spec.get("summary", previous.summary if previous else "")),
+            params=merged_params,
+            drop=drop | (previous.drop if previous else frozenset()),
+            patterns=patterns,
+            origin=f"{where.path}:{line}",
+        )
+
+
+def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]) -> tuple[Pattern, ...]:
+    raw = spec[fw]
+    line = spec.lines[fw]
+    items: list[tuple[Any, int]]
+    if isinstance(raw, str | LineDict):
+        items = [(raw, line)]
+    elif isinstance(raw, LineList):
+        items = list(zip(raw, raw.lines, strict=True))
+    else:
+        raise where.error(line, ctx, "expected a pattern string, a {pattern, bind} mapping or a list of them")
+    out: list[Pattern] = []
+    for item, item_line in items:
+        bind: dict[str, str] = {}
+        if isinstance(item, LineDict):
+            _unknown_keys(where, item, ("pattern", "bind"), f"{ctx}.")
+            text = item.get("pattern")
+            raw_bind = item.get("bind", {})
+            if not isinstance(raw_bind, dict) or not all(isinstance(v, str) for v in raw_bind.values()):
+                raise where.error(item_line, f"{ctx}.bind", "expected parameter: value pairs")
+            bind = dict(raw_bind)
+        else:
+            text = item
+        if not isinstance(text, str):
+            raise where.error(item_line, ctx, f"expected a pattern string, got {_show(text)}")
+        try:
+            pattern = parse_pattern(text, bind)
+        except ValueError as exc:
+            raise where.error(item_line, ctx, str(exc)) from None
+        unknown = (pattern.params | set(bind)) - params
+        if unknown:
+            raise where.error(item_line, ctx, f"placeholder(s) {sorted(unknown)} not declared in params")
+        out.append(pattern)
+    return tuple(out)
+
+
+def _check_complete(result: MappingSet) -> None:
+    for fw in ("torch", "jax", "tf", "numpy"):
+        if fw not in result.frameworks:
+            raise MappingError(f"mapping tables define no framework {fw!r} (is the frameworks table missing?)")
+
+
+_HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
+    "frameworks": _frameworks,
+    "dtypes": _dtypes,
+    "ops": _ops,
+}

@@ -1,0 +1,177 @@
+"""What a rule sees: the frameworks involved, the tables, name resolution and reporting."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import libcst as cst
+from libcst.metadata import (
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+)
+
+from precision_transpiler.diagnostics import Severity
+from precision_transpiler.mappings.model import MappingSet
+from precision_transpiler.rewrite.imports import ImportNamer
+from precision_transpiler.rewrite.templates import code_of, dotted_name
+
+if TYPE_CHECKING:
+    from precision_transpiler.rewrite.engine import TranspileCommand
+
+_X64 = {"int64": "int32", "float64": "float32", "complex128": "complex64", "uint64": "uint32"}
+_DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:\d+)?$")
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    """The value of a plain (non-f, non-bytes) string literal, else None."""
+    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower() and "f" not in node.prefix.lower():
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+class RuleContext:
+    """Per-file services for rules. Created by the engine; one per transpile call."""
+
+    def __init__(self, command: TranspileCommand, mappings: MappingSet, namer: ImportNamer) -> None:
+        self._command = command
+        self.mappings = mappings
+        self.namer = namer
+        self.source: str = command.options.source or ""
+        self.target: str = command.options.target
+
+    # -- resolution ----------------------------------------------------------------------------
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """The imported qualified name a dotted Name/Attribute chain refers to.
+
+        None for locals, shadowed names and anything that is not a plain dotted chain (LibCST
+        also names `torch.finfo(t).max` "torch.finfo.max"; that is an attribute of a value)."""
+        if dotted_name(node) is None:
+            return None
+        try:
+            names = self._command.get_metadata(QualifiedNameProvider, node, set())
+        except KeyError:
+            return None
+        imported = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
+        return imported[0] if imported else None
+
+    def framework_of(self, node: cst.CSTNode) -> str | None:
+        qualified = self.qualified_name(node)
+        return self.mappings.framework_of(qualified) if qualified else None
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        try:
+            return self._command.get_metadata(ParentNodeProvider, node)
+        except KeyError:
+            return None
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        """1-based line and column of `node` in the input."""
+        try:
+            pos = self._command.get_metadata(PositionProvider, node)
+        except KeyError:
+            return (0, 0)
+        return pos.start.line, pos.start.column + 1
+
+    def updated(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The converted version of an original node that was already left."""
+        return self._command.updated_nodes.get(node, node)
+
+    def is_outermost_name(self, node: cst.CSTNode) -> bool:
+        """False for `torch.nn` inside `torch.nn.Linear`: only whole dotted names count."""
+        parent = self.parent(node)
+        return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+    # -- dtypes --------------------------------------------------------------------------------
+
+    def dtype_of(self, node: cst.CSTNode) -> str | None:
+        """Canonical dtype an expression statically denotes (a dtype symbol of any framework,
+        or a dtype string in the source framework's spelling), else None."""
+        if isinstance(node, cst.Name | cst.Attribute):
+            qualified = self.qualified_name(node)
+            if qualified is not None:
+                hit = self.mappings.symbol_to_dtype.get(qualified)
+                if hit is not None:
+                    return hit[1]
+            return None
+        text = string_value(node)
+        if text is not None:
+            return self.mappings.string_to_dtype(self.source, text)
+        return None
+
+    def is_dtype_like(self, node: cst.CSTNode) -> bool:
+        if self.dtype_of(node) is not None:
+            return True
+        dotted = dotted_name(node)
+        if dotted is not None:
+            return "dtype" in dotted.rsplit(".", 1)[-1].lower()
+        return False
+
+    def is_device_like(self, node: cst.CSTNode) -> bool:
+        text = string_value(node)
+        if text is not None:
+            return bool(_DEVICE_STRING.match(text))
+        if isinstance(node, cst.Call):
+            qualified = self.qualified_name(node.func)
+            return qualified in {"torch.device", "jax.devices", "tensorflow.device"}
+        dotted = dotted_name(node)
+        if dotted is not None:
+            return "device" in dotted.rsplit(".", 1)[-1].lower()
+        return False
+
+    def dtype_expr(
+        self, canon: str, *, as_string: bool = False, at: cst.CSTNode | None = None
+    ) -> cst.BaseExpression | None:
+        """Target-framework code for a canonical dtype (None when the target has none).
+
+        `at` is the source node the dtype comes from, for the JAX 64-bit warning."""
+        if at is not None:
+            self.warn_if_x64(canon, at)
+        if as_string:
+            spelling = self.mappings.dtype_string(self.target, canon) or canon
+            return cst.SimpleString(f'"{spelling}"')
+        symbol = self.mappings.dtype_symbol(self.target, canon)
+        return self.expr_for(symbol) if symbol else None
+
+    def warn_if_x64(self, canon: str, at: cst.CSTNode) -> None:
+        """JAX silently computes 64-bit dtypes in 32 bits unless x64 is enabled: say so."""
+        if self.target == "jax" and canon in _X64:
+            self.diagnose(
+                at,
+                "warning",
+                "jax-x64",
+                f"JAX uses {_X64[canon]} for {canon} unless jax_enable_x64 is set "
+                "(jax.config.update('jax_enable_x64', True))",
+            )
+
+    def expr_for(self, qualified: str) -> cst.BaseExpression:
+        """Code for a qualified name, using the file's aliases, adding an import if needed."""
+        return self.namer.expr_for(qualified)
+
+    # -- reporting -----------------------------------------------------------------------------
+
+    def record(self, rule: str, original: cst.CSTNode, replacement: cst.CSTNode) -> None:
+        self._command.record_rewrite(rule, original, replacement)
+
+    def diagnose(self, node: cst.CSTNode, severity: Severity, code: str, message: str) -> None:
+        self._command.add_diagnostic(node, severity, code, message)
+
+    def unsupported(self, node: cst.CSTNode, message: str, code: str = "unsupported-construct") -> None:
+        """Report `node` as not convertible; it is also marked in the output."""
+        self._command.add_candidate(node, message, code)
+
+    def retract_under(self, subtree: cst.CSTNode) -> None:
+        """Drop non-unsupported diagnostics about nodes in a subtree the output does not keep."""
+        self._command.retract_under(subtree)
+
+    def consume(self, nodes: Iterable[cst.CSTNode]) -> None:
+        """Mark original nodes as handled by a rewrite (so they are not reported unsupported)."""
+        self._command.consumed.update(nodes)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return code_of(node)

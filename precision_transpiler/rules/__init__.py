@@ -1,0 +1,20 @@
+"""Rewrite rules, one per module. Importing this package registers them in order."""
+
+from __future__ import annotations
+
+from precision_transpiler.rules.base import RULES, Example, Rule, register
+
+
+def active_rules() -> list[type[Rule]]:
+    """All registered rules, in the order they run."""
+    from precision_transpiler.rules import (  # noqa: F401  (import registers)
+        dtype_identity,
+        dtype_string,
+        dtype_symbol,
+        op_patterns,
+    )
+
+    return list(RULES)
+
+
+__all__ = ["RULES", "Example", "Rule", "active_rules", "register"]
