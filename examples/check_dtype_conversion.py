@@ -51,8 +51,11 @@ def main() -> int:
     }
     data = np.linspace(-3, 3, 8, dtype=np.float32)
     inputs = {"torch": torch.tensor(data), "jax": jnp.asarray(data), "tf": tf.constant(data)}
-    half_inputs = {"torch": torch.tensor(data).half(), "jax": jnp.asarray(data, jnp.float16),
-                   "tf": tf.constant(data, tf.float16)}
+    half_inputs = {
+        "torch": torch.tensor(data).half(),
+        "jax": jnp.asarray(data, jnp.float16),
+        "tf": tf.constant(data, tf.float16),
+    }
     failures = 0
     rows = []
     for name, call in [
@@ -75,8 +78,10 @@ def main() -> int:
             x64_off = fw == "jax" and (dt_e, dt_g) in {("int64", "int32"), ("float64", "float32")}
             ok = same and (dt_e == dt_g or x64_off)
             failures += not ok
-            rows.append(f"{name:28s} {fw:4s} values {'equal' if same else 'DIFFER'}  dtype {dt_e} -> {dt_g}  "
-                        f"{'OK' if ok else 'FAIL'}{' (JAX x64 off: warned)' if x64_off else ''}")
+            rows.append(
+                f"{name:28s} {fw:4s} values {'equal' if same else 'DIFFER'}  dtype {dt_e} -> {dt_g}  "
+                f"{'OK' if ok else 'FAIL'}{' (JAX x64 off: warned)' if x64_off else ''}"
+            )
     print("\n".join(rows))
     print("all conversions agree" if not failures else f"{failures} disagreements")
     return 1 if failures else 0

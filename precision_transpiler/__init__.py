@@ -41,4 +41,17 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "Diagnostic",
+    "MappingError",
+    "PolicyError",
+    "PtranspileError",
+    "Rewrite",
+    "TranspileResult",
+    "UsageError",
+    "__version__",
+    "load_mappings",
+    "transpile",
+    "transpile_file",
+    "transpile_paths",
+]

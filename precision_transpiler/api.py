@@ -9,6 +9,7 @@ malformed mapping tables).
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -119,9 +120,7 @@ def transpile(
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        diag = Diagnostic(path, exc.raw_line, exc.raw_column + 1, "error", "syntax-error",
-                          f"syntax error: {exc.message}")
-        return result(source, source_framework=from_, diagnostics=(diag,))
+        return result(source, source_framework=from_, diagnostics=(_syntax_error(source, path, exc),))
     options = EngineOptions(target=to, source=from_, path=path, mappings=table)
     command = TranspileCommand(CodemodContext(filename=None), options)
     new_module = command.transform_module(module)
@@ -134,6 +133,23 @@ def transpile(
         diagnostics=tuple(_dedupe(diagnostics)),
         rewrites=tuple(sorted(outcome.rewrites)),
         imports_added=tuple(outcome.imports_added),
+    )
+
+
+def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnostic:
+    """Python's own parser gives the most precise position and wording; use it when it agrees
+    that the code is invalid (it only parses, nothing is executed)."""
+    try:
+        ast.parse(source, filename=path)
+    except SyntaxError as err:
+        return Diagnostic(
+            path, err.lineno or 1, err.offset or 1, "error", "syntax-error", f"syntax error: {err.msg}"
+        )
+    except (ValueError, RecursionError):
+        pass
+    message = exc.message.splitlines()[0] if exc.message else "invalid syntax"
+    return Diagnostic(
+        path, exc.raw_line, exc.raw_column + 1, "error", "syntax-error", f"syntax error: {message}"
     )
 
 
@@ -168,7 +184,9 @@ def transpile_file(
         return TranspileResult(display, text, text, from_, to, policy, skipped="empty file")
     if not text.strip():
         diag = Diagnostic(display, 1, 1, "error", "empty-file", "file is empty: nothing to transpile")
-        return TranspileResult(display, text, text, from_, to, policy, diagnostics=(diag,), skipped="empty file")
+        return TranspileResult(
+            display, text, text, from_, to, policy, diagnostics=(diag,), skipped="empty file"
+        )
     return transpile(text, to=to, from_=from_, policy=policy, mappings=mappings, path=display, device=device)
 
 

@@ -41,27 +41,56 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 changes found by --check or unsupported constructs, 2 errors. "
         "Defaults can be set in [tool.ptranspile] of pyproject.toml.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin"
+    )
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
-    parser.add_argument("--from", dest="from_", choices=FRAMEWORK_CHOICES, help="source framework (default: detect)")
-    parser.add_argument("--policy", help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
-                        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file")
-    parser.add_argument("--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)")
+    parser.add_argument(
+        "--from", dest="from_", choices=FRAMEWORK_CHOICES, help="source framework (default: detect)"
+    )
+    parser.add_argument(
+        "--policy",
+        help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
+        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file",
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)"
+    )
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)")
+    out.add_argument(
+        "-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)"
+    )
     out.add_argument("--in-place", action="store_true", help="rewrite the input files")
     out.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
-    parser.add_argument("--diff", action="store_true",
-                        help="write nothing; print a unified diff (with --check: also exit 1 on changes)")
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="write nothing; print a unified diff (with --check: also exit 1 on changes)",
+    )
     parser.add_argument("-j", "--jobs", type=int, metavar="N", help="files converted in parallel (default 1)")
-    parser.add_argument("--strict", action="store_true", default=None,
-                        help="unsupported constructs are errors and nothing is written")
-    parser.add_argument("--mappings", action="append", metavar="DIR", default=None,
-                        help="extra mapping-table directory (repeatable)")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        default=None,
+        help="unsupported constructs are errors and nothing is written",
+    )
+    parser.add_argument(
+        "--mappings",
+        action="append",
+        metavar="DIR",
+        default=None,
+        help="extra mapping-table directory (repeatable)",
+    )
     parser.add_argument("--report-json", metavar="FILE", help="write every diagnostic and rewrite as JSON")
-    parser.add_argument("--skip-empty", action="store_true", default=None,
-                        help="skip empty files instead of reporting them (used by the pre-commit hooks)")
-    parser.add_argument("--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths")
+    parser.add_argument(
+        "--skip-empty",
+        action="store_true",
+        default=None,
+        help="skip empty files instead of reporting them (used by the pre-commit hooks)",
+    )
+    parser.add_argument(
+        "--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     parser.add_argument("--version", action="version", version=f"ptranspile {__version__}")
     return parser
@@ -103,7 +132,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "strict": bool(args.strict if args.strict is not None else config.get("strict", False)),
         "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),
         "exclude": (args.exclude or []) + list(config.get("exclude", [])),
-        "skip_empty": bool(args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)),
+        "skip_empty": bool(
+            args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)
+        ),
     }
     if settings["to"] is None:
         raise _usage("the target framework is required: pass --to {torch,jax,tf,numpy}")
@@ -133,8 +164,13 @@ def _run(args: argparse.Namespace) -> int:
         text = sys.stdin.read()
         results = [
             api.transpile(
-                text, to=settings["to"], from_=settings["from_"], policy=settings["policy"],
-                mappings=settings["mappings"], path="<stdin>", device=settings["device"],
+                text,
+                to=settings["to"],
+                from_=settings["from_"],
+                policy=settings["policy"],
+                mappings=settings["mappings"],
+                path="<stdin>",
+                device=settings["device"],
             )
         ]
     else:
@@ -142,15 +178,22 @@ def _run(args: argparse.Namespace) -> int:
         if many and not (args.output or args.in_place or args.check or args.diff):
             raise _usage("several files or a directory need -o DIR, --in-place, --check or --diff")
         results = api.transpile_paths(
-            args.paths, to=settings["to"], from_=settings["from_"], policy=settings["policy"],
-            mappings=settings["mappings"], device=settings["device"], jobs=settings["jobs"],
-            skip_empty=settings["skip_empty"], exclude=settings["exclude"],
+            args.paths,
+            to=settings["to"],
+            from_=settings["from_"],
+            policy=settings["policy"],
+            mappings=settings["mappings"],
+            device=settings["device"],
+            jobs=settings["jobs"],
+            skip_empty=settings["skip_empty"],
+            exclude=settings["exclude"],
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
 
 
-def _finish(args: argparse.Namespace, settings: dict[str, Any], results: list[TranspileResult],
-            from_stdin: bool) -> int:
+def _finish(
+    args: argparse.Namespace, settings: dict[str, Any], results: list[TranspileResult], from_stdin: bool
+) -> int:
     strict = settings["strict"]
     exit_code = EXIT_OK
     for result in results:
@@ -187,14 +230,19 @@ def _finish(args: argparse.Namespace, settings: dict[str, Any], results: list[Tr
 
 
 def _diff(result: TranspileResult) -> list[str]:
-    return list(difflib.unified_diff(
-        result.original.splitlines(keepends=True), result.code.splitlines(keepends=True),
-        fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
-    ))
+    return list(
+        difflib.unified_diff(
+            result.original.splitlines(keepends=True),
+            result.code.splitlines(keepends=True),
+            fromfile=f"a/{result.path}",
+            tofile=f"b/{result.path}",
+        )
+    )
 
 
-def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool,
-                   total: int) -> None:
+def _write_outputs(
+    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int
+) -> None:
     from precision_transpiler.files import write_atomic
 
     if from_stdin or (not args.output and not args.in_place):
@@ -239,8 +287,10 @@ def _summary(results: list[TranspileResult]) -> str:
     errors = sum(bool(r.errors) for r in results)
     unsupported = sum(len(r.unsupported) for r in results)
     skipped = sum(r.skipped is not None and not r.errors for r in results)
-    return (f"ptranspile: {len(results)} files: {changed} changed, {len(results) - changed - errors - skipped} "
-            f"unchanged, {skipped} skipped, {errors} with errors; {unsupported} unsupported constructs")
+    return (
+        f"ptranspile: {len(results)} files: {changed} changed, {len(results) - changed - errors - skipped} "
+        f"unchanged, {skipped} skipped, {errors} with errors; {unsupported} unsupported constructs"
+    )
 
 
 def _write_report(path: Path, settings: dict[str, Any], results: list[TranspileResult]) -> None:

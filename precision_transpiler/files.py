@@ -7,14 +7,31 @@ half-written file and an input is never truncated.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache",
-                        ".ruff_cache", ".pytest_cache", "node_modules", "build", "dist", ".eggs"})
+_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        "node_modules",
+        "build",
+        "dist",
+        ".eggs",
+    }
+)
 
 
 class ReadError(Exception):
@@ -81,10 +98,8 @@ def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` atomically, keeping the existing file's permissions."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = None
-    try:
+    with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        pass
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
@@ -93,8 +108,6 @@ def write_atomic(path: Path, text: str) -> None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise

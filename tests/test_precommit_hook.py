@@ -41,7 +41,8 @@ def _pre_commit_cmd() -> list[str]:
 def _env(pre_commit_home: Path) -> dict[str, str]:
     """An environment that does not see the caller's git or pre-commit state."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("GIT_", "PRE_COMMIT")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")
     }
     env.update(
@@ -58,8 +59,14 @@ def _env(pre_commit_home: Path) -> dict[str, str]:
 
 def _run(cmd: Sequence[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        list(cmd), cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        timeout=TIMEOUT, check=False,
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=TIMEOUT,
+        check=False,
     )
 
 
@@ -81,7 +88,10 @@ def _checkout_files() -> list[Path]:
     """The checkout's files as git would commit them: tracked and untracked, not ignored."""
     proc = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, text=True, capture_output=True, check=False,
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        check=False,
     )
     if proc.returncode == 0 and proc.stdout:
         files = [Path(name) for name in proc.stdout.split("\0") if name]
@@ -91,7 +101,8 @@ def _checkout_files() -> list[Path]:
     files = [Path(n) for n in names if (ROOT / n).is_file()]
     for folder in ("precision_transpiler", "mappings"):
         files += [
-            p.relative_to(ROOT) for p in (ROOT / folder).rglob("*")
+            p.relative_to(ROOT)
+            for p in (ROOT / folder).rglob("*")
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
         ]
     return sorted(files)
@@ -154,13 +165,17 @@ def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
 ) -> None:
     env = _env(pre_commit_home)
     repo, rev = hook_repo
-    project = _project(tmp_path / "project", env, {
-        ".pre-commit-config.yaml": _config(repo, rev, ["--to", "jax"]),
-        "model/__init__.py": "",  # pre-commit passes empty files too: --skip-empty
-        "model/layers.py": TORCH_SOURCE,
-        "model/helpers.py": PLAIN_SOURCE,
-        "README.md": "import torch\nx = torch.half\n",  # not Python: never passed to the hooks
-    })
+    project = _project(
+        tmp_path / "project",
+        env,
+        {
+            ".pre-commit-config.yaml": _config(repo, rev, ["--to", "jax"]),
+            "model/__init__.py": "",  # pre-commit passes empty files too: --skip-empty
+            "model/layers.py": TORCH_SOURCE,
+            "model/helpers.py": PLAIN_SOURCE,
+            "README.md": "import torch\nx = torch.half\n",  # not Python: never passed to the hooks
+        },
+    )
     pre_commit = _pre_commit_cmd()
 
     check = _run([*pre_commit, "run", "ptranspile-check", "--all-files"], project, env)
@@ -215,11 +230,15 @@ def test_installed_hook_blocks_commit_with_defaults_from_pyproject(
     """`git commit` through the installed hook; the target comes from [tool.ptranspile], no args."""
     env = _env(pre_commit_home)
     repo, rev = hook_repo
-    project = _project(tmp_path / "project", env, {
-        ".pre-commit-config.yaml": _config(repo, rev, []),
-        "pyproject.toml": '[tool.ptranspile]\nto = "jax"\nskip-empty = true\n',
-        "helpers.py": PLAIN_SOURCE,
-    })
+    project = _project(
+        tmp_path / "project",
+        env,
+        {
+            ".pre-commit-config.yaml": _config(repo, rev, []),
+            "pyproject.toml": '[tool.ptranspile]\nto = "jax"\nskip-empty = true\n',
+            "helpers.py": PLAIN_SOURCE,
+        },
+    )
     pre_commit = _pre_commit_cmd()
     installed = _run([*pre_commit, "install"], project, env)
     assert installed.returncode == 0, installed.stdout
@@ -234,8 +253,9 @@ def test_installed_hook_blocks_commit_with_defaults_from_pyproject(
     assert "+x = jnp.float16\n" in commit.stdout, commit.stdout
     assert _git(project, env, "rev-parse", "HEAD").strip() == head  # nothing was committed
 
-    fix = _run([*pre_commit, "run", "ptranspile-fix", "--files", "net.py", "--hook-stage", "manual"],
-               project, env)
+    fix = _run(
+        [*pre_commit, "run", "ptranspile-fix", "--files", "net.py", "--hook-stage", "manual"], project, env
+    )
     assert fix.returncode == 1, fix.stdout
     assert "- files were modified by this hook" in fix.stdout, fix.stdout
     assert (project / "net.py").read_text(encoding="utf-8") == JAX_SOURCE

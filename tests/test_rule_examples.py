@@ -23,7 +23,7 @@ def test_every_rule_has_examples() -> None:
     for rule in active_rules():
         assert rule.EXAMPLES, f"{rule.name} has no examples"
         assert rule.summary, f"{rule.name} has no summary"
-        assert (rule.__module__ and __import__(rule.__module__, fromlist=["_"]).__doc__), rule.name
+        assert rule.__module__ and __import__(rule.__module__, fromlist=["_"]).__doc__, rule.name
 
 
 @pytest.mark.parametrize(("rule", "example"), CASES)

@@ -122,7 +122,9 @@ def _show(value: Any) -> str:
 def _unknown_keys(where: _Where, data: LineDict, allowed: Iterable[str], context: str) -> None:
     for key in data:
         if key not in allowed:
-            raise where.error(data.lines[key], f"{context}{key}", f"unknown key (allowed: {', '.join(allowed)})")
+            raise where.error(
+                data.lines[key], f"{context}{key}", f"unknown key (allowed: {', '.join(allowed)})"
+            )
 
 
 def _str_list(where: _Where, parent: LineDict, key: str, context: str) -> list[str]:
@@ -145,7 +147,9 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         roots = _str_list(where, spec, "roots", ctx)
         imports = spec.get("imports", LineDict())
         if not isinstance(imports, LineDict) or not all(isinstance(v, str) for v in imports.values()):
-            raise where.error(spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs")
+            raise where.error(
+                spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs"
+            )
         display = spec.get("display", name)
         result.frameworks[name] = FrameworkInfo(name, str(display), tuple(roots), dict(imports))
 
@@ -161,7 +165,9 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
         table = _expect(where, data, section, LineDict, "a mapping of framework -> dtype spellings")
         for fw, spellings in table.items():
             if not isinstance(spellings, LineDict):
-                raise where.error(table.lines[fw], f"{section}.{fw}", "expected a mapping canonical dtype -> list")
+                raise where.error(
+                    table.lines[fw], f"{section}.{fw}", "expected a mapping canonical dtype -> list"
+                )
             for canon in spellings:
                 if canonical and canon not in canonical:
                     raise where.error(
@@ -172,14 +178,18 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
                     for v in values:
                         if "." not in v:
                             raise where.error(
-                                spellings.lines[canon], f"{section}.{fw}.{canon}", f"{v!r} is not a qualified name"
+                                spellings.lines[canon],
+                                f"{section}.{fw}.{canon}",
+                                f"{v!r} is not a qualified name",
                             )
                 target.setdefault(fw, {})[canon] = values
     if "keras_policies" in data:
         policies = _expect(where, data, "keras_policies", LineDict, "a mapping of policy names")
         for name, spec in policies.items():
             if not isinstance(spec, LineDict) or set(spec) != {"variable", "compute"}:
-                raise where.error(policies.lines[name], f"keras_policies.{name}", "expected {variable, compute}")
+                raise where.error(
+                    policies.lines[name], f"keras_policies.{name}", "expected {variable, compute}"
+                )
             result.keras_policies[name] = dict(spec)
 
 
@@ -205,7 +215,9 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         previous = result.ops.get(name)
         patterns: dict[str, tuple[Pattern, ...]] = dict(previous.patterns) if previous else {}
         for fw in framework_keys & set(spec):
-            patterns[fw] = _patterns(where, spec, fw, f"{ctx}.{fw}", set(params) | (set(previous.params) if previous else set()))
+            patterns[fw] = _patterns(
+                where, spec, fw, f"{ctx}.{fw}", set(params) | (set(previous.params) if previous else set())
+            )
         merged_params = {**(previous.params if previous else {}), **params}
         result.ops[name] = OpSpec(
             name=name,
@@ -255,7 +267,9 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
 def _check_complete(result: MappingSet) -> None:
     for fw in ("torch", "jax", "tf", "numpy"):
         if fw not in result.frameworks:
-            raise MappingError(f"mapping tables define no framework {fw!r} (is the frameworks table missing?)")
+            raise MappingError(
+                f"mapping tables define no framework {fw!r} (is the frameworks table missing?)"
+            )
 
 
 _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {

@@ -72,4 +72,4 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 def load_yaml_with_lines(path: Path) -> Any:
     """Load one YAML file; raises yaml.YAMLError (with a mark) or OSError."""
     with path.open("rb") as fh:
-        return yaml.load(fh, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(fh, Loader=_Loader)

@@ -9,10 +9,18 @@ from precision_transpiler.errors import PolicyError
 
 DEVICES = ("cpu", "gpu", "tpu")
 _DTYPE_ALIASES = {
-    "float32": "float32", "fp32": "float32", "f32": "float32", "full": "float32", "float": "float32",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "fp16": "float16", "f16": "float16",
-    "float64": "float64", "fp64": "float64",
+    "float32": "float32",
+    "fp32": "float32",
+    "f32": "float32",
+    "full": "float32",
+    "float": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "f16": "float16",
+    "float64": "float64",
+    "fp64": "float64",
 }
 
 

@@ -28,7 +28,11 @@ _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:\d+)
 
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain (non-f, non-bytes) string literal, else None."""
-    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower() and "f" not in node.prefix.lower():
+    if (
+        isinstance(node, cst.SimpleString)
+        and "b" not in node.prefix.lower()
+        and "f" not in node.prefix.lower()
+    ):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None

@@ -104,9 +104,7 @@ class TranspileCommand(VisitorBasedCodemodCommand):
         mappings = self.options.mappings
         scope = self.get_metadata(ScopeProvider, tree, None)
         taken = frozenset(a.name for a in scope.assignments) if scope is not None else frozenset()
-        namer = ImportNamer(
-            tree, self.context, mappings, frozenset(mappings.frameworks[source].roots), taken
-        )
+        namer = ImportNamer(tree, self.context, mappings, frozenset(mappings.frameworks[source].roots), taken)
         self.ctx = RuleContext(self, mappings, namer)
         self._rules = [rule() for rule in active_rules() if rule().applies(self.ctx)]
         for rule in self._rules:

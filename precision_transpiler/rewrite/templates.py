@@ -325,7 +325,10 @@ class _Emitter(cst.CSTTransformer):
         dotted = self._framework_dotted(original_node)
         if dotted is not None:
             return self.expr_for(dotted)
-        if isinstance(original_node.value, cst.Name) and original_node.value.value in self.pattern.placeholders:
+        if (
+            isinstance(original_node.value, cst.Name)
+            and original_node.value.value in self.pattern.placeholders
+        ):
             return updated_node.with_changes(value=parenthesize(updated_node.value))
         return updated_node
 
@@ -339,9 +342,7 @@ class _Emitter(cst.CSTTransformer):
             return self.expr_for(dotted)
         return updated_node
 
-    def leave_Arg(
-        self, original_node: cst.Arg, updated_node: cst.Arg
-    ) -> cst.Arg | cst.RemovalSentinel:
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg | cst.RemovalSentinel:
         value = original_node.value
         if isinstance(value, cst.Name) and value.value in self.pattern.placeholders:
             if self._value(value.value) is None:

@@ -47,9 +47,13 @@ class DtypeIdentity(Rule):
             ):
                 new_op: cst.BaseCompOp
                 if isinstance(op, cst.Is):
-                    new_op = cst.Equal(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
+                    new_op = cst.Equal(
+                        whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after
+                    )
                 else:
-                    new_op = cst.NotEqual(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
+                    new_op = cst.NotEqual(
+                        whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after
+                    )
                 targets[i] = new_target.with_changes(operator=new_op)
                 changed = True
             left = right

@@ -24,8 +24,9 @@ class DtypeString(Rule):
     EXAMPLES = (
         Example(
             'import jax.numpy as jnp\nx = jnp.zeros(3, dtype="bfloat16")\n',
-            'import jax.numpy as jnp\nimport torch\n\n# ptranspile: unsupported: jax.numpy.zeros has no mapping to torch\n'
-            'x = jnp.zeros(3, dtype=torch.bfloat16)\n',
+            "import jax.numpy as jnp\nimport torch\n\n"
+            "# ptranspile: unsupported: jax.numpy.zeros has no mapping to torch\n"
+            "x = jnp.zeros(3, dtype=torch.bfloat16)\n",
             to="torch",
             diagnostics=("jax.numpy.zeros has no mapping to torch",),
         ),

@@ -47,7 +47,9 @@ class DtypeSymbol(Rule):
         ),
     )
 
-    def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
+    def leave_Name(
+        self, ctx: RuleContext, original: cst.Name, updated: cst.Name
+    ) -> cst.BaseExpression | None:
         return self._convert(ctx, original)
 
     def leave_Attribute(

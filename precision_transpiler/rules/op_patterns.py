@@ -32,8 +32,14 @@ class OpPatterns(Rule):
     name = "op-pattern"
     summary = "Rewrite dtype operations (casts, finfo, default dtype, ...) through the op tables."
     EXAMPLES = (
-        Example("import torch\ny = x.half()\n", "import jax.numpy as jnp\n\ny = x.astype(jnp.float16)\n", to="jax"),
-        Example("import torch\ny = x.float()\n", "import tensorflow as tf\n\ny = tf.cast(x, tf.float32)\n", to="tf"),
+        Example(
+            "import torch\ny = x.half()\n", "import jax.numpy as jnp\n\ny = x.astype(jnp.float16)\n", to="jax"
+        ),
+        Example(
+            "import torch\ny = x.float()\n",
+            "import tensorflow as tf\n\ny = tf.cast(x, tf.float32)\n",
+            to="tf",
+        ),
         Example(
             "import tensorflow as tf\ny = tf.cast(x, tf.bfloat16)\n",
             "import torch\n\ny = x.to(torch.bfloat16)\n",
@@ -74,7 +80,9 @@ class OpPatterns(Rule):
         ),
     )
 
-    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+    def leave_Call(
+        self, ctx: RuleContext, original: cst.Call, updated: cst.Call
+    ) -> cst.BaseExpression | None:
         return self._rewrite(ctx, original)
 
     def leave_Attribute(
@@ -98,7 +106,9 @@ class OpPatterns(Rule):
             return replacement
         return None
 
-    def _emit(self, ctx: RuleContext, op: OpSpec, match: Match, original: cst.CSTNode) -> cst.BaseExpression | None:
+    def _emit(
+        self, ctx: RuleContext, op: OpSpec, match: Match, original: cst.CSTNode
+    ) -> cst.BaseExpression | None:
         targets = op.patterns.get(ctx.target, ())
         known = {**match.pattern.bind}
         for name, node in match.bindings.items():

@@ -1,0 +1,126 @@
+"""Mapping tables: schema validation with file/line/key, extension by directory and entry point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import MappingError, transpile
+from precision_transpiler.mappings import builtin_mappings_dir, load_mappings
+from tests.helpers import REPO, run_cli
+
+EXTRA_OP = textwrap.dedent(
+    """\
+    kind: ops
+    ops:
+      relu:
+        summary: Rectified linear unit.
+        params: {x: any}
+        torch: ["torch.relu({x:input})", "{x}.relu()"]
+        jax: ["jax.nn.relu({x})"]
+        tf: ["tensorflow.nn.relu({x:features})"]
+    """
+)
+
+
+def test_builtin_tables_load_and_cover_every_canonical_dtype() -> None:
+    m = load_mappings()
+    assert builtin_mappings_dir().is_dir()
+    assert set(m.frameworks) >= {"torch", "jax", "tf", "numpy"}
+    for fw in ("torch", "jax", "tf", "numpy", "ivy"):
+        assert set(m.dtype_symbols[fw]) == set(m.dtype_canonical), fw
+    assert m.symbol_to_dtype["torch.half"] == ("torch", "float16")
+    assert m.symbol_to_dtype["tensorflow.dtypes.bfloat16"] == ("tf", "bfloat16")
+    assert m.keras_policies["mixed_bfloat16"] == {"variable": "float32", "compute": "bfloat16"}
+    assert "cast" in m.ops and m.ops["cast"].patterns["torch"]
+
+
+def test_extra_directory_adds_a_mapping(tmp_path: Path) -> None:
+    src = "import torch\ny = torch.relu(x)\n"
+    before = transpile(src, to="jax")
+    assert [d.code for d in before.unsupported] == ["unsupported-symbol"]
+    (tmp_path / "relu.yaml").write_text(EXTRA_OP)
+    after = transpile(src, to="jax", mappings=[tmp_path])
+    assert after.code == "import jax\n\ny = jax.nn.relu(x)\n"
+    assert after.ok
+    tf = transpile("import torch\ny = x.relu()\n", to="tf", mappings=[tmp_path])
+    assert tf.code == "import tensorflow as tf\n\ny = tf.nn.relu(x)\n"
+    # and through the CLI
+    (tmp_path / "m.py").write_text(src)
+    r = run_cli(str(tmp_path / "m.py"), "--to", "jax", "--mappings", str(tmp_path))
+    assert r.code == 0 and "jax.nn.relu(x)" in r.out
+
+
+def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
+    (tmp_path / "dtypes.yaml").write_text(
+        "kind: dtypes\nsymbols:\n  jax:\n    float16: [jax.numpy.half, jax.numpy.float16]\n"
+    )
+    r = transpile("import torch\nd = torch.float16\n", to="jax", mappings=[tmp_path])
+    assert r.code == "import jax.numpy as jnp\n\nd = jnp.half\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "kind: ops\nops:\n  relu:\n    params: {x: any}\n    torch: '{x.relu()'\n",
+            ":5: ops.relu.torch: malformed placeholder",
+        ),
+        (
+            "kind: ops\nops:\n  relu:\n    torch: '{x}.relu()'\n",
+            ":4: ops.relu.torch: placeholder(s) ['x'] not declared",
+        ),
+        ("kind: nonsense\n", ":1: kind: expected one of"),
+        (
+            "kind: dtypes\nsymbols:\n  torch:\n    float17: [torch.float17]\n",
+            ":4: symbols.torch.float17: not a canonical",
+        ),
+        (
+            "kind: dtypes\nsymbols:\n  torch:\n    float16: [half]\n",
+            ":4: symbols.torch.float16: 'half' is not a qualified name",
+        ),
+        (
+            "kind: ops\nops:\n  a:\n    params: {x: any}\n    torch: ['{x}.a(']\n",
+            ":5: ops.a.torch: pattern '{x}.a(' is not",
+        ),
+        ("kind: ops\nops: [1, 2\n", ": invalid YAML"),
+        ("kind: ops\nops:\n  a: 1\n  a: 2\n", ": invalid YAML: duplicate key 'a'"),
+        (
+            "kind: frameworks\nframeworks:\n  torch:\n    roots: torch\n    extra: 1\n",
+            ":5: frameworks.torch.extra: unknown key",
+        ),
+    ],
+)
+def test_malformed_tables_name_file_line_key(tmp_path: Path, text: str, where: str) -> None:
+    (tmp_path / "t.yaml").write_text(text)
+    with pytest.raises(MappingError) as info:
+        load_mappings([tmp_path])
+    assert str(info.value).startswith(str(tmp_path / "t.yaml")), info.value
+    assert where in str(info.value), info.value
+
+
+def test_entry_point_group_adds_tables(tmp_path: Path) -> None:
+    """A package registering a directory under `precision_transpiler.mappings` is picked up."""
+    site = tmp_path / "site"
+    pkg = site / "ptx_relu_tables"
+    (pkg / "tables").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pathlib import Path\nTABLES = Path(__file__).parent / 'tables'\n")
+    (pkg / "tables" / "relu.yaml").write_text(EXTRA_OP)
+    dist = site / "ptx_relu_tables-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ptx-relu-tables\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[precision_transpiler.mappings]\nrelu = ptx_relu_tables:TABLES\n")
+    script = (
+        f"import sys; sys.path.insert(0, {str(site)!r})\n"
+        "from precision_transpiler import transpile\n"
+        "print(transpile('import torch\\ny = torch.relu(x)\\n', to='jax').code)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "y = jax.nn.relu(x)" in proc.stdout
