@@ -12,13 +12,11 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.codemod import CodemodContext
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
 from precision_transpiler.errors import UsageError
@@ -105,7 +103,7 @@ def transpile(
     (or passes an already loaded MappingSet).
     """
     # Imported here so that `import precision_transpiler` stays cheap for --help.
-    from precision_transpiler.rewrite.engine import EngineOptions, TranspileCommand
+    from precision_transpiler.rewrite.engine import EngineOptions, run_engine
 
     _check_framework(to, "to", allow_none=False)
     _check_framework(from_, "from", allow_none=True)
@@ -113,18 +111,14 @@ def transpile(
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
 
     def result(code: str, **kw: Any) -> TranspileResult:
-        return TranspileResult(
-            path=path, code=code, original=source, target_framework=to, policy=policy_obj.name, **kw
-        )
+        return TranspileResult(path=path, code=code, original=source, target_framework=to, policy=policy_obj.name, **kw)
 
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         return result(source, source_framework=from_, diagnostics=(_syntax_error(source, path, exc),))
     options = EngineOptions(target=to, source=from_, path=path, mappings=table)
-    command = TranspileCommand(CodemodContext(filename=None), options)
-    new_module = command.transform_module(module)
-    outcome = command.result
+    new_module, outcome = run_engine(module, source, options)
     code = new_module.code
     diagnostics = sorted(outcome.diagnostics, key=lambda d: (d.line, d.col, d.code, d.message))
     return result(
@@ -142,15 +136,11 @@ def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnos
     try:
         ast.parse(source, filename=path)
     except SyntaxError as err:
-        return Diagnostic(
-            path, err.lineno or 1, err.offset or 1, "error", "syntax-error", f"syntax error: {err.msg}"
-        )
+        return Diagnostic(path, err.lineno or 1, err.offset or 1, "error", "syntax-error", f"syntax error: {err.msg}")
     except (ValueError, RecursionError):
         pass
     message = exc.message.splitlines()[0] if exc.message else "invalid syntax"
-    return Diagnostic(
-        path, exc.raw_line, exc.raw_column + 1, "error", "syntax-error", f"syntax error: {message}"
-    )
+    return Diagnostic(path, exc.raw_line, exc.raw_column + 1, "error", "syntax-error", f"syntax error: {message}")
 
 
 def _dedupe(items: Iterable[Diagnostic]) -> list[Diagnostic]:
@@ -184,9 +174,7 @@ def transpile_file(
         return TranspileResult(display, text, text, from_, to, policy, skipped="empty file")
     if not text.strip():
         diag = Diagnostic(display, 1, 1, "error", "empty-file", "file is empty: nothing to transpile")
-        return TranspileResult(
-            display, text, text, from_, to, policy, diagnostics=(diag,), skipped="empty file"
-        )
+        return TranspileResult(display, text, text, from_, to, policy, diagnostics=(diag,), skipped="empty file")
     return transpile(text, to=to, from_=from_, policy=policy, mappings=mappings, path=display, device=device)
 
 
@@ -238,6 +226,7 @@ def transpile_paths(
     job = _Job(to, from_, policy, tuple(os.fspath(m) for m in mappings), device, skip_empty)
     if jobs > 1 and len(items) > 1:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             return list(pool.map(job, items, chunksize=max(1, len(items) // (jobs * 4))))

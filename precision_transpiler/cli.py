@@ -41,25 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 changes found by --check or unsupported constructs, 2 errors. "
         "Defaults can be set in [tool.ptranspile] of pyproject.toml.",
     )
-    parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin"
-    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
-    parser.add_argument(
-        "--from", dest="from_", choices=FRAMEWORK_CHOICES, help="source framework (default: detect)"
-    )
+    parser.add_argument("--from", dest="from_", choices=FRAMEWORK_CHOICES, help="source framework (default: detect)")
     parser.add_argument(
         "--policy",
         help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
         "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file",
     )
-    parser.add_argument(
-        "--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)"
-    )
+    parser.add_argument("--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)")
     out = parser.add_mutually_exclusive_group()
-    out.add_argument(
-        "-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)"
-    )
+    out.add_argument("-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)")
     out.add_argument("--in-place", action="store_true", help="rewrite the input files")
     out.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
     parser.add_argument(
@@ -88,9 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="skip empty files instead of reporting them (used by the pre-commit hooks)",
     )
-    parser.add_argument(
-        "--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths"
-    )
+    parser.add_argument("--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths")
     parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     parser.add_argument("--version", action="version", version=f"ptranspile {__version__}")
     return parser
@@ -132,9 +122,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "strict": bool(args.strict if args.strict is not None else config.get("strict", False)),
         "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),
         "exclude": (args.exclude or []) + list(config.get("exclude", [])),
-        "skip_empty": bool(
-            args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)
-        ),
+        "skip_empty": bool(args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)),
     }
     if settings["to"] is None:
         raise _usage("the target framework is required: pass --to {torch,jax,tf,numpy}")
@@ -240,9 +228,7 @@ def _diff(result: TranspileResult) -> list[str]:
     )
 
 
-def _write_outputs(
-    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int
-) -> None:
+def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int) -> None:
     from precision_transpiler.files import write_atomic
 
     if from_stdin or (not args.output and not args.in_place):

@@ -35,17 +35,17 @@ def test_result_shape() -> None:
 @pytest.mark.parametrize(
     ("src", "to", "expected"),
     [
-        ("import torch as t\nx = t.half\n", "jax", "import jax.numpy as jnp\n\nx = jnp.float16\n"),
-        ("from torch import float16 as h\nx = h\n", "tf", "import tensorflow as tf\n\nx = tf.float16\n"),
-        ("import jax.numpy as jnp\nx = jnp.bfloat16\n", "torch", "import torch\n\nx = torch.bfloat16\n"),
-        ("from jax import numpy as J\nx = J.int8\n", "tf", "import tensorflow as tf\n\nx = tf.int8\n"),
+        ("import torch as t\nx = t.half\n", "jax", "import jax.numpy as jnp\nx = jnp.float16\n"),
+        ("from torch import float16 as h\nx = h\n", "tf", "import tensorflow as tf\nx = tf.float16\n"),
+        ("import jax.numpy as jnp\nx = jnp.bfloat16\n", "torch", "import torch\nx = torch.bfloat16\n"),
+        ("from jax import numpy as J\nx = J.int8\n", "tf", "import tensorflow as tf\nx = tf.int8\n"),
         (
             "from tensorflow import dtypes\nx = dtypes.float64\n",
             "numpy",
-            "import numpy as np\n\nx = np.float64\n",
+            "import numpy as np\nx = np.float64\n",
         ),
-        ("import numpy as np\nx = np.float32\n", "torch", "import torch\n\nx = torch.float32\n"),
-        ("import tensorflow.dtypes as D\nx = D.half\n", "torch", "import torch\n\nx = torch.float16\n"),
+        ("import numpy as np\nx = np.float32\n", "torch", "import torch\nx = torch.float32\n"),
+        ("import tensorflow.dtypes as D\nx = D.half\n", "torch", "import torch\nx = torch.float16\n"),
     ],
 )
 def test_aliases(src: str, to: str, expected: str) -> None:
@@ -140,7 +140,7 @@ def test_transpile_file_and_paths(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text("")
     (tmp_path / "c.py").write_bytes(b"\xff\xfe")
     r = transpile_file(tmp_path / "a.py", to="numpy")
-    assert r.code == "import numpy as np\n\nx = np.float64\n"
+    assert r.code == "import numpy as np\nx = np.float64\n"
     results = transpile_paths([tmp_path], to="numpy", jobs=2)
     assert [Path(x.path).name for x in results] == ["a.py", "b.py", "c.py"]
     assert results[1].skipped == "empty file" and not results[1].errors

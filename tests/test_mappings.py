@@ -45,10 +45,10 @@ def test_extra_directory_adds_a_mapping(tmp_path: Path) -> None:
     assert [d.code for d in before.unsupported] == ["unsupported-symbol"]
     (tmp_path / "relu.yaml").write_text(EXTRA_OP)
     after = transpile(src, to="jax", mappings=[tmp_path])
-    assert after.code == "import jax\n\ny = jax.nn.relu(x)\n"
+    assert after.code == "import jax\ny = jax.nn.relu(x)\n"
     assert after.ok
     tf = transpile("import torch\ny = x.relu()\n", to="tf", mappings=[tmp_path])
-    assert tf.code == "import tensorflow as tf\n\ny = tf.nn.relu(x)\n"
+    assert tf.code == "import tensorflow as tf\ny = tf.nn.relu(x)\n"
     # and through the CLI
     (tmp_path / "m.py").write_text(src)
     r = run_cli(str(tmp_path / "m.py"), "--to", "jax", "--mappings", str(tmp_path))
@@ -60,7 +60,7 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
         "kind: dtypes\nsymbols:\n  jax:\n    float16: [jax.numpy.half, jax.numpy.float16]\n"
     )
     r = transpile("import torch\nd = torch.float16\n", to="jax", mappings=[tmp_path])
-    assert r.code == "import jax.numpy as jnp\n\nd = jnp.half\n"
+    assert r.code == "import jax.numpy as jnp\nd = jnp.half\n"
 
 
 @pytest.mark.parametrize(
@@ -119,8 +119,6 @@ def test_entry_point_group_adds_tables(tmp_path: Path) -> None:
         "from precision_transpiler import transpile\n"
         "print(transpile('import torch\\ny = torch.relu(x)\\n', to='jax').code)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "y = jax.nn.relu(x)" in proc.stdout

@@ -59,7 +59,7 @@ def test_wheel_contains_tables_and_cli_works_elsewhere(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "import jax.numpy as jnp\n\nd = jnp.float16\n"
+    assert proc.stdout == "import jax.numpy as jnp\nd = jnp.float16\n"
     where = subprocess.run(
         [sys.executable, "-c", "import precision_transpiler.mappings as m; print(m.builtin_mappings_dir())"],
         cwd=elsewhere,

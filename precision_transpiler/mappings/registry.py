@@ -7,7 +7,10 @@ that a contributor adding a mapping sees exactly what is wrong.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from importlib import metadata
@@ -37,14 +40,44 @@ def builtin_mappings_dir() -> Path:
 def entry_point_dirs() -> list[Path]:
     """Directories contributed by installed packages (entry-point group above)."""
     dirs: list[Path] = []
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for name, value in _plugin_entry_points():
         try:
-            target = ep.load()
+            target = metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
             path = target() if callable(target) else target
         except Exception as exc:  # a broken plug-in must not look like our bug
-            raise MappingError(f"entry point {ep.name!r} ({ep.value}): failed to load: {exc}") from None
+            raise MappingError(f"entry point {name!r} ({value}): failed to load: {exc}") from None
         dirs.append(Path(os.fspath(path)))
     return dirs
+
+
+def _plugin_entry_points() -> list[tuple[str, str]]:
+    """(name, value) of the group's entry points.
+
+    Scanning every installed distribution costs ~45 ms in a framework-sized environment, a
+    sixth of the CLI's start-up budget, so the answer is cached per interpreter and per state
+    of sys.path (any install or uninstall changes a site directory's mtime)."""
+    key_parts = [sys.executable]
+    for entry in sys.path:
+        try:
+            key_parts.append(f"{entry}:{os.stat(entry or '.').st_mtime_ns}")
+        except OSError:
+            continue
+    key = hashlib.sha256("\n".join(key_parts).encode()).hexdigest()[:24]
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptranspile"
+    cache = cache_dir / f"plugins-{key}.json"
+    try:
+        return [tuple(item) for item in json.loads(cache.read_text())]  # type: ignore[misc]
+    except (OSError, ValueError):
+        pass
+    found = sorted((ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(found))
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a read-only home is fine: we just scan every time
+    return found
 
 
 def load_mappings(extra_dirs: Sequence[str | os.PathLike[str]] = (), *, plugins: bool = True) -> MappingSet:
@@ -122,9 +155,7 @@ def _show(value: Any) -> str:
 def _unknown_keys(where: _Where, data: LineDict, allowed: Iterable[str], context: str) -> None:
     for key in data:
         if key not in allowed:
-            raise where.error(
-                data.lines[key], f"{context}{key}", f"unknown key (allowed: {', '.join(allowed)})"
-            )
+            raise where.error(data.lines[key], f"{context}{key}", f"unknown key (allowed: {', '.join(allowed)})")
 
 
 def _str_list(where: _Where, parent: LineDict, key: str, context: str) -> list[str]:
@@ -147,9 +178,7 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         roots = _str_list(where, spec, "roots", ctx)
         imports = spec.get("imports", LineDict())
         if not isinstance(imports, LineDict) or not all(isinstance(v, str) for v in imports.values()):
-            raise where.error(
-                spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs"
-            )
+            raise where.error(spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs")
         display = spec.get("display", name)
         result.frameworks[name] = FrameworkInfo(name, str(display), tuple(roots), dict(imports))
 
@@ -165,14 +194,10 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
         table = _expect(where, data, section, LineDict, "a mapping of framework -> dtype spellings")
         for fw, spellings in table.items():
             if not isinstance(spellings, LineDict):
-                raise where.error(
-                    table.lines[fw], f"{section}.{fw}", "expected a mapping canonical dtype -> list"
-                )
+                raise where.error(table.lines[fw], f"{section}.{fw}", "expected a mapping canonical dtype -> list")
             for canon in spellings:
                 if canonical and canon not in canonical:
-                    raise where.error(
-                        spellings.lines[canon], f"{section}.{fw}.{canon}", "not a canonical dtype name"
-                    )
+                    raise where.error(spellings.lines[canon], f"{section}.{fw}.{canon}", "not a canonical dtype name")
                 values = _str_list(where, spellings, canon, f"{section}.{fw}.")
                 if section == "symbols":
                     for v in values:
@@ -187,9 +212,7 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
         policies = _expect(where, data, "keras_policies", LineDict, "a mapping of policy names")
         for name, spec in policies.items():
             if not isinstance(spec, LineDict) or set(spec) != {"variable", "compute"}:
-                raise where.error(
-                    policies.lines[name], f"keras_policies.{name}", "expected {variable, compute}"
-                )
+                raise where.error(policies.lines[name], f"keras_policies.{name}", "expected {variable, compute}")
             result.keras_policies[name] = dict(spec)
 
 
@@ -267,9 +290,7 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
 def _check_complete(result: MappingSet) -> None:
     for fw in ("torch", "jax", "tf", "numpy"):
         if fw not in result.frameworks:
-            raise MappingError(
-                f"mapping tables define no framework {fw!r} (is the frameworks table missing?)"
-            )
+            raise MappingError(f"mapping tables define no framework {fw!r} (is the frameworks table missing?)")
 
 
 _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {

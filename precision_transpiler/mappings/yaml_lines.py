@@ -45,14 +45,10 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LineD
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, str | int | float | bool) and key is not None:
-            raise yaml.constructor.ConstructorError(
-                None, None, "mapping keys must be scalars", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, "mapping keys must be scalars", key_node.start_mark)
         skey = str(key)
         if skey in result:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {skey!r}", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {skey!r}", key_node.start_mark)
         result[skey] = loader.construct_object(value_node, deep=True)
         result.lines[skey] = key_node.start_mark.line + 1
     return result

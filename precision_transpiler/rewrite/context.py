@@ -7,12 +7,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import (
-    ParentNodeProvider,
-    PositionProvider,
-    QualifiedNameProvider,
-    QualifiedNameSource,
-)
 
 from precision_transpiler.diagnostics import Severity
 from precision_transpiler.mappings.model import MappingSet
@@ -20,7 +14,7 @@ from precision_transpiler.rewrite.imports import ImportNamer
 from precision_transpiler.rewrite.templates import code_of, dotted_name
 
 if TYPE_CHECKING:
-    from precision_transpiler.rewrite.engine import TranspileCommand
+    from precision_transpiler.rewrite.engine import Transpiler
 
 _X64 = {"int64": "int32", "float64": "float32", "complex128": "complex64", "uint64": "uint32"}
 _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:\d+)?$")
@@ -28,11 +22,7 @@ _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:\d+)
 
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain (non-f, non-bytes) string literal, else None."""
-    if (
-        isinstance(node, cst.SimpleString)
-        and "b" not in node.prefix.lower()
-        and "f" not in node.prefix.lower()
-    ):
+    if isinstance(node, cst.SimpleString) and "b" not in node.prefix.lower() and "f" not in node.prefix.lower():
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
@@ -41,7 +31,7 @@ def string_value(node: cst.CSTNode) -> str | None:
 class RuleContext:
     """Per-file services for rules. Created by the engine; one per transpile call."""
 
-    def __init__(self, command: TranspileCommand, mappings: MappingSet, namer: ImportNamer) -> None:
+    def __init__(self, command: Transpiler, mappings: MappingSet, namer: ImportNamer) -> None:
         self._command = command
         self.mappings = mappings
         self.namer = namer
@@ -51,36 +41,23 @@ class RuleContext:
     # -- resolution ----------------------------------------------------------------------------
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
-        """The imported qualified name a dotted Name/Attribute chain refers to.
+        """The imported qualified name a dotted Name/Attribute chain refers to here.
 
-        None for locals, shadowed names and anything that is not a plain dotted chain (LibCST
-        also names `torch.finfo(t).max` "torch.finfo.max"; that is an attribute of a value)."""
-        if dotted_name(node) is None:
-            return None
-        try:
-            names = self._command.get_metadata(QualifiedNameProvider, node, set())
-        except KeyError:
-            return None
-        imported = sorted(q.name for q in names if q.source is QualifiedNameSource.IMPORT)
-        return imported[0] if imported else None
+        None for locals, shadowed names and anything that is not a plain dotted chain
+        (`torch.finfo(t).max` is an attribute of a value, not a symbol)."""
+        return self._command.names.qualified_name(node, self._command.stack)
 
     def framework_of(self, node: cst.CSTNode) -> str | None:
         qualified = self.qualified_name(node)
         return self.mappings.framework_of(qualified) if qualified else None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        try:
-            return self._command.get_metadata(ParentNodeProvider, node)
-        except KeyError:
-            return None
+        """Parent of an original node on the path being visited (None for other nodes)."""
+        return self._command.parent_of(node)
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of `node` in the input."""
-        try:
-            pos = self._command.get_metadata(PositionProvider, node)
-        except KeyError:
-            return (0, 0)
-        return pos.start.line, pos.start.column + 1
+        return self._command.position(node)
 
     def updated(self, node: cst.CSTNode) -> cst.CSTNode:
         """The converted version of an original node that was already left."""

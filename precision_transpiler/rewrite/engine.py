@@ -1,10 +1,10 @@
-"""The rewrite engine: one LibCST codemod that runs every registered rule in one traversal.
+"""The rewrite engine: one LibCST transformer that runs every registered rule in one traversal.
 
 Rules live one per file in `precision_transpiler/rules/`. Running them in a single pass keeps
 transpiling fast (name resolution is computed once), while each rule stays small. The engine
 owns what is common to all rules: framework detection, bookkeeping of original -> converted
-nodes, reporting symbols that nothing converted, marking them in the output, and dropping
-imports of the source framework that are no longer used.
+nodes and of each node's ancestors, reporting symbols that nothing converted, marking them in
+the output, and fixing up imports at the end (`import_editor`).
 """
 
 from __future__ import annotations
@@ -14,25 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.helpers import get_full_name_for_node
-from libcst.metadata import (
-    ImportAssignment,
-    ParentNodeProvider,
-    PositionProvider,
-    QualifiedNameProvider,
-    ScopeProvider,
-)
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite, Severity
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.import_editor import edit_imports
 from precision_transpiler.rewrite.imports import ImportNamer
+from precision_transpiler.rewrite.names import NameResolver
+from precision_transpiler.rewrite.positions import PositionFinder
 from precision_transpiler.rewrite.templates import code_of
-from precision_transpiler.rewrite.tidy_imports import RemoveImportsKeepingLayout
 from precision_transpiler.rules import active_rules
-from precision_transpiler.rules.base import Rule
 
 MARKER = "# ptranspile:"
 
@@ -53,7 +44,6 @@ class _Candidate:
     node: cst.CSTNode
     message: str
     code: str
-    owner: cst.CSTNode | None
 
 
 @dataclass
@@ -62,104 +52,127 @@ class EngineResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
     imports_added: list[str] = field(default_factory=list)
+    imports_removed: list[str] = field(default_factory=list)
 
 
-class TranspileCommand(VisitorBasedCodemodCommand):
+def run_engine(module: cst.Module, source: str, options: EngineOptions) -> tuple[cst.Module, EngineResult]:
+    """Convert `module` (parsed from `source`); returns the new module and what happened."""
+    transformer = Transpiler(options, module, source)
+    new_module = module.visit(transformer)
+    result = transformer.result
+    if transformer.namer is not None and options.source is not None:
+        additions = list(transformer.namer.pending)
+        roots = options.mappings.frameworks[options.source].roots
+        new_module, removed, added = edit_imports(new_module, roots, additions)
+        result.imports_added = added
+        result.imports_removed = removed
+    return new_module, result
+
+
+class Transpiler(cst.CSTTransformer):
     """Convert one module from `options.source` to `options.target` (source detected if None)."""
 
-    DESCRIPTION = "Convert framework symbols between torch, JAX, TensorFlow and NumPy."
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider, ScopeProvider)
-
-    def __init__(self, context: CodemodContext, options: EngineOptions) -> None:
-        super().__init__(context)
+    def __init__(self, options: EngineOptions, module: cst.Module, source: str) -> None:
+        super().__init__()
         self.options = options
         self.result = EngineResult(source=options.source)
         self.updated_nodes: dict[cst.CSTNode, cst.CSTNode] = {}
         self.consumed: set[cst.CSTNode] = set()
+        self.stack: list[cst.CSTNode] = []
+        self.positions = PositionFinder(module, source)
+        self.names = NameResolver(module, source)
+        self.namer: ImportNamer | None = None
+        self.ctx: RuleContext | None = None
+        self._active = False
         self._candidates: dict[cst.CSTNode, list[_Candidate]] = {}
         self._orphans: list[_Candidate] = []
         self._diagnostic_nodes: list[tuple[cst.CSTNode, Diagnostic]] = []
-        self._handlers: dict[str, list[Callable[..., cst.CSTNode | None]]] = {}
-        self._rules: list[Rule] = []
-        self.ctx: RuleContext | None = None
+        self._handlers: dict[type, list[Callable[..., cst.CSTNode | None]]] = {}
 
-    # -- entry ---------------------------------------------------------------------------------
+    # -- setup ---------------------------------------------------------------------------------
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # Like CodemodCommand.transform_module, but removal keeps the file's layout.
-        tree = Codemod.transform_module(self, tree)
-        if AddImportsVisitor.CONTEXT_KEY in self.context.scratch:
-            tree = AddImportsVisitor(self.context).transform_module(tree)
-        if RemoveImportsVisitor.CONTEXT_KEY in self.context.scratch:
-            tree = RemoveImportsKeepingLayout(self.context).transform_module(tree)
-        return tree
-
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        if self.options.source is None:
-            self.options.source = detect_source(self, tree, self.options.mappings)
-            self.result.source = self.options.source
-        source = self.options.source
-        if source is None or source == self.options.target:
-            return tree
-        mappings = self.options.mappings
-        scope = self.get_metadata(ScopeProvider, tree, None)
-        taken = frozenset(a.name for a in scope.assignments) if scope is not None else frozenset()
-        namer = ImportNamer(tree, self.context, mappings, frozenset(mappings.frameworks[source].roots), taken)
-        self.ctx = RuleContext(self, mappings, namer)
-        self._rules = [rule() for rule in active_rules() if rule().applies(self.ctx)]
-        for rule in self._rules:
+    def visit_Module(self, node: cst.Module) -> bool:
+        options = self.options
+        if options.source is None:
+            options.source = detect_source(self.names, options.mappings)
+            self.result.source = options.source
+        if options.source is None or options.source == options.target:
+            return False
+        mappings = options.mappings
+        taken = frozenset(self.names.module_bindings)
+        self.namer = ImportNamer(node, mappings, frozenset(mappings.frameworks[options.source].roots), taken)
+        self.ctx = RuleContext(self, mappings, self.namer)
+        by_name: dict[str, list[Callable[..., cst.CSTNode | None]]] = {}
+        for rule_cls in active_rules():
+            rule = rule_cls()
+            if not rule.applies(self.ctx):
+                continue
             for attr in dir(rule):
                 if attr.startswith("leave_"):
-                    self._handlers.setdefault(attr, []).append(getattr(rule, attr))
-        new_tree = tree.visit(self)
-        namer.schedule_imports(new_tree)
-        self.result.imports_added = list(namer.added)
-        return new_tree
+                    by_name.setdefault(attr[len("leave_") :], []).append(getattr(rule, attr))
+        for name, handlers in by_name.items():
+            self._handlers[getattr(cst, name)] = handlers
+        self._active = True
+        return True
 
     # -- traversal -----------------------------------------------------------------------------
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Import | cst.ImportFrom):
-            self._schedule_import_removal(node)
             return False
-        return super().on_visit(node)
+        if not super().on_visit(node):
+            return False
+        self.stack.append(node)
+        return True
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        updated = super().on_leave(original_node, updated_node)
-        assert self.ctx is not None
+        if not self._active or isinstance(original_node, cst.Import | cst.ImportFrom):
+            return updated_node
+        ctx = self.ctx
+        assert ctx is not None
+        updated: cst.CSTNode = updated_node
         replaced = False
-        if isinstance(updated, cst.CSTNode):
-            for handler in self._handlers.get(f"leave_{type(original_node).__name__}", ()):
-                result = handler(self.ctx, original_node, updated)
-                if result is not None:
-                    updated = result
-                    replaced = True
-                    break
+        for handler in self._handlers.get(type(original_node), ()):
+            result = handler(ctx, original_node, updated)
+            if result is not None:
+                updated = result
+                replaced = True
+                break
         if not replaced and isinstance(original_node, cst.Name | cst.Attribute | cst.Call):
             self._check_unconverted(original_node)
-        if isinstance(original_node, _STATEMENTS) and isinstance(updated, cst.CSTNode):
+        if isinstance(original_node, _STATEMENTS):
             updated = self._attach_markers(original_node, updated)
-        if isinstance(updated, cst.CSTNode):
+        if updated is not original_node:
             self.updated_nodes[original_node] = updated
         if isinstance(original_node, cst.Module):
             self._flush_orphans()
-        return updated  # type: ignore[return-value]
+        self.stack.pop()
+        return updated
+
+    def parent_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The parent of a node on the current path from the root (None if not on it)."""
+        stack = self.stack
+        for i in range(len(stack) - 1, 0, -1):
+            if stack[i] is node:
+                return stack[i - 1]
+        return None
 
     # -- unsupported symbols -------------------------------------------------------------------
 
     def _check_unconverted(self, node: cst.Name | cst.Attribute | cst.Call) -> None:
         ctx = self.ctx
         assert ctx is not None
-        source = self.options.source
+        source = self.options.source or ""
         target = self.options.target
         if isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute) and ctx.qualified_name(func) is None:
-                method = func.attr.value
-                if method in self.options.mappings.method_names.get(source or "", ()):
+            if isinstance(func, cst.Attribute) and func.attr.value in self.options.mappings.method_names.get(
+                source, ()
+            ):
+                if ctx.qualified_name(func) is None:
                     self.add_candidate(
                         node,
-                        f".{method}(...) call could not be converted to {target}: "
+                        f".{func.attr.value}(...) call could not be converted to {target}: "
                         "no pattern matches its arguments",
                         "unsupported-call",
                     )
@@ -172,31 +185,30 @@ class TranspileCommand(VisitorBasedCodemodCommand):
         self.add_candidate(node, f"{qualified} has no mapping to {target}", "unsupported-symbol")
 
     def add_candidate(self, node: cst.CSTNode, message: str, code: str) -> None:
+        candidate = _Candidate(node, message, code)
         owner = self._owner(node)
-        candidate = _Candidate(node, message, code, owner)
         if owner is None:
             self._orphans.append(candidate)
         else:
             self._candidates.setdefault(owner, []).append(candidate)
 
     def _owner(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        current: cst.CSTNode | None = node
-        while current is not None and not isinstance(current, _STATEMENTS):
-            try:
-                current = self.get_metadata(ParentNodeProvider, current)
-            except KeyError:
-                return None
-        return current
+        for ancestor in reversed(self.stack):
+            if isinstance(ancestor, _STATEMENTS):
+                return ancestor
+        return None
 
     def _live(self, candidates: list[_Candidate]) -> list[_Candidate]:
         return [c for c in candidates if c.node not in self.consumed]
 
     def _attach_markers(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
         candidates = self._live(self._candidates.pop(original, []))
-        if not candidates:
+        if not candidates or not hasattr(updated, "leading_lines"):
+            for candidate in candidates:
+                self._report(candidate)
             return updated
-        existing = {line.comment.value for line in updated.leading_lines if line.comment}  # type: ignore[attr-defined]
-        lines = list(updated.leading_lines)  # type: ignore[attr-defined]
+        existing = {line.comment.value for line in updated.leading_lines if line.comment}
+        lines = list(updated.leading_lines)
         seen: set[str] = set()
         for candidate in candidates:
             self._report(candidate)
@@ -219,8 +231,7 @@ class TranspileCommand(VisitorBasedCodemodCommand):
     # -- bookkeeping ---------------------------------------------------------------------------
 
     def add_diagnostic(self, node: cst.CSTNode, severity: Severity, code: str, message: str) -> None:
-        assert self.ctx is not None
-        line, col = self.ctx.position(node)
+        line, col = self.position(node)
         diagnostic = Diagnostic(self.options.path, line, col, severity, code, message)
         self.result.diagnostics.append(diagnostic)
         self._diagnostic_nodes.append((node, diagnostic))
@@ -228,6 +239,8 @@ class TranspileCommand(VisitorBasedCodemodCommand):
     def retract_under(self, subtree: cst.CSTNode) -> None:
         """Forget diagnostics about nodes inside `subtree`: the subtree was dropped from the output
         (e.g. a dtype argument that became a constant), so what was said about it no longer holds."""
+        if not self._diagnostic_nodes:
+            return
         inside = _subtree_ids(subtree)
         gone = [d for n, d in self._diagnostic_nodes if id(n) in inside and d.severity != "unsupported"]
         if gone:
@@ -235,23 +248,12 @@ class TranspileCommand(VisitorBasedCodemodCommand):
             self.result.diagnostics = [d for d in self.result.diagnostics if d not in gone]
 
     def record_rewrite(self, rule: str, original: cst.CSTNode, replacement: cst.CSTNode) -> None:
-        assert self.ctx is not None
-        line, col = self.ctx.position(original)
+        line, col = self.position(original)
         self.result.rewrites.append(Rewrite(line, col, rule, code_of(original), code_of(replacement)))
 
-    def _schedule_import_removal(self, node: cst.Import | cst.ImportFrom) -> None:
-        source = self.options.source
-        if source is None:
-            return
-        roots = set(self.options.mappings.frameworks[source].roots)
-        if isinstance(node, cst.ImportFrom):
-            if node.relative or node.module is None:
-                return
-            names = [get_full_name_for_node(node.module) or ""]
-        else:
-            names = [get_full_name_for_node(alias.name) or "" for alias in node.names]
-        if any(name.split(".")[0] in roots for name in names):
-            RemoveImportsVisitor.remove_unused_import_by_node(self.context, node)
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        """1-based line and column of an original node."""
+        return self.positions.find(node, self.stack)
 
 
 def _subtree_ids(node: cst.CSTNode) -> set[int]:
@@ -266,24 +268,15 @@ def _subtree_ids(node: cst.CSTNode) -> set[int]:
     return ids
 
 
-def detect_source(command: TranspileCommand, tree: cst.Module, mappings: MappingSet) -> str | None:
+def detect_source(names: NameResolver, mappings: MappingSet) -> str | None:
     """The framework a module is written for: the deep-learning framework whose imports it
     uses most (counting references); NumPy only when it imports no deep-learning framework."""
     counts: Counter[str] = Counter()
-    scopes = command.context.wrapper.resolve(ScopeProvider).values() if command.context.wrapper else ()
-    seen: set[int] = set()
-    for scope in scopes:
-        if scope is None or id(scope) in seen:
-            continue
-        seen.add(id(scope))
-        for assignment in scope.assignments:
-            if not isinstance(assignment, ImportAssignment):
-                continue
-            for qualified in assignment.scope.get_qualified_names_for(assignment.name):
-                fw = mappings.framework_of(qualified.name)
-                if fw is not None:
-                    counts[fw] += 1 + len(assignment.references)
-                    break
+    for local, references in names.reference_counts().items():
+        qualified = names.module_bindings.get(local)
+        fw = mappings.framework_of(qualified) if qualified else None
+        if fw is not None:
+            counts[fw] += 1 + references
     dl = [(counts[fw], fw) for fw in DL_FRAMEWORKS if counts[fw]]
     if dl:
         return max(dl)[1]

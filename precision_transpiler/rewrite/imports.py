@@ -2,14 +2,12 @@
 
 Mapping tables name targets fully (`jax.numpy.float16`). When the file already imports
 `jax.numpy as jnp`, the output must say `jnp.float16`; when it imports nothing suitable, the
-framework's conventional import is added (through LibCST's AddImportsVisitor) and used.
+framework's conventional import is recorded here and added afterwards by `import_editor`.
 """
 
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.helpers import get_full_name_for_node
 
 from precision_transpiler.mappings.model import MappingSet
@@ -62,18 +60,24 @@ def _record(small: cst.BaseSmallStatement, found: dict[str, str]) -> None:
             found.setdefault(f"{module}.{name}", local)
 
 
+def dotted_expr(parts: list[str]) -> cst.BaseExpression:
+    """`a.b.c` as a Name/Attribute chain (cheaper than parsing)."""
+    expr: cst.BaseExpression = cst.Name(parts[0])
+    for part in parts[1:]:
+        expr = cst.Attribute(value=expr, attr=cst.Name(part))
+    return expr
+
+
 class ImportNamer:
     """Produces expressions for qualified names and records the imports they need."""
 
     def __init__(
         self,
         module: cst.Module,
-        context: CodemodContext,
         mappings: MappingSet,
         avoid_roots: frozenset[str],
         taken_names: frozenset[str],
     ) -> None:
-        self.context = context
         self.mappings = mappings
         # Imports of the source framework are about to go away: never build on them.
         self.available = {
@@ -84,7 +88,6 @@ class ImportNamer:
         for info in mappings.frameworks.values():
             self.preferred.update(info.imports)
         self.pending: dict[tuple[str, str], None] = {}  # (module, alias), insertion-ordered
-        self.added: list[str] = []
 
     def expr_for(self, qualified: str) -> cst.BaseExpression:
         parts = qualified.split(".")
@@ -92,11 +95,11 @@ class ImportNamer:
             prefix = ".".join(parts[:i])
             local = self.available.get(prefix)
             if local is not None:
-                return cst.parse_expression(".".join([local, *parts[i:]]))
+                return dotted_expr([*local.split("."), *parts[i:]])
         module, alias = self._choose_import(parts)
         self._add_import(module, alias)
         rest = parts[len(module.split(".")) :]
-        return cst.parse_expression(".".join([alias, *rest]))
+        return dotted_expr([alias, *rest])
 
     def _choose_import(self, parts: list[str]) -> tuple[str, str]:
         for i in range(len(parts) - 1, 0, -1):
@@ -110,35 +113,3 @@ class ImportNamer:
     def _add_import(self, module: str, alias: str) -> None:
         self.available[module] = alias
         self.pending[(module, alias)] = None
-
-    def schedule_imports(self, tree: cst.Module) -> None:
-        """Ask AddImportsVisitor for the pending imports the final code really uses.
-
-        Emitted code can be dropped again (an argument the target has no use for), so an
-        import is only added when its name appears in the converted module."""
-        used = _used_names(tree)
-        for module, alias in self.pending:
-            if alias.split(".")[0] not in used:
-                continue
-            if alias == module:
-                AddImportsVisitor.add_needed_import(self.context, module)
-            else:
-                AddImportsVisitor.add_needed_import(self.context, module, asname=alias)
-            self.added.append(module if alias == module else f"{module} as {alias}")
-
-
-def _used_names(tree: cst.Module) -> set[str]:
-    names: set[str] = set()
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> bool:
-            return False
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            names.add(node.value)
-
-    tree.visit(_Collect())
-    return names

@@ -319,16 +319,11 @@ class _Emitter(cst.CSTTransformer):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         return self._framework_dotted(node) is None
 
-    def leave_Attribute(
-        self, original_node: cst.Attribute, updated_node: cst.Attribute
-    ) -> cst.BaseExpression:
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         dotted = self._framework_dotted(original_node)
         if dotted is not None:
             return self.expr_for(dotted)
-        if (
-            isinstance(original_node.value, cst.Name)
-            and original_node.value.value in self.pattern.placeholders
-        ):
+        if isinstance(original_node.value, cst.Name) and original_node.value.value in self.pattern.placeholders:
             return updated_node.with_changes(value=parenthesize(updated_node.value))
         return updated_node
 

@@ -20,12 +20,12 @@ class DtypeIdentity(Rule):
     EXAMPLES = (
         Example(
             "import torch\nif x.dtype is torch.float16:\n    pass\n",
-            "import jax.numpy as jnp\n\nif x.dtype == jnp.float16:\n    pass\n",
+            "import jax.numpy as jnp\nif x.dtype == jnp.float16:\n    pass\n",
             to="jax",
         ),
         Example(
             "import torch\nok = x.dtype is not torch.bfloat16\n",
-            "import tensorflow as tf\n\nok = x.dtype != tf.bfloat16\n",
+            "import tensorflow as tf\nok = x.dtype != tf.bfloat16\n",
             to="tf",
         ),
     )
@@ -47,13 +47,9 @@ class DtypeIdentity(Rule):
             ):
                 new_op: cst.BaseCompOp
                 if isinstance(op, cst.Is):
-                    new_op = cst.Equal(
-                        whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after
-                    )
+                    new_op = cst.Equal(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
                 else:
-                    new_op = cst.NotEqual(
-                        whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after
-                    )
+                    new_op = cst.NotEqual(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
                 targets[i] = new_target.with_changes(operator=new_op)
                 changed = True
             left = right

@@ -24,7 +24,7 @@ class DtypeString(Rule):
     EXAMPLES = (
         Example(
             'import jax.numpy as jnp\nx = jnp.zeros(3, dtype="bfloat16")\n',
-            "import jax.numpy as jnp\nimport torch\n\n"
+            "import jax.numpy as jnp\nimport torch\n"
             "# ptranspile: unsupported: jax.numpy.zeros has no mapping to torch\n"
             "x = jnp.zeros(3, dtype=torch.bfloat16)\n",
             to="torch",
@@ -32,7 +32,7 @@ class DtypeString(Rule):
         ),
         Example(
             'import numpy as np\na = np.asarray([1], dtype="float")\n',
-            'import jax.numpy as jnp\n\na = jnp.asarray([1], dtype="float64")\n',
+            'import jax.numpy as jnp\na = jnp.asarray([1], dtype="float64")\n',
             to="jax",
         ),
     )

@@ -19,7 +19,7 @@ class DtypeSymbol(Rule):
     name = "dtype-symbol"
     summary = "Rename dtype symbols to the target framework's spelling."
     EXAMPLES = (
-        Example("import torch\nx = torch.half\n", "import jax.numpy as jnp\n\nx = jnp.float16\n", to="jax"),
+        Example("import torch\nx = torch.half\n", "import jax.numpy as jnp\nx = jnp.float16\n", to="jax"),
         Example(
             "import torch as t\ny = t.zeros(2).to(t.bfloat16)\n",
             None,  # checked in tests with the op rule; here only the symbol matters
@@ -27,7 +27,7 @@ class DtypeSymbol(Rule):
         ),
         Example(
             "from tensorflow import dtypes\nd = dtypes.bfloat16\n",
-            "import torch\n\nd = torch.bfloat16\n",
+            "import torch\nd = torch.bfloat16\n",
             to="torch",
         ),
         Example(
@@ -42,14 +42,12 @@ class DtypeSymbol(Rule):
         ),
         Example(
             "import jax.numpy as jnp\nw = jnp.bfloat16\n",
-            "import ml_dtypes\n\nw = ml_dtypes.bfloat16\n",
+            "import ml_dtypes\nw = ml_dtypes.bfloat16\n",
             to="numpy",
         ),
     )
 
-    def leave_Name(
-        self, ctx: RuleContext, original: cst.Name, updated: cst.Name
-    ) -> cst.BaseExpression | None:
+    def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
         return self._convert(ctx, original)
 
     def leave_Attribute(

@@ -32,22 +32,20 @@ class OpPatterns(Rule):
     name = "op-pattern"
     summary = "Rewrite dtype operations (casts, finfo, default dtype, ...) through the op tables."
     EXAMPLES = (
-        Example(
-            "import torch\ny = x.half()\n", "import jax.numpy as jnp\n\ny = x.astype(jnp.float16)\n", to="jax"
-        ),
+        Example("import torch\ny = x.half()\n", "import jax.numpy as jnp\ny = x.astype(jnp.float16)\n", to="jax"),
         Example(
             "import torch\ny = x.float()\n",
-            "import tensorflow as tf\n\ny = tf.cast(x, tf.float32)\n",
+            "import tensorflow as tf\ny = tf.cast(x, tf.float32)\n",
             to="tf",
         ),
         Example(
             "import tensorflow as tf\ny = tf.cast(x, tf.bfloat16)\n",
-            "import torch\n\ny = x.to(torch.bfloat16)\n",
+            "import torch\ny = x.to(torch.bfloat16)\n",
             to="torch",
         ),
         Example(
             "import torch\ny = x.to(device, torch.float16)\n",
-            "import jax.numpy as jnp\n\ny = x.astype(jnp.float16)\n",
+            "import jax.numpy as jnp\ny = x.astype(jnp.float16)\n",
             to="jax",
             diagnostics=("device",),
         ),
@@ -60,7 +58,7 @@ class OpPatterns(Rule):
         ),
         Example(
             "import torch\nm = torch.finfo(torch.float16).max\n",
-            "import jax.numpy as jnp\n\nm = jnp.finfo(jnp.float16).max\n",
+            "import jax.numpy as jnp\nm = jnp.finfo(jnp.float16).max\n",
             to="jax",
         ),
         Example(
@@ -70,19 +68,17 @@ class OpPatterns(Rule):
         ),
         Example(
             "import torch\ntorch.set_default_dtype(torch.float64)\n",
-            'import jax\n\njax.config.update("jax_enable_x64", True)\n',
+            'import jax\njax.config.update("jax_enable_x64", True)\n',
             to="jax",
         ),
         Example(
             "import torch\ny = (a + b).half()\n",
-            "import tensorflow as tf\n\ny = tf.cast((a + b), tf.float16)\n",
+            "import tensorflow as tf\ny = tf.cast((a + b), tf.float16)\n",
             to="tf",
         ),
     )
 
-    def leave_Call(
-        self, ctx: RuleContext, original: cst.Call, updated: cst.Call
-    ) -> cst.BaseExpression | None:
+    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         return self._rewrite(ctx, original)
 
     def leave_Attribute(
@@ -106,9 +102,7 @@ class OpPatterns(Rule):
             return replacement
         return None
 
-    def _emit(
-        self, ctx: RuleContext, op: OpSpec, match: Match, original: cst.CSTNode
-    ) -> cst.BaseExpression | None:
+    def _emit(self, ctx: RuleContext, op: OpSpec, match: Match, original: cst.CSTNode) -> cst.BaseExpression | None:
         targets = op.patterns.get(ctx.target, ())
         known = {**match.pattern.bind}
         for name, node in match.bindings.items():
