@@ -19,6 +19,7 @@ class FrameworkInfo:
     display: str
     roots: tuple[str, ...]
     imports: dict[str, str]  # module -> preferred alias
+    companions: tuple[str, ...] = ()  # other modules its emitted code uses
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class OpSpec:
     drop: frozenset[str]
     patterns: dict[str, tuple[Pattern, ...]]  # framework -> patterns, first is emitted first
     origin: str  # "file:line" for messages
+    warn_if_missing: dict[str, str] = field(default_factory=dict)  # parameter -> warning text
 
 
 @dataclass
@@ -43,6 +45,8 @@ class MappingSet:
     dtype_strings: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     keras_policies: dict[str, dict[str, str]] = field(default_factory=dict)
     ops: dict[str, OpSpec] = field(default_factory=dict)
+    #: precision op class -> framework -> qualified symbols (`Tensor.x` for methods)
+    precision_classes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
     #: per-process caches that rules build from the tables (indexes); not part of the data
     caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -92,6 +96,16 @@ class MappingSet:
     def dtype_string(self, framework: str, canon: str) -> str | None:
         spellings = self.dtype_strings.get(framework, {}).get(canon)
         return spellings[0] if spellings else None
+
+    @cached_property
+    def symbol_to_precision_class(self) -> dict[str, dict[str, str]]:
+        """Framework -> qualified symbol (or `Tensor.name`) -> precision op class."""
+        index: dict[str, dict[str, str]] = {}
+        for cls, per_fw in self.precision_classes.items():
+            for fw, symbols in per_fw.items():
+                for symbol in symbols:
+                    index.setdefault(fw, {}).setdefault(symbol, cls)
+        return index
 
     @cached_property
     def method_names(self) -> dict[str, frozenset[str]]:

@@ -174,13 +174,14 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         ctx = f"frameworks.{name}."
         if not isinstance(spec, LineDict):
             raise where.error(frameworks.lines[name], f"frameworks.{name}", "expected a mapping")
-        _unknown_keys(where, spec, ("display", "roots", "imports"), ctx)
+        _unknown_keys(where, spec, ("display", "roots", "imports", "companions"), ctx)
         roots = _str_list(where, spec, "roots", ctx)
+        companions = _str_list(where, spec, "companions", ctx) if "companions" in spec else []
         imports = spec.get("imports", LineDict())
         if not isinstance(imports, LineDict) or not all(isinstance(v, str) for v in imports.values()):
             raise where.error(spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs")
         display = spec.get("display", name)
-        result.frameworks[name] = FrameworkInfo(name, str(display), tuple(roots), dict(imports))
+        result.frameworks[name] = FrameworkInfo(name, str(display), tuple(roots), dict(imports), tuple(companions))
 
 
 def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
@@ -225,7 +226,10 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         line = ops.lines[name]
         if not isinstance(spec, LineDict):
             raise where.error(line, ctx, "expected a mapping")
-        _unknown_keys(where, spec, ("summary", "params", "drop", *sorted(framework_keys)), f"{ctx}.")
+        _unknown_keys(where, spec, ("summary", "params", "drop", "warn_if_missing", *sorted(framework_keys)), f"{ctx}.")
+        warn = spec.get("warn_if_missing", LineDict())
+        if not isinstance(warn, LineDict) or not all(isinstance(v, str) for v in warn.values()):
+            raise where.error(spec.lines.get("warn_if_missing", line), f"{ctx}.warn_if_missing", "expected param: message")
         params = spec.get("params", LineDict())
         if not isinstance(params, LineDict):
             raise where.error(spec.lines.get("params", line), f"{ctx}.params", "expected name: kind pairs")
@@ -249,6 +253,7 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
             drop=drop | (previous.drop if previous else frozenset()),
             patterns=patterns,
             origin=f"{where.path}:{line}",
+            warn_if_missing={**(previous.warn_if_missing if previous else {}), **warn},
         )
 
 
@@ -287,6 +292,17 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
     return tuple(out)
 
 
+def _precision_classes(result: MappingSet, data: LineDict, where: _Where) -> None:
+    _unknown_keys(where, data, ("kind", "classes"), "")
+    classes = _expect(where, data, "classes", LineDict, "a mapping of op classes")
+    for cls, per_fw in classes.items():
+        if not isinstance(per_fw, LineDict):
+            raise where.error(classes.lines[cls], f"classes.{cls}", "expected framework: [symbols] pairs")
+        for fw in per_fw:
+            symbols = _str_list(where, per_fw, fw, f"classes.{cls}.")
+            result.precision_classes.setdefault(cls, {})[fw] = symbols
+
+
 def _check_complete(result: MappingSet) -> None:
     for fw in ("torch", "jax", "tf", "numpy"):
         if fw not in result.frameworks:
@@ -297,4 +313,5 @@ _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
     "frameworks": _frameworks,
     "dtypes": _dtypes,
     "ops": _ops,
+    "precision_classes": _precision_classes,
 }

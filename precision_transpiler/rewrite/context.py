@@ -119,6 +119,23 @@ class RuleContext:
         symbol = self.mappings.dtype_symbol(self.target, canon)
         return self.expr_for(symbol) if symbol else None
 
+    def convert_dtype_string(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        """A string dtype of the source (`"float"`, `"i4"`, `"bfloat16"`) in target form.
+
+        Spellings mean different things (NumPy's "float" is float64), so the string is read in
+        the source's sense; the target gets its canonical string, or a symbol where it takes no
+        string for that dtype (torch takes none; NumPy has no "bfloat16")."""
+        text = string_value(node)
+        canon = self.mappings.string_to_dtype(self.source, text) if text is not None else None
+        if canon is None:
+            return None
+        if self.target != "torch":
+            self.warn_if_x64(canon, node)
+            spelling = self.mappings.dtype_string(self.target, canon)
+            if spelling is not None:
+                return node if spelling == text else cst.SimpleString(f'"{spelling}"')  # type: ignore[return-value]
+        return self.dtype_expr(canon, at=node if self.target == "torch" else None)
+
     def warn_if_x64(self, canon: str, at: cst.CSTNode) -> None:
         """JAX silently computes 64-bit dtypes in 32 bits unless x64 is enabled: say so."""
         if self.target == "jax" and canon in _X64:

@@ -62,7 +62,8 @@ def run_engine(module: cst.Module, source: str, options: EngineOptions) -> tuple
     result = transformer.result
     if transformer.namer is not None and options.source is not None:
         additions = list(transformer.namer.pending)
-        roots = options.mappings.frameworks[options.source].roots
+        info = options.mappings.frameworks[options.source]
+        roots = (*info.roots, *info.companions)
         new_module, removed, added = edit_imports(new_module, roots, additions)
         result.imports_added = added
         result.imports_removed = removed

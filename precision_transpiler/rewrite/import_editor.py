@@ -115,12 +115,14 @@ class ImportEditor(cst.CSTTransformer):
     def _edit_body(self, body: Sequence[cst.BaseStatement], top: bool) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
         carry: list[cst.EmptyLine] = []
+        dropped = False
         for stmt in body:
             if isinstance(stmt, cst.SimpleStatementLine) and any(
                 isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
             ):
                 kept = [t for s in stmt.body if (t := self._trim(s)) is not None]
                 if not kept:
+                    dropped = True
                     carry.extend(stmt.leading_lines)
                     if top and not self._placed and self.additions:
                         out.extend(self._new_lines(carry))
@@ -132,6 +134,12 @@ class ImportEditor(cst.CSTTransformer):
             if carry:
                 stmt = _with_carried_lines(stmt, carry)
                 carry = []
+            if top and not out and dropped and hasattr(stmt, "leading_lines"):
+                # The file's first lines went away: do not start it with blank lines.
+                lines = list(stmt.leading_lines)
+                while lines and lines[0].comment is None:
+                    lines.pop(0)
+                stmt = stmt.with_changes(leading_lines=lines)
             out.append(stmt)
         return out
 
@@ -165,6 +173,13 @@ class ImportEditor(cst.CSTTransformer):
         body = self._edit_body(updated_node.body, top=True)
         if self.additions and not self._placed:
             index = _after_leading_imports(body)
+            if index < len(body) and not _is_import_line(body[index]):
+                # Separate the new import block from the code after it, PEP 8 style.
+                following = body[index]
+                own = list(getattr(following, "leading_lines", ()))
+                if not own or own[0].comment is not None:
+                    blank = 2 if isinstance(following, cst.FunctionDef | cst.ClassDef) else 1
+                    body[index] = following.with_changes(leading_lines=[cst.EmptyLine()] * blank + own)
             body[index:index] = self._new_lines([])
         return updated_node.with_changes(body=body)
 

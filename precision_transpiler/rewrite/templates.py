@@ -69,6 +69,18 @@ class Pattern:
         return {p.name for p in self.placeholders.values() if not p.optional}
 
     @property
+    def repeated(self) -> set[str]:
+        """Parameters the pattern uses more than once (their value is duplicated when emitted)."""
+        counts: dict[str, int] = {}
+
+        class _V(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                counts[node.value] = counts.get(node.value, 0) + 1
+
+        self.expr.visit(_V())
+        return {ph.name for ident, ph in self.placeholders.items() if counts.get(ident, 0) > 1}
+
+    @property
     def is_bare(self) -> bool:
         """A pattern that is one placeholder (`{x}`) is emit-only: it would match anything."""
         return isinstance(self.expr, cst.Name) and self.expr.value in self.placeholders
@@ -92,8 +104,11 @@ def parse_pattern(text: str, bind: Mapping[str, str] | None = None) -> Pattern:
     placeholders: dict[str, Placeholder] = {}
 
     def repl(m: re.Match[str]) -> str:
-        ident = f"{_PREFIX}{len(placeholders)}__"
         name = m.group("name")
+        for ident, known in placeholders.items():  # a repeated placeholder is the same value
+            if known.name == name and not m.group("kw") and not m.group("opt") and not m.group("str"):
+                return ident
+        ident = f"{_PREFIX}{len(placeholders)}__"
         placeholders[ident] = Placeholder(
             name=name,
             keyword=m.group("kw") or name,
@@ -109,9 +124,6 @@ def parse_pattern(text: str, bind: Mapping[str, str] | None = None) -> Pattern:
         expr = cst.parse_expression(body)
     except cst.ParserSyntaxError as exc:
         raise ValueError(f"pattern {text!r} is not a Python expression: {exc.message}") from None
-    names = [p.name for p in placeholders.values()]
-    if len(names) != len(set(names)):
-        raise ValueError(f"pattern {text!r} uses a placeholder twice")
     pattern = Pattern(text=text, expr=expr, placeholders=placeholders, bind=dict(bind or {}))
     for ident, ph in placeholders.items():
         if ph.optional and not _is_call_argument(expr, ident):
@@ -146,6 +158,7 @@ class Match:
     pattern: Pattern
     bindings: dict[str, cst.BaseExpression]
     owned: list[cst.CSTNode]  # user nodes matched by the pattern's fixed framework names
+    by_keyword: set[str] = field(default_factory=set)  # parameters the user passed by keyword
 
 
 def _normal(node: cst.CSTNode) -> str:
@@ -158,8 +171,9 @@ def match_pattern(
     """Match `node` (an original, metadata-carrying node) against `pattern`."""
     bindings: dict[str, cst.BaseExpression] = {}
     owned: list[cst.CSTNode] = []
-    if _match(pattern, pattern.expr, node, bindings, owned, qualified_name, roots):
-        return Match(pattern, bindings, owned)
+    by_keyword: set[str] = set()
+    if _match(pattern, pattern.expr, node, bindings, owned, qualified_name, roots, by_keyword):
+        return Match(pattern, bindings, owned, by_keyword)
     return None
 
 
@@ -171,11 +185,15 @@ def _match(
     owned: list[cst.CSTNode],
     qn: QualifiedNameOf,
     roots: frozenset[str],
+    by_keyword: set[str],
 ) -> bool:
     if isinstance(tpl, cst.Name) and tpl.value in pattern.placeholders:
         if not isinstance(node, cst.BaseExpression):
             return False
-        bindings[pattern.placeholders[tpl.value].name] = node
+        name = pattern.placeholders[tpl.value].name
+        if name in bindings:  # a repeated placeholder must bind the same expression
+            return _normal(bindings[name]) == _normal(node)
+        bindings[name] = node
         return True
     dotted = dotted_name(tpl)
     if dotted is not None and dotted.split(".", 1)[0] in roots:
@@ -187,14 +205,32 @@ def _match(
         return (
             isinstance(node, cst.Attribute)
             and node.attr.value == tpl.attr.value
-            and _match(pattern, tpl.value, node.value, bindings, owned, qn, roots)
+            and _match(pattern, tpl.value, node.value, bindings, owned, qn, roots, by_keyword)
         )
     if isinstance(tpl, cst.Call):
         if not isinstance(node, cst.Call):
             return False
-        if not _match(pattern, tpl.func, node.func, bindings, owned, qn, roots):
+        if not _match(pattern, tpl.func, node.func, bindings, owned, qn, roots, by_keyword):
             return False
-        return _match_args(pattern, tpl, node, bindings, owned, qn, roots)
+        return _match_args(pattern, tpl, node, bindings, owned, qn, roots, by_keyword)
+    if isinstance(tpl, cst.BooleanOperation | cst.BinaryOperation):
+        return (
+            type(node) is type(tpl)
+            and type(node.operator) is type(tpl.operator)  # type: ignore[attr-defined]
+            and _match(pattern, tpl.left, node.left, bindings, owned, qn, roots, by_keyword)  # type: ignore[attr-defined]
+            and _match(pattern, tpl.right, node.right, bindings, owned, qn, roots, by_keyword)  # type: ignore[attr-defined]
+        )
+    if isinstance(tpl, cst.Comparison):
+        return (
+            isinstance(node, cst.Comparison)
+            and len(node.comparisons) == len(tpl.comparisons)
+            and _match(pattern, tpl.left, node.left, bindings, owned, qn, roots, by_keyword)
+            and all(
+                type(a.operator) is type(b.operator)
+                and _match(pattern, a.comparator, b.comparator, bindings, owned, qn, roots, by_keyword)
+                for a, b in zip(tpl.comparisons, node.comparisons, strict=True)
+            )
+        )
     return _normal(tpl) == _normal(node)
 
 
@@ -214,9 +250,10 @@ def _match_args(
     owned: list[cst.CSTNode],
     qn: QualifiedNameOf,
     roots: frozenset[str],
+    by_keyword: set[str],
 ) -> bool:
     params = list(tpl.args)
-    by_keyword = {kw: i for i, a in enumerate(params) if (kw := _arg_keyword(pattern, a)) is not None}
+    index_of = {kw: i for i, a in enumerate(params) if (kw := _arg_keyword(pattern, a)) is not None}
     assigned: dict[int, cst.Arg] = {}
     for position, arg in enumerate(node.args):
         if arg.star:
@@ -226,7 +263,7 @@ def _match_args(
                 return False
             assigned[position] = arg
         else:
-            index = by_keyword.get(arg.keyword.value)
+            index = index_of.get(arg.keyword.value)
             if index is None or index in assigned:
                 return False
             assigned[index] = arg
@@ -237,8 +274,10 @@ def _match_args(
             if is_placeholder and pattern.placeholders[value.value].optional:
                 continue
             return False
-        if not _match(pattern, value, assigned[index].value, bindings, owned, qn, roots):
+        if not _match(pattern, value, assigned[index].value, bindings, owned, qn, roots, by_keyword):
             return False
+        if assigned[index].keyword is not None and is_placeholder:
+            by_keyword.add(pattern.placeholders[value.value].name)
     return True
 
 

@@ -24,7 +24,7 @@ class DtypeString(Rule):
     EXAMPLES = (
         Example(
             'import jax.numpy as jnp\nx = jnp.zeros(3, dtype="bfloat16")\n',
-            "import jax.numpy as jnp\nimport torch\n"
+            "import jax.numpy as jnp\nimport torch\n\n"
             "# ptranspile: unsupported: jax.numpy.zeros has no mapping to torch\n"
             "x = jnp.zeros(3, dtype=torch.bfloat16)\n",
             to="torch",
@@ -58,19 +58,8 @@ class DtypeString(Rule):
                     "unsupported-dtype-policy",
                 )
                 return None
-        canon = ctx.mappings.string_to_dtype(ctx.source, text)
-        if canon is None:
-            return None
-        value: cst.BaseExpression | None
-        if ctx.target == "torch":
-            value = ctx.dtype_expr(canon, at=original)
-        else:
-            ctx.warn_if_x64(canon, original)
-            spelling = ctx.mappings.dtype_string(ctx.target, canon)
-            if spelling is None or spelling == text:
-                return None
-            value = cst.SimpleString(f'"{spelling}"')
-        if value is None:
+        value = ctx.convert_dtype_string(original)
+        if value is None or value is original:
             return None
         ctx.record(self.name, original, value)
         return value

@@ -23,6 +23,7 @@ from precision_transpiler.rewrite.templates import (
     dotted_name,
     emit_pattern,
     match_pattern,
+    parenthesize,
 )
 from precision_transpiler.rules.base import Example, Rule, register
 
@@ -117,6 +118,8 @@ class OpPatterns(Rule):
             dropped = bound - usable
             if dropped - op.drop or target.required - bound:
                 continue
+            if any(not _duplicable(match.bindings.get(p)) for p in target.repeated):
+                continue  # the pattern repeats a value: only safe for names, not calls
             values = _values(ctx, op, match, target, known, original)
             if values is None:
                 continue
@@ -133,10 +136,13 @@ class OpPatterns(Rule):
                     "dropped-argument",
                     f"argument '{name}' of {op.name} has no equivalent in {ctx.target} and was dropped",
                 )
+            for name, message in op.warn_if_missing.items():
+                if name not in bound and ctx.source != ctx.target:
+                    ctx.diagnose(original, "warning", "implicit-dtype", message)
             lpar = getattr(original, "lpar", ())
             if lpar and hasattr(replacement, "lpar") and not replacement.lpar:
                 replacement = replacement.with_changes(lpar=lpar, rpar=original.rpar)  # type: ignore[attr-defined]
-            return replacement
+            return parenthesize(replacement)
         ctx.unsupported(original, _no_target_message(ctx, op, match), "unsupported-op")
         ctx.consume(match.owned)  # reported once, as the whole call
         return None
@@ -173,9 +179,8 @@ def _values(
                 if expr is None:
                     return None
                 values[name] = expr
-        elif is_dtype and ctx.target == "torch" and string_value(node) is not None:
-            canon = known.get(name)
-            expr = ctx.dtype_expr(canon, at=node) if canon else None
+        elif is_dtype and string_value(node) is not None:
+            expr = ctx.convert_dtype_string(node)
             if expr is None:
                 return None
             values[name] = expr
@@ -184,8 +189,14 @@ def _values(
     return values
 
 
+def _duplicable(node: cst.BaseExpression | None) -> bool:
+    return node is None or isinstance(node, cst.Name | cst.Attribute)
+
+
 def _kinds_ok(ctx: RuleContext, op: OpSpec, match: Match) -> bool:
     for name, node in match.bindings.items():
+        if name in match.by_keyword:
+            continue  # `device=dev` says what it is
         kind = op.params.get(name, "any")
         if kind == "dtype" and not ctx.is_dtype_like(node):
             return False
