@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ class TranspileResult:
     rewrites: tuple[Rewrite, ...] = ()
     imports_added: tuple[str, ...] = ()
     skipped: str | None = None  # why the file was not processed (e.g. "empty file")
+    precision: tuple[Any, ...] = ()  # PrecisionDecision for every layer/op the policy touched
+    policy_info: dict[str, Any] | None = None
 
     @property
     def changed(self) -> bool:
@@ -76,6 +78,8 @@ class TranspileResult:
             "imports_added": list(self.imports_added),
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "rewrites": [r.to_json() for r in self.rewrites],
+            "precision": [asdict(p) for p in self.precision],
+            "policy_info": self.policy_info,
         }
 
 
@@ -95,6 +99,7 @@ def transpile(
     mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
     path: str = "<string>",
     device: str = "cpu",
+    nan_fallback: bool = False,
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
@@ -119,6 +124,20 @@ def transpile(
         return result(source, source_framework=from_, diagnostics=(_syntax_error(source, path, exc),))
     options = EngineOptions(target=to, source=from_, path=path, mappings=table)
     new_module, outcome = run_engine(module, source, options)
+    precision: list[Any] = []
+    if to == "torch" and outcome.source in ("torch", None):
+        new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
+    elif not policy_obj.is_full_precision:
+        outcome.diagnostics.append(
+            Diagnostic(
+                path,
+                1,
+                1,
+                "unsupported",
+                "policy-not-applied",
+                f"precision policy {policy_obj.name!r} is not applied to {to} code yet; only fp32 is",
+            )
+        )
     code = new_module.code
     diagnostics = sorted(outcome.diagnostics, key=lambda d: (d.line, d.col, d.code, d.message))
     return result(
@@ -127,7 +146,32 @@ def transpile(
         diagnostics=tuple(_dedupe(diagnostics)),
         rewrites=tuple(sorted(outcome.rewrites)),
         imports_added=tuple(outcome.imports_added),
+        precision=tuple(precision),
+        policy_info=policy_obj.to_json(),
     )
+
+
+def _apply_torch_policy(
+    module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool
+) -> tuple[cst.Module, list[Any]]:
+    """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32)."""
+    from precision_transpiler.precision.strip import strip_inserted
+    from precision_transpiler.precision.torch_policy import TorchPolicyPass, helper_block
+    from precision_transpiler.rewrite.import_editor import _after_leading_imports
+
+    if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
+        module, _ = strip_inserted(module)
+    if policy.is_full_precision:
+        return module, []
+    source = module.code
+    policy_pass = TorchPolicyPass(policy, table, module, source, nan_fallback)
+    module = module.visit(policy_pass)
+    if not policy_pass.decisions:
+        return module, []
+    body = list(module.body)
+    index = _after_leading_imports(body)
+    body[index:index] = helper_block(policy, table, nan_fallback)
+    return module.with_changes(body=body), policy_pass.decisions
 
 
 def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnostic:
@@ -162,8 +206,12 @@ def transpile_file(
     mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
     device: str = "cpu",
     skip_empty: bool = False,
+    nan_fallback: bool = False,
 ) -> TranspileResult:
     """Transpile one file (read only: writing is the caller's choice)."""
+    _check_framework(to, "to", allow_none=False)
+    _check_framework(from_, "from", allow_none=True)
+    resolve_policy(policy, device=device)
     display = os.fspath(path)
     try:
         text = read_source(Path(path))
@@ -175,7 +223,16 @@ def transpile_file(
     if not text.strip():
         diag = Diagnostic(display, 1, 1, "error", "empty-file", "file is empty: nothing to transpile")
         return TranspileResult(display, text, text, from_, to, policy, diagnostics=(diag,), skipped="empty file")
-    return transpile(text, to=to, from_=from_, policy=policy, mappings=mappings, path=display, device=device)
+    return transpile(
+        text,
+        to=to,
+        from_=from_,
+        policy=policy,
+        mappings=mappings,
+        path=display,
+        device=device,
+        nan_fallback=nan_fallback,
+    )
 
 
 @dataclass
@@ -186,7 +243,8 @@ class _Job:
     mapping_dirs: tuple[str, ...]
     device: str
     skip_empty: bool = False
-    extras: dict[str, Any] = field(default_factory=dict)
+    nan_fallback: bool = False
+    loaded: MappingSet | None = None
 
     def __call__(self, item: tuple[Path, bool]) -> TranspileResult:
         path, from_walk = item
@@ -195,9 +253,10 @@ class _Job:
             to=self.to,
             from_=self.from_,
             policy=self.policy,
-            mappings=self.mapping_dirs,
+            mappings=self.loaded if self.loaded is not None else self.mapping_dirs,
             device=self.device,
             skip_empty=self.skip_empty or from_walk,
+            nan_fallback=self.nan_fallback,
         )
 
 
@@ -207,24 +266,40 @@ def transpile_paths(
     to: str,
     from_: str | None = None,
     policy: str = "fp32",
-    mappings: Sequence[str | os.PathLike[str]] = (),
+    mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
     device: str = "cpu",
     jobs: int = 1,
     skip_empty: bool = False,
     exclude: Sequence[str] = (),
+    nan_fallback: bool = False,
 ) -> list[TranspileResult]:
     """Transpile files and directory trees (recursively, `*.py`), in parallel with `jobs > 1`.
 
-    Results come back in a stable order (sorted paths). Empty files met while walking a
-    directory are skipped; an empty file named explicitly is an error unless `skip_empty`.
+    Results come back in a stable order: the arguments' order, each directory's files sorted.
+    Empty files met while walking a directory are skipped; an empty file named explicitly is an
+    error unless `skip_empty`. With `jobs > 1` and table directories, files are converted in
+    worker processes; a loaded MappingSet is used in this process.
     """
     _check_framework(to, "to", allow_none=False)
     _check_framework(from_, "from", allow_none=True)
     resolve_policy(policy, device=device)
-    load_mappings(mappings)  # fail early, once, on malformed tables
+    loaded = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)  # fail early, once
     items = list(iter_python_files(paths, exclude=exclude))
-    job = _Job(to, from_, policy, tuple(os.fspath(m) for m in mappings), device, skip_empty)
-    if jobs > 1 and len(items) > 1:
+    dirs = () if isinstance(mappings, MappingSet) else tuple(os.fspath(m) for m in mappings)
+    # Directories are reloaded (from the fork-inherited cache) in workers; a MappingSet the
+    # caller built is used as is, in this process.
+    job = _Job(
+        to,
+        from_,
+        policy,
+        dirs,
+        device,
+        skip_empty,
+        nan_fallback,
+        mappings if isinstance(mappings, MappingSet) else None,
+    )
+    del loaded
+    if jobs > 1 and len(items) > 1 and job.loaded is None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 

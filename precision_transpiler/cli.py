@@ -59,6 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write nothing; print a unified diff (with --check: also exit 1 on changes)",
     )
+    parser.add_argument(
+        "--nan-fallback",
+        action="store_true",
+        default=None,
+        help="generated code recomputes the forward in float32 when the low-precision output "
+        "is not finite, and logs that it did",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="print, for every layer and op the policy touched, its precision and the deciding rule",
+    )
     parser.add_argument("-j", "--jobs", type=int, metavar="N", help="files converted in parallel (default 1)")
     parser.add_argument(
         "--strict",
@@ -123,6 +135,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),
         "exclude": (args.exclude or []) + list(config.get("exclude", [])),
         "skip_empty": bool(args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)),
+        "nan_fallback": bool(args.nan_fallback if args.nan_fallback is not None else config.get("nan-fallback", False)),
     }
     if settings["to"] is None:
         raise _usage("the target framework is required: pass --to {torch,jax,tf,numpy}")
@@ -195,7 +208,9 @@ def _finish(
             exit_code = EXIT_ERROR
         elif result.unsupported and exit_code == EXIT_OK:
             exit_code = EXIT_FINDINGS
-    writable = [r for r in results if not r.errors and r.skipped is None]
+    writable = [
+        r for r in results if not r.errors and (r.skipped is None or (r.skipped == "empty file" and args.output))
+    ]
     blocked = strict and any(r.unsupported for r in results)
     if args.report_json:
         _write_report(Path(args.report_json), settings, results)
@@ -212,6 +227,8 @@ def _finish(
         print("ptranspile: --strict: unsupported constructs found, nothing written", file=sys.stderr)
     else:
         _write_outputs(args, writable, from_stdin, len(results))
+    if args.report:
+        print(_precision_report(results), file=sys.stderr)
     if not args.quiet and len(results) > 1:
         print(_summary(results), file=sys.stderr)
     return exit_code
@@ -247,9 +264,15 @@ def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], fro
             _refuse_overwriting_input(out, result)
             write_atomic(out, result.code)
         return
+    targets: dict[Path, str] = {}
     for result in results:
         target = out / _relative_output(Path(result.path), [Path(p) for p in args.paths])
+        if target in targets:
+            raise _usage(f"-o {out}: {result.path} and {targets[target]} would both be written to {target}")
+        targets[target] = result.path
         _refuse_overwriting_input(target, result)
+    for result in results:
+        target = out / _relative_output(Path(result.path), [Path(p) for p in args.paths])
         write_atomic(target, result.code)
 
 
@@ -266,6 +289,31 @@ def _relative_output(path: Path, roots: list[Path]) -> Path:
             except ValueError:
                 continue
     return Path(path.name)
+
+
+def _precision_report(results: list[TranspileResult]) -> str:
+    """A readable table of what the policy decided, per file."""
+    out: list[str] = []
+    for result in results:
+        info = result.policy_info or {}
+        out.append(
+            f"== {result.path}: policy {info.get('name', result.policy)} "
+            f"(param {info.get('param')}, compute {info.get('compute')}, output {info.get('output')})"
+        )
+        if not result.precision:
+            out.append("   (nothing touched)")
+        for d in result.precision:
+            out.append(
+                f"   {result.path}:{d.line}:{d.col}  {d.where:32s} {d.op:38s} {d.op_class:16s} "
+                f"param={d.param} compute={d.compute} output={d.output}  [{d.action}; {d.rule}]"
+            )
+        param = info.get("param", "float32")
+        factor = {"float32": 1.0, "bfloat16": 0.5, "float16": 0.5, "float64": 2.0}.get(str(param), 1.0)
+        out.append(
+            f"   parameter bytes: float32 -> {param} (x{factor:.2f}; norms and other keep-fp32 layers stay "
+            "float32; exact byte counts come from `ptranspile verify`)"
+        )
+    return "\n".join(out)
 
 
 def _summary(results: list[TranspileResult]) -> str:

@@ -22,6 +22,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "jobs": int,
     "exclude": list,
     "skip-empty": bool,
+    "nan-fallback": bool,
 }
 
 

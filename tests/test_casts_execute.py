@@ -387,8 +387,28 @@ CASES: list[Case] = [
                     x.element_size(),
                 )
         """),
-        # bfloat16 inputs: see DIVERGENT (NumPy does not count bfloat16 as np.floating).
-        inputs=[(X,), (X16,), (X64,), (I16,), (I32,), (C64,), (B,)],
+        # bfloat16 is floating in torch; NumPy's np.floating excludes it, so the NumPy
+        # translation must test for ml_dtypes.bfloat16 as well.
+        inputs=[(X,), (X16,), (X64,), (I16,), (I32,), (C64,), (B,), (Typed((1.0, -2.5), "bfloat16"),)],
+    ),
+    Case(
+        # The same predicates on expressions other than a name (which a translation must not
+        # evaluate twice): bfloat16 must still count as floating.
+        "torch-predicates-of-expressions",
+        "torch",
+        _dedent("""
+            import torch
+
+            def f(x):
+                return (
+                    (x * 2).is_floating_point(),
+                    x[1:].is_floating_point(),
+                    torch.is_floating_point(x[None]),
+                    (x * 2).is_complex(),
+                    x[1:].element_size(),
+                )
+        """),
+        inputs=[(X,), (I32,), (C64,), (Typed((1.0, -2.5), "bfloat16"),)],  # TF has no bool * int
     ),
     Case(
         "torch-bfloat16-size-and-complex",
@@ -420,6 +440,23 @@ CASES: list[Case] = [
         inputs=[([1.0, 2.5, -3.0], [1, 2, -3])],
     ),
     Case(
+        # Values float32 cannot hold: made from Python floats, they must keep float64 precision
+        # (a float32 intermediate would turn 0.1 into 0.10000000149011612).
+        "torch-tensor-float64-from-lists",
+        "torch",
+        _dedent("""
+            import torch
+
+            def f(data):
+                return (
+                    torch.tensor(data, dtype=torch.float64),
+                    torch.as_tensor(data, dtype=torch.float64),
+                    torch.tensor(data, dtype=torch.complex128),
+                )
+        """),
+        inputs=[([0.1, 1 / 3, 2.0**-30 + 1.0],)],
+    ),
+    Case(
         "torch-as-tensor-of-a-tensor",
         "torch",
         _dedent("""
@@ -443,8 +480,13 @@ CASES: list[Case] = [
                     torch.promote_types(torch.int8, torch.float32),
                     torch.promote_types(torch.bool, torch.int16),
                     torch.promote_types(torch.float32, torch.complex64),
+                    torch.promote_types(torch.int32, torch.float16),
+                    torch.promote_types(torch.int64, torch.float32),
                 )
         """),
+        # torch and JAX share a promotion lattice (test_promote_types_lattices); NumPy and TF's
+        # NumPy API promote int32 with float16 to float64, so those targets are not mapped.
+        unsupported={"tf": "promote_types", "numpy": "promote_types"},
     ),
     Case(
         "torch-can-cast",
@@ -453,7 +495,17 @@ CASES: list[Case] = [
             import torch
 
             def f():
-                return torch.can_cast(torch.int8, torch.int16), torch.can_cast(torch.float32, torch.int32)
+                return (
+                    torch.can_cast(torch.int8, torch.int16),
+                    torch.can_cast(torch.float32, torch.int32),
+                    torch.can_cast(torch.float64, torch.float32),
+                    torch.can_cast(torch.int32, torch.int8),
+                    torch.can_cast(torch.complex64, torch.float32),
+                    torch.can_cast(torch.bool, torch.int8),
+                    torch.can_cast(torch.int8, torch.bool),
+                    torch.can_cast(torch.float16, torch.bfloat16),
+                    torch.can_cast(torch.uint8, torch.int8),
+                )
         """),
         unsupported={"tf": "can_cast"},
     ),
@@ -495,7 +547,6 @@ CASES: list[Case] = [
                     jnp.iinfo(jnp.int16),
                     jnp.dtype("float16"),
                     jnp.dtype(jnp.int8),
-                    jnp.promote_types(jnp.int8, jnp.uint8),
                 )
         """),
         inputs=[(X,), (I32,), (C64,), (X16,)],
@@ -517,15 +568,50 @@ CASES: list[Case] = [
         inputs=[([1.0, 2.5, -3.0],)],
     ),
     Case(
+        "jax-promote-types",
+        "jax",
+        _dedent("""
+            import jax.numpy as jnp
+
+            def f():
+                return (
+                    jnp.promote_types(jnp.int8, jnp.uint8),
+                    jnp.promote_types(jnp.int32, jnp.float16),
+                    jnp.promote_types(jnp.bfloat16, jnp.float16),
+                    jnp.promote_types(jnp.bool_, jnp.int16),
+                    jnp.promote_types(jnp.float32, jnp.complex64),
+                )
+        """),
+        unsupported={"tf": "promote_types", "numpy": "promote_types"},
+    ),
+    Case(
         "jax-can-cast",
         "jax",
         _dedent("""
             import jax.numpy as jnp
 
             def f():
-                return jnp.can_cast(jnp.int8, jnp.int16), jnp.can_cast(jnp.float32, jnp.int32)
+                return (
+                    jnp.can_cast(jnp.int8, jnp.int16, casting="same_kind"),
+                    jnp.can_cast(jnp.float32, jnp.int32, casting="same_kind"),
+                    jnp.can_cast(jnp.float64, jnp.float32, casting="same_kind"),
+                    jnp.can_cast(jnp.int32, jnp.int8, "same_kind"),
+                    jnp.can_cast(jnp.complex64, jnp.float32, casting="same_kind"),
+                )
         """),
         unsupported={"tf": "can_cast"},
+    ),
+    Case(
+        # NumPy's default casting="safe" (float64 -> float32 is not allowed) is not torch's rule.
+        "jax-can-cast-safe",
+        "jax",
+        _dedent("""
+            import jax.numpy as jnp
+
+            def f():
+                return jnp.can_cast(jnp.float64, jnp.float32), jnp.can_cast(jnp.int8, jnp.int16, casting="safe")
+        """),
+        unsupported={t: "can_cast" for t in ("torch", "tf", "numpy")},
     ),
     # ---------------------------------------------------------------- tf as the source
     Case(
@@ -567,10 +653,21 @@ CASES: list[Case] = [
                     np.iinfo(tf.dtypes.as_dtype(tf.uint8).as_numpy_dtype),
                     tf.dtypes.as_dtype("float16"),
                     tf.as_dtype(tf.int8),
-                    tf.experimental.numpy.result_type(tf.int8, tf.uint8),
                 )
         """),
         inputs=[(X,), (I32,), (C64,), (B,)],
+    ),
+    Case(
+        # NumPy's promotion lattice (int32 with float16 gives float64): mapped nowhere.
+        "tf-result-type",
+        "tf",
+        _dedent("""
+            import tensorflow as tf
+
+            def f():
+                return tf.experimental.numpy.result_type(tf.int8, tf.uint8)
+        """),
+        unsupported={t: "result_type" for t in ("torch", "jax", "numpy")},
     ),
     Case(
         "tf-tensor-creation",
@@ -636,10 +733,21 @@ CASES: list[Case] = [
                     np.finfo(np.float32),
                     np.dtype("float16"),
                     np.dtype(np.int8),
-                    np.promote_types(np.int8, np.uint8),
                 )
         """),
         inputs=[(X,), (I32,), (C64,), (X64,)],
+    ),
+    Case(
+        # NumPy's promotion lattice (int32 with float16 gives float64): mapped nowhere.
+        "numpy-promote-types",
+        "numpy",
+        _dedent("""
+            import numpy as np
+
+            def f():
+                return np.promote_types(np.int8, np.uint8), np.promote_types(np.int32, np.float16)
+        """),
+        unsupported={t: "promote_types" for t in ("torch", "jax", "tf")},
     ),
     Case(
         "numpy-array-creation",
@@ -664,9 +772,27 @@ CASES: list[Case] = [
             import numpy as np
 
             def f():
-                return np.can_cast(np.int8, np.int16), np.can_cast(np.float32, np.int32)
+                return (
+                    np.can_cast(np.int8, np.int16, casting="same_kind"),
+                    np.can_cast(np.float32, np.int32, casting="same_kind"),
+                    np.can_cast(np.float64, np.float32, casting="same_kind"),
+                    np.can_cast(np.int32, np.int8, "same_kind"),
+                    np.can_cast(np.complex64, np.float32, casting="same_kind"),
+                )
         """),
         unsupported={"tf": "can_cast"},
+    ),
+    Case(
+        # NumPy's default casting="safe" (float64 -> float32 is not allowed) is not torch's rule.
+        "numpy-can-cast-safe",
+        "numpy",
+        _dedent("""
+            import numpy as np
+
+            def f():
+                return np.can_cast(np.float64, np.float32), np.can_cast(np.int8, np.int16, casting="safe")
+        """),
+        unsupported={t: "can_cast" for t in ("torch", "jax", "tf")},
     ),
 ]
 
@@ -780,16 +906,17 @@ OP_COVERAGE = {
         ("tf-dtype-utilities", "tf.as_dtype(tf.int8)"),
         ("numpy-dtype-utilities", "np.dtype(np.int8)"),
     ],
+    # Mapped between torch and JAX only (tf-result-type, numpy-promote-types: unsupported).
     "promote_types": [
         ("torch-promote-types", "torch.promote_types(torch.uint8, torch.int8)"),
-        ("jax-dtype-utilities", "jnp.promote_types(jnp.int8, jnp.uint8)"),
-        ("tf-dtype-utilities", "tf.experimental.numpy.result_type(tf.int8, tf.uint8)"),
-        ("numpy-dtype-utilities", "np.promote_types(np.int8, np.uint8)"),
+        ("jax-promote-types", "jnp.promote_types(jnp.int8, jnp.uint8)"),
     ],
     "can_cast": [
         ("torch-can-cast", "torch.can_cast(torch.int8, torch.int16)"),
-        ("jax-can-cast", "jnp.can_cast(jnp.int8, jnp.int16)"),
-        ("numpy-can-cast", "np.can_cast(np.int8, np.int16)"),
+        ("jax-can-cast", 'jnp.can_cast(jnp.int8, jnp.int16, casting="same_kind")'),
+        ("jax-can-cast", 'jnp.can_cast(jnp.int32, jnp.int8, "same_kind")'),
+        ("numpy-can-cast", 'np.can_cast(np.int8, np.int16, casting="same_kind")'),
+        ("numpy-can-cast", 'np.can_cast(np.int32, np.int8, "same_kind")'),
     ],
     # Covered by test_default_float_dtype / test_set_default_float64 below.
     "default_float_dtype": [],
@@ -984,22 +1111,35 @@ def _warned(result, line: int) -> bool:
 
 
 DIVERGENT = [
-    # torch.promote_types(int32, float16) is float16; NumPy and TF say float64.
+    # torch.promote_types(int32, float16) is float16 (JAX agrees); NumPy and TF say float64.
     ("torch", "import torch\n\ndef f():\n    return torch.promote_types(torch.int32, torch.float16)\n"),
     ("torch", "import torch\n\ndef f():\n    return torch.promote_types(torch.int64, torch.float32)\n"),
+    ("jax", "import jax.numpy as jnp\n\ndef f():\n    return jnp.promote_types(jnp.int32, jnp.float16)\n"),
     # torch.can_cast allows same-kind downcasts; NumPy/JAX use 'safe' casting by default.
     ("torch", "import torch\n\ndef f():\n    return torch.can_cast(torch.float64, torch.float32)\n"),
     ("torch", "import torch\n\ndef f():\n    return torch.can_cast(torch.int32, torch.int8)\n"),
     ("numpy", "import numpy as np\n\ndef f():\n    return np.can_cast(np.float64, np.float32)\n"),
-    ("jax", "import jax.numpy as jnp\n\ndef f():\n    return jnp.promote_types(jnp.int32, jnp.float16)\n"),
+    ("jax", "import jax.numpy as jnp\n\ndef f():\n    return jnp.can_cast(jnp.float64, jnp.float32)\n"),
+    # ... but NumPy's "same_kind" is not torch's rule for signed -> unsigned integers:
+    # torch.can_cast(int8, uint8) is True, np/jnp.can_cast(int8, uint8, casting="same_kind") False.
+    ("torch", "import torch\n\ndef f():\n    return torch.can_cast(torch.int8, torch.uint8)\n"),
+    ("numpy", 'import numpy as np\n\ndef f():\n    return np.can_cast(np.int16, np.uint8, casting="same_kind")\n'),
+    (
+        "jax",
+        'import jax.numpy as jnp\n\ndef f():\n    return jnp.can_cast(jnp.int32, jnp.uint8, casting="same_kind")\n',
+    ),
     # Creation without a dtype: the default dtype of the data differs between frameworks.
     ("torch", "import torch\n\ndef f():\n    return torch.tensor([1.5, 2.0])\n"),
     ("torch", "import torch\n\ndef f():\n    return torch.as_tensor([1, 2])\n"),
     ("numpy", "import numpy as np\n\ndef f():\n    return np.array([1.5, 2.0])\n"),
     ("tf", "import tensorflow as tf\n\ndef f():\n    return tf.constant([1.5, 2.0])\n"),
-    # bfloat16 is a floating type everywhere, but not an np.floating subtype.
+    # bfloat16 is a floating type everywhere, but not an np.floating subtype: the NumPy
+    # translation must say True for bfloat16 arrays too. (The reverse direction, a NumPy source's
+    # np.issubdtype(x.dtype, np.floating), is deliberately read as is_floating_point and so
+    # becomes True for bfloat16: see test_numpy_floating_check_becomes_the_bf16_aware_predicate.)
     ("torch", "import torch\n\ndef f(x):\n    return x.is_floating_point()\n"),
-    ("numpy", "import numpy as np\n\ndef f(x):\n    return np.issubdtype(x.dtype, np.floating)\n"),
+    ("jax", "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.issubdtype(x.dtype, jnp.floating)\n"),
+    ("tf", "import tensorflow as tf\n\ndef f(x):\n    return x.dtype.is_floating\n"),
 ]
 
 
@@ -1030,3 +1170,125 @@ def test_divergent_semantics_match_or_are_reported(source: str, code: str, targe
             f"silently different: {source} gives {ref}, converted {target} code gives {got}\n"
             f"{code}\n->\n{result.code}\n{exc}"
         ) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# The semantic decisions behind the op tables, checked against the frameworks themselves
+# ----------------------------------------------------------------------------------------------
+
+_LATTICE = (
+    "bool", "uint8", "int8", "int16", "int32", "int64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+)  # fmt: skip
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name)
+
+
+def _jnp_dtype(name: str) -> Any:
+    return getattr(jnp, "bool_" if name == "bool" else name)
+
+
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
+def test_promote_types_lattices(x64: bool) -> None:
+    """Why promote_types is mapped between torch and JAX only: the two agree on every pair,
+    while NumPy and TF's NumPy API promote int32 with float16 to float64 (torch: float16)."""
+    with jax.enable_x64(x64):
+        differ = [
+            (a, b)
+            for a in _LATTICE
+            for b in _LATTICE
+            if dtype_name(torch.promote_types(getattr(torch, a), getattr(torch, b)))
+            != dtype_name(jnp.promote_types(_jnp_dtype(a), _jnp_dtype(b)))
+        ]
+    assert differ == []
+    assert dtype_name(torch.promote_types(torch.int32, torch.float16)) == "float16"
+    assert dtype_name(np.promote_types(np.int32, np.float16)) == "float64"
+    assert dtype_name(tf.experimental.numpy.result_type(tf.int32, tf.float16)) == "float64"
+
+
+# Pairs on which torch.can_cast and NumPy's casting="same_kind" give different answers.
+_CAN_CAST_SIGNED_TO_UNSIGNED = {(a, "uint8") for a in ("int8", "int16", "int32", "int64")}
+
+
+def test_can_cast_same_kind_is_torchs_rule() -> None:
+    """Why torch.can_cast maps to can_cast(..., casting="same_kind"): NumPy and JAX agree with
+    torch on every pair but signed -> unsigned integers (torch allows them, see DIVERGENT);
+    NumPy's default "safe" casting differs, e.g. float64 -> float32."""
+    torch_rule = {(a, b): torch.can_cast(getattr(torch, a), getattr(torch, b)) for a in _LATTICE for b in _LATTICE}
+    numpy_rule = {
+        (a, b): bool(np.can_cast(_np_dtype(a), _np_dtype(b), casting="same_kind")) for a in _LATTICE for b in _LATTICE
+    }
+    with jax.enable_x64(True):
+        jax_rule = {
+            (a, b): bool(jnp.can_cast(_jnp_dtype(a), _jnp_dtype(b), casting="same_kind"))
+            for a in _LATTICE
+            for b in _LATTICE
+        }
+    assert {k for k in torch_rule if torch_rule[k] != numpy_rule[k]} == _CAN_CAST_SIGNED_TO_UNSIGNED
+    assert {k for k in torch_rule if torch_rule[k] != jax_rule[k]} == _CAN_CAST_SIGNED_TO_UNSIGNED
+    assert torch.can_cast(torch.float64, torch.float32) and not np.can_cast(np.float64, np.float32)
+    assert not jnp.can_cast(jnp.float32, jnp.float16)
+
+
+def test_numpy_floating_check_becomes_the_bf16_aware_predicate() -> None:
+    """A NumPy source's `np.issubdtype(x.dtype, np.floating)` is read as is_floating_point.
+    NumPy itself says False for ml_dtypes.bfloat16 arrays; the converted code deliberately
+    gives the target framework's own answer (True: bfloat16 is floating in torch, JAX and TF),
+    on bfloat16 and on every other dtype."""
+    code = "import numpy as np\n\ndef f(x):\n    return np.issubdtype(x.dtype, np.floating)\n"
+    own = {
+        "torch": "import torch\n\ndef f(x):\n    return x.is_floating_point()\n",
+        "jax": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.issubdtype(x.dtype, jnp.floating)\n",
+        "tf": "import tensorflow as tf\n\ndef f(x):\n    return x.dtype.is_floating\n",
+    }
+    bf16 = Typed((1.0, 2.0), "bfloat16")
+    assert run(code, "numpy", (bf16,)) == ("bool", False)  # what NumPy says, and why this differs
+    for target, predicate in own.items():
+        result = transpile(code, to=target, from_="numpy")
+        assert result.ok, [d.format() for d in result.diagnostics]
+        for x in (bf16, X, X16, X64, I32, C64, B):
+            expected = run(predicate, target, (x,))
+            assert run(result.code, target, (x,)) == expected, (target, x, result.code)
+        assert run(predicate, target, (bf16,)) == ("bool", True)
+
+
+_CREATE_WITHOUT_DTYPE = {
+    "torch": ("import torch", ("torch.tensor(data)", "torch.as_tensor(data)")),
+    "jax": ("import jax.numpy as jnp", ("jnp.array(data)", "jnp.asarray(data)")),
+    "numpy": ("import numpy as np", ("np.array(data)", "np.asarray(data)")),
+    "tf": ("import tensorflow as tf", ("tf.constant(data)", "tf.convert_to_tensor(data)")),
+}
+
+
+@pytest.mark.parametrize(
+    ("source", "target"), [(s, t) for s in FRAMEWORKS for t in FRAMEWORKS if s != t], ids=lambda v: v
+)
+def test_creation_without_dtype_warns(source: str, target: str) -> None:
+    """Each framework infers its own dtype from data (torch.tensor([1.5]) is float32, np.array
+    float64, [1] is int64 in torch/NumPy but int32 in JAX/TF): converting creation without
+    dtype= warns ("implicit-dtype") on that line; with dtype= it does not."""
+    header, calls = _CREATE_WITHOUT_DTYPE[source]
+    for call in calls:
+        code = f"{header}\n\ndef f(data):\n    return {call}\n"
+        result = transpile(code, to=target, from_=source)
+        warned = [d for d in result.diagnostics if d.code == "implicit-dtype"]
+        assert [(d.severity, d.line) for d in warned] == [("warning", 4)], [d.format() for d in result.diagnostics]
+    # the defaults really do differ (so the warning is not noise); JAX's depend on x64
+    assert len(_creation_defaults(source) | _creation_defaults(target)) > 1
+
+
+def _creation_defaults(fw: str) -> set[tuple[str, str]]:
+    """(float dtype, int dtype) a framework gives arrays made from [1.5] and [1], observed."""
+    if fw == "torch":
+        return {(dtype_name(torch.tensor([1.5]).dtype), dtype_name(torch.tensor([1]).dtype))}
+    if fw == "numpy":
+        return {(dtype_name(np.array([1.5]).dtype), dtype_name(np.array([1]).dtype))}
+    if fw == "tf":
+        return {(dtype_name(tf.constant([1.5]).dtype), dtype_name(tf.constant([1]).dtype))}
+    seen = set()
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            seen.add((dtype_name(jnp.array([1.5]).dtype), dtype_name(jnp.array([1]).dtype)))
+    return seen

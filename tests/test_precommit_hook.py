@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TORCH_SOURCE = "import torch\nx = torch.half\n"
 # What `ptranspile --to jax` makes of TORCH_SOURCE (asserted byte for byte).
-JAX_SOURCE = "import jax.numpy as jnp\n\nx = jnp.float16\n"
+JAX_SOURCE = "import jax.numpy as jnp\nx = jnp.float16\n"
 # A Python file that uses no framework: every hook leaves it alone.
 PLAIN_SOURCE = "def add_one(a):\n    return a + 1\n"
 
@@ -186,11 +186,10 @@ def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
     diff = (
         "--- a/model/layers.py\n"
         "+++ b/model/layers.py\n"
-        "@@ -1,2 +1,3 @@\n"
+        "@@ -1,2 +1,2 @@\n"
         "-import torch\n"
         "-x = torch.half\n"
         "+import jax.numpy as jnp\n"
-        "+\n"
         "+x = jnp.float16\n"
     )
     assert diff in check.stdout, check.stdout

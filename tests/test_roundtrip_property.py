@@ -1,7 +1,8 @@
 """Property tests on random dtype-level torch snippets.
 
 For snippets built only from constructs that convert (casts, dtype symbols in every spelling,
-finfo/iinfo, predicates, tensor creation, dtype comparisons, device moves), converting must be:
+finfo/iinfo, predicates, tensor creation with dtype=, dtype comparisons, device moves, and
+promote_types where the target is JAX), converting must be:
 
 * deterministic: the same input gives the same output and diagnostics, twice;
 * valid: the output parses as Python;
@@ -57,8 +58,9 @@ def statement(draw: st.DrawFn, names: list[str], target: str) -> str:
         "is",
         "device",
         "default",
-        "promote",
     ]
+    if target == "jax":  # promote_types maps between torch and JAX only (NumPy/TF promote differently)
+        kinds.append("promote")
     kind = draw(st.sampled_from(kinds))
     d = draw(any_dtype)
     if kind == "method":

@@ -229,7 +229,9 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         _unknown_keys(where, spec, ("summary", "params", "drop", "warn_if_missing", *sorted(framework_keys)), f"{ctx}.")
         warn = spec.get("warn_if_missing", LineDict())
         if not isinstance(warn, LineDict) or not all(isinstance(v, str) for v in warn.values()):
-            raise where.error(spec.lines.get("warn_if_missing", line), f"{ctx}.warn_if_missing", "expected param: message")
+            raise where.error(
+                spec.lines.get("warn_if_missing", line), f"{ctx}.warn_if_missing", "expected param: message"
+            )
         params = spec.get("params", LineDict())
         if not isinstance(params, LineDict):
             raise where.error(spec.lines.get("params", line), f"{ctx}.params", "expected name: kind pairs")
@@ -314,4 +316,5 @@ _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
     "dtypes": _dtypes,
     "ops": _ops,
     "precision_classes": _precision_classes,
+    "policies": lambda result, data, where: None,  # read by precision_transpiler.policy
 }

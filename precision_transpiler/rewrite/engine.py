@@ -94,9 +94,24 @@ class Transpiler(cst.CSTTransformer):
 
     def visit_Module(self, node: cst.Module) -> bool:
         options = self.options
+        detected = detect_source(self.names, options.mappings)
         if options.source is None:
-            options.source = detect_source(self.names, options.mappings)
+            options.source = detected
             self.result.source = options.source
+        elif detected is not None and detected != options.source and detected in DL_FRAMEWORKS:
+            counts = self._framework_counts()
+            if not counts.get(options.source):
+                self.result.diagnostics.append(
+                    Diagnostic(
+                        options.path,
+                        1,
+                        1,
+                        "warning",
+                        "source-mismatch",
+                        f"--from {options.source}, but the file uses {detected} and no {options.source} "
+                        "imports: nothing of it is converted",
+                    )
+                )
         if options.source is None or options.source == options.target:
             return False
         mappings = options.mappings
@@ -115,6 +130,14 @@ class Transpiler(cst.CSTTransformer):
             self._handlers[getattr(cst, name)] = handlers
         self._active = True
         return True
+
+    def _framework_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for qualified in self.names.module_bindings.values():
+            fw = self.options.mappings.framework_of(qualified) if qualified else None
+            if fw is not None:
+                counts[fw] = counts.get(fw, 0) + 1
+        return counts
 
     # -- traversal -----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ Contract:
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from collections.abc import Iterable, Sequence
@@ -32,11 +33,17 @@ def used_names(code: str) -> set[str]:
     names: set[str] = set()
     in_import = False
     at_line_start = True
+    in_all = False  # inside `__all__ = [...]`: its strings name re-exported imports
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
             kind = tok.type
+            if in_all and kind == tokenize.STRING:
+                value = tok.string.strip("\"'")
+                if value.isidentifier():
+                    names.add(value)
             if kind in (tokenize.NEWLINE, tokenize.ENDMARKER):
                 in_import = False
+                in_all = False
                 at_line_start = True
                 continue
             if kind in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
@@ -44,10 +51,25 @@ def used_names(code: str) -> set[str]:
             if at_line_start:
                 at_line_start = False
                 in_import = kind == tokenize.NAME and tok.string in ("import", "from")
+                in_all = kind == tokenize.NAME and tok.string == "__all__"
             if kind == tokenize.NAME and not in_import:
                 names.add(tok.string)
     except (tokenize.TokenError, SyntaxError):  # pragma: no cover - generated code always tokenizes
         pass
+    return names
+
+
+def all_names(code: str) -> set[str]:
+    """Every local name bound by an import statement in `code`."""
+    names: set[str] = set()
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
     return names
 
 
@@ -219,13 +241,18 @@ def _after_leading_imports(body: list[cst.BaseStatement]) -> int:
 
 
 def edit_imports(
-    tree: cst.Module, remove_roots: Iterable[str], additions: Sequence[tuple[str, str]]
+    tree: cst.Module, remove_roots: Iterable[str], additions: Sequence[tuple[str, str]], original: str | None = None
 ) -> tuple[cst.Module, list[str], list[str]]:
     """Apply the contract above; returns the new module, the imports removed and those added.
 
     Additions whose alias the converted code does not use (emitted, then dropped again) are skipped.
+    With `original` (the input text), only imports that conversion made unused are removed.
+    The transpiler does not pass it: a converted file must not keep importing the source
+    framework just because the input imported it without using the name (`x.float()`).
     """
     used = used_names(tree.code)
+    if original is not None:
+        used |= all_names(original) - used_names(original)
     wanted = [(m, a) for m, a in additions if a.split(".")[0] in used]
     editor = ImportEditor(remove_roots, wanted, used)
     added = [m if a == m else f"{m} as {a}" for m, a in wanted]

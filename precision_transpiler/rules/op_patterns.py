@@ -93,7 +93,11 @@ class OpPatterns(Rule):
         roots = ctx.mappings.all_roots
         for op, pattern in _candidates(ctx.mappings, ctx.source, original, ctx):
             match = match_pattern(pattern, original, ctx.qualified_name, roots)
-            if match is None or not _kinds_ok(ctx, op, match):
+            if match is None:
+                continue
+            # A framework function says what the call is; a method name may be overloaded
+            # (`x.to(dtype)` vs `x.to(device)`), so only method patterns check argument kinds.
+            if pattern.method_name is not None and _kind_mismatch(ctx, op, match) is not None:
                 continue
             replacement = self._emit(ctx, op, match, original)
             if replacement is None:
@@ -193,16 +197,17 @@ def _duplicable(node: cst.BaseExpression | None) -> bool:
     return node is None or isinstance(node, cst.Name | cst.Attribute)
 
 
-def _kinds_ok(ctx: RuleContext, op: OpSpec, match: Match) -> bool:
+def _kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match) -> str | None:
+    """Why a bound argument does not fit its parameter kind (None when all fit)."""
     for name, node in match.bindings.items():
         if name in match.by_keyword:
             continue  # `device=dev` says what it is
         kind = op.params.get(name, "any")
         if kind == "dtype" and not ctx.is_dtype_like(node):
-            return False
+            return f"argument {ctx.code(node)!r} does not look like a dtype (a dtype symbol, string or *dtype name)"
         if kind == "device" and not ctx.is_device_like(node):
-            return False
-    return True
+            return f"argument {ctx.code(node)!r} does not look like a device"
+    return None
 
 
 def _candidates(
@@ -245,5 +250,22 @@ def _index(mappings: MappingSet, source: str) -> dict[tuple[str, str], list[tupl
                         index.setdefault(("function", name), []).append((op, pattern))
             elif isinstance(expr, cst.Attribute):
                 index.setdefault(("attribute", expr.attr.value), []).append((op, pattern))
+    # Most specific first: `tf.cast(tf.convert_to_tensor(d, dtype_hint=t), t)` is as_tensor,
+    # not a cast of a convert_to_tensor call.
+    for entries in index.values():
+        entries.sort(key=lambda entry: -_size(entry[1].expr))
     cache[source] = index
     return index
+
+
+def _size(node: cst.CSTNode) -> int:
+    count = 0
+
+    class _Count(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal count
+            count += 1
+            return True
+
+    node.visit(_Count())
+    return count

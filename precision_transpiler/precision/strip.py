@@ -1,0 +1,68 @@
+"""Remove what ptranspile inserted for a precision policy.
+
+Everything the policy passes insert is recognisable by name: module-level definitions named
+`_ptranspile_*`/`_PTRANSPILE_*`, decorators `@_ptranspile_*`, and island calls
+`_ptranspile_fp32(x)`. Removing exactly those restores the user's code byte for byte, because
+the passes never touch anything else.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+PREFIXES = ("_ptranspile_", "_PTRANSPILE_")
+BLOCK_BEGIN = "# ptranspile: begin precision policy"
+
+
+def _generated_name(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value.startswith(PREFIXES)
+
+
+def _is_generated_statement(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.FunctionDef):
+        return stmt.name.value.startswith(PREFIXES)
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, cst.Assign):
+            return all(_generated_name(t.target) for t in small.targets)
+    return False
+
+
+class StripInserted(cst.CSTTransformer):
+    """Undo the policy passes. `removed` counts what was taken out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.removed = 0
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        # Generated statements are inserted with their own leading lines and never change the
+        # lines of the statement after them, so dropping them restores the layout exactly.
+        body = [stmt for stmt in updated_node.body if not _is_generated_statement(stmt)]
+        self.removed += len(updated_node.body) - len(body)
+        return updated_node.with_changes(body=body)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        kept = [d for d in updated_node.decorators if not _decorator_generated(d)]
+        if len(kept) != len(updated_node.decorators):
+            self.removed += len(updated_node.decorators) - len(kept)
+            return updated_node.with_changes(decorators=kept)
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if _generated_name(updated_node.func) and len(updated_node.args) == 1 and not updated_node.args[0].keyword:
+            self.removed += 1
+            return updated_node.args[0].value  # islands wrap the argument exactly as written
+        return updated_node
+
+
+def _decorator_generated(decorator: cst.Decorator) -> bool:
+    expr = decorator.decorator
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    return _generated_name(expr)
+
+
+def strip_inserted(module: cst.Module) -> tuple[cst.Module, int]:
+    stripper = StripInserted()
+    return module.visit(stripper), stripper.removed
