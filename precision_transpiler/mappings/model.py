@@ -33,6 +33,7 @@ class OpSpec:
     patterns: dict[str, tuple[Pattern, ...]]  # framework -> patterns, first is emitted first
     origin: str  # "file:line" for messages
     warn_if_missing: dict[str, str] = field(default_factory=dict)  # parameter -> warning text
+    warn: str | None = None  # said whenever the op is converted between frameworks
 
 
 @dataclass

@@ -226,7 +226,12 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         line = ops.lines[name]
         if not isinstance(spec, LineDict):
             raise where.error(line, ctx, "expected a mapping")
-        _unknown_keys(where, spec, ("summary", "params", "drop", "warn_if_missing", *sorted(framework_keys)), f"{ctx}.")
+        _unknown_keys(
+            where, spec, ("summary", "params", "drop", "warn_if_missing", "warn", *sorted(framework_keys)), f"{ctx}."
+        )
+        op_warn = spec.get("warn")
+        if op_warn is not None and not isinstance(op_warn, str):
+            raise where.error(spec.lines.get("warn", line), f"{ctx}.warn", "expected a message string")
         warn = spec.get("warn_if_missing", LineDict())
         if not isinstance(warn, LineDict) or not all(isinstance(v, str) for v in warn.values()):
             raise where.error(
@@ -256,6 +261,7 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
             patterns=patterns,
             origin=f"{where.path}:{line}",
             warn_if_missing={**(previous.warn_if_missing if previous else {}), **warn},
+            warn=op_warn if op_warn is not None else (previous.warn if previous else None),
         )
 
 
@@ -272,8 +278,12 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
     out: list[Pattern] = []
     for item, item_line in items:
         bind: dict[str, str] = {}
+        warn: str | None = None
         if isinstance(item, LineDict):
-            _unknown_keys(where, item, ("pattern", "bind"), f"{ctx}.")
+            _unknown_keys(where, item, ("pattern", "bind", "warn"), f"{ctx}.")
+            warn = item.get("warn")
+            if warn is not None and not isinstance(warn, str):
+                raise where.error(item_line, f"{ctx}.warn", "expected a message string")
             text = item.get("pattern")
             raw_bind = item.get("bind", {})
             if not isinstance(raw_bind, dict) or not all(isinstance(v, str) for v in raw_bind.values()):
@@ -284,7 +294,7 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
         if not isinstance(text, str):
             raise where.error(item_line, ctx, f"expected a pattern string, got {_show(text)}")
         try:
-            pattern = parse_pattern(text, bind)
+            pattern = parse_pattern(text, bind, warn)
         except ValueError as exc:
             raise where.error(item_line, ctx, str(exc)) from None
         unknown = (pattern.params | set(bind)) - params

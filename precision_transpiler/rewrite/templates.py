@@ -59,6 +59,7 @@ class Pattern:
     expr: cst.BaseExpression
     placeholders: Mapping[str, Placeholder]  # placeholder identifier -> spec
     bind: Mapping[str, str] = field(default_factory=dict)  # constants the pattern implies
+    warn: str | None = None  # said (as a warning) whenever this pattern is emitted
 
     @property
     def params(self) -> set[str]:
@@ -99,7 +100,7 @@ def _root_placeholder(node: cst.BaseExpression, placeholders: Mapping[str, Place
     return isinstance(node, cst.Name) and node.value in placeholders
 
 
-def parse_pattern(text: str, bind: Mapping[str, str] | None = None) -> Pattern:
+def parse_pattern(text: str, bind: Mapping[str, str] | None = None, warn: str | None = None) -> Pattern:
     """Parse a pattern; raises ValueError with a readable reason."""
     placeholders: dict[str, Placeholder] = {}
 
@@ -124,7 +125,7 @@ def parse_pattern(text: str, bind: Mapping[str, str] | None = None) -> Pattern:
         expr = cst.parse_expression(body)
     except cst.ParserSyntaxError as exc:
         raise ValueError(f"pattern {text!r} is not a Python expression: {exc.message}") from None
-    pattern = Pattern(text=text, expr=expr, placeholders=placeholders, bind=dict(bind or {}))
+    pattern = Pattern(text=text, expr=expr, placeholders=placeholders, bind=dict(bind or {}), warn=warn)
     for ident, ph in placeholders.items():
         if ph.optional and not _is_call_argument(expr, ident):
             raise ValueError(f"optional placeholder {{{ph.name}?}} must be a call argument in {text!r}")
@@ -231,6 +232,8 @@ def _match(
                 for a, b in zip(tpl.comparisons, node.comparisons, strict=True)
             )
         )
+    if isinstance(tpl, cst.SimpleString) and isinstance(node, cst.SimpleString):
+        return tpl.evaluated_value == node.evaluated_value  # 'a' and "a" are the same argument
     return _normal(tpl) == _normal(node)
 
 
@@ -287,7 +290,7 @@ def _match_args(
 
 ExprFor = Callable[[str], cst.BaseExpression]
 
-_ATOMS = (
+ATOMS = (
     cst.Name,
     cst.Attribute,
     cst.Call,
@@ -311,7 +314,7 @@ _ATOMS = (
 
 def parenthesize(node: cst.BaseExpression) -> cst.BaseExpression:
     """Wrap `node` in parentheses unless it already binds tighter than attribute access."""
-    if node.lpar or isinstance(node, _ATOMS):
+    if node.lpar or isinstance(node, ATOMS):
         return node
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 

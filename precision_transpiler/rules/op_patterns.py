@@ -18,6 +18,7 @@ import libcst as cst
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.templates import (
+    ATOMS,
     Match,
     Pattern,
     dotted_name,
@@ -87,6 +88,16 @@ class OpPatterns(Rule):
     ) -> cst.BaseExpression | None:
         return self._rewrite(ctx, original)
 
+    def leave_Comparison(
+        self, ctx: RuleContext, original: cst.Comparison, updated: cst.Comparison
+    ) -> cst.BaseExpression | None:
+        return self._rewrite(ctx, original)
+
+    def leave_BooleanOperation(
+        self, ctx: RuleContext, original: cst.BooleanOperation, updated: cst.BooleanOperation
+    ) -> cst.BaseExpression | None:
+        return self._rewrite(ctx, original)
+
     # ------------------------------------------------------------------------------------------
 
     def _rewrite(self, ctx: RuleContext, original: cst.CSTNode) -> cst.BaseExpression | None:
@@ -140,13 +151,13 @@ class OpPatterns(Rule):
                     "dropped-argument",
                     f"argument '{name}' of {op.name} has no equivalent in {ctx.target} and was dropped",
                 )
+            for message in (op.warn, target.warn):
+                if message and ctx.source != ctx.target:
+                    ctx.diagnose(original, "warning", "semantics-differ", message)
             for name, message in op.warn_if_missing.items():
                 if name not in bound and ctx.source != ctx.target:
                     ctx.diagnose(original, "warning", "implicit-dtype", message)
-            lpar = getattr(original, "lpar", ())
-            if lpar and hasattr(replacement, "lpar") and not replacement.lpar:
-                replacement = replacement.with_changes(lpar=lpar, rpar=original.rpar)  # type: ignore[attr-defined]
-            return parenthesize(replacement)
+            return _fit_parentheses(ctx, original, replacement)
         ctx.unsupported(original, _no_target_message(ctx, op, match), "unsupported-op")
         ctx.consume(match.owned)  # reported once, as the whole call
         return None
@@ -193,6 +204,33 @@ def _values(
     return values
 
 
+_NEEDS_ATOM = (
+    cst.Attribute,
+    cst.Subscript,
+    cst.UnaryOperation,
+    cst.BinaryOperation,
+    cst.BooleanOperation,
+    cst.Comparison,
+    cst.Await,
+)
+
+
+def _fit_parentheses(ctx: RuleContext, original: cst.CSTNode, replacement: cst.BaseExpression) -> cst.BaseExpression:
+    """Keep the user's parentheses where they still mean something; add them only where the
+    replacement would otherwise bind differently (`not x.is_floating_point()` -> `not (a or b)`)."""
+    lpar = getattr(original, "lpar", ())
+    atomic = parenthesize(replacement) is replacement
+    original_atomic = isinstance(original, ATOMS)
+    if lpar and not replacement.lpar and not (atomic and not original_atomic):
+        return replacement.with_changes(lpar=lpar, rpar=original.rpar)  # type: ignore[attr-defined]
+    if lpar or atomic:
+        return replacement
+    parent = ctx.parent(original)
+    if isinstance(parent, _NEEDS_ATOM) or (isinstance(parent, cst.Call) and parent.func is original):
+        return parenthesize(replacement)
+    return replacement
+
+
 def _duplicable(node: cst.BaseExpression | None) -> bool:
     return node is None or isinstance(node, cst.Name | cst.Attribute)
 
@@ -224,6 +262,10 @@ def _candidates(
             keys.append(("function", qualified))
     elif isinstance(node, cst.Attribute):
         keys = [("attribute", node.attr.value)]
+    elif isinstance(node, cst.BooleanOperation):
+        keys = [("boolean", type(node.operator).__name__)]
+    elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        keys = [("comparison", type(node.comparisons[0].operator).__name__)]
     else:
         return
     for key in keys:
@@ -250,6 +292,11 @@ def _index(mappings: MappingSet, source: str) -> dict[tuple[str, str], list[tupl
                         index.setdefault(("function", name), []).append((op, pattern))
             elif isinstance(expr, cst.Attribute):
                 index.setdefault(("attribute", expr.attr.value), []).append((op, pattern))
+            elif isinstance(expr, cst.BooleanOperation):
+                index.setdefault(("boolean", type(expr.operator).__name__), []).append((op, pattern))
+            elif isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+                key = ("comparison", type(expr.comparisons[0].operator).__name__)
+                index.setdefault(key, []).append((op, pattern))
     # Most specific first: `tf.cast(tf.convert_to_tensor(d, dtype_hint=t), t)` is as_tensor,
     # not a cast of a convert_to_tensor call.
     for entries in index.values():
