@@ -24,6 +24,7 @@ from precision_transpiler.files import ReadError, iter_python_files, read_source
 from precision_transpiler.mappings import MappingSet, load_mappings
 from precision_transpiler.mappings.model import FRAMEWORKS
 from precision_transpiler.policy import resolve_policy
+from precision_transpiler.rewrite.import_editor import _after_leading_imports
 
 __all__ = ["TranspileResult", "transpile", "transpile_file", "transpile_paths"]
 
@@ -127,6 +128,8 @@ def transpile(
     precision: list[Any] = []
     if to == "torch" and outcome.source in ("torch", None):
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
+    elif to == "tf" and outcome.source in ("tf", None):
+        new_module, precision = _apply_keras_policy(new_module, policy_obj, table)
     elif not policy_obj.is_full_precision:
         outcome.diagnostics.append(
             Diagnostic(
@@ -151,13 +154,37 @@ def transpile(
     )
 
 
+def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> tuple[cst.Module, list[Any]]:
+    """Strip what an earlier run inserted, then apply `policy` to Keras layers."""
+    from precision_transpiler.precision.keras_policy import KerasPolicyPass, helper_block
+    from precision_transpiler.precision.strip import strip_inserted
+    from precision_transpiler.rewrite.import_editor import edit_imports
+    from precision_transpiler.rewrite.imports import _module_imports
+
+    if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
+        module, _ = strip_inserted(module)
+        module, _, _ = edit_imports(module, ("keras",), ())  # `import keras` added for the helpers
+    if policy.is_full_precision:
+        return module, []
+    policy_pass = KerasPolicyPass(policy, table, module, module.code)
+    module = module.visit(policy_pass)
+    if not policy_pass.decisions:
+        return module, []
+    body = list(module.body)
+    index = _after_leading_imports(body)
+    body[index:index] = helper_block(policy)
+    module = module.with_changes(body=body)
+    if "keras" not in _module_imports(module).values():
+        module, _, _ = edit_imports(module, (), [("keras", "keras")])
+    return module, policy_pass.decisions
+
+
 def _apply_torch_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32)."""
     from precision_transpiler.precision.strip import strip_inserted
     from precision_transpiler.precision.torch_policy import TorchPolicyPass, helper_block
-    from precision_transpiler.rewrite.import_editor import _after_leading_imports
 
     if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
         module, _ = strip_inserted(module)

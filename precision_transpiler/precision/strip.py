@@ -50,10 +50,22 @@ class StripInserted(cst.CSTTransformer):
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        args = list(updated_node.args)
+        if args and _is_generated_arg(args[-1]):
+            # Inserted arguments go last and carry the call's original trailing comma (or none).
+            generated = args.pop()
+            self.removed += 1
+            if args:
+                args[-1] = args[-1].with_changes(comma=generated.comma)
+            updated_node = updated_node.with_changes(args=args)
         if _generated_name(updated_node.func) and len(updated_node.args) == 1 and not updated_node.args[0].keyword:
             self.removed += 1
             return updated_node.args[0].value  # islands wrap the argument exactly as written
         return updated_node
+
+
+def _is_generated_arg(arg: cst.Arg) -> bool:
+    return arg.keyword is not None and _generated_name(arg.value)
 
 
 def _decorator_generated(decorator: cst.Decorator) -> bool:

@@ -1,0 +1,179 @@
+"""Apply a precision policy to Keras 3 code (tf -> tf).
+
+Keras expresses precision per layer: `dtype=` takes a dtype policy name ("mixed_bfloat16" =
+fp32 variables, bf16 compute). The pass gives every `keras.layers.*` constructor the policy's
+per-class choice through a generated constant (`dtype=_PTRANSPILE_LOW`, `dtype=_PTRANSPILE_FP32`
+for keep-fp32 classes such as LayerNormalization and Softmax), wraps the outputs handed to
+`keras.Model(...)`/`Functional(...)` in a float32 linear Activation (the Keras mixed-precision
+guide's recipe for model outputs), and puts keep-fp32 functional ops (`keras.ops.softmax(x)`)
+on float32 inputs. A `dtype=` the user wrote is kept. Everything inserted is named
+`_ptranspile_*`/`_PTRANSPILE_*`, so `precision.strip` removes it exactly.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.mappings.model import MappingSet
+from precision_transpiler.policy import Policy
+from precision_transpiler.precision.torch_policy import PrecisionDecision
+from precision_transpiler.rewrite.names import NameResolver
+from precision_transpiler.rewrite.positions import PositionFinder
+from precision_transpiler.rewrite.templates import dotted_name
+
+_NOT_LAYERS = frozenset({"Input", "InputLayer", "InputSpec"})
+_MODEL_CALLS = frozenset(
+    {
+        "keras.Model",
+        "keras.models.Model",
+        "keras.models.Functional",
+        "keras.src.models.Functional",
+        "keras.src.models.Model",
+        "keras.src.models.functional.Functional",
+    }
+)
+_KERAS_POLICY = {
+    ("float32", "bfloat16"): "mixed_bfloat16",
+    ("float32", "float16"): "mixed_float16",
+    ("bfloat16", "bfloat16"): "bfloat16",
+    ("float16", "float16"): "float16",
+    ("float32", "float32"): "float32",
+}
+
+HELPERS = '''
+# ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
+_PTRANSPILE_LOW = "{low}"
+_PTRANSPILE_FP32 = "float32"
+
+
+def _ptranspile_fp32(x):
+    """fp32 island for a functional op the policy keeps in float32."""
+    return keras.ops.cast(x, "float32")
+
+
+def _ptranspile_output(outputs):
+    """Model outputs in {output} (a linear Activation in {output}, as the Keras guide does)."""
+    return keras.tree.map_structure(lambda t: keras.layers.Activation("linear", dtype="{output}")(t), outputs)
+'''
+
+
+def normalise(qualified: str) -> str:
+    """`tensorflow.keras.layers.Dense` and `keras.src.layers.Dense` are `keras.layers.Dense`."""
+    for prefix in ("tensorflow.keras.", "tf_keras.", "keras.src."):
+        if qualified.startswith(prefix):
+            rest = qualified[len(prefix) :]
+            if rest.startswith("layers.") and rest.count(".") > 1:  # keras.src.layers.core.dense.Dense
+                rest = "layers." + rest.rsplit(".", 1)[1]
+            return "keras." + rest
+    return qualified
+
+
+class KerasPolicyPass(cst.CSTTransformer):
+    def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str) -> None:
+        super().__init__()
+        self.policy = policy
+        self.names = NameResolver(module, source)
+        self.positions = PositionFinder(module, source)
+        self.symbols = {normalise(k): v for k, v in mappings.symbol_to_precision_class.get("tf", {}).items()}
+        self.decisions: list[PrecisionDecision] = []
+        self.stack: list[cst.CSTNode] = []
+        self.needs_keras = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Import | cst.ImportFrom):
+            return False
+        self.stack.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        result = super().on_leave(original_node, updated_node)
+        if not isinstance(original_node, cst.Import | cst.ImportFrom):
+            self.stack.pop()
+        return result  # type: ignore[return-value]
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        qualified = (
+            self.names.qualified_name(original_node.func, self.stack + [original_node.func])
+            if dotted_name(original_node.func)
+            else None
+        )
+        if qualified is None:
+            return updated_node
+        name = normalise(qualified)
+        if name in _MODEL_CALLS:
+            return self._wrap_outputs(original_node, updated_node)
+        if name.startswith("keras.layers.") and name.rsplit(".", 1)[1] not in _NOT_LAYERS:
+            return self._layer(original_node, updated_node, name)
+        op_class = self.symbols.get(name)
+        if op_class in self.policy.keep_fp32 and updated_node.args and updated_node.args[0].keyword is None:
+            decision = self.policy.precision_for(op_class)
+            if decision.compute == "float32":
+                self._decide(original_node, name, op_class, decision, "fp32 island")
+                first = updated_node.args[0]
+                island = cst.Call(func=cst.Name("_ptranspile_fp32"), args=[cst.Arg(value=first.value)])
+                return updated_node.with_changes(args=[first.with_changes(value=island), *updated_node.args[1:]])
+        return updated_node
+
+    def _layer(self, original: cst.Call, updated: cst.Call, name: str) -> cst.Call:
+        layer = name.rsplit(".", 1)[1]
+        if any(arg.keyword is not None and arg.keyword.value == "dtype" for arg in updated.args):
+            return updated  # the user chose this layer's dtype
+        op_class = self.symbols.get(name)
+        decision = self.policy.precision_for(op_class, class_name=layer)
+        constant = "_PTRANSPILE_FP32" if decision.compute == "float32" else "_PTRANSPILE_LOW"
+        self._decide(original, name, op_class or "layer", decision, f"dtype={constant}")
+        args = list(updated.args)
+        new_arg = cst.Arg(
+            keyword=cst.Name("dtype"),
+            value=cst.Name(constant),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        if args:
+            last = args[-1]
+            separator = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+            if isinstance(last.comma, cst.Comma):  # trailing comma: the new argument takes it over
+                new_arg = new_arg.with_changes(comma=last.comma)
+                args[-1] = last.with_changes(comma=separator or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            else:
+                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new_arg)
+        return updated.with_changes(args=args)
+
+    def _wrap_outputs(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        args = list(updated.args)
+        index = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "outputs"), None)
+        if index is None and len(args) >= 2 and all(a.keyword is None for a in args[:2]):
+            index = 1
+        if index is None:
+            return updated
+        self.needs_keras = True
+        decision = self.policy.precision_for("output")
+        self._decide(original, "model outputs", "output", decision, "float32 output activation")
+        wrapped = cst.Call(func=cst.Name("_ptranspile_output"), args=[cst.Arg(value=args[index].value)])
+        args[index] = args[index].with_changes(value=wrapped)
+        return updated.with_changes(args=args)
+
+    def _decide(self, node: cst.CSTNode, op: str, op_class: str, decision, action: str) -> None:  # type: ignore[no-untyped-def]
+        line, col = self.positions.find(node, self.stack)
+        where = next(
+            (n.name.value for n in reversed(self.stack) if isinstance(n, cst.FunctionDef | cst.ClassDef)), "<module>"
+        )
+        self.decisions.append(
+            PrecisionDecision(
+                line, col, where, op, op_class, decision.param, decision.compute, decision.output, decision.rule, action
+            )
+        )
+
+
+def keras_policy_name(policy: Policy) -> str:
+    return _KERAS_POLICY.get((policy.param, policy.compute), f"mixed_{policy.compute}")
+
+
+def helper_block(policy: Policy) -> list[cst.BaseStatement]:
+    output = policy.classes.get("output", {}).get("output", policy.output)
+    code = HELPERS.format(name=policy.name, low=keras_policy_name(policy), output=output)
+    module = cst.parse_module(code.lstrip("\n"))
+    body = list(module.body)
+    lines = [cst.EmptyLine(), cst.EmptyLine(), *[ln for ln in module.header if ln.comment is not None]]
+    body[0] = body[0].with_changes(leading_lines=lines)
+    return body
