@@ -130,6 +130,8 @@ def transpile(
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "tf" and outcome.source in ("tf", None):
         new_module, precision = _apply_keras_policy(new_module, policy_obj, table)
+    elif to == "jax" and outcome.source in ("jax", None):
+        new_module, precision = _apply_flax_policy(new_module, policy_obj, table)
     elif not policy_obj.is_full_precision:
         outcome.diagnostics.append(
             Diagnostic(
@@ -158,12 +160,9 @@ def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> t
     """Strip what an earlier run inserted, then apply `policy` to Keras layers."""
     from precision_transpiler.precision.keras_policy import KerasPolicyPass, helper_block
     from precision_transpiler.precision.strip import strip_inserted
-    from precision_transpiler.rewrite.import_editor import edit_imports
-    from precision_transpiler.rewrite.imports import _module_imports
 
     if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
         module, _ = strip_inserted(module)
-        module, _, _ = edit_imports(module, ("keras",), ())  # `import keras` added for the helpers
     if policy.is_full_precision:
         return module, []
     policy_pass = KerasPolicyPass(policy, table, module, module.code)
@@ -173,10 +172,43 @@ def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> t
     body = list(module.body)
     index = _after_leading_imports(body)
     body[index:index] = helper_block(policy)
-    module = module.with_changes(body=body)
-    if "keras" not in _module_imports(module).values():
-        module, _, _ = edit_imports(module, (), [("keras", "keras")])
-    return module, policy_pass.decisions
+    return _with_helper_imports(module.with_changes(body=body), [("keras", "keras")]), policy_pass.decisions
+
+
+def _apply_flax_policy(module: cst.Module, policy: Any, table: MappingSet) -> tuple[cst.Module, list[Any]]:
+    """Strip what an earlier run inserted, then apply `policy` to Flax NNX layers."""
+    from precision_transpiler.precision.flax_policy import FlaxPolicyPass, helper_block
+    from precision_transpiler.precision.strip import strip_inserted
+
+    if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
+        module, _ = strip_inserted(module)
+    if policy.is_full_precision:
+        return module, []
+    policy_pass = FlaxPolicyPass(policy, table, module, module.code)
+    module = module.visit(policy_pass)
+    if not policy_pass.decisions:
+        return module, []
+    body = list(module.body)
+    index = _after_leading_imports(body)
+    body[index:index] = helper_block(policy)
+    return _with_helper_imports(
+        module.with_changes(body=body), [("jax", "jax"), ("jax.numpy", "jnp")]
+    ), policy_pass.decisions
+
+
+def _with_helper_imports(module: cst.Module, wanted: list[tuple[str, str]]) -> cst.Module:
+    """Add the imports the generated helpers use (marked, so stripping removes exactly them)."""
+    from precision_transpiler.precision.strip import marked_import
+    from precision_transpiler.rewrite.imports import _module_imports
+
+    available = _module_imports(module)
+    missing = [marked_import(m, a) for m, a in wanted if available.get(m) != a]
+    if not missing:
+        return module
+    body = list(module.body)
+    index = _after_leading_imports(body)
+    body[index:index] = missing
+    return module.with_changes(body=body)
 
 
 def _apply_torch_policy(

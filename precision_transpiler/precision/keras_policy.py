@@ -16,6 +16,7 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
+from precision_transpiler.precision.flax_policy import append_keywords
 from precision_transpiler.precision.torch_policy import PrecisionDecision
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
@@ -93,7 +94,7 @@ class KerasPolicyPass(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         qualified = (
-            self.names.qualified_name(original_node.func, self.stack + [original_node.func])
+            self.names.qualified_name(original_node.func, [*self.stack, original_node.func])
             if dotted_name(original_node.func)
             else None
         )
@@ -122,21 +123,7 @@ class KerasPolicyPass(cst.CSTTransformer):
         decision = self.policy.precision_for(op_class, class_name=layer)
         constant = "_PTRANSPILE_FP32" if decision.compute == "float32" else "_PTRANSPILE_LOW"
         self._decide(original, name, op_class or "layer", decision, f"dtype={constant}")
-        args = list(updated.args)
-        new_arg = cst.Arg(
-            keyword=cst.Name("dtype"),
-            value=cst.Name(constant),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-        )
-        if args:
-            last = args[-1]
-            separator = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
-            if isinstance(last.comma, cst.Comma):  # trailing comma: the new argument takes it over
-                new_arg = new_arg.with_changes(comma=last.comma)
-                args[-1] = last.with_changes(comma=separator or cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            else:
-                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(new_arg)
+        args = append_keywords(list(updated.args), [("dtype", constant)])
         return updated.with_changes(args=args)
 
     def _wrap_outputs(self, original: cst.Call, updated: cst.Call) -> cst.Call:

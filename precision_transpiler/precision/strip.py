@@ -12,6 +12,15 @@ import libcst as cst
 
 PREFIXES = ("_ptranspile_", "_PTRANSPILE_")
 BLOCK_BEGIN = "# ptranspile: begin precision policy"
+IMPORT_MARKER = "# ptranspile: policy helpers"
+
+
+def marked_import(module: str, alias: str) -> cst.SimpleStatementLine:
+    """An import the policy helpers need, marked so that stripping removes exactly it."""
+    code = f"import {module}" if alias == module.split(".")[0] and "." not in module else f"import {module} as {alias}"
+    stmt = cst.parse_statement(f"{code}  {IMPORT_MARKER}\n")
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    return stmt
 
 
 def _generated_name(node: cst.CSTNode) -> bool:
@@ -19,6 +28,10 @@ def _generated_name(node: cst.CSTNode) -> bool:
 
 
 def _is_generated_statement(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        comment = stmt.trailing_whitespace.comment
+        if comment is not None and comment.value == IMPORT_MARKER:
+            return True
     if isinstance(stmt, cst.FunctionDef):
         return stmt.name.value.startswith(PREFIXES)
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
@@ -52,11 +65,13 @@ class StripInserted(cst.CSTTransformer):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         args = list(updated_node.args)
         if args and _is_generated_arg(args[-1]):
-            # Inserted arguments go last and carry the call's original trailing comma (or none).
-            generated = args.pop()
-            self.removed += 1
+            # Inserted arguments go last; the last one carries the call's original trailing comma.
+            trailing = args[-1].comma
+            while args and _is_generated_arg(args[-1]):
+                args.pop()
+                self.removed += 1
             if args:
-                args[-1] = args[-1].with_changes(comma=generated.comma)
+                args[-1] = args[-1].with_changes(comma=trailing)
             updated_node = updated_node.with_changes(args=args)
         if _generated_name(updated_node.func) and len(updated_node.args) == 1 and not updated_node.args[0].keyword:
             self.removed += 1
