@@ -82,9 +82,110 @@ def main() -> int:
             cl = model.to(memory_format=torch.channels_last)
             t = median_forward(cl, batch.contiguous(memory_format=torch.channels_last), args.repeat)
             rows.append(f"| {arch} | ptranspile --policy {policy}, channels_last | {t:.3f} | {t / fp32:.2f} |")
+    rows += keras_rows(args)
+    rows += flax_rows(args)
     print(f"## Policy speed, batch {args.batch}x3x{args.size}x{args.size}, torch {torch.__version__}\n")
     print("\n".join(rows))
     return 0
+
+
+KERAS_CNN = """
+import keras
+from keras import layers
+
+
+def build(size):
+    inputs = keras.Input(shape=(size, size, 3))
+    x = inputs
+    for filters in (32, 64, 128, 256):
+        x = layers.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.MaxPooling2D(2)(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(10)(x)
+    return keras.Model(inputs, outputs)
+"""
+
+FLAX_CNN = """
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+class CNN(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.convs = nnx.List([nnx.Conv(i, o, kernel_size=(3, 3), rngs=rngs)
+                               for i, o in ((3, 32), (32, 64), (64, 128), (128, 256))])
+        self.head = nnx.Linear(256, 10, rngs=rngs)
+
+    def __call__(self, x):
+        for conv in self.convs:
+            x = nnx.max_pool(nnx.relu(conv(x)), (2, 2), (2, 2))
+        return self.head(x.mean(axis=(1, 2)))
+"""
+
+
+def _exec(code: str) -> dict:
+    namespace: dict = {}
+    exec(compile(code, "<bench>", "exec"), namespace)
+    return namespace
+
+
+def keras_rows(args: argparse.Namespace) -> list[str]:
+    """A Keras CNN (conv/BN/relu/pool x4): fp32 vs ptranspile --policy mixed, same weights."""
+    import numpy as np
+
+    x = np.random.default_rng(0).normal(size=(args.batch, args.size, args.size, 3)).astype("float32")
+    fp32_model = _exec(KERAS_CNN)["build"](args.size)
+    mixed_model = _exec(transpile(KERAS_CNN, to="tf", policy="mixed").code)["build"](args.size)
+    mixed_model.set_weights(fp32_model.get_weights())
+
+    def timed(model) -> float:
+        run = model.predict_on_batch
+        for _ in range(2):
+            run(x)
+        times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            run(x)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    fp32, mixed = timed(fp32_model), timed(mixed_model)
+    return [f"| keras CNN | fp32 | {fp32:.3f} | 1.00 |", f"| keras CNN | ptranspile --policy mixed | {mixed:.3f} | "
+            f"{mixed / fp32:.2f} |"]
+
+
+def flax_rows(args: argparse.Namespace) -> list[str]:
+    """A Flax NNX CNN under jax.jit: fp32 vs ptranspile --policy mixed, same weights."""
+    import jax
+    from flax import nnx
+
+    x = jax.random.normal(jax.random.key(0), (args.batch, args.size, args.size, 3))
+    reference = _exec(FLAX_CNN)["CNN"](nnx.Rngs(0))
+    mixed = _exec(transpile(FLAX_CNN, to="jax", policy="mixed").code)["CNN"](nnx.Rngs(0))
+    nnx.update(mixed, nnx.state(reference))
+
+    def timed(model) -> float:
+        graphdef, state = nnx.split(model)
+
+        @jax.jit
+        def forward(state, x):
+            return nnx.merge(graphdef, state)(x)
+
+        for _ in range(2):
+            forward(state, x).block_until_ready()
+        times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            forward(state, x).block_until_ready()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    fp32, low = timed(reference), timed(mixed)
+    return [f"| flax CNN (jit) | fp32 | {fp32:.3f} | 1.00 |", f"| flax CNN (jit) | ptranspile --policy mixed | "
+            f"{low:.3f} | {low / fp32:.2f} |"]
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def transpile(
                 1,
                 "unsupported",
                 "policy-not-applied",
-                f"precision policy {policy_obj.name!r} is not applied to {to} code yet; only fp32 is",
+                f"precision policy {policy_obj.name!r} is not applied when converting "
+                f"{outcome.source or 'this code'} to {to} yet (policies apply within one framework)",
             )
         )
     code = new_module.code
@@ -230,7 +231,7 @@ def _apply_torch_policy(
     body = list(module.body)
     index = _after_leading_imports(body)
     body[index:index] = helper_block(policy, table, nan_fallback)
-    return module.with_changes(body=body), policy_pass.decisions
+    return _with_helper_imports(module.with_changes(body=body), [("torch", "torch")]), policy_pass.decisions
 
 
 def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnostic:

@@ -109,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:  # `ptranspile ... | head`: the reader went away, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as exc:  # our own errors and any bug: one line, never a traceback
         from precision_transpiler.errors import PtranspileError
 
@@ -172,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
                 mappings=settings["mappings"],
                 path="<stdin>",
                 device=settings["device"],
+                nan_fallback=settings["nan_fallback"],
             )
         ]
     else:
@@ -188,6 +192,7 @@ def _run(args: argparse.Namespace) -> int:
             jobs=settings["jobs"],
             skip_empty=settings["skip_empty"],
             exclude=settings["exclude"],
+            nan_fallback=settings["nan_fallback"],
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
 
@@ -311,7 +316,7 @@ def _precision_report(results: list[TranspileResult]) -> str:
         factor = {"float32": 1.0, "bfloat16": 0.5, "float16": 0.5, "float64": 2.0}.get(str(param), 1.0)
         out.append(
             f"   parameter bytes: float32 -> {param} (x{factor:.2f}; norms and other keep-fp32 layers stay "
-            "float32; exact byte counts come from `ptranspile verify`)"
+            "float32; the factor is per parameter, not a measured size)"
         )
     return "\n".join(out)
 

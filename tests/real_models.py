@@ -13,11 +13,21 @@ import types
 from pathlib import Path
 
 
-def import_torchvision() -> types.ModuleType:
-    import torch
-
+def _neutralise_register_fake() -> None:
+    """Must run before anything imports torchvision (transformers does, optionally)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a test dependency
+        return
     if "torchvision" not in sys.modules:
         torch.library.register_fake = lambda *a, **k: lambda f: f  # type: ignore[assignment]
+
+
+_neutralise_register_fake()
+
+
+def import_torchvision() -> types.ModuleType:
+    _neutralise_register_fake()
     import torchvision
 
     return torchvision

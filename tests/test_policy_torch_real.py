@@ -161,3 +161,45 @@ def test_nan_fallback_recomputes_in_fp32(caplog) -> None:
     exec(compile(transpile(src, to="torch", policy="fp16").code, "<plain>", "exec"), plain)
     with torch.no_grad():
         assert not torch.isfinite(plain["Big"]()(torch.ones(1, 4))).all()
+
+
+def test_overrides_by_path_and_class_run_in_fp32(tmp_path) -> None:
+    """A path glob (`encoder.layer.*.attention`) and a class name keep those modules in fp32,
+    children included, while the rest runs in bf16."""
+    pytest.importorskip("transformers")
+    from transformers import BertConfig
+
+    policy = tmp_path / "bert.yaml"
+    policy.write_text(
+        "extends: mixed\noverrides:\n  - path: 'encoder.layer.*.attention'\n    compute: float32\n"
+        "  - class: BertPooler\n    compute: float32\n"
+    )
+    path = package_file("transformers", "models/bert/modeling_bert.py")
+    code = transpile(path.read_text(), to="torch", policy=str(policy)).code
+    module = load_beside(code, "transformers.models.bert", "_ptx_bert_override")
+    config = BertConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        vocab_size=100,
+        attn_implementation="eager",
+    )
+    model = module.BertModel(config).eval()
+    seen: dict[str, torch.dtype] = {}
+    layer = model.encoder.layer[1]
+    for name, sub in [
+        ("query", layer.attention.self.query),
+        ("attn_out", layer.attention.output.dense),
+        ("intermediate", layer.intermediate.dense),
+        ("pooler", model.pooler.dense),
+    ]:
+        sub.register_forward_hook(lambda m, i, o, name=name: seen.__setitem__(name, o.dtype))
+    with torch.no_grad():
+        model(input_ids=torch.randint(0, 100, (1, 8)))
+    assert seen == {
+        "query": torch.float32,
+        "attn_out": torch.float32,
+        "intermediate": torch.bfloat16,
+        "pooler": torch.float32,
+    }

@@ -183,7 +183,9 @@ def _resolve(dtype: str, device: str) -> str:
     return dtype
 
 
-def _build(name: str, spec: dict[str, Any], device: str, where: str, seen: tuple[str, ...]) -> Policy:
+def _build(
+    name: str, spec: dict[str, Any], device: str, where: str, seen: tuple[str, ...], base_dir: Path | None = None
+) -> Policy:
     allowed = {
         "extends",
         "description",
@@ -203,9 +205,12 @@ def _build(name: str, spec: dict[str, Any], device: str, where: str, seen: tuple
     base: Policy | None = None
     parent = spec.get("extends")
     if parent is not None:
-        if parent in seen:
+        parent = str(parent)
+        if parent.endswith((".yaml", ".yml")) and base_dir is not None and not Path(parent).is_absolute():
+            parent = str(base_dir / parent)  # relative to the policy file that names it
+        if parent in seen or parent == name:
             raise PolicyError(f"{where}: 'extends' cycle through {parent!r}")
-        base = _policy(str(parent), device, (*seen, name))
+        base = _policy(parent, device, (*seen, name, where))
     values = {f: getattr(base, f) if base else "float32" for f in _FIELDS}
     for f in _FIELDS:
         if f in spec:
@@ -261,10 +266,12 @@ def _policy(name: str, device: str, seen: tuple[str, ...] = ()) -> Policy:
         path = Path(name)
         if not path.is_file():
             raise PolicyError(f"policy file {name} does not exist")
+        if str(path.resolve()) in seen:
+            raise PolicyError(f"{name}: 'extends' cycle through {name!r}")
         data = _read_yaml(path)
         if not isinstance(data, dict):
             raise PolicyError(f"{name}: a policy file must be a YAML mapping")
-        return _build(str(data.get("name", path.stem)), data, device, name, seen)
+        return _build(str(data.get("name", path.stem)), data, device, name, (*seen, str(path.resolve())), path.parent)
     raise PolicyError(
         f"unknown policy {name!r} (choose from {', '.join(BUILTIN_POLICIES)}, a jmp string such as "
         "'params=float32,compute=bfloat16,output=float32', or a policy .yaml file)"

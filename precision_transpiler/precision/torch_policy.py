@@ -65,8 +65,10 @@ _PTRANSPILE_POLICY = {{
     "output": {output},
     "nan_fallback": {nan_fallback},
     "fp32_paths": {fp32_paths},
+    "fp32_classes": {fp32_classes},
     "fp32_modules": ({fp32_modules}),
 }}
+_PTRANSPILE_STATE = {{"depth": 0}}  # > 0 while a module under the policy runs
 
 
 def _ptranspile_cast(value, dtype):
@@ -85,10 +87,16 @@ def _ptranspile_fp32(x):
     return x
 
 
-def _ptranspile_fp32_path(path, patterns):
+def _ptranspile_fp32_module(module, policy):
+    """Whether an override keeps this module in float32 (by class name or module path glob)."""
+    if type(module).__name__ in policy["fp32_classes"]:
+        return True
+    path = getattr(module, "_ptranspile_path", None)
+    if path is None or not policy["fp32_paths"]:
+        return False
     import fnmatch
 
-    return any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in policy["fp32_paths"])
 
 
 def _ptranspile_finite(value):
@@ -103,12 +111,16 @@ def _ptranspile_policy(forward):
     def run(self, *args, **kwargs):
         policy = _PTRANSPILE_POLICY
         device = policy["device"]
-        if torch.is_autocast_enabled(device):
-            path = getattr(self, "_ptranspile_path", None)
-            if path is not None and _ptranspile_fp32_path(path, policy["fp32_paths"]):
-                with torch.autocast(device_type=device, enabled=False):
-                    args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
-                    return forward(self, *args, **kwargs)
+        state = _PTRANSPILE_STATE
+        if state["depth"]:  # inside a module that already applies the policy
+            if _ptranspile_fp32_module(self, policy):
+                state["depth"] += 1
+                try:
+                    with torch.autocast(device_type=device, enabled=False):
+                        args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
+                        return forward(self, *args, **kwargs)
+                finally:
+                    state["depth"] -= 1
             return forward(self, *args, **kwargs)
         if policy["fp32_paths"] and not getattr(self, "_ptranspile_paths", False):
             for name, module in self.named_modules():
@@ -122,22 +134,29 @@ def _ptranspile_policy(forward):
             self._ptranspile_params = True
         if policy["param"] != torch.float32:
             args, kwargs = _ptranspile_cast((args, kwargs), policy["compute"])
-        with torch.autocast(device_type=device, dtype=policy["compute"]):
-            out = forward(self, *args, **kwargs)
-        if policy["nan_fallback"] and not _ptranspile_finite(out):
-            import logging
+        state["depth"] += 1
+        try:
+            low = not _ptranspile_fp32_module(self, policy)
+            with torch.autocast(device_type=device, dtype=policy["compute"], enabled=low):
+                if not low:
+                    args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
+                out = forward(self, *args, **kwargs)
+            if policy["nan_fallback"] and not _ptranspile_finite(out):
+                import logging
 
-            logging.getLogger("ptranspile").warning(
-                "%s: non-finite output under policy %s; recomputing in float32", type(self).__name__, policy["name"]
-            )
-            if policy["param"] != torch.float32:
-                self.float()
-            with torch.autocast(device_type=device, enabled=False):
-                args32, kwargs32 = _ptranspile_cast((args, kwargs), torch.float32)
-                out = forward(self, *args32, **kwargs32)
-            if policy["param"] != torch.float32:
-                self._ptranspile_params = False
-            return _ptranspile_cast(out, torch.float32)
+                logging.getLogger("ptranspile").warning(
+                    "%s: non-finite output under policy %s; recomputing in float32",
+                    type(self).__name__, policy["name"],
+                )
+                if policy["param"] != torch.float32:
+                    self.float()
+                    self._ptranspile_params = False
+                with torch.autocast(device_type=device, enabled=False):
+                    args32, kwargs32 = _ptranspile_cast((args, kwargs), torch.float32)
+                    out = forward(self, *args32, **kwargs32)
+                return _ptranspile_cast(out, torch.float32)
+        finally:
+            state["depth"] -= 1
         return _ptranspile_cast(out, policy["output"])
     run.__name__ = forward.__name__
     run.__doc__ = forward.__doc__
@@ -365,6 +384,7 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
         if s.startswith("torch.nn.") and s.rsplit(".", 1)[1][:1].isupper()
     ]
     fp32_paths = tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
+    fp32_classes = {o.class_name for o in policy.overrides if o.class_name and o.values.get("compute") == "float32"}
     code = HELPERS.format(
         name=policy.name,
         device_type="cuda" if policy.device == "gpu" else "cpu",
@@ -373,6 +393,7 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
         output=_torch_dtype(policy.classes.get("output", {}).get("output", policy.output)),
         nan_fallback=nan_fallback,
         fp32_paths=repr(fp32_paths),
+        fp32_classes=repr(tuple(sorted(fp32_classes))),
         fp32_modules="".join(f"{m}, " for m in keep_modules),
     )
     module = cst.parse_module(code.lstrip("\n"))
