@@ -122,3 +122,24 @@ def test_entry_point_group_adds_tables(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "y = jax.nn.relu(x)" in proc.stdout
+
+
+def test_table_cache_notices_edits(tmp_path, monkeypatch) -> None:
+    """Validated tables are pickled between runs; editing a table must invalidate that."""
+    from precision_transpiler.mappings import registry
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    table = tables / "relu.yaml"
+    table.write_text(EXTRA_OP)
+    registry._load_cached.cache_clear()
+    assert "relu" in load_mappings([tables]).ops
+    assert list((tmp_path / "cache" / "ptranspile").glob("tables-*.pickle"))
+    registry._load_cached.cache_clear()
+    assert "relu" in load_mappings([tables]).ops  # served from the pickle
+    table.write_text(EXTRA_OP.replace("params: {x: any}", "params: {x: tensor}"))
+    registry._load_cached.cache_clear()
+    with pytest.raises(MappingError, match="kind must be one of"):
+        load_mappings([tables])
+    registry._load_cached.cache_clear()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
@@ -40,17 +41,30 @@ def builtin_mappings_dir() -> Path:
 def entry_point_dirs() -> list[Path]:
     """Directories contributed by installed packages (entry-point group above)."""
     dirs: list[Path] = []
-    for name, value in _plugin_entry_points():
+    entries = _plugin_entry_points()
+    for attempt in (1, 2):
         try:
-            target = metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
-            path = target() if callable(target) else target
-        except Exception as exc:  # a broken plug-in must not look like our bug
-            raise MappingError(f"entry point {name!r} ({value}): failed to load: {exc}") from None
-        dirs.append(Path(os.fspath(path)))
+            dirs = [_load_entry_point(name, value) for name, value in entries]
+            break
+        except ModuleNotFoundError as exc:
+            if attempt == 2:
+                raise MappingError(f"a plug-in's entry point failed to load: {exc}") from None
+            entries = _plugin_entry_points(refresh=True)  # a stale cache named an uninstalled plug-in
     return dirs
 
 
-def _plugin_entry_points() -> list[tuple[str, str]]:
+def _load_entry_point(name: str, value: str) -> Path:
+    try:
+        target = metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
+        path = target() if callable(target) else target
+    except ModuleNotFoundError:
+        raise
+    except Exception as exc:  # a broken plug-in must not look like our bug
+        raise MappingError(f"entry point {name!r} ({value}): failed to load: {exc}") from None
+    return Path(os.fspath(path))
+
+
+def _plugin_entry_points(refresh: bool = False) -> list[tuple[str, str]]:
     """(name, value) of the group's entry points.
 
     Scanning every installed distribution costs ~45 ms in a framework-sized environment, a
@@ -63,12 +77,13 @@ def _plugin_entry_points() -> list[tuple[str, str]]:
         except OSError:
             continue
     key = hashlib.sha256("\n".join(key_parts).encode()).hexdigest()[:24]
-    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptranspile"
+    cache_dir = _cache_dir()
     cache = cache_dir / f"plugins-{key}.json"
-    try:
-        return [tuple(item) for item in json.loads(cache.read_text())]  # type: ignore[misc]
-    except (OSError, ValueError):
-        pass
+    if not refresh:
+        try:
+            return [tuple(item) for item in json.loads(cache.read_text())]  # type: ignore[misc]
+        except (OSError, ValueError):
+            pass
     found = sorted((ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -91,15 +106,69 @@ def load_mappings(extra_dirs: Sequence[str | os.PathLike[str]] = (), *, plugins:
 
 @lru_cache(maxsize=8)
 def _load_cached(dirs: tuple[Path, ...]) -> MappingSet:
-    result = MappingSet()
+    files: list[Path] = []
     for directory in dirs:
         if not directory.is_dir():
             raise MappingError(f"{directory}: mapping directory does not exist")
-        for path in sorted(directory.rglob("*.yaml")) + sorted(directory.rglob("*.yml")):
-            _merge_file(result, path)
-            result.sources.append(path)
+        files += sorted(directory.rglob("*.yaml")) + sorted(directory.rglob("*.yml"))
+    cached = _read_pickle(files)
+    if cached is not None:
+        return cached
+    result = MappingSet()
+    for path in files:
+        _merge_file(result, path)
+        result.sources.append(path)
     _check_complete(result)
+    _write_pickle(files, result)
     return result
+
+
+def _pickle_path(files: list[Path]) -> Path | None:
+    """Validated tables are cached (pickled) per exact set of table files and their mtimes:
+    parsing YAML and ~60 patterns costs a tenth of the CLI's start-up budget."""
+    from precision_transpiler import __version__
+    from precision_transpiler.rewrite import templates
+
+    parts = [__version__, sys.version]
+    try:
+        # the code that builds the tables is part of the key too (matters while developing)
+        for f in (Path(__file__), Path(templates.__file__), Path(__file__).with_name("model.py"), *files):
+            st = f.stat()
+            parts.append(f"{f.resolve()}:{st.st_mtime_ns}:{st.st_size}")
+    except OSError:
+        return None
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+    return _cache_dir() / f"tables-{key}.pickle"
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptranspile"
+
+
+def _read_pickle(files: list[Path]) -> MappingSet | None:
+    path = _pickle_path(files)
+    if path is None or os.environ.get("PTRANSPILE_NO_CACHE"):
+        return None
+    try:
+        with path.open("rb") as fh:
+            value = pickle.load(fh)
+    except Exception:  # missing, truncated or from another version: rebuild
+        return None
+    return value if isinstance(value, MappingSet) else None
+
+
+def _write_pickle(files: list[Path], value: MappingSet) -> None:
+    path = _pickle_path(files)
+    if path is None or os.environ.get("PTRANSPILE_NO_CACHE"):
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except Exception:  # a read-only home or an unpicklable plug-in table: just do not cache
+        pass
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 _STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_MAX_STATEMENT_TABLES = 40  # beyond this, one PositionProvider pass over the module is cheaper
 
 
 class PositionFinder:
@@ -28,7 +29,8 @@ class PositionFinder:
 
     def find(self, node: cst.CSTNode, stack: list[cst.CSTNode]) -> tuple[int, int]:
         """1-based (line, column) of `node`; `stack` is the path from the module to it."""
-        located = self._locate(stack)
+        # Many statements to map (a dense file full of rewrites): one whole-module pass is cheaper.
+        located = self._locate(stack) if len(self._tables) < _MAX_STATEMENT_TABLES else None
         if located is not None:
             stmt, line = located
             table = self._tables.get(id(stmt))

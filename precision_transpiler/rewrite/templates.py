@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 
@@ -69,7 +70,7 @@ class Pattern:
     def required(self) -> set[str]:
         return {p.name for p in self.placeholders.values() if not p.optional}
 
-    @property
+    @cached_property
     def repeated(self) -> set[str]:
         """Parameters the pattern uses more than once (their value is duplicated when emitted)."""
         counts: dict[str, int] = {}
