@@ -95,7 +95,14 @@ def _excluded(path: Path, patterns: Sequence[str]) -> bool:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, keeping the existing file's permissions."""
+    """Write `text` to `path` atomically, keeping the existing file's permissions.
+
+    Only regular files are replaced: `-o /dev/null` or a named pipe is written to in place (a
+    rename over a device node would replace the device itself)."""
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = None
     with contextlib.suppress(FileNotFoundError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,14 @@ def test_help_and_version() -> None:
     assert r.code == 0 and "--to" in r.out and "Exit codes" in r.out
     r = run_cli("--version")
     assert r.code == 0 and r.out.startswith("ptranspile ")
+
+
+def test_output_to_a_device_writes_through_it(tmp_path: Path) -> None:
+    """`--report-json /dev/null` and `-o /dev/null` must not replace the device node."""
+    import stat
+
+    src = tmp_path / "m.py"
+    src.write_text(TORCH_SRC)
+    r = run_cli(str(src), "--to", "jax", "-o", os.devnull, "--report-json", os.devnull, cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
