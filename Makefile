@@ -32,6 +32,9 @@ demo: $(STAMP)
 	@echo
 	@echo "== numerical check of the dtype-level conversion (runs torch, JAX and TF on CPU)"
 	@$(BIN)/python examples/check_dtype_conversion.py
+	@echo
+	@echo "== ptranspile examples/attention_block.py --to torch --policy mixed --report --diff"
+	-@$(BIN)/ptranspile examples/attention_block.py --to torch --policy mixed --report --diff
 
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples

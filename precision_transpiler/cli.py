@@ -307,7 +307,7 @@ def _precision_report(results: list[TranspileResult]) -> str:
         )
         if not result.precision:
             out.append("   (nothing touched)")
-        for d in result.precision:
+        for d in sorted(result.precision, key=lambda d: (d.line, d.col)):
             out.append(
                 f"   {result.path}:{d.line}:{d.col}  {d.where:32s} {d.op:38s} {d.op_class:16s} "
                 f"param={d.param} compute={d.compute} output={d.output}  [{d.action}; {d.rule}]"

@@ -14,15 +14,12 @@ import pickle
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from precision_transpiler.errors import MappingError
+from precision_transpiler.mappings.linetypes import LineDict, LineList
 from precision_transpiler.mappings.model import FrameworkInfo, MappingSet, OpSpec
-from precision_transpiler.mappings.yaml_lines import LineDict, LineList, load_yaml_with_lines
 from precision_transpiler.rewrite.templates import Pattern, parse_pattern
 
 ENTRY_POINT_GROUP = "precision_transpiler.mappings"
@@ -55,6 +52,8 @@ def entry_point_dirs() -> list[Path]:
 
 def _load_entry_point(name: str, value: str) -> Path:
     try:
+        from importlib import metadata
+
         target = metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
         path = target() if callable(target) else target
     except ModuleNotFoundError:
@@ -84,6 +83,8 @@ def _plugin_entry_points(refresh: bool = False) -> list[tuple[str, str]]:
             return [tuple(item) for item in json.loads(cache.read_text())]  # type: ignore[misc]
         except (OSError, ValueError):
             pass
+    from importlib import metadata  # ~15 ms: only on a cache miss
+
     found = sorted((ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -185,6 +186,10 @@ class _Where:
 
 
 def _merge_file(result: MappingSet, path: Path) -> None:
+    import yaml  # only when tables are (re)parsed: the pickled tables need no YAML
+
+    from precision_transpiler.mappings.yaml_lines import load_yaml_with_lines
+
     where = _Where(path)
     try:
         data = load_yaml_with_lines(path)

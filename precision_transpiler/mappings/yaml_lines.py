@@ -9,30 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # this module is imported only when tables are parsed
+
+from precision_transpiler.mappings.linetypes import LineDict, LineList
 
 try:  # the C loader is 5-10x faster; fall back when PyYAML was built without libyaml
     _Base: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined]
 except AttributeError:  # pragma: no cover
     _Base = yaml.SafeLoader
-
-
-class LineDict(dict[str, Any]):
-    """A dict that knows the 1-based line of each key (`lines[key]`) and of itself (`line`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lines: dict[str, int] = {}
-        self.line = 0
-
-
-class LineList(list[Any]):
-    """A list that knows the 1-based line of each item (`lines[i]`) and of itself (`line`)."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.lines: list[int] = []
-        self.line = 0
 
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]

@@ -9,12 +9,13 @@ mappings/policies/builtin.yaml; a user's YAML file may `extends:` one of them.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
+import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from precision_transpiler.errors import PolicyError
 
@@ -149,17 +150,48 @@ def builtin_policies_file() -> Path:
 @lru_cache(maxsize=1)
 def _builtin_specs() -> dict[str, dict[str, Any]]:
     path = builtin_policies_file()
+    cache = _spec_cache(path)
+    if cache is not None:
+        try:
+            return json.loads(cache.read_text())  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            pass
     data = _read_yaml(path)
     specs = data.get("policies") if isinstance(data, dict) else None
     if not isinstance(specs, dict):
         raise PolicyError(f"{path}: expected 'policies:' mapping")
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(specs))
+            os.replace(tmp, cache)
+        except (OSError, TypeError, ValueError):
+            pass
     return specs
+
+
+def _spec_cache(path: Path) -> Path | None:
+    """Parsed built-in policies, cached as JSON per file version: loading PyYAML alone would
+    cost a twentieth of the CLI's start-up budget."""
+    if os.environ.get("PTRANSPILE_NO_CACHE"):
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    from precision_transpiler.mappings.registry import _cache_dir
+
+    key = hashlib.sha256(f"{path.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:24]
+    return _cache_dir() / f"policies-{key}.json"
 
 
 BUILTIN_POLICIES: tuple[str, ...] = ("fp32", "mixed", "mixed-bf16", "mixed-fp16", "bf16", "fp16")
 
 
 def _read_yaml(path: Path) -> Any:
+    import yaml
+
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -22,7 +22,8 @@ import tokenize
 from collections.abc import Iterable, Sequence
 
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
+
+from precision_transpiler.rewrite.templates import dotted_name as get_full_name_for_node
 
 
 def used_names(code: str) -> set[str]:

@@ -8,9 +8,9 @@ framework's conventional import is recorded here and added afterwards by `import
 from __future__ import annotations
 
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
 
 from precision_transpiler.mappings.model import MappingSet
+from precision_transpiler.rewrite.templates import dotted_name as get_full_name_for_node
 
 
 def _module_imports(module: cst.Module) -> dict[str, str]:

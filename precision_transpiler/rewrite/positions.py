@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 _STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _MAX_STATEMENT_TABLES = 40  # beyond this, one PositionProvider pass over the module is cheaper
@@ -80,6 +79,8 @@ class PositionFinder:
         stripped = stmt.with_changes(leading_lines=())
         if isinstance(stripped, cst.FunctionDef | cst.ClassDef):
             stripped = stripped.with_changes(lines_after_decorators=stripped.lines_after_decorators)
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
         mini = cst.Module(body=[stripped], header=(), footer=())
         positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
         # The statement alone is rendered without its block's indentation; a line of it differs
@@ -101,6 +102,8 @@ class PositionFinder:
 
     def _whole_table(self) -> dict[cst.CSTNode, tuple[int, int]]:
         if self._whole is None:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+
             positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
             self._whole = {node: (pos.start.line, pos.start.column + 1) for node, pos in positions.items()}
         return self._whole
