@@ -159,42 +159,44 @@ def transpile(
 
 def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to Keras layers."""
-    from precision_transpiler.precision.keras_policy import KerasPolicyPass, helper_block
-    from precision_transpiler.precision.strip import strip_inserted
+    from precision_transpiler.precision import keras_policy
 
-    if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
-        module, _ = strip_inserted(module)
-    if policy.is_full_precision:
-        return module, []
-    policy_pass = KerasPolicyPass(policy, table, module, module.code)
-    module = module.visit(policy_pass)
-    if not policy_pass.decisions:
-        return module, []
-    body = list(module.body)
-    index = _after_leading_imports(body)
-    body[index:index] = helper_block(policy)
-    return _with_helper_imports(module.with_changes(body=body), [("keras", "keras")]), policy_pass.decisions
+    return _apply_layer_policy(
+        module, policy, table, keras_policy.KerasPolicyPass, keras_policy.helper_block, [("keras", "keras")]
+    )
 
 
 def _apply_flax_policy(module: cst.Module, policy: Any, table: MappingSet) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to Flax NNX layers."""
-    from precision_transpiler.precision.flax_policy import FlaxPolicyPass, helper_block
+    from precision_transpiler.precision import flax_policy
+
+    return _apply_layer_policy(
+        module,
+        policy,
+        table,
+        flax_policy.FlaxPolicyPass,
+        flax_policy.helper_block,
+        [("jax", "jax"), ("jax.numpy", "jnp")],
+    )
+
+
+def _apply_layer_policy(
+    module: cst.Module, policy: Any, table: MappingSet, pass_type: Any, helpers: Any, imports: list[tuple[str, str]]
+) -> tuple[cst.Module, list[Any]]:
     from precision_transpiler.precision.strip import strip_inserted
 
     if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
         module, _ = strip_inserted(module)
     if policy.is_full_precision:
         return module, []
-    policy_pass = FlaxPolicyPass(policy, table, module, module.code)
+    policy_pass = pass_type(policy, table, module, module.code)
     module = module.visit(policy_pass)
     if not policy_pass.decisions:
         return module, []
     body = list(module.body)
     index = _after_leading_imports(body)
-    body[index:index] = helper_block(policy)
-    return _with_helper_imports(
-        module.with_changes(body=body), [("jax", "jax"), ("jax.numpy", "jnp")]
-    ), policy_pass.decisions
+    body[index:index] = helpers(policy)
+    return _with_helper_imports(module.with_changes(body=body), imports), policy_pass.decisions
 
 
 def _with_helper_imports(module: cst.Module, wanted: list[tuple[str, str]]) -> cst.Module:

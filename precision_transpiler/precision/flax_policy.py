@@ -16,10 +16,7 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.precision.torch_policy import PrecisionDecision
-from precision_transpiler.rewrite.names import NameResolver
-from precision_transpiler.rewrite.positions import PositionFinder
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.precision.base import PolicyPass, append_keywords, helper_statements, island
 
 _ACCUMULATING = frozenset({"linear", "conv", "attention"})
 _ACCUM_LAYERS = frozenset(
@@ -69,32 +66,13 @@ def normalise(qualified: str) -> str:
     return qualified
 
 
-class FlaxPolicyPass(cst.CSTTransformer):
+class FlaxPolicyPass(PolicyPass):
     def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str) -> None:
-        super().__init__()
-        self.policy = policy
-        self.names = NameResolver(module, source)
-        self.positions = PositionFinder(module, source)
+        super().__init__(policy, module, source)
         self.symbols = {normalise(k): v for k, v in mappings.symbol_to_precision_class.get("jax", {}).items()}
-        self.decisions: list[PrecisionDecision] = []
-        self.stack: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Import | cst.ImportFrom):
-            return False
-        self.stack.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        result = super().on_leave(original_node, updated_node)
-        if not isinstance(original_node, cst.Import | cst.ImportFrom):
-            self.stack.pop()
-        return result  # type: ignore[return-value]
 
     def _qualified(self, node: cst.BaseExpression) -> str | None:
-        if dotted_name(node) is None:
-            return None
-        q = self.names.qualified_name(node, [*self.stack, node])
+        q = self.qualified(node)
         return normalise(q) if q else None
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
@@ -104,7 +82,7 @@ class FlaxPolicyPass(cst.CSTTransformer):
         if not isinstance(cls, cst.ClassDef) or not cls.bases:
             return updated_node
         decision = self.policy.precision_for("output")
-        self._decide(original_node, cls.name.value, "output", decision, "output cast (outermost call)")
+        self.decide(original_node, cls.name.value, "output", decision, "output cast (outermost call)")
         decorator = cst.Decorator(decorator=cst.Name("_ptranspile_policy"))
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
 
@@ -125,10 +103,11 @@ class FlaxPolicyPass(cst.CSTTransformer):
                 and updated_node.args
                 and updated_node.args[0].keyword is None
             ):
-                self._decide(original_node, name, op_class, decision, "fp32 island")
+                self.decide(original_node, name, op_class, decision, "fp32 island")
                 first = updated_node.args[0]
-                island = cst.Call(func=cst.Name("_ptranspile_fp32"), args=[cst.Arg(value=first.value)])
-                return updated_node.with_changes(args=[first.with_changes(value=island), *updated_node.args[1:]])
+                return updated_node.with_changes(
+                    args=[first.with_changes(value=island(first.value)), *updated_node.args[1:]]
+                )
             return updated_node
         if any(a.keyword is not None and a.keyword.value in ("dtype", "param_dtype") for a in updated_node.args):
             return updated_node  # the user chose this layer's dtypes
@@ -141,52 +120,12 @@ class FlaxPolicyPass(cst.CSTTransformer):
             if op_class in _ACCUMULATING and name in _ACCUM_LAYERS:
                 extra.append(("preferred_element_type", "_PTRANSPILE_FLOAT32"))
                 action += " + fp32 accumulation"
-        self._decide(original_node, name, op_class, decision, action)
+        self.decide(original_node, name, op_class, decision, action)
         return updated_node.with_changes(args=append_keywords(list(updated_node.args), extra))
-
-    def _decide(self, node: cst.CSTNode, op: str, op_class: str, decision, action: str) -> None:  # type: ignore[no-untyped-def]
-        line, col = self.positions.find(node, self.stack)
-        where = next(
-            (n.name.value for n in reversed(self.stack) if isinstance(n, cst.FunctionDef | cst.ClassDef)), "<module>"
-        )
-        self.decisions.append(
-            PrecisionDecision(
-                line, col, where, op, op_class, decision.param, decision.compute, decision.output, decision.rule, action
-            )
-        )
-
-
-def append_keywords(args: list[cst.Arg], extra: list[tuple[str, str]]) -> list[cst.Arg]:
-    """Append `key=NAME` arguments; the last one takes over the call's trailing comma (if any),
-    so that `precision.strip` can give it back exactly."""
-    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    trailing: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
-    separator: cst.Comma = space
-    if args:
-        last = args[-1]
-        if isinstance(last.comma, cst.Comma):
-            trailing = last.comma
-            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
-                separator = args[-2].comma
-        args[-1] = last.with_changes(comma=separator)
-    new = [
-        cst.Arg(
-            keyword=cst.Name(k),
-            value=cst.Name(v),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-            comma=separator,
-        )
-        for k, v in extra
-    ]
-    new[-1] = new[-1].with_changes(comma=trailing)
-    return [*args, *new]
 
 
 def helper_block(policy: Policy) -> list[cst.BaseStatement]:
     output = policy.classes.get("output", {}).get("output", policy.output)
-    code = HELPERS.format(name=policy.name, compute=policy.compute, param=policy.param, output=output)
-    module = cst.parse_module(code.lstrip("\n"))
-    body = list(module.body)
-    lines = [cst.EmptyLine(), cst.EmptyLine(), *[ln for ln in module.header if ln.comment is not None]]
-    body[0] = body[0].with_changes(leading_lines=lines)
-    return body
+    return helper_statements(
+        HELPERS.format(name=policy.name, compute=policy.compute, param=policy.param, output=output)
+    )

@@ -16,11 +16,7 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.precision.flax_policy import append_keywords
-from precision_transpiler.precision.torch_policy import PrecisionDecision
-from precision_transpiler.rewrite.names import NameResolver
-from precision_transpiler.rewrite.positions import PositionFinder
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.precision.base import PolicyPass, append_keywords, helper_statements, island
 
 _NOT_LAYERS = frozenset({"Input", "InputLayer", "InputSpec"})
 _MODEL_CALLS = frozenset(
@@ -69,35 +65,13 @@ def normalise(qualified: str) -> str:
     return qualified
 
 
-class KerasPolicyPass(cst.CSTTransformer):
+class KerasPolicyPass(PolicyPass):
     def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str) -> None:
-        super().__init__()
-        self.policy = policy
-        self.names = NameResolver(module, source)
-        self.positions = PositionFinder(module, source)
+        super().__init__(policy, module, source)
         self.symbols = {normalise(k): v for k, v in mappings.symbol_to_precision_class.get("tf", {}).items()}
-        self.decisions: list[PrecisionDecision] = []
-        self.stack: list[cst.CSTNode] = []
-        self.needs_keras = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Import | cst.ImportFrom):
-            return False
-        self.stack.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        result = super().on_leave(original_node, updated_node)
-        if not isinstance(original_node, cst.Import | cst.ImportFrom):
-            self.stack.pop()
-        return result  # type: ignore[return-value]
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        qualified = (
-            self.names.qualified_name(original_node.func, [*self.stack, original_node.func])
-            if dotted_name(original_node.func)
-            else None
-        )
+        qualified = self.qualified(original_node.func)
         if qualified is None:
             return updated_node
         name = normalise(qualified)
@@ -109,10 +83,11 @@ class KerasPolicyPass(cst.CSTTransformer):
         if op_class in self.policy.keep_fp32 and updated_node.args and updated_node.args[0].keyword is None:
             decision = self.policy.precision_for(op_class)
             if decision.compute == "float32":
-                self._decide(original_node, name, op_class, decision, "fp32 island")
+                self.decide(original_node, name, op_class, decision, "fp32 island")
                 first = updated_node.args[0]
-                island = cst.Call(func=cst.Name("_ptranspile_fp32"), args=[cst.Arg(value=first.value)])
-                return updated_node.with_changes(args=[first.with_changes(value=island), *updated_node.args[1:]])
+                return updated_node.with_changes(
+                    args=[first.with_changes(value=island(first.value)), *updated_node.args[1:]]
+                )
         return updated_node
 
     def _layer(self, original: cst.Call, updated: cst.Call, name: str) -> cst.Call:
@@ -122,7 +97,7 @@ class KerasPolicyPass(cst.CSTTransformer):
         op_class = self.symbols.get(name)
         decision = self.policy.precision_for(op_class, class_name=layer)
         constant = "_PTRANSPILE_FP32" if decision.compute == "float32" else "_PTRANSPILE_LOW"
-        self._decide(original, name, op_class or "layer", decision, f"dtype={constant}")
+        self.decide(original, name, op_class or "layer", decision, f"dtype={constant}")
         args = append_keywords(list(updated.args), [("dtype", constant)])
         return updated.with_changes(args=args)
 
@@ -133,23 +108,11 @@ class KerasPolicyPass(cst.CSTTransformer):
             index = 1
         if index is None:
             return updated
-        self.needs_keras = True
         decision = self.policy.precision_for("output")
-        self._decide(original, "model outputs", "output", decision, "float32 output activation")
+        self.decide(original, "model outputs", "output", decision, "float32 output activation")
         wrapped = cst.Call(func=cst.Name("_ptranspile_output"), args=[cst.Arg(value=args[index].value)])
         args[index] = args[index].with_changes(value=wrapped)
         return updated.with_changes(args=args)
-
-    def _decide(self, node: cst.CSTNode, op: str, op_class: str, decision, action: str) -> None:  # type: ignore[no-untyped-def]
-        line, col = self.positions.find(node, self.stack)
-        where = next(
-            (n.name.value for n in reversed(self.stack) if isinstance(n, cst.FunctionDef | cst.ClassDef)), "<module>"
-        )
-        self.decisions.append(
-            PrecisionDecision(
-                line, col, where, op, op_class, decision.param, decision.compute, decision.output, decision.rule, action
-            )
-        )
 
 
 def keras_policy_name(policy: Policy) -> str:
@@ -158,9 +121,4 @@ def keras_policy_name(policy: Policy) -> str:
 
 def helper_block(policy: Policy) -> list[cst.BaseStatement]:
     output = policy.classes.get("output", {}).get("output", policy.output)
-    code = HELPERS.format(name=policy.name, low=keras_policy_name(policy), output=output)
-    module = cst.parse_module(code.lstrip("\n"))
-    body = list(module.body)
-    lines = [cst.EmptyLine(), cst.EmptyLine(), *[ln for ln in module.header if ln.comment is not None]]
-    body[0] = body[0].with_changes(leading_lines=lines)
-    return body
+    return helper_statements(HELPERS.format(name=policy.name, low=keras_policy_name(policy), output=output))

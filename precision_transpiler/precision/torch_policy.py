@@ -18,14 +18,11 @@ first, which makes applying a policy twice give the same file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.rewrite.names import NameResolver
-from precision_transpiler.rewrite.positions import PositionFinder
+from precision_transpiler.precision.base import PolicyPass, helper_statements, island
 from precision_transpiler.rewrite.templates import dotted_name
 
 ISLAND = "_ptranspile_fp32"
@@ -37,22 +34,6 @@ _TORCH_DTYPE = {
     "float16": "torch.float16",
     "float64": "torch.float64",
 }
-
-
-@dataclass(frozen=True)
-class PrecisionDecision:
-    """One layer or op the policy touched, for --report."""
-
-    line: int
-    col: int
-    where: str  # Class.method
-    op: str  # the code that was touched (e.g. self.LayerNorm, F.softmax)
-    op_class: str
-    param: str
-    compute: str
-    output: str
-    rule: str
-    action: str  # "autocast region", "fp32 island", ...
 
 
 HELPERS = '''
@@ -184,38 +165,19 @@ def _body(node: cst.ClassDef) -> list[cst.BaseStatement]:
     return list(body.body) if isinstance(body, cst.IndentedBlock) else []
 
 
-class TorchPolicyPass(cst.CSTTransformer):
-    """Insert the policy into module classes. Call `apply` rather than visiting directly."""
+class TorchPolicyPass(PolicyPass):
+    """Insert the policy into module classes (classes that define `forward`)."""
 
     def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str, nan_fallback: bool):
-        super().__init__()
-        self.policy = policy
+        super().__init__(policy, module, source)
         self.mappings = mappings
-        self.names = NameResolver(module, source)
-        self.positions = PositionFinder(module, source)
         self.nan_fallback = nan_fallback
         self.classes = {id(c) for c in _module_classes(module)}
         self.symbols = mappings.symbol_to_precision_class.get("torch", {})
-        self.decisions: list[PrecisionDecision] = []
-        self.stack: list[cst.CSTNode] = []
         self._class: cst.ClassDef | None = None
         self._method: str | None = None
         self._attr_class: dict[str, str] = {}  # self.<attr> -> op class, per module class
         self._attr_symbol: dict[str, str] = {}
-
-    # -- traversal bookkeeping -----------------------------------------------------------------
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Import | cst.ImportFrom):
-            return False
-        self.stack.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        result = super().on_leave(original_node, updated_node)
-        if not isinstance(original_node, cst.Import | cst.ImportFrom):
-            self.stack.pop()
-        return result  # type: ignore[return-value]
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         if id(node) in self.classes:
@@ -242,21 +204,7 @@ class TorchPolicyPass(cst.CSTTransformer):
         if original_node.name.value != "forward":
             return updated_node
         decision = self.policy.precision_for(None, class_name=cls.name.value)
-        line, col = self.positions.find(original_node, self.stack)
-        self.decisions.append(
-            PrecisionDecision(
-                line,
-                col,
-                f"{cls.name.value}.forward",
-                cls.name.value,
-                "module",
-                decision.param,
-                decision.compute,
-                self.policy.output,
-                decision.rule,
-                "autocast region",
-            )
-        )
+        self.decide(original_node, cls.name.value, "module", decision, "autocast region", f"{cls.name.value}.forward")
         decorator = cst.Decorator(decorator=cst.Name(DECORATOR))
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
 
@@ -272,32 +220,16 @@ class TorchPolicyPass(cst.CSTTransformer):
         if decision.compute != "float32":
             return updated_node
         func = updated_node.func
-        line, col = self.positions.find(original_node, self.stack)
-        where = f"{self._class.name.value}.{self._method}"
         if label.startswith("Tensor.") and isinstance(func, cst.Attribute):
-            receiver = func.value
-            new = updated_node.with_changes(func=func.with_changes(value=_island(receiver)))
+            new = updated_node.with_changes(func=func.with_changes(value=island(func.value)))
         elif updated_node.args and updated_node.args[0].keyword is None and not updated_node.args[0].star:
             first = updated_node.args[0]
             new = updated_node.with_changes(
-                args=[first.with_changes(value=_island(first.value)), *updated_node.args[1:]]
+                args=[first.with_changes(value=island(first.value)), *updated_node.args[1:]]
             )
         else:
             return updated_node
-        self.decisions.append(
-            PrecisionDecision(
-                line,
-                col,
-                where,
-                label,
-                op_class,
-                decision.param,
-                decision.compute,
-                decision.output,
-                decision.rule,
-                "fp32 island",
-            )
-        )
+        self.decide(original_node, label, op_class, decision, "fp32 island", f"{self._class.name.value}.{self._method}")
         return new
 
     def _op_class(self, call: cst.Call) -> tuple[str | None, str]:
@@ -367,10 +299,6 @@ class TorchPolicyPass(cst.CSTTransformer):
         return classes, symbols
 
 
-def _island(expr: cst.BaseExpression) -> cst.Call:
-    return cst.Call(func=cst.Name(ISLAND), args=[cst.Arg(value=expr)])
-
-
 def _torch_dtype(name: str) -> str:
     return _TORCH_DTYPE[name]
 
@@ -396,12 +324,4 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
         fp32_classes=repr(tuple(sorted(fp32_classes))),
         fp32_modules="".join(f"{m}, " for m in keep_modules),
     )
-    module = cst.parse_module(code.lstrip("\n"))
-    body = list(module.body)
-    first = body[0]
-    comment = module.header[-1] if module.header else None
-    lines = [cst.EmptyLine(), cst.EmptyLine()]
-    if comment is not None and comment.comment is not None:
-        lines.append(comment)
-    body[0] = first.with_changes(leading_lines=lines)
-    return body
+    return helper_statements(code)

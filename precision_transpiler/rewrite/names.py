@@ -225,7 +225,7 @@ class NameResolver:
             if node is target:
                 kind_ok = isinstance(node, cst.ClassDef) == isinstance(ast_node, ast.ClassDef)
                 return ast_node if kind_ok else None
-            pair = _enter_block(node, ast_node, on_path)
+            pair = enter_block(node, ast_node, on_path)
             if pair is None:
                 return None
             cst_body, ast_body = pair
@@ -281,9 +281,12 @@ def _cst_target_names(target: cst.CSTNode) -> Iterator[str]:
         yield from _cst_target_names(target.value)
 
 
-def _enter_block(
+def enter_block(
     node: cst.CSTNode, ast_node: ast.AST, on_path: set[int]
 ) -> tuple[list[cst.CSTNode], list[ast.stmt]] | None:
+    """The (LibCST, ast) statement lists of the block of compound statement `node` that the
+    path (`on_path`: ids of the nodes on it) enters; None if it enters none."""
+
     def block(suite: object) -> list[cst.CSTNode] | None:
         if isinstance(suite, cst.IndentedBlock) and id(suite) in on_path:
             return list(suite.body)

@@ -13,6 +13,8 @@ import ast
 
 import libcst as cst
 
+from precision_transpiler.rewrite.names import enter_block
+
 _STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _MAX_STATEMENT_TABLES = 40  # beyond this, one PositionProvider pass over the module is cheaper
 
@@ -68,7 +70,7 @@ class PositionFinder:
             ast_stmt = ast_body[index]
             decorators = getattr(ast_stmt, "decorator_list", None) or []
             found = (node, min([ast_stmt.lineno, *(d.lineno for d in decorators)]))
-            pair = _child_bodies(node, ast_stmt, stack)
+            pair = enter_block(node, ast_stmt, {id(n) for n in stack})
             if pair is None:
                 return found
             cst_body, ast_body = pair
@@ -116,40 +118,4 @@ def _ast_index(cst_body: list[cst.CSTNode], node: cst.CSTNode) -> int | None:
         if item is node:
             return index
         index += len(item.body) if isinstance(item, cst.SimpleStatementLine) else 1
-    return None
-
-
-def _child_bodies(
-    node: cst.CSTNode, ast_stmt: ast.stmt, stack: list[cst.CSTNode]
-) -> tuple[list[cst.CSTNode], list[ast.stmt]] | None:
-    """The (LibCST, ast) statement lists of the block of `node` that the path enters."""
-    on_path = {id(n) for n in stack}
-
-    def block(suite: cst.BaseSuite | None) -> list[cst.CSTNode] | None:
-        if suite is None or id(suite) not in on_path or not isinstance(suite, cst.IndentedBlock):
-            return None
-        return list(suite.body)
-
-    if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.With | cst.For | cst.While | cst.If | cst.Try):
-        body = block(node.body)
-        if body is not None:
-            return body, list(getattr(ast_stmt, "body", []))
-    if isinstance(node, cst.For | cst.While | cst.If | cst.Try) and node.orelse is not None:
-        orelse = node.orelse
-        if isinstance(orelse, cst.If):  # elif: the ast orelse holds that If
-            if id(orelse) in on_path:
-                return [orelse], list(getattr(ast_stmt, "orelse", []))
-        elif id(orelse) in on_path:
-            body = block(orelse.body)
-            if body is not None:
-                return body, list(getattr(ast_stmt, "orelse", []))
-    if isinstance(node, cst.Try):
-        for handler, ast_handler in zip(node.handlers, getattr(ast_stmt, "handlers", []), strict=False):
-            body = block(handler.body) if id(handler) in on_path else None
-            if body is not None:
-                return body, list(ast_handler.body)
-        if node.finalbody is not None and id(node.finalbody) in on_path:
-            body = block(node.finalbody.body)
-            if body is not None:
-                return body, list(getattr(ast_stmt, "finalbody", []))
     return None

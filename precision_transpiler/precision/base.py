@@ -1,0 +1,121 @@
+"""What every policy pass shares: the traversal path, name resolution, positions, decisions,
+and the generated helper block.
+
+A pass is a LibCST transformer over one module of its framework. It must only insert things
+named `_ptranspile_*`/`_PTRANSPILE_*` (so `strip` can undo them) and record a
+`PrecisionDecision` for every layer or op it touches (for `--report`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from precision_transpiler.policy import Policy
+from precision_transpiler.policy.model import Precision
+from precision_transpiler.rewrite.names import NameResolver
+from precision_transpiler.rewrite.positions import PositionFinder
+from precision_transpiler.rewrite.templates import dotted_name
+
+
+@dataclass(frozen=True)
+class PrecisionDecision:
+    """One layer or op the policy touched, for --report."""
+
+    line: int
+    col: int
+    where: str  # Class.method or function
+    op: str  # the code that was touched (e.g. self.LayerNorm, F.softmax)
+    op_class: str
+    param: str
+    compute: str
+    output: str
+    rule: str
+    action: str  # "autocast region", "fp32 island", ...
+
+
+class PolicyPass(cst.CSTTransformer):
+    """Base class: keeps the path from the module to the current node (`stack`)."""
+
+    def __init__(self, policy: Policy, module: cst.Module, source: str) -> None:
+        super().__init__()
+        self.policy = policy
+        self.names = NameResolver(module, source)
+        self.positions = PositionFinder(module, source)
+        self.decisions: list[PrecisionDecision] = []
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Import | cst.ImportFrom):
+            return False
+        self.stack.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        result = super().on_leave(original_node, updated_node)
+        if not isinstance(original_node, cst.Import | cst.ImportFrom):
+            self.stack.pop()
+        return result  # type: ignore[return-value]
+
+    def qualified(self, node: cst.BaseExpression) -> str | None:
+        """Qualified name of a dotted expression at the current position (None otherwise)."""
+        if dotted_name(node) is None:
+            return None
+        return self.names.qualified_name(node, [*self.stack, node])
+
+    def decide(
+        self, node: cst.CSTNode, op: str, op_class: str, decision: Precision, action: str, where: str | None = None
+    ) -> None:
+        line, col = self.positions.find(node, self.stack)
+        if where is None:
+            where = next(
+                (n.name.value for n in reversed(self.stack) if isinstance(n, cst.FunctionDef | cst.ClassDef)),
+                "<module>",
+            )
+        self.decisions.append(
+            PrecisionDecision(
+                line, col, where, op, op_class, decision.param, decision.compute, decision.output, decision.rule, action
+            )
+        )
+
+
+def island(expr: cst.BaseExpression) -> cst.Call:
+    """`_ptranspile_fp32(expr)`: the generated helper that puts an op's input in float32."""
+    return cst.Call(func=cst.Name("_ptranspile_fp32"), args=[cst.Arg(value=expr)])
+
+
+def helper_statements(code: str) -> list[cst.BaseStatement]:
+    """Parse a generated helper block; its first statement carries two blank lines and the
+    `# ptranspile: begin precision policy` comment."""
+    module = cst.parse_module(code.lstrip("\n"))
+    body = list(module.body)
+    lines = [cst.EmptyLine(), cst.EmptyLine(), *[ln for ln in module.header if ln.comment is not None]]
+    body[0] = body[0].with_changes(leading_lines=lines)
+    return body
+
+
+def append_keywords(args: list[cst.Arg], extra: list[tuple[str, str]]) -> list[cst.Arg]:
+    """Append `key=NAME` arguments; the last one takes over the call's trailing comma (if any),
+    so that `precision.strip` can give it back exactly."""
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    trailing: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
+    separator: cst.Comma = space
+    if args:
+        last = args[-1]
+        if isinstance(last.comma, cst.Comma):
+            trailing = last.comma
+            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+                separator = args[-2].comma
+        args[-1] = last.with_changes(comma=separator)
+    new = [
+        cst.Arg(
+            keyword=cst.Name(k),
+            value=cst.Name(v),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+            comma=separator,
+        )
+        for k, v in extra
+    ]
+    new[-1] = new[-1].with_changes(comma=trailing)
+    return [*args, *new]
