@@ -176,6 +176,7 @@ class TorchPolicyPass(PolicyPass):
         self.symbols = mappings.symbol_to_precision_class.get("torch", {})
         self._class: cst.ClassDef | None = None
         self._method: str | None = None
+        self._function: str | None = None  # a module-level function (model helpers such as attention)
         self._attr_class: dict[str, str] = {}  # self.<attr> -> op class, per module class
         self._attr_symbol: dict[str, str] = {}
 
@@ -194,9 +195,13 @@ class TorchPolicyPass(PolicyPass):
         # stack: ..., ClassDef, IndentedBlock, FunctionDef: a method of the class being visited
         if self._class is not None and len(self.stack) >= 3 and self.stack[-3] is self._class:
             self._method = node.name.value
+        elif len(self.stack) == 2 and self.classes:  # Module, FunctionDef: a helper of a model file
+            self._function = node.name.value
         return True
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        if len(self.stack) == 2:
+            self._function = None
         cls = self._class
         if cls is None or len(self.stack) < 3 or self.stack[-3] is not cls:
             return updated_node
@@ -211,12 +216,14 @@ class TorchPolicyPass(PolicyPass):
     # -- islands -------------------------------------------------------------------------------
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self._class is None or self._method is None or self._method == "__init__":
+        in_method = self._class is not None and self._method is not None and self._method != "__init__"
+        if not in_method and self._function is None:
             return updated_node
         op_class, label = self._op_class(original_node)
         if op_class is None or op_class not in self.policy.keep_fp32:
             return updated_node
-        decision = self.policy.precision_for(op_class, class_name=self._class.name.value)
+        owner = self._class.name.value if in_method and self._class is not None else None
+        decision = self.policy.precision_for(op_class, class_name=owner)
         if decision.compute != "float32":
             return updated_node
         func = updated_node.func
@@ -229,13 +236,14 @@ class TorchPolicyPass(PolicyPass):
             )
         else:
             return updated_node
-        self.decide(original_node, label, op_class, decision, "fp32 island", f"{self._class.name.value}.{self._method}")
+        where = f"{owner}.{self._method}" if owner is not None else str(self._function)
+        self.decide(original_node, label, op_class, decision, "fp32 island", where)
         return new
 
     def _op_class(self, call: cst.Call) -> tuple[str | None, str]:
         func = call.func
         dotted = dotted_name(func)
-        if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
+        if self._class is not None and dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
             attr = dotted.split(".", 1)[1]
             if attr in self._attr_class:
                 return self._attr_class[attr], dotted
