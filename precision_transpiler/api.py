@@ -130,8 +130,19 @@ def transpile(
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "tf" and outcome.source in ("tf", None):
         new_module, precision = _apply_keras_policy(new_module, policy_obj, table)
+        if nan_fallback and precision:
+            outcome.diagnostics.append(
+                Diagnostic(
+                    path,
+                    1,
+                    1,
+                    "warning",
+                    "nan-fallback-unsupported",
+                    "--nan-fallback is not implemented for Keras code yet (torch and Flax only)",
+                )
+            )
     elif to == "jax" and outcome.source in ("jax", None):
-        new_module, precision = _apply_flax_policy(new_module, policy_obj, table)
+        new_module, precision = _apply_flax_policy(new_module, policy_obj, table, nan_fallback)
     elif not policy_obj.is_full_precision:
         outcome.diagnostics.append(
             Diagnostic(
@@ -166,7 +177,9 @@ def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> t
     )
 
 
-def _apply_flax_policy(module: cst.Module, policy: Any, table: MappingSet) -> tuple[cst.Module, list[Any]]:
+def _apply_flax_policy(
+    module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
+) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to Flax NNX layers."""
     from precision_transpiler.precision import flax_policy
 
@@ -175,7 +188,7 @@ def _apply_flax_policy(module: cst.Module, policy: Any, table: MappingSet) -> tu
         policy,
         table,
         flax_policy.FlaxPolicyPass,
-        flax_policy.helper_block,
+        lambda p: flax_policy.helper_block(p, nan_fallback),
         [("jax", "jax"), ("jax.numpy", "jnp")],
     )
 

@@ -105,3 +105,25 @@ def test_bf16_policy_stores_bf16_params_and_roundtrips() -> None:
     assert transpile(mixed, to="jax", policy="mixed").code == mixed
     assert transpile(mixed, to="jax", policy="fp32").code == MODEL
     assert transpile(bf16, to="jax", policy="fp32").code == MODEL
+
+
+def test_nan_fallback_recomputes_in_fp32(caplog) -> None:
+    from flax import nnx
+
+    src = (
+        "import jax\nimport jax.numpy as jnp\nfrom flax import nnx\n\n\nclass Big(nnx.Module):\n"
+        "    def __init__(self, rngs: nnx.Rngs):\n"
+        "        self.fc = nnx.Linear(4, 4, kernel_init=nnx.initializers.ones, rngs=rngs)\n\n"
+        "    def __call__(self, x):\n        return self.fc(x) * 1e5\n"
+    )
+    x = jax.numpy.ones((1, 4))
+    plain = _load(transpile(src, to="jax", policy="fp16").code)["Big"](nnx.Rngs(0))
+    assert not np.isfinite(np.asarray(plain(x), dtype=np.float32)).all()  # 4e5 overflows float16
+    code = transpile(src, to="jax", policy="fp16", nan_fallback=True).code
+    model = _load(code)["Big"](nnx.Rngs(0))
+    with caplog.at_level("WARNING", logger="ptranspile"):
+        out = model(x)
+    assert out.dtype == jax.numpy.float32
+    np.testing.assert_allclose(np.asarray(out), 4e5, rtol=1e-2)
+    assert "recomputing in float32" in caplog.text
+    assert model.fc.dtype == jax.numpy.float16  # layers restored after the recomputation

@@ -30,6 +30,7 @@ _PTRANSPILE_PARAM = jnp.{param}
 _PTRANSPILE_FLOAT32 = jnp.float32
 _PTRANSPILE_OUTPUT = jnp.{output}
 _PTRANSPILE_DEPTH = [0]
+_PTRANSPILE_NAN_FALLBACK = {nan_fallback}
 
 
 def _ptranspile_fp32(x):
@@ -43,6 +44,39 @@ def _ptranspile_output(t):
     return t
 
 
+def _ptranspile_finite(out):
+    """True unless a concrete floating output holds inf/nan (under jax.jit nothing is checked)."""
+    leaves = [t for t in jax.tree.leaves(out) if hasattr(t, "dtype") and jnp.issubdtype(t.dtype, jnp.floating)]
+    if any(isinstance(t, jax.core.Tracer) for t in leaves):
+        return True
+    return all(bool(jnp.isfinite(t).all()) for t in leaves)
+
+
+def _ptranspile_recompute_fp32(call, module, args, kwargs):
+    """Run `call` again with every layer computing in float32, then restore the layers."""
+    import logging
+
+    from flax import nnx
+
+    logging.getLogger("ptranspile").warning(
+        "%s: non-finite output under policy {name}; recomputing in float32", type(module).__name__
+    )
+    saved = []
+    for _, sub in nnx.iter_graph(module):
+        for attr in ("dtype", "preferred_element_type"):
+            if isinstance(sub, nnx.Module) and getattr(sub, attr, None) is not None:
+                saved.append((sub, attr, getattr(sub, attr)))
+                object.__setattr__(sub, attr, jnp.float32)
+    _PTRANSPILE_DEPTH[0] += 1
+    try:
+        args, kwargs = jax.tree.map(_ptranspile_fp32, (args, kwargs))
+        return call(module, *args, **kwargs)
+    finally:
+        _PTRANSPILE_DEPTH[0] -= 1
+        for sub, attr, value in saved:
+            object.__setattr__(sub, attr, value)
+
+
 def _ptranspile_policy(call):
     """Cast the outermost module's floating outputs to the policy's output dtype."""
     def run(self, *args, **kwargs):
@@ -53,7 +87,11 @@ def _ptranspile_policy(call):
             _PTRANSPILE_DEPTH[0] -= 1
         if _PTRANSPILE_DEPTH[0]:
             return out
-        return jax.tree.map(_ptranspile_output, out)
+        cast = jax.tree.map(_ptranspile_output, out)
+        if _PTRANSPILE_NAN_FALLBACK and not _ptranspile_finite(cast):
+            out = _ptranspile_recompute_fp32(call, self, args, kwargs)
+            return jax.tree.map(lambda t: t.astype(jnp.float32) if jnp.issubdtype(t.dtype, jnp.floating) else t, out)
+        return cast
     run.__name__ = call.__name__
     run.__wrapped__ = call
     return run
@@ -124,8 +162,10 @@ class FlaxPolicyPass(PolicyPass):
         return updated_node.with_changes(args=append_keywords(list(updated_node.args), extra))
 
 
-def helper_block(policy: Policy) -> list[cst.BaseStatement]:
+def helper_block(policy: Policy, nan_fallback: bool = False) -> list[cst.BaseStatement]:
     output = policy.classes.get("output", {}).get("output", policy.output)
     return helper_statements(
-        HELPERS.format(name=policy.name, compute=policy.compute, param=policy.param, output=output)
+        HELPERS.format(
+            name=policy.name, compute=policy.compute, param=policy.param, output=output, nan_fallback=nan_fallback
+        )
     )

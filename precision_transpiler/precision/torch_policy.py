@@ -122,7 +122,8 @@ def _ptranspile_policy(forward):
                 if not low:
                     args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
                 out = forward(self, *args, **kwargs)
-            if policy["nan_fallback"] and not _ptranspile_finite(out):
+            cast = _ptranspile_cast(out, policy["output"])
+            if policy["nan_fallback"] and not _ptranspile_finite(cast):
                 import logging
 
                 logging.getLogger("ptranspile").warning(
@@ -138,7 +139,7 @@ def _ptranspile_policy(forward):
                 return _ptranspile_cast(out, torch.float32)
         finally:
             state["depth"] -= 1
-        return _ptranspile_cast(out, policy["output"])
+        return cast
     run.__name__ = forward.__name__
     run.__doc__ = forward.__doc__
     run.__wrapped__ = forward
