@@ -143,3 +143,9 @@ def test_table_cache_notices_edits(tmp_path, monkeypatch) -> None:
     with pytest.raises(MappingError, match="kind must be one of"):
         load_mappings([tables])
     registry._load_cached.cache_clear()
+
+
+def test_policy_table_in_a_mappings_dir_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("kind: policies\npolicies: {}\n")
+    with pytest.raises(MappingError, match="pass a policy file with --policy"):
+        load_mappings([tmp_path])

@@ -389,6 +389,13 @@ def _precision_classes(result: MappingSet, data: LineDict, where: _Where) -> Non
             result.precision_classes.setdefault(cls, {})[fw] = symbols
 
 
+def _policies(where: _Where) -> None:
+    """The built-in policies are read by `precision_transpiler.policy`; a policy table elsewhere
+    would be silently ignored, so say how policies are given instead."""
+    if where.path.resolve() != (builtin_mappings_dir() / "policies" / "builtin.yaml").resolve():
+        raise where.error(1, "kind", "policies are not mapping tables: pass a policy file with --policy FILE.yaml")
+
+
 def _check_complete(result: MappingSet) -> None:
     for fw in ("torch", "jax", "tf", "numpy"):
         if fw not in result.frameworks:
@@ -400,5 +407,5 @@ _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
     "dtypes": _dtypes,
     "ops": _ops,
     "precision_classes": _precision_classes,
-    "policies": lambda result, data, where: None,  # read by precision_transpiler.policy
+    "policies": lambda result, data, where: _policies(where),
 }
