@@ -251,3 +251,47 @@ def test_output_to_a_device_writes_through_it(tmp_path: Path) -> None:
     r = run_cli(str(src), "--to", "jax", "-o", os.devnull, "--report-json", os.devnull, cwd=tmp_path)
     assert r.code == 0, r.err
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+POLICY_SRC = (
+    "import torch\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n        self.norm = nn.LayerNorm(8)\n\n"
+    "    def forward(self, x):\n        return self.norm(x).softmax(-1)\n"
+)
+
+
+def test_policy_report_json_and_nan_fallback_flag(tmp_path: Path) -> None:
+    src = tmp_path / "block.py"
+    src.write_text(POLICY_SRC)
+    report = tmp_path / "r.json"
+    r = run_cli(
+        str(src),
+        "--to",
+        "torch",
+        "--policy",
+        "mixed",
+        "--report",
+        "--nan-fallback",
+        "--report-json",
+        str(report),
+        cwd=tmp_path,
+    )
+    assert r.code == 0, r.err
+    assert '"nan_fallback": True,' in r.out
+    assert "@_ptranspile_policy\n    def forward(self, x):" in r.out
+    assert f"== {src}: policy mixed (param float32, compute bfloat16, output float32)" in r.err
+    assert "self.norm" in r.err and "[fp32 island; policy mixed: keep_fp32 norm]" in r.err
+    assert "Tensor.softmax" in r.err and "[autocast region; policy mixed: default]" in r.err
+    (entry,) = json.loads(report.read_text())["files"]
+    assert entry["policy_info"]["compute"] == "bfloat16"
+    actions = sorted((p["op"], p["action"]) for p in entry["precision"])
+    assert actions == [("Block", "autocast region"), ("Tensor.softmax", "fp32 island"), ("self.norm", "fp32 island")]
+
+
+def test_policy_not_applied_across_frameworks_is_reported(tmp_path: Path) -> None:
+    src = tmp_path / "block.py"
+    src.write_text(POLICY_SRC)
+    r = run_cli(str(src), "--to", "jax", "--policy", "mixed", cwd=tmp_path)
+    assert r.code == 1
+    assert "policy-not-applied" not in r.err  # the code is internal; the message is what users read
+    assert "precision policy 'mixed' is not applied when converting torch to jax yet" in r.err
