@@ -173,7 +173,12 @@ def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> t
     from precision_transpiler.precision import keras_policy
 
     return _apply_layer_policy(
-        module, policy, table, keras_policy.KerasPolicyPass, keras_policy.helper_block, [("keras", "keras")]
+        module,
+        policy,
+        table,
+        keras_policy.KerasPolicyPass,
+        lambda p: keras_policy.helper_block(p, table),
+        [("keras", "keras")],
     )
 
 

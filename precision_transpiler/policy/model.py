@@ -103,11 +103,6 @@ class Policy:
             and not any(v != "float32" for o in self.overrides for v in o.values.values())
         )
 
-    @property
-    def low_dtype(self) -> str:
-        """The low-precision dtype this policy computes in (float32 for fp32)."""
-        return self.compute
-
     def precision_for(self, op_class: str | None, path: str | None = None, class_name: str | None = None) -> Precision:
         """Decide dtypes for one op/layer; the last matching override wins."""
         values = {"param": self.param, "compute": self.compute, "output": self.compute}
@@ -326,7 +321,6 @@ def _parse_jmp(text: str, device: str) -> Policy:
     output = parts.get("output", compute)
     if compute == "float32" and param == "float32":
         return replace(_policy("fp32", device), name=text, output=output)
-    base = _policy("mixed", device)
     spec = {
         "extends": "mixed",
         "param": param,
@@ -334,7 +328,7 @@ def _parse_jmp(text: str, device: str) -> Policy:
         "output": output,
         "classes": {"output": {"output": output}},
     }
-    return replace(_build(text, spec, device, f"policy string {text!r}", ()), name=text, device=base.device)
+    return _build(text, spec, device, f"policy string {text!r}", ())
 
 
 def resolve_policy(spec: str, *, device: str = "cpu") -> Policy:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from precision_transpiler.errors import PolicyError
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
 from precision_transpiler.precision.base import PolicyPass, append_keywords, helper_statements, island
@@ -29,13 +30,6 @@ _MODEL_CALLS = frozenset(
         "keras.src.models.functional.Functional",
     }
 )
-_KERAS_POLICY = {
-    ("float32", "bfloat16"): "mixed_bfloat16",
-    ("float32", "float16"): "mixed_float16",
-    ("bfloat16", "bfloat16"): "bfloat16",
-    ("float16", "float16"): "float16",
-    ("float32", "float32"): "float32",
-}
 
 HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
@@ -115,10 +109,18 @@ class KerasPolicyPass(PolicyPass):
         return updated.with_changes(args=args)
 
 
-def keras_policy_name(policy: Policy) -> str:
-    return _KERAS_POLICY.get((policy.param, policy.compute), f"mixed_{policy.compute}")
+def keras_policy_name(policy: Policy, mappings: MappingSet) -> str:
+    """The Keras dtype policy (mappings/dtypes.yaml `keras_policies`) that stores variables in the
+    policy's param dtype and computes in its compute dtype."""
+    wanted = {"variable": policy.param, "compute": policy.compute}
+    for name, spec in mappings.keras_policies.items():
+        if spec == wanted:
+            return name
+    raise PolicyError(
+        f"policy {policy.name!r}: Keras has no dtype policy with {policy.param} variables and {policy.compute} compute"
+    )
 
 
-def helper_block(policy: Policy) -> list[cst.BaseStatement]:
+def helper_block(policy: Policy, mappings: MappingSet) -> list[cst.BaseStatement]:
     output = policy.classes.get("output", {}).get("output", policy.output)
-    return helper_statements(HELPERS.format(name=policy.name, low=keras_policy_name(policy), output=output))
+    return helper_statements(HELPERS.format(name=policy.name, low=keras_policy_name(policy, mappings), output=output))

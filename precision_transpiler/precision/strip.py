@@ -11,7 +11,6 @@ from __future__ import annotations
 import libcst as cst
 
 PREFIXES = ("_ptranspile_", "_PTRANSPILE_")
-BLOCK_BEGIN = "# ptranspile: begin precision policy"
 IMPORT_MARKER = "# ptranspile: policy helpers"
 
 

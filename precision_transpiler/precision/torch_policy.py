@@ -28,13 +28,6 @@ from precision_transpiler.rewrite.templates import dotted_name
 ISLAND = "_ptranspile_fp32"
 DECORATOR = "_ptranspile_policy"
 
-_TORCH_DTYPE = {
-    "float32": "torch.float32",
-    "bfloat16": "torch.bfloat16",
-    "float16": "torch.float16",
-    "float64": "torch.float64",
-}
-
 
 HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
@@ -308,8 +301,11 @@ class TorchPolicyPass(PolicyPass):
         return classes, symbols
 
 
-def _torch_dtype(name: str) -> str:
-    return _TORCH_DTYPE[name]
+def _torch_dtype(mappings: MappingSet, canon: str) -> str:
+    """`torch.bfloat16` for "bfloat16", from mappings/dtypes.yaml (the helpers use `torch.`)."""
+    symbol = mappings.dtype_symbol("torch", canon)
+    assert symbol is not None, canon
+    return symbol
 
 
 def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> list[cst.BaseStatement]:
@@ -325,9 +321,9 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
     code = HELPERS.format(
         name=policy.name,
         device_type="cuda" if policy.device == "gpu" else "cpu",
-        param=_torch_dtype(policy.param),
-        compute=_torch_dtype(policy.compute),
-        output=_torch_dtype(policy.classes.get("output", {}).get("output", policy.output)),
+        param=_torch_dtype(mappings, policy.param),
+        compute=_torch_dtype(mappings, policy.compute),
+        output=_torch_dtype(mappings, policy.classes.get("output", {}).get("output", policy.output)),
         nan_fallback=nan_fallback,
         fp32_paths=repr(fp32_paths),
         fp32_classes=repr(tuple(sorted(fp32_classes))),

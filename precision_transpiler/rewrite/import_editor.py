@@ -16,7 +16,6 @@ Contract:
 
 from __future__ import annotations
 
-import ast
 import io
 import tokenize
 from collections.abc import Iterable, Sequence
@@ -60,20 +59,6 @@ def used_names(code: str) -> set[str]:
     return names
 
 
-def all_names(code: str) -> set[str]:
-    """Every local name bound by an import statement in `code`."""
-    names: set[str] = set()
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return names
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                names.add(alias.asname or alias.name.split(".")[0])
-    return names
-
-
 def _local_name(alias: cst.ImportAlias, is_from: bool) -> str | None:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
@@ -104,7 +89,6 @@ class ImportEditor(cst.CSTTransformer):
         self.used = used
         self.removed: list[str] = []
         self._placed = False
-        self._depth = 0
 
     # -- removal -------------------------------------------------------------------------------
 
@@ -179,14 +163,9 @@ class ImportEditor(cst.CSTTransformer):
             return False
         return super().on_visit(node)
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
-        self._depth += 1
-        return True
-
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
     ) -> cst.IndentedBlock:
-        self._depth -= 1
         body = self._edit_body(updated_node.body, top=False)
         if not body:
             body = [cst.SimpleStatementLine([cst.Pass()])]
@@ -242,18 +221,13 @@ def _after_leading_imports(body: list[cst.BaseStatement]) -> int:
 
 
 def edit_imports(
-    tree: cst.Module, remove_roots: Iterable[str], additions: Sequence[tuple[str, str]], original: str | None = None
+    tree: cst.Module, remove_roots: Iterable[str], additions: Sequence[tuple[str, str]]
 ) -> tuple[cst.Module, list[str], list[str]]:
     """Apply the contract above; returns the new module, the imports removed and those added.
 
     Additions whose alias the converted code does not use (emitted, then dropped again) are skipped.
-    With `original` (the input text), only imports that conversion made unused are removed.
-    The transpiler does not pass it: a converted file must not keep importing the source
-    framework just because the input imported it without using the name (`x.float()`).
     """
     used = used_names(tree.code)
-    if original is not None:
-        used |= all_names(original) - used_names(original)
     wanted = [(m, a) for m, a in additions if a.split(".")[0] in used]
     editor = ImportEditor(remove_roots, wanted, used)
     added = [m if a == m else f"{m} as {a}" for m, a in wanted]
