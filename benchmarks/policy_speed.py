@@ -126,6 +126,21 @@ class CNN(nnx.Module):
 """
 
 
+FLAX_MLP = """
+from flax import nnx
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.layers = nnx.List([nnx.Linear(2048, 2048, rngs=rngs) for _ in range(4)])
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = nnx.relu(layer(x))
+        return x
+"""
+
+
 def _exec(code: str) -> dict:
     namespace: dict = {}
     exec(compile(code, "<bench>", "exec"), namespace)
@@ -152,9 +167,20 @@ def keras_rows(args: argparse.Namespace) -> list[str]:
             times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    fp32, mixed = timed(fp32_model), timed(mixed_model)
-    return [f"| keras CNN | fp32 | {fp32:.3f} | 1.00 |", f"| keras CNN | ptranspile --policy mixed | {mixed:.3f} | "
-            f"{mixed / fp32:.2f} |"]
+    import keras
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        own_model = _exec(KERAS_CNN)["build"](args.size)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    own_model.set_weights(fp32_model.get_weights())
+    fp32, mixed, own = timed(fp32_model), timed(mixed_model), timed(own_model)
+    return [
+        f"| keras CNN | fp32 | {fp32:.3f} | 1.00 |",
+        f"| keras CNN | Keras' own global mixed_bfloat16 | {own:.3f} | {own / fp32:.2f} |",
+        f"| keras CNN | ptranspile --policy mixed | {mixed:.3f} | {mixed / fp32:.2f} |",
+    ]
 
 
 def flax_rows(args: argparse.Namespace) -> list[str]:
@@ -184,8 +210,22 @@ def flax_rows(args: argparse.Namespace) -> list[str]:
         return statistics.median(times)
 
     fp32, low = timed(reference), timed(mixed)
-    return [f"| flax CNN (jit) | fp32 | {fp32:.3f} | 1.00 |", f"| flax CNN (jit) | ptranspile --policy mixed | "
-            f"{low:.3f} | {low / fp32:.2f} |"]
+    rows = [
+        f"| flax CNN (jit) | fp32 | {fp32:.3f} | 1.00 |",
+        f"| flax CNN (jit) | ptranspile --policy mixed | {low:.3f} | {low / fp32:.2f} |",
+    ]
+    # Matmul-bound model: here fp32 accumulation (preferred_element_type) is what pays off on CPU.
+    xm = jax.random.normal(jax.random.key(0), (256, 2048))
+    reference = _exec(FLAX_MLP)["MLP"](nnx.Rngs(0))
+    mixed = _exec(transpile(FLAX_MLP, to="jax", policy="mixed").code)["MLP"](nnx.Rngs(0))
+    nnx.update(mixed, nnx.state(reference))
+    x = xm
+    fp32, low = timed(reference), timed(mixed)
+    rows += [
+        f"| flax MLP 4x2048 (jit), batch 256 | fp32 | {fp32:.3f} | 1.00 |",
+        f"| flax MLP 4x2048 (jit), batch 256 | ptranspile --policy mixed | {low:.3f} | {low / fp32:.2f} |",
+    ]
+    return rows
 
 
 if __name__ == "__main__":
