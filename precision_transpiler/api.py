@@ -386,3 +386,17 @@ def transpile_paths(
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             return list(pool.map(job, items, chunksize=max(1, len(items) // (jobs * 4))))
     return [job(item) for item in items]
+
+
+def detect_framework(source: str, mappings: Sequence[str | os.PathLike[str]] | MappingSet = ()) -> str | None:
+    """The framework a module is written for ("torch", "jax", "tf", "numpy"), from its imports;
+    None when it uses none (or does not parse). Static, like everything in transpiling."""
+    from precision_transpiler.rewrite.engine import detect_source
+    from precision_transpiler.rewrite.names import NameResolver
+
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
+    return detect_source(NameResolver(module, source), table)

@@ -95,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths")
     parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     parser.add_argument("--version", action="version", version=f"ptranspile {__version__}")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="after converting one file, run it against the original (needs --entry and --input; "
+        "see also `ptranspile verify --help`)",
+    )
+    parser.add_argument(
+        "--policy-out",
+        metavar="FILE",
+        help="with --policy auto: where to write the policy found (default: beside -o OUT, or ./NAME.auto-policy.yaml)",
+    )
+    from precision_transpiler.cli_verify import add_verification_arguments
+
+    add_verification_arguments(parser)
     return parser
 
 
@@ -103,8 +117,13 @@ def _err(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["verify"]:
+            from precision_transpiler.cli_verify import verify_main
+
+            return verify_main(argv[1:])
+        args = build_parser().parse_args(argv)
         return _run(args)
     except KeyboardInterrupt:
         _err("interrupted")
@@ -157,6 +176,9 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from precision_transpiler import api
 
+    if args.verify or settings["policy"] == "auto" or args.emit_test or args.report_html:
+        return _run_verified(args, settings)
+
     stdin = [p for p in args.paths if p == "-"]
     if stdin and len(args.paths) > 1:
         raise _usage("'-' (stdin) cannot be combined with other paths")
@@ -195,6 +217,80 @@ def _run(args: argparse.Namespace) -> int:
             nan_fallback=settings["nan_fallback"],
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
+
+
+def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """Convert one file, then verify it (`--verify`, `--policy auto`, `--emit-test`, `--report-html`)."""
+    from precision_transpiler import api
+    from precision_transpiler.cli_verify import announce, publish, verify_options
+    from precision_transpiler.config import load_config
+    from precision_transpiler.files import write_atomic
+    from precision_transpiler.verify.runner import verify_files
+
+    if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
+        raise _usage("verification takes exactly one model file (not stdin or a directory)")
+    if args.in_place or args.check:
+        raise _usage("verification compares the converted file with the original: use -o OUT, not --in-place/--check")
+    original = Path(args.paths[0])
+    if not original.is_file():
+        raise _usage(f"{original}: no such file")
+    options = verify_options(args, load_config(Path.cwd()).values, None)
+    options.device = settings["device"]
+    if settings["policy"] == "auto":
+        from precision_transpiler.verify.search import search_policy
+
+        announce(f"--policy auto: searching layer precisions for {original} (runs the model many times)", args.quiet)
+        found = search_policy(
+            original,
+            options,
+            to=settings["to"],
+            device=settings["device"],
+            log=None if args.quiet else lambda m: print(f"ptranspile: {m}", file=sys.stderr),
+        )
+        policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
+        write_atomic(policy_out, found.policy_yaml)
+        print(
+            f"ptranspile: --policy auto: {len(found.fp32_paths)} layer(s) kept in float32, "
+            f"{len(found.low_paths)} in low precision, {found.runs} verification runs; policy written to {policy_out}",
+            file=sys.stderr,
+        )
+        settings["policy"] = str(policy_out)
+    options.policy = settings["policy"]
+    report_json, args.report_json = args.report_json, None
+    results = api.transpile_paths(
+        args.paths,
+        to=settings["to"],
+        from_=settings["from_"],
+        policy=settings["policy"],
+        mappings=settings["mappings"],
+        device=settings["device"],
+        nan_fallback=settings["nan_fallback"],
+    )
+    exit_code = _finish(args, settings, results, from_stdin=False)
+    result = results[0]
+    if result.errors or exit_code == EXIT_ERROR:
+        return exit_code
+    converted = Path(args.output) if args.output else original.with_name(f"{original.stem}_ptranspile.py")
+    announce(f"running {original} and the converted code (imports the frameworks and the model file)", args.quiet)
+    verification = verify_files(original, converted, options, converted_code=result.code)
+    if not args.output:
+        verification.notes.append("the converted code was verified in memory (no -o given)")
+    publish(
+        verification,
+        args,
+        report_json=report_json,
+        extra_json=_report(settings, results),
+        policy_spec=settings["policy"],
+        calibrate_bn=options.calibrate_bn,
+    )
+    return exit_code if verification.passed else EXIT_FINDINGS
+
+
+def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
+    if args.output:
+        out = Path(args.output)
+        return out.with_name(f"{out.stem}.policy.yaml")
+    return Path(f"{original.stem}.auto-policy.yaml")
 
 
 def _finish(
@@ -335,7 +431,11 @@ def _summary(results: list[TranspileResult]) -> str:
 def _write_report(path: Path, settings: dict[str, Any], results: list[TranspileResult]) -> None:
     from precision_transpiler.files import write_atomic
 
-    report = {
+    write_atomic(path, json.dumps(_report(settings, results), indent=2, sort_keys=True) + "\n")
+
+
+def _report(settings: dict[str, Any], results: list[TranspileResult]) -> dict[str, Any]:
+    return {
         "tool": "ptranspile",
         "version": __version__,
         "target": settings["to"],
@@ -350,7 +450,6 @@ def _write_report(path: Path, settings: dict[str, Any], results: list[TranspileR
             "rewrites": sum(len(r.rewrites) for r in results),
         },
     }
-    write_atomic(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,6 +23,11 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "exclude": list,
     "skip-empty": bool,
     "nan-fallback": bool,
+    "tolerance": (int, float),
+    "fp32-tolerance": (int, float),
+    "mixed-factor": (int, float),
+    "calibrate-bn": bool,
+    "seed": int,
 }
 
 
@@ -59,7 +64,7 @@ def load_config(start: Path) -> ProjectConfig:
         expected = _KEYS.get(key)
         if expected is None:
             raise UsageError(f"{path}: [tool.ptranspile]: unknown key {key!r} (known: {', '.join(_KEYS)})")
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        if not isinstance(value, expected) or (expected in (int, (int, float)) and isinstance(value, bool)):
             raise UsageError(f"{path}: [tool.ptranspile]: {key!r} has the wrong type")
         values[key] = value
     if "mappings" in values:  # relative to the pyproject's folder

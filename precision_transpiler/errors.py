@@ -17,3 +17,8 @@ class PolicyError(PtranspileError):
 
 class UsageError(PtranspileError):
     """Options that do not fit together or name something unknown."""
+
+
+class VerifyError(PtranspileError):
+    """Verification could not run: a model file fails to import, the entry expression fails,
+    the entry returns no model, or the two models do not fit together."""

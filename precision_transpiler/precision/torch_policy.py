@@ -73,6 +73,16 @@ def _ptranspile_fp32_module(module, policy):
     return any(fnmatch.fnmatchcase(path, pattern) for pattern in policy["fp32_paths"])
 
 
+def _ptranspile_fp32_forward(forward, device):
+    """A layer an override keeps in float32 (e.g. `path: layer1.0.conv1`): autocast off,
+    float32 inputs. Set on the instance, so library layers such as nn.Conv2d work too."""
+    def run(*args, **kwargs):
+        with torch.autocast(device_type=device, enabled=False):
+            args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
+            return forward(*args, **kwargs)
+    return run
+
+
 def _ptranspile_finite(value):
     from torch.utils import _pytree
 
@@ -99,11 +109,14 @@ def _ptranspile_policy(forward):
         if policy["fp32_paths"] and not getattr(self, "_ptranspile_paths", False):
             for name, module in self.named_modules():
                 module._ptranspile_path = name
+                forward_fn = getattr(type(module).forward, "__wrapped__", None)
+                if name and forward_fn is None and _ptranspile_fp32_module(module, policy):
+                    module.forward = _ptranspile_fp32_forward(module.forward, device)
             self._ptranspile_paths = True
         if policy["param"] != torch.float32 and not getattr(self, "_ptranspile_params", False):
             self.to(policy["param"])
             for module in self.modules():
-                if isinstance(module, policy["fp32_modules"]):
+                if isinstance(module, policy["fp32_modules"]) or _ptranspile_fp32_module(module, policy):
                     module.float()
             self._ptranspile_params = True
         if policy["param"] != torch.float32:

@@ -1,0 +1,191 @@
+"""The verification side of the command line: `ptranspile verify ORIGINAL CONVERTED ...` and the
+`--verify` / `--policy auto` / `--emit-test` options of the main command.
+
+Verification runs models (it imports the frameworks and the user's code) and says so on stderr;
+plain transpiling never does. Exit codes: 0 passed, 1 verification failed, 2 usage errors or
+verification could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from precision_transpiler import __version__
+
+if TYPE_CHECKING:
+    from precision_transpiler.verify.result import VerificationResult
+    from precision_transpiler.verify.runner import VerifyOptions
+
+
+def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("verification (runs both models; imports the frameworks)")
+    group.add_argument("--entry", metavar="EXPR", help="expression that builds the model, e.g. 'resnet18()'")
+    group.add_argument(
+        "--input",
+        dest="inputs",
+        action="append",
+        metavar="SPEC",
+        help="model input as dtype[shape], '<N' for integers in [0,N): float32[1,3,224,224], int64[1,16]<100 "
+        "(repeatable, in argument order)",
+    )
+    group.add_argument("--tolerance", type=float, metavar="X", help="maximum relative L2 error (overrides the rule)")
+    group.add_argument(
+        "--fp32-tolerance", type=float, metavar="X", help="tolerance of full-precision conversions (default 1e-5)"
+    )
+    group.add_argument(
+        "--mixed-factor",
+        type=float,
+        metavar="F",
+        help="low-precision policies may err F x the framework's own mixed precision (default 2)",
+    )
+    group.add_argument(
+        "--calibrate-bn",
+        action="store_true",
+        default=None,
+        help="recompute BatchNorm running statistics on a random batch first (random-init CNNs)",
+    )
+    group.add_argument("--seed", type=int, help="seed for weights noise and inputs (default 0)")
+    group.add_argument(
+        "--no-perturb", action="store_true", help="do not perturb the random weights (may hide branches)"
+    )
+    group.add_argument("--no-layers", action="store_true", help="compare outputs only (no per-layer report)")
+    group.add_argument("--max-layers", type=int, metavar="N", help="layers shown in the terminal tree (default 40)")
+    group.add_argument("--report-html", metavar="FILE", help="write the verification report as a web page")
+    group.add_argument("--emit-test", metavar="FILE", help="write a pytest file that repeats this verification")
+
+
+def build_verify_parser() -> argparse.ArgumentParser:
+    from precision_transpiler.cli import FRAMEWORK_CHOICES, _Parser
+
+    parser = _Parser(
+        prog="ptranspile verify",
+        description="Run a converted model file against its original on identical weights and inputs, "
+        "with a tolerance derived from the precision policy, and report per layer where they disagree.",
+        epilog="Exit codes: 0 verification passed, 1 it failed, 2 errors.",
+    )
+    parser.add_argument("original", metavar="ORIGINAL", help="the file that was converted")
+    parser.add_argument("converted", metavar="CONVERTED", help="the converted file")
+    parser.add_argument(
+        "--policy", help="policy the file was converted with (default: the one named in the file's marker, or fp32)"
+    )
+    parser.add_argument("--from", dest="from_", choices=FRAMEWORK_CHOICES, help="framework of ORIGINAL")
+    parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="framework of CONVERTED")
+    parser.add_argument("--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)")
+    parser.add_argument("--report-json", metavar="FILE", help="write the verification report as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print the verdict line only")
+    add_verification_arguments(parser)
+    return parser
+
+
+def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str | None) -> VerifyOptions:
+    """VerifyOptions from flags, then [tool.ptranspile], then defaults."""
+    from precision_transpiler.errors import UsageError
+    from precision_transpiler.verify.runner import DEFAULT_FP32_TOLERANCE, DEFAULT_MIXED_FACTOR, VerifyOptions
+
+    if not args.entry:
+        raise UsageError("verification needs --entry EXPR (the expression that builds the model)")
+    if not args.inputs:
+        raise UsageError("verification needs at least one --input SPEC, e.g. --input 'float32[1,3,224,224]'")
+
+    def pick(flag: Any, key: str, default: Any) -> Any:
+        return flag if flag is not None else config.get(key, default)
+
+    options = VerifyOptions(
+        entry=args.entry,
+        inputs=list(args.inputs),
+        policy=policy,
+        device=getattr(args, "device", None) or config.get("device", "cpu"),
+        seed=pick(args.seed, "seed", 0),
+        perturb=not args.no_perturb,
+        calibrate_bn=bool(pick(args.calibrate_bn, "calibrate-bn", False)),
+        tolerance=pick(args.tolerance, "tolerance", None),
+        fp32_tolerance=float(pick(args.fp32_tolerance, "fp32-tolerance", DEFAULT_FP32_TOLERANCE)),
+        mixed_factor=float(pick(args.mixed_factor, "mixed-factor", DEFAULT_MIXED_FACTOR)),
+        layers=not args.no_layers,
+    )
+    for name, value in (("--tolerance", options.tolerance), ("--fp32-tolerance", options.fp32_tolerance)):
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must not be negative")
+    if options.mixed_factor < 1:
+        raise UsageError("--mixed-factor must be at least 1")
+    from precision_transpiler.verify.spec import parse_input_spec
+
+    for spec in options.inputs:
+        parse_input_spec(str(spec))  # a bad spec is a usage error before anything runs
+    return options
+
+
+def announce(what: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"ptranspile: verify: {what}", file=sys.stderr)
+
+
+def publish(
+    result: VerificationResult,
+    args: argparse.Namespace,
+    *,
+    report_json: str | None,
+    extra_json: dict[str, Any] | None = None,
+    policy_spec: str,
+    calibrate_bn: bool,
+) -> None:
+    """Print the terminal report and write the JSON, HTML and generated test the flags ask for."""
+    from precision_transpiler.files import write_atomic
+    from precision_transpiler.verify.render import render_html, render_text
+
+    report = result.to_json()
+    if args.quiet:
+        verdict = "PASSED" if result.passed else "FAILED"
+        print(f"ptranspile: verify: {verdict}: max relative error {result.max_rel_err}", file=sys.stderr)
+    else:
+        color = sys.stderr.isatty()
+        print(render_text(report, color=color, max_layers=args.max_layers or 40), file=sys.stderr)
+    if report_json:
+        data = dict(extra_json or {})
+        data.update({"tool": "ptranspile", "version": __version__, **report})
+        write_atomic(Path(report_json), json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    if args.report_html:
+        write_atomic(Path(args.report_html), render_html(report))
+    if args.emit_test:
+        from precision_transpiler.verify.emit import emit_test
+
+        target = Path(args.emit_test)
+        text = emit_test(
+            result, target, policy_spec=policy_spec, calibrate_bn=calibrate_bn, converted=Path(result.converted)
+        )
+        write_atomic(target, text)
+
+
+def verify_main(argv: Sequence[str]) -> int:
+    """`ptranspile verify ORIGINAL CONVERTED --entry EXPR --input SPEC ...`."""
+    from precision_transpiler.config import load_config
+    from precision_transpiler.errors import UsageError
+    from precision_transpiler.verify.runner import verify_files
+
+    args = build_verify_parser().parse_args(argv)
+    config = load_config(Path.cwd()).values
+    options = verify_options(args, config, args.policy)
+    options.source, options.target = args.from_, args.to
+    for path in (args.original, args.converted):
+        if not Path(path).is_file():
+            raise UsageError(f"{path}: no such file")
+    if args.emit_test and Path(args.emit_test).resolve() in (
+        Path(args.original).resolve(),
+        Path(args.converted).resolve(),
+    ):
+        raise UsageError("--emit-test would overwrite a model file")
+    announce(f"running {args.original} and {args.converted} (imports the frameworks and both files)", args.quiet)
+    result = verify_files(args.original, args.converted, options)
+    publish(
+        result,
+        args,
+        report_json=args.report_json,
+        policy_spec=args.policy or result.policy,
+        calibrate_bn=options.calibrate_bn,
+    )
+    return 0 if result.passed else 1

@@ -1,0 +1,86 @@
+"""The contract between the framework-neutral verifier and one framework.
+
+The verifier (`verify.runner`) never touches torch/JAX/Keras itself: it builds both models
+through the user's entry expression, then asks an adapter to put them in inference mode, make
+their weights identical, run them on the same inputs and hand back NumPy arrays. One adapter
+per framework, one file each (`torch_adapter.py`, `flax_adapter.py`, `keras_adapter.py`),
+registered by framework name in `adapters/__init__.py`.
+
+Layer captures are keyed by *module path* as the framework spells attribute paths
+(`layer1.0.conv1`, `blocks.3.attn`): converted code keeps the user's attribute names, so the same
+path names the same layer on both sides and across frameworks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass
+class Capture:
+    """What one forward run produced.
+
+    `outputs`: the model's flattened outputs, in a stable order, as `(name, array, dtype)` where
+    `name` is a path into the output structure ("out", "out[0]", "out.logits"), `array` a NumPy
+    array (floating outputs as float32 or float64, integer ones as they are) and `dtype` the
+    framework dtype's name ("float32", "bfloat16", "int64").
+    `layers`: module path -> the floating output of every call of that submodule, in call order
+    (the first floating array of a tuple/dict output), as float32 NumPy arrays. Empty unless
+    capture was requested. The root module is not a layer.
+    `order`: module paths in the order of their first call.
+    `kinds`: module path -> class name.
+    """
+
+    outputs: list[tuple[str, np.ndarray, str]]
+    layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+class Adapter(Protocol):
+    """One framework's side of verification. All methods run real framework code."""
+
+    name: str  # "torch", "jax" or "tf" (the CLI's framework names)
+
+    def is_model(self, obj: Any) -> bool:
+        """Whether `obj` (what the entry expression returned) is a model of this framework."""
+
+    def prepare(self, model: Any, inputs: list[np.ndarray], *, seed: int, perturb: bool, calibrate_bn: bool) -> None:
+        """Put `model` (the original) in inference mode and make its weights informative.
+
+        `perturb`: add seeded noise to every floating parameter and buffer, constant-initialised
+        ones included (zero-init residual scales and heads hide whole branches otherwise,
+        REFERENCE.md section 3). `calibrate_bn`: recompute BatchNorm running statistics on
+        `inputs` first (random-init deep CNNs vanish or explode otherwise).
+        """
+
+    def copy_weights(self, source: Any, target: Any) -> None:
+        """Make `target`'s parameters and buffers equal to `source`'s (same framework, same
+        structure), cast to the dtypes `target` stores them in; put `target` in inference mode."""
+
+    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool) -> Capture:
+        """One inference-mode forward on `inputs` (converted to this framework's arrays with
+        the given dtypes), optionally capturing every named submodule's output."""
+
+    def run_reference(
+        self,
+        model: Any,
+        rebuild: Callable[[], Any],
+        inputs: list[np.ndarray],
+        *,
+        compute: str,
+        param: str,
+        capture: bool,
+    ) -> Capture:
+        """The framework's *own* low-precision run of the original model, the yardstick for a
+        policy's tolerance: torch.autocast for torch, a Keras dtype policy (the model rebuilt
+        under it with `rebuild()`, weights copied), Flax layers with dtype=`compute`.
+        `param` != "float32" means parameters are stored in low precision too (pure bf16/fp16).
+        `model` must be left as it was."""
+
+    def layer_source(self, model: Any, path: str) -> str | None:
+        """`file:line` where the layer at `path` is created (the `self.x = ...` line), if known."""

@@ -1,0 +1,172 @@
+"""Import the original and the converted model files, and build models from `--entry EXPR`.
+
+Verification is the one place where ptranspile runs user code, and it says so. A file inside a
+package (a folder chain with `__init__.py`) is imported as part of that package, so its relative
+imports resolve; a converted file written outside any package is executed *beside* the original
+(as a sibling module of the original's package), so `from .utils import x` in it finds the
+original's helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import linecache
+import sys
+import traceback
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from precision_transpiler.errors import VerifyError
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a file sits: its package (None for a top-level script) and its import name."""
+
+    path: Path
+    package: str | None
+    module_name: str | None  # dotted name inside its package
+    sys_path_root: Path  # the folder that must be on sys.path
+
+
+def locate(path: Path) -> Located:
+    path = path.resolve()
+    parts: list[str] = []
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if not parts:
+        return Located(path, None, None, path.parent)
+    return Located(path, ".".join(parts), ".".join([*parts, path.stem]), folder)
+
+
+def _neutralise_torchvision_ops() -> None:
+    """torchvision's wheel here is a CUDA build whose C++ ops fail to register beside the CPU
+    torch ('operator torchvision::nms does not exist'); model code is pure Python and works once
+    `torch.library.register_fake` is a no-op (REFERENCE.md section 1). Only done when torch is
+    already importable and torchvision not yet imported."""
+    if "torchvision" in sys.modules or importlib.util.find_spec("torch") is None:
+        return
+    if importlib.util.find_spec("torchvision") is None:
+        return
+    import torch
+
+    torch.library.register_fake = lambda *a, **k: lambda f: f  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _isolated_registries() -> Iterator[None]:
+    """Model zoos register builder names at import time and refuse a second registration
+    (torchvision's `@register_model`); the converted copy of a zoo file registers the same
+    names again. Let it, then restore the zoo's own registry."""
+    saved: list[tuple[dict[Any, Any], dict[Any, Any]]] = []
+    api = sys.modules.get("torchvision.models._api")
+    registry = getattr(api, "BUILTIN_MODELS", None)
+    if isinstance(registry, dict):
+        saved.append((registry, dict(registry)))
+        registry.clear()
+    try:
+        yield
+    finally:
+        for table, content in saved:
+            table.clear()
+            table.update(content)
+
+
+def _short_error(exc: BaseException, filename: str) -> str:
+    """`file:line: Type: message` for the innermost frame in `filename`, else the last frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    frame = next((f for f in reversed(frames) if f.filename == filename), frames[-1] if frames else None)
+    where = f"{frame.filename}:{frame.lineno}: " if frame is not None else ""
+    return f"{where}{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def import_original(path: Path) -> types.ModuleType:
+    """Import the original model file (as part of its package when it has one)."""
+    _neutralise_torchvision_ops()
+    located = locate(path)
+    root = str(located.sys_path_root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        if located.module_name is not None:
+            return importlib.import_module(located.module_name)
+        name = f"_ptranspile_original_{path.stem}"
+        return _exec_module(path.read_text(encoding="utf-8"), name, None, str(located.path))
+    except VerifyError:
+        raise
+    except BaseException as exc:  # user code: anything can happen; report it in one line
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise VerifyError(f"cannot import the original {path}: {_short_error(exc, str(located.path))}") from None
+
+
+def import_converted(path: Path, original: Path, code: str | None = None) -> types.ModuleType:
+    """Import the converted model (`code` if given, else the file's text). Inside a package of
+    its own it is imported there; otherwise it runs as a sibling of the original's module."""
+    _neutralise_torchvision_ops()
+    located = locate(path)
+    source = code if code is not None else path.read_text(encoding="utf-8")
+    package = located.package
+    if package is None:
+        package = locate(original).package
+        root = str(locate(original).sys_path_root)
+    else:
+        root = str(located.sys_path_root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    if str(located.path.parent) not in sys.path:
+        sys.path.append(str(located.path.parent))
+    name = f"_ptranspile_converted_{path.stem}_{abs(hash(source)) % 10**8}"
+    full = f"{package}.{name}" if package else name
+    try:
+        if package:
+            importlib.import_module(package)  # before the registries are saved
+        with _isolated_registries():
+            return _exec_module(source, full, package, str(located.path))
+    except VerifyError:
+        raise
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise VerifyError(f"cannot import the converted {path}: {_short_error(exc, str(located.path))}") from None
+
+
+def _exec_module(source: str, name: str, package: str | None, filename: str) -> types.ModuleType:
+    if package:
+        importlib.import_module(package)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    module.__package__ = package or ""
+    sys.modules[name] = module
+    # inspect (and so the per-layer report's source lines and tracebacks) reads code through
+    # linecache; the converted text may not be on disk yet, or may differ from what is.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    try:
+        exec(compile(source, filename, "exec"), module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def build_model(module: types.ModuleType, entry: str, side: str) -> Any:
+    """Evaluate the entry expression in the module's namespace."""
+    try:
+        code = compile(entry, "<--entry>", "eval")
+    except SyntaxError as exc:
+        raise VerifyError(f"--entry {entry!r} is not a Python expression: {exc.msg}") from None
+    try:
+        return eval(code, module.__dict__)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise VerifyError(
+            f"--entry {entry!r} failed in the {side} module: {_short_error(exc, module.__file__ or '')}"
+        ) from None

@@ -1,0 +1,58 @@
+"""Error metrics between an original and a converted array, computed in float64.
+
+Relative L2 (`||converted - original|| / ||original||`) is the headline metric: absolute
+differences mean nothing on random-init models whose activations vanish or explode
+(REFERENCE.md section 3). Non-finite values are counted separately and excluded from the norms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Errors:
+    max_abs_err: float | None
+    rel_err: float | None
+    cosine: float | None
+    argmax_agreement: float | None
+    nonfinite_original: int
+    nonfinite_converted: int
+
+    @property
+    def new_nonfinite(self) -> int:
+        return max(0, self.nonfinite_converted - self.nonfinite_original)
+
+
+def compare(original: np.ndarray, converted: np.ndarray) -> Errors:
+    """Errors of `converted` against `original`; both must have the same shape."""
+    a = np.asarray(original, dtype=np.float64)
+    b = np.asarray(converted, dtype=np.float64)
+    bad_a = ~np.isfinite(a)
+    bad_b = ~np.isfinite(b)
+    finite = ~(bad_a | bad_b)
+    argmax = _argmax_agreement(a, b) if a.ndim >= 1 and a.shape[-1] > 1 else None
+    if not finite.any():
+        return Errors(None, None, None, argmax, int(bad_a.sum()), int(bad_b.sum()))
+    fa, fb = a[finite], b[finite]
+    diff = fb - fa
+    norm_a = float(np.linalg.norm(fa))
+    norm_d = float(np.linalg.norm(diff))
+    rel = norm_d / norm_a if norm_a > 0 else (0.0 if norm_d == 0 else float("inf"))
+    norm_b = float(np.linalg.norm(fb))
+    cosine = float(np.dot(fa, fb) / (norm_a * norm_b)) if norm_a > 0 and norm_b > 0 else (1.0 if norm_d == 0 else 0.0)
+    return Errors(float(np.max(np.abs(diff))), rel, cosine, argmax, int(bad_a.sum()), int(bad_b.sum()))
+
+
+def _argmax_agreement(a: np.ndarray, b: np.ndarray) -> float:
+    rows_a = a.reshape(-1, a.shape[-1])
+    rows_b = b.reshape(-1, b.shape[-1])
+    with np.errstate(invalid="ignore"):
+        return float(np.mean(np.argmax(rows_a, axis=-1) == np.argmax(rows_b, axis=-1)))
+
+
+def relative_error(original: np.ndarray, converted: np.ndarray) -> float | None:
+    """Relative L2 error only (the per-layer metric)."""
+    return compare(original, converted).rel_err

@@ -1,0 +1,354 @@
+"""Run a converted model against its original and judge the difference.
+
+The steps, in order (docs/verification.md): import both files; build both models with the entry
+expression; put the original in inference mode, perturb its weights (seeded) and optionally
+recalibrate BatchNorm; copy the weights into the converted model; run both on the same seeded
+inputs, capturing every named submodule's output; for a low-precision policy, also run the
+source framework's own mixed precision on the original (the yardstick); then compare outputs
+against the tolerance and pair the layers by module path.
+
+This is the one part of ptranspile that imports frameworks and runs user code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from precision_transpiler.errors import UsageError, VerifyError
+from precision_transpiler.policy import resolve_policy
+from precision_transpiler.policy.model import Policy
+from precision_transpiler.verify.adapters import Adapter, Capture, adapter_for
+from precision_transpiler.verify.loading import build_model, import_converted, import_original
+from precision_transpiler.verify.metrics import compare
+from precision_transpiler.verify.result import LayerRecord, OutputRecord, VerificationResult
+from precision_transpiler.verify.spec import InputSpec, make_inputs, parse_input_spec
+
+_POLICY_MARKER = re.compile(r'^# ptranspile: begin precision policy "([^"]+)"', re.MULTILINE)
+DEFAULT_FP32_TOLERANCE = 1e-5
+DEFAULT_MIXED_FACTOR = 2.0
+_REFERENCE_NAMES = {
+    "torch": "torch.autocast(cpu, {compute})",
+    "jax": "Flax layers with dtype={compute}",
+    "tf": "Keras dtype policy mixed_{compute}",
+}
+
+
+@dataclass
+class VerifyOptions:
+    """Everything `verify_files` needs besides the two files. See docs/verification.md."""
+
+    entry: str
+    inputs: Sequence[str | InputSpec]
+    policy: str | None = None  # None: the policy named in the converted file's marker, else fp32
+    device: str = "cpu"
+    seed: int = 0
+    perturb: bool = True
+    calibrate_bn: bool = False
+    tolerance: float | None = None  # replaces the derived output threshold
+    fp32_tolerance: float = DEFAULT_FP32_TOLERANCE
+    mixed_factor: float = DEFAULT_MIXED_FACTOR
+    layers: bool = True
+    source: str | None = None  # frameworks; None: detected from the files' imports
+    target: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def policy_of(converted_code: str, requested: str | None, device: str = "cpu") -> Policy:
+    """The policy the converted file was made with: `requested`, else the name in its
+    `# ptranspile: begin precision policy "NAME"` marker, else fp32."""
+    if requested is not None:
+        return resolve_policy(requested, device=device)
+    match = _POLICY_MARKER.search(converted_code)
+    if match is None:
+        return resolve_policy("fp32", device=device)
+    try:
+        return resolve_policy(match.group(1), device=device)
+    except Exception:
+        raise UsageError(
+            f"the converted file was made with policy {match.group(1)!r}, which is not a built-in: "
+            "pass the same --policy (a YAML file) to verify"
+        ) from None
+
+
+def _seed_everything(seed: int) -> None:
+    import sys
+
+    random.seed(seed)
+    np.random.seed(seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+    if "keras" in sys.modules:
+        with contextlib.suppress(Exception):  # seeding is best effort; weights are copied anyway
+            sys.modules["keras"].utils.set_random_seed(seed)
+
+
+def verify_files(
+    original: str | Path,
+    converted: str | Path,
+    options: VerifyOptions,
+    *,
+    converted_code: str | None = None,
+) -> VerificationResult:
+    """Verify `converted` (or `converted_code`, the text that would be written there) against
+    `original`. Raises VerifyError/UsageError when verification cannot run at all; a numeric
+    disagreement is a *failed result*, not an exception."""
+    from precision_transpiler.api import detect_framework
+
+    started = time.perf_counter()
+    original, converted = Path(original), Path(converted)
+    for path in (original, converted):
+        if converted_code is not None and path == converted:
+            continue
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+    specs = [s if isinstance(s, InputSpec) else parse_input_spec(s) for s in options.inputs]
+    if not specs:
+        raise UsageError("verification needs at least one --input SPEC (e.g. float32[1,3,224,224])")
+    original_code = original.read_text(encoding="utf-8")
+    code = converted_code if converted_code is not None else converted.read_text(encoding="utf-8")
+    source = options.source or detect_framework(original_code)
+    target = options.target or detect_framework(code)
+    if source is None or target is None:
+        which = original if source is None else converted
+        raise VerifyError(f"{which}: cannot tell which framework it uses (pass --from/--to)")
+    if source != target:
+        raise VerifyError(
+            f"verifying {source} -> {target} needs a weight transfer between frameworks, which arrives "
+            "with the cross-framework conversions; within one framework it works today"
+        )
+    policy = policy_of(code, options.policy, options.device)
+    adapter = adapter_for(target)
+
+    _seed_everything(options.seed)
+    original_module = import_original(original)
+    converted_module = import_converted(converted, original, code)
+    _seed_everything(options.seed)
+    reference_model = build_model(original_module, options.entry, "original")
+    _seed_everything(options.seed + 1)
+    converted_model = build_model(converted_module, options.entry, "converted")
+    for model, side in ((reference_model, "original"), (converted_model, "converted")):
+        if not adapter.is_model(model):
+            raise VerifyError(
+                f"--entry {options.entry!r} returned {type(model).__name__} in the {side} module, not a {target} model"
+            )
+    inputs = make_inputs(specs, options.seed)
+    adapter.prepare(
+        reference_model, inputs, seed=options.seed, perturb=options.perturb, calibrate_bn=options.calibrate_bn
+    )
+    adapter.copy_weights(reference_model, converted_model)
+    base = adapter.run(reference_model, inputs, capture=options.layers)
+    result = adapter.run(converted_model, inputs, capture=options.layers)
+    reference: Capture | None = None
+    low = not policy.is_full_precision
+    if low:
+        compute = policy.compute if policy.compute != "float32" else "bfloat16"
+
+        def rebuild() -> Any:
+            return build_model(original_module, options.entry, "original")
+
+        reference = adapter.run_reference(
+            reference_model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
+        )
+    verdict = _judge(base, result, reference, policy, options, target)
+    verdict.source, verdict.target = source, target
+    verdict.original, verdict.converted = str(original), str(converted)
+    verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
+    if options.layers:
+        _judge_layers(verdict, base, result, reference, options, low, adapter, converted_model, reference_model)
+    verdict.notes.append(
+        f"ran both models on {target} (CPU, inference mode), seed {options.seed}"
+        + ("; weights perturbed" if options.perturb else "")
+        + ("; BatchNorm statistics recalibrated" if options.calibrate_bn else "")
+    )
+    verdict.seconds = round(time.perf_counter() - started, 3)
+    return verdict
+
+
+def _judge(
+    base: Capture,
+    result: Capture,
+    reference: Capture | None,
+    policy: Policy,
+    options: VerifyOptions,
+    target: str,
+) -> VerificationResult:
+    failures: list[str] = []
+    base_out = {name: (array, dtype) for name, array, dtype in base.outputs}
+    conv_out = {name: (array, dtype) for name, array, dtype in result.outputs}
+    ref_out = {name: array for name, array, _ in reference.outputs} if reference else {}
+    if not base_out:
+        failures.append("the original model returned no tensors")
+    missing = [n for n in base_out if n not in conv_out]
+    extra = [n for n in conv_out if n not in base_out]
+    if missing or extra:
+        failures.append(f"output structure differs: missing {missing or '[]'}, unexpected {extra or '[]'}")
+    tolerance: dict[str, Any] = {"fp32": options.fp32_tolerance}
+    ref_err = 0.0
+    records: list[OutputRecord] = []
+    for name, (array, dtype) in base_out.items():
+        if name not in conv_out:
+            continue
+        conv_array, conv_dtype = conv_out[name]
+        floating = np.issubdtype(array.dtype, np.floating)
+        expected = policy.output if floating and not policy.is_full_precision else dtype
+        if floating and policy.is_full_precision:
+            expected = dtype
+        record = OutputRecord(
+            name,
+            list(array.shape),
+            list(conv_array.shape),
+            dtype,
+            conv_dtype,
+            expected,
+            None,
+            None,
+            None,
+            None,
+            0,
+            0,
+        )
+        records.append(record)
+        if conv_dtype != expected:
+            failures.append(f"{name}: dtype {conv_dtype}, expected {expected}")
+        if array.shape != conv_array.shape:
+            failures.append(f"{name}: shape {tuple(conv_array.shape)}, original {tuple(array.shape)}")
+            continue
+        errors = compare(array, conv_array)
+        record.max_abs_err, record.rel_err, record.cosine = errors.max_abs_err, errors.rel_err, errors.cosine
+        record.argmax_agreement = errors.argmax_agreement
+        record.nonfinite_original, record.nonfinite_converted = errors.nonfinite_original, errors.nonfinite_converted
+        if name in ref_out and ref_out[name].shape == array.shape:
+            ref = compare(array, ref_out[name])
+            record.reference_err = ref.rel_err
+            if ref.rel_err is not None:
+                ref_err = max(ref_err, ref.rel_err)
+    if reference is not None:
+        derived = options.mixed_factor * ref_err + options.fp32_tolerance
+        compute = policy.compute if policy.compute != "float32" else "bfloat16"
+        tolerance.update(
+            reference=_REFERENCE_NAMES.get(target, "framework mixed precision").format(compute=compute),
+            reference_err=ref_err,
+            factor=options.mixed_factor,
+            rule=f"{options.mixed_factor:g} x the reference's error ({ref_err:.3g}) + {options.fp32_tolerance:g}",
+        )
+    else:
+        derived = options.fp32_tolerance
+        tolerance["rule"] = f"full-precision policy: relative L2 error <= {options.fp32_tolerance:g}"
+    threshold = derived
+    if options.tolerance is not None:
+        threshold = options.tolerance
+        tolerance["derived"] = derived
+        tolerance["rule"] = f"--tolerance {options.tolerance:g} (derived would be {derived:.3g})"
+    tolerance["max_rel_err"] = threshold
+    rels = [r.rel_err for r in records if r.rel_err is not None]
+    new_nonfinite = sum(max(0, r.nonfinite_converted - r.nonfinite_original) for r in records)
+    for record in records:
+        if record.rel_err is not None and record.rel_err > threshold:
+            failures.append(f"{record.name}: relative error {record.rel_err:.3g} > tolerance {threshold:.3g}")
+        extra_bad = record.nonfinite_converted - record.nonfinite_original
+        if extra_bad > 0:
+            failures.append(f"{record.name}: {extra_bad} non-finite values the original does not have")
+        if record.rel_err is None and record.shape_original == record.shape_converted and record.max_abs_err is None:
+            if record.nonfinite_original == 0:
+                failures.append(f"{record.name}: no finite values to compare")
+    cosines = [r.cosine for r in records if r.cosine is not None]
+    argmaxes = [r.argmax_agreement for r in records if r.argmax_agreement is not None]
+    abs_errs = [r.max_abs_err for r in records if r.max_abs_err is not None]
+    return VerificationResult(
+        passed=not failures,
+        source="",
+        target="",
+        policy=policy.name,
+        original="",
+        converted="",
+        entry="",
+        inputs=[],
+        seed=0,
+        max_abs_err=max(abs_errs) if abs_errs else None,
+        max_rel_err=max(rels) if rels else None,
+        cosine=min(cosines) if cosines else None,
+        argmax_agreement=min(argmaxes) if argmaxes else None,
+        nonfinite=new_nonfinite,
+        tolerance=tolerance,
+        failures=failures,
+        outputs=records,
+    )
+
+
+def _judge_layers(
+    verdict: VerificationResult,
+    base: Capture,
+    result: Capture,
+    reference: Capture | None,
+    options: VerifyOptions,
+    low: bool,
+    adapter: Adapter,
+    converted_model: Any,
+    original_model: Any,
+) -> None:
+    """Pair layers by module path; each gets a share: for low-precision policies, the mixed
+    factor times the framework's own error at that layer plus the fp32 tolerance; for
+    full-precision policies, the output tolerance."""
+    threshold = float(verdict.tolerance["max_rel_err"])
+    for order, path in enumerate(base.order):
+        calls_a = base.layers.get(path, [])
+        calls_b = result.layers.get(path)
+        kind = base.kinds.get(path, "?")
+        record = LayerRecord(path, kind, order, len(calls_a), None, None, None, None, None, False, False, None)
+        verdict.layers.append(record)
+        if calls_a:
+            record.shape = list(calls_a[0].shape)
+        if calls_b is None:
+            record.note = "not called in the converted model"
+            continue
+        if len(calls_b) != len(calls_a):
+            record.note = f"called {len(calls_b)} times in the converted model, {len(calls_a)} in the original"
+        rels, abss = [], []
+        bad = False
+        for a, b in zip(calls_a, calls_b, strict=False):
+            if a.shape != b.shape:
+                record.note = f"shape {tuple(b.shape)} vs original {tuple(a.shape)}"
+                bad = True
+                continue
+            errors = compare(a, b)
+            if errors.new_nonfinite:
+                record.nonfinite = True
+            if errors.rel_err is not None:
+                rels.append(errors.rel_err)
+            if errors.max_abs_err is not None:
+                abss.append(errors.max_abs_err)
+        record.rel_err = max(rels) if rels else None
+        record.max_abs_err = max(abss) if abss else None
+        if reference is not None and path in reference.layers:
+            ref_rels = [
+                e
+                for a, r in zip(calls_a, reference.layers[path], strict=False)
+                if a.shape == r.shape and (e := compare(a, r).rel_err) is not None
+            ]
+            record.reference_err = max(ref_rels) if ref_rels else None
+        if low:
+            record.share = options.mixed_factor * (record.reference_err or 0.0) + options.fp32_tolerance
+            if options.tolerance is not None:
+                record.share = max(record.share, options.tolerance) if record.reference_err is None else record.share
+        else:
+            record.share = threshold
+        record.exceeded = bad or record.nonfinite or (record.rel_err is not None and record.rel_err > record.share)
+    first = next((r for r in verdict.layers if r.exceeded), None)
+    if first is not None:
+        verdict.first_bad_layer = first.path
+        first.source = adapter.layer_source(converted_model, first.path) or adapter.layer_source(
+            original_model, first.path
+        )
+        verdict.first_bad_source = first.source
+    for record in verdict.layers:
+        if record.source is None and (record.exceeded or len(verdict.layers) <= 400):
+            record.source = adapter.layer_source(converted_model, record.path)
