@@ -1,0 +1,145 @@
+"""The verification command line, end to end in subprocesses: `ptranspile verify`, `--verify`,
+`--policy auto`, `--emit-test`, reports, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.helpers import run_cli
+from tests.real_models import package_file
+
+MLP = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return self.norm(x + torch.tanh(self.fc(x)))
+
+
+class Net(nn.Module):
+    def __init__(self, dim=64, depth=4):
+        super().__init__()
+        self.stem = nn.Linear(32, dim)
+        self.blocks = nn.Sequential(*[Block(dim) for _ in range(depth)])
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+"""
+ENTRY = ["--entry", "Net()", "--input", "float32[8,32]"]
+
+
+def _model(tmp_path: Path) -> Path:
+    path = tmp_path / "mlp.py"
+    path.write_text(MLP)
+    return path
+
+
+def test_convert_and_verify_a_real_resnet_writes_reports(tmp_path: Path) -> None:
+    original = package_file("torchvision", "models/resnet.py")
+    out, report, page = tmp_path / "resnet_mixed.py", tmp_path / "r.json", tmp_path / "r.html"
+    run = run_cli(
+        str(original), "--to", "torch", "--policy", "mixed", "-o", str(out), "--verify",
+        "--entry", "resnet18(num_classes=10)", "--input", "float32[2,3,64,64]", "--calibrate-bn",
+        "--report-json", str(report), "--report-html", str(page),
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "imports the frameworks" in run.err and "PASSED" in run.err
+    data = json.loads(report.read_text())
+    assert data["passed"] is True and data["policy"] == "mixed" and data["source"] == "torch"
+    assert 0 < data["max_rel_err"] <= data["tolerance"]["max_rel_err"]
+    assert data["files"][0]["changed"] is True  # the conversion's own report is in the same file
+    assert {layer["path"] for layer in data["layers"]} >= {"conv1", "layer1.0.conv1", "fc"}
+    assert "report-data" in page.read_text() and out.is_file()
+
+
+def test_verify_subcommand_fails_with_exit_1_and_names_the_layer(tmp_path: Path) -> None:
+    original = _model(tmp_path)
+    converted = tmp_path / "mlp_fp32.py"
+    converted.write_text(MLP.replace("nn.LayerNorm(dim)", "nn.LayerNorm(dim, eps=0.5)"))
+    report = tmp_path / "r.json"
+    run = run_cli("verify", str(original), str(converted), *ENTRY, "--report-json", str(report))
+    assert run.code == 1, run.err
+    assert "FAILED" in run.err
+    data = json.loads(report.read_text())
+    assert data["passed"] is False and data["first_bad_layer"] == "blocks.0.norm"
+    line = MLP.splitlines().index("        self.norm = nn.LayerNorm(dim)") + 1
+    assert data["first_bad_source"] == f"{converted}:{line}"
+    ok = run_cli("verify", str(original), str(original), *ENTRY, "-q")
+    assert ok.code == 0 and ok.err.count("\n") == 1 and "PASSED" in ok.err, ok.err  # -q: the verdict only
+
+
+def test_usage_errors_are_one_line_exit_2(tmp_path: Path) -> None:
+    original = _model(tmp_path)
+    cases = [
+        (["verify", str(original), str(original), "--input", "float32[8,32]"], "--entry"),
+        (["verify", str(original), str(original), "--entry", "Net()"], "--input"),
+        (["verify", str(original), str(original), "--entry", "Net()", "--input", "float[8]"], "unknown dtype"),
+        (["verify", str(original), str(tmp_path / "nope.py"), *ENTRY], "no such file"),
+        (["verify", str(original), str(original), "--entry", "Nett()", "--input", "float32[8,32]"], "NameError"),
+        ([str(original), str(original), "--to", "torch", "--verify", *ENTRY], "exactly one model file"),
+        ([str(original), "--to", "torch", "--verify", "--in-place", *ENTRY], "-o OUT"),
+        (["verify", str(original), str(original), *ENTRY, "--mixed-factor", "0.5"], "--mixed-factor"),
+    ]
+    for args, expected in cases:
+        run = run_cli(*args)
+        assert run.code == 2, (args, run.err)
+        lines = [ln for ln in run.err.splitlines() if ln.startswith("ptranspile: error")]
+        assert len(lines) == 1 and expected in lines[0], (args, run.err)
+        assert "Traceback" not in run.err
+
+
+def test_policy_auto_writes_a_policy_that_the_normal_flags_use(tmp_path: Path) -> None:
+    original = _model(tmp_path)
+    mixed = run_cli(str(original), "--to", "torch", "--policy", "mixed", "--verify", *ENTRY, "--report-json",
+                    str(tmp_path / "m.json"))  # fmt: skip
+    assert mixed.code == 0, mixed.err
+    tight = json.loads((tmp_path / "m.json").read_text())["max_rel_err"] / 3
+    policy = tmp_path / "found.yaml"
+    out = tmp_path / "mlp_auto.py"
+    run = run_cli(
+        str(original), "--to", "torch", "--policy", "auto", "--tolerance", f"{tight:.3g}", "-o", str(out),
+        "--policy-out", str(policy), *ENTRY,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "verification runs" in run.err
+    data = yaml.safe_load(policy.read_text())
+    assert data["extends"] == "mixed" and data["overrides"], data
+    assert all(o["compute"] == "float32" for o in data["overrides"])
+    again = run_cli(
+        str(original), "--to", "torch", "--policy", str(policy), "-o", str(tmp_path / "again.py"), "--verify",
+        "--tolerance", f"{tight:.3g}", *ENTRY,
+    )  # fmt: skip
+    assert again.code == 0, again.err
+    assert (tmp_path / "again.py").read_text() == out.read_text()
+
+
+def test_emit_test_writes_a_pytest_file_that_passes_then_catches_a_regression(tmp_path: Path) -> None:
+    original = _model(tmp_path)
+    out = tmp_path / "mlp_mixed.py"
+    test_file = tmp_path / "tests" / "test_mlp_equivalence.py"
+    test_file.parent.mkdir()
+    run = run_cli(
+        str(original), "--to", "torch", "--policy", "mixed", "-o", str(out), *ENTRY, "--emit-test", str(test_file)
+    )
+    assert run.code == 0, run.err
+    text = test_file.read_text()
+    assert "verify_files" in text and "TOLERANCE = " in text and "../mlp.py" in text
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    passed = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    out.write_text(out.read_text().replace("torch.tanh(", "torch.sigmoid("))  # a numeric regression
+    failed = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert failed.returncode == 1 and "relative error" in failed.stdout, failed.stdout
