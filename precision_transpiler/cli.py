@@ -412,7 +412,7 @@ def _precision_report(results: list[TranspileResult]) -> str:
         factor = {"float32": 1.0, "bfloat16": 0.5, "float16": 0.5, "float64": 2.0}.get(str(param), 1.0)
         out.append(
             f"   parameter bytes: float32 -> {param} (x{factor:.2f}; norms and other keep-fp32 layers stay "
-            "float32; the factor is per parameter, not a measured size)"
+            "float32; exact byte counts come from `ptranspile verify`)"
         )
     return "\n".join(out)
 

@@ -74,6 +74,7 @@ class VerificationResult:
     first_bad_layer: str | None = None
     first_bad_source: str | None = None
     notes: list[str] = field(default_factory=list)
+    param_bytes: dict[str, int] | None = None  # {"original": ..., "converted": ...} after the runs
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:

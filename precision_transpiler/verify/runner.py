@@ -164,6 +164,9 @@ def verify_files(
     verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
     if options.layers:
         _judge_layers(verdict, base, result, reference, options, low, adapter, converted_model, reference_model)
+    measure = getattr(adapter, "param_bytes", None)
+    if measure is not None:
+        verdict.param_bytes = {"original": measure(reference_model), "converted": measure(converted_model)}
     verdict.notes.append(
         f"ran both models on {target} (CPU, inference mode), seed {options.seed}"
         + ("; weights perturbed" if options.perturb else "")

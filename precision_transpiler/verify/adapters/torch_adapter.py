@@ -181,6 +181,12 @@ class TorchAdapter:
         tensors = [t.to(low) if t.is_floating_point() else t for t in tensors]
         return self._run(pure, tensors, capture=capture)
 
+    def param_bytes(self, model: Any) -> int:
+        """Bytes of parameters and buffers as the model holds them now (after a forward, so a
+        policy's one-time parameter cast has happened)."""
+        tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+        return sum(t.numel() * t.element_size() for t in tensors.values())
+
     def layer_source(self, model: Any, path: str) -> str | None:
         chain: list[tuple[str, object]] = [("", model)]
         current = model
