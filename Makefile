@@ -38,6 +38,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples
+	bash .ci/ensure-chromium
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
