@@ -35,6 +35,11 @@ demo: $(STAMP)
 	@echo
 	@echo "== ptranspile examples/attention_block.py --to torch --policy mixed --report --diff"
 	-@$(BIN)/ptranspile examples/attention_block.py --to torch --policy mixed --report --diff
+	@echo
+	@echo "== verify it: run the mixed model against the original (out/attention_block_verify.html)"
+	@$(BIN)/ptranspile examples/attention_block.py --to torch --policy mixed -o out/attention_block_mixed.py \
+		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" \
+		--report-json out/attention_block_verify.json --report-html out/attention_block_verify.html
 
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples
