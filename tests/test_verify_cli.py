@@ -143,3 +143,19 @@ def test_emit_test_writes_a_pytest_file_that_passes_then_catches_a_regression(tm
     out.write_text(out.read_text().replace("torch.tanh(", "torch.sigmoid("))  # a numeric regression
     failed = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert failed.returncode == 1 and "relative error" in failed.stdout, failed.stdout
+
+
+def test_thresholds_come_from_pyproject_and_flags_override_them(tmp_path: Path) -> None:
+    _model(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.ptranspile]\nto = 'torch'\ntolerance = 1e-9\nseed = 3\n")
+    report = tmp_path / "r.json"
+    strict = run_cli("mlp.py", "--policy", "mixed", "--verify", *ENTRY, "--report-json", str(report), cwd=tmp_path)
+    assert strict.code == 1, strict.err
+    data = json.loads(report.read_text())
+    assert data["tolerance"]["max_rel_err"] == 1e-9 and data["seed"] == 3
+    assert data["tolerance"]["derived"] > 1e-9  # the rule's value is still reported
+    loose = run_cli("mlp.py", "--policy", "mixed", "--verify", *ENTRY, "--tolerance", "0.5", cwd=tmp_path)
+    assert loose.code == 0, loose.err
+    (tmp_path / "pyproject.toml").write_text("[tool.ptranspile]\nmixed-factor = 'two'\n")
+    bad = run_cli("mlp.py", "--to", "torch", "--verify", *ENTRY, cwd=tmp_path)
+    assert bad.code == 2 and "'mixed-factor' has the wrong type" in bad.err
