@@ -6,8 +6,11 @@ an XLA bf16 matmul with bf16 output is 1.2x *slower* than fp32, with fp32 accumu
 (../shared/REFERENCE.md), so low-precision linear/conv layers get fp32 accumulation. Keep-fp32
 classes (LayerNorm, RMSNorm, embeddings) get `dtype=float32`; keep-fp32 functions
 (`jax.nn.softmax(x)`) get float32 inputs; `__call__` of every nnx.Module subclass is wrapped so
-that the outermost call returns the policy's output dtype. All inserted names start with
-`_ptranspile_`/`_PTRANSPILE_`, so `precision.strip` removes them exactly.
+that the outermost call returns the policy's output dtype. `path:` overrides with
+`compute: float32` cannot be decided statically (paths exist only at run time), so the wrapper's
+outermost call sets `dtype=float32` (and drops `preferred_element_type`) on the submodules whose
+NNX path matches, once per module; that code is emitted only for such policies. All inserted
+names start with `_ptranspile_`/`_PTRANSPILE_`, so `precision.strip` removes them exactly.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def _ptranspile_recompute_fp32(call, module, args, kwargs):
 
 def _ptranspile_policy(call):
     """Cast the outermost module's floating outputs to the policy's output dtype."""
-    def run(self, *args, **kwargs):
+    def run(self, *args, **kwargs):{paths_call}
         _PTRANSPILE_DEPTH[0] += 1
         try:
             out = call(self, *args, **kwargs)
@@ -95,6 +98,41 @@ def _ptranspile_policy(call):
     run.__name__ = call.__name__
     run.__wrapped__ = call
     return run
+{paths_helpers}'''
+
+# Emitted only when the policy has `path:` overrides with `compute: float32`, so that every other
+# policy's generated code stays as it was.
+PATHS_CALL = """
+        if not _PTRANSPILE_DEPTH[0]:
+            _ptranspile_apply_paths(self)"""
+
+PATHS_HELPERS = '''
+
+_PTRANSPILE_FP32_PATHS = {fp32_paths}
+_PTRANSPILE_PATHS_DONE = []  # weak references to the modules the path overrides were applied to
+
+
+def _ptranspile_apply_paths(module):
+    """Path overrides with compute float32: the submodules whose NNX path (`convs.1`,
+    `block.attn`, relative to the outermost module called) matches a glob, and everything inside
+    them, compute in float32. Applied once per outermost module."""
+    import fnmatch
+    import weakref
+
+    from flax import nnx
+
+    _PTRANSPILE_PATHS_DONE[:] = [ref for ref in _PTRANSPILE_PATHS_DONE if ref() is not None]
+    if any(ref() is module for ref in _PTRANSPILE_PATHS_DONE):
+        return
+    _PTRANSPILE_PATHS_DONE.append(weakref.ref(module))
+    for path, sub in nnx.iter_modules(module):
+        names = [".".join(str(p) for p in path[:k]) for k in range(1, len(path) + 1)]
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names for pattern in _PTRANSPILE_FP32_PATHS):
+            continue
+        if hasattr(sub, "dtype"):
+            object.__setattr__(sub, "dtype", jnp.float32)
+        if getattr(sub, "preferred_element_type", None) is not None:
+            object.__setattr__(sub, "preferred_element_type", None)
 '''
 
 
@@ -164,8 +202,21 @@ class FlaxPolicyPass(PolicyPass):
 
 def helper_block(policy: Policy, nan_fallback: bool = False) -> list[cst.BaseStatement]:
     output = policy.classes.get("output", {}).get("output", policy.output)
+    fp32_paths = fp32_path_overrides(policy)
+    paths_helpers = PATHS_HELPERS.format(fp32_paths=repr(fp32_paths)) if fp32_paths else ""
     return helper_statements(
         HELPERS.format(
-            name=policy.name, compute=policy.compute, param=policy.param, output=output, nan_fallback=nan_fallback
+            name=policy.name,
+            compute=policy.compute,
+            param=policy.param,
+            output=output,
+            nan_fallback=nan_fallback,
+            paths_call=PATHS_CALL if fp32_paths else "",
+            paths_helpers=paths_helpers,
         )
     )
+
+
+def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:
+    """The globs of `path:` overrides that keep a module in float32 (applied at run time)."""
+    return tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")

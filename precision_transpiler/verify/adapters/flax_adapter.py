@@ -1,0 +1,343 @@
+"""Flax NNX side of verification: `model.eval()`, seeded perturbation of every Param and
+BatchStat, BatchNorm calibration, `nnx.state`/`nnx.update` weight copies, per-layer capture by
+NNX graph path, and Flax's own per-layer `dtype=` as the low-precision reference.
+
+Conventions (shared with the other adapters, so that the verifier pairs things by name):
+
+* Layer paths are NNX graph paths joined with "." (`convs.0`, `block.attn.query`), exactly what
+  `nnx.iter_modules` yields and what a policy file's `overrides: [{path: ...}]` matches in the
+  generated Flax policy code. The root module is not a layer; containers (`nnx.List`) are never
+  called, so they never appear.
+* Outputs are flattened to `out` (a single array), `out[0]` (tuple/list items), `out['logits']`
+  (dict keys) and `out.name` (dataclass-like fields), nested as needed: `out[1]['h']`.
+* bfloat16/float16 arrays come back as float32 NumPy arrays, their dtype reported as the
+  framework's name ("bfloat16"); integer outputs keep their dtype.
+
+Everything runs eagerly (no `jax.jit`): layer capture swaps each submodule's class for a
+recording subclass, which only works while Python runs the model's code.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from precision_transpiler.errors import VerifyError
+from precision_transpiler.verify.adapters.base import Capture
+from precision_transpiler.verify.sources import layer_source
+
+# Relative size of the perturbation (of the tensor's spread, or absolute for constant tensors).
+_NOISE = 0.05
+
+
+def _nnx() -> Any:
+    from flax import nnx
+
+    return nnx
+
+
+def _jnp() -> Any:
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def _is_floating(dtype: Any) -> bool:
+    jnp = _jnp()
+    try:
+        return bool(jnp.issubdtype(dtype, jnp.floating))
+    except TypeError:  # PRNG key dtypes and other extended dtypes
+        return False
+
+
+def to_numpy(array: Any) -> np.ndarray:
+    """A NumPy copy; 16-bit floats widened to float32 (NumPy has no arithmetic for bfloat16)."""
+    out = np.asarray(array)
+    if _is_floating(out.dtype) and out.dtype.itemsize < 4:
+        return out.astype(np.float32)
+    return np.array(out, copy=True)
+
+
+def dtype_name(array: Any) -> str:
+    return str(np.dtype(array.dtype))
+
+
+def _key_name(key: Any) -> str:
+    """One step of a `jax.tree_util` key path, in the verifier's output naming."""
+    import jax
+
+    tu = jax.tree_util
+    if isinstance(key, tu.SequenceKey):
+        return f"[{key.idx}]"
+    if isinstance(key, tu.DictKey):
+        return f"[{key.key!r}]"
+    if isinstance(key, tu.GetAttrKey):
+        return f".{key.name}"
+    if isinstance(key, tu.FlattenedIndexKey):
+        return f"[{key.key}]"
+    return f"[{key!s}]"
+
+
+def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
+    """(name, array) for every array leaf of a (nested) output, in pytree order."""
+    import jax
+
+    leaves = jax.tree_util.tree_flatten_with_path(value)[0]
+    return [(name + "".join(_key_name(k) for k in path), leaf) for path, leaf in leaves if hasattr(leaf, "dtype")]
+
+
+def _first_float(value: Any) -> Any | None:
+    import jax
+
+    for leaf in jax.tree_util.tree_leaves(value):
+        if hasattr(leaf, "dtype") and _is_floating(leaf.dtype):
+            if isinstance(leaf, jax.core.Tracer):
+                return None  # inside a transform the model applies itself: nothing concrete to record
+            return leaf
+    return None
+
+
+def _path_name(path: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in path)
+
+
+# -- layer capture -------------------------------------------------------------------------------
+#
+# Python looks special methods up on the type, so an instance attribute `__call__` is ignored.
+# Capture therefore swaps each submodule's `__class__` for a subclass (made once per class and
+# cached) whose `__call__` records the output of the original `__call__`; the classes are restored
+# in a `finally`. A module-level stack of active recorders says which instances to record where.
+
+_RECORDING: dict[type, type] = {}  # original class -> recording subclass (a subclass keeps its base alive)
+_ACTIVE: list[tuple[dict[int, str], Capture]] = []
+
+
+def _recording_class(cls: type) -> type:
+    sub = _RECORDING.get(cls)
+    if sub is not None:
+        return sub
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = cls.__call__(self, *args, **kwargs)
+        if _ACTIVE:
+            paths, capture = _ACTIVE[-1]
+            path = paths.get(id(self))
+            if path is not None:
+                _record(capture, path, out)
+        return out
+
+    namespace = {"__call__": __call__, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    sub = type(cls)(cls.__name__, (cls,), namespace)
+    _RECORDING[cls] = sub
+    return sub
+
+
+def _record(capture: Capture, path: str, out: Any) -> None:
+    leaf = _first_float(out)
+    if leaf is None:
+        return
+    if path not in capture.layers:
+        capture.layers[path] = []
+        capture.order.append(path)
+    capture.layers[path].append(to_numpy(leaf).astype(np.float32, copy=False))
+
+
+def _submodules(model: Any) -> Iterator[tuple[str, Any]]:
+    """(path, module) for every submodule (not the root), each instance once."""
+    nnx = _nnx()
+    for path, module in nnx.iter_modules(model):
+        if path:
+            yield _path_name(path), module
+
+
+class FlaxAdapter:
+    """The `Adapter` for `flax.nnx.Module` models (framework name "jax")."""
+
+    name = "jax"
+
+    def is_model(self, obj: Any) -> bool:
+        if "flax.nnx" not in sys.modules:  # nothing can be an nnx.Module before flax is imported
+            return False
+        return isinstance(obj, _nnx().Module)
+
+    # -- preparation ------------------------------------------------------------------------------
+
+    def prepare(self, model: Any, inputs: list[np.ndarray], *, seed: int, perturb: bool, calibrate_bn: bool) -> None:
+        """eval() (Dropout deterministic, BatchNorm on running averages), then perturb, then
+        calibrate, so that the running statistics describe the perturbed network."""
+        model.eval()
+        if perturb:
+            self._perturb(model, seed)
+        if calibrate_bn:
+            self._calibrate(model, inputs)
+
+    def _perturb(self, model: Any, seed: int) -> None:
+        """Add seeded noise to every floating Param and BatchStat: 5% of the tensor's standard
+        deviation, or 0.05 absolute for a constant tensor (BatchNorm scale=1/bias=0, zero-init
+        heads and residual scales must change too). Variances are scaled by 1 + 0.05|noise| so
+        that they stay positive."""
+        nnx = _nnx()
+        jnp = _jnp()
+        rng = np.random.default_rng(seed)
+        for path, var in nnx.iter_graph(model):
+            if not isinstance(var, nnx.Param | nnx.BatchStat) or not _is_floating(var.dtype):
+                continue
+            value = np.asarray(var[...], dtype=np.float64)
+            noise = rng.standard_normal(value.shape)
+            if isinstance(var, nnx.BatchStat) and path and path[-1] == "var":
+                new = value * (1 + _NOISE * np.abs(noise))
+            else:
+                spread = float(value.std()) if value.size > 1 else 0.0
+                new = value + noise * _NOISE * (spread if spread > 0 and np.isfinite(spread) else 1.0)
+            var[...] = jnp.asarray(new, dtype=var.dtype)
+
+    def _calibrate(self, model: Any, inputs: list[np.ndarray]) -> None:
+        """Running statistics := this batch's statistics: BatchNorm layers (only they: Dropout stays
+        deterministic, so the statistics are reproducible) run once on batch statistics with
+        momentum 0, which makes `ra = momentum * ra + (1 - momentum) * batch` the batch value."""
+        nnx = _nnx()
+        norms = [m for _, m in nnx.iter_modules(model) if isinstance(m, nnx.BatchNorm)]
+        if not norms:
+            return
+        saved = [(m, m.momentum) for m in norms]
+        try:
+            for module in norms:
+                module.momentum = 0.0
+                module.use_running_average = False
+            model(*self._inputs(inputs))
+        finally:
+            for module, momentum in saved:
+                module.momentum = momentum
+            model.eval()
+
+    def copy_weights(self, source: Any, target: Any) -> None:
+        """`nnx.update(target, nnx.state(source))`, each leaf cast to the dtype the target's
+        variable has (a `bf16` policy stores parameters in bfloat16)."""
+        nnx = _nnx()
+        jnp = _jnp()
+        src = dict(nnx.to_flat_state(nnx.state(source)))
+        dst = dict(nnx.to_flat_state(nnx.state(target)))
+        weights = (nnx.Param, nnx.BatchStat)
+        missing = sorted(_path_name(p) for p, v in src.items() if isinstance(v, weights) and p not in dst)
+        extra = sorted(_path_name(p) for p, v in dst.items() if isinstance(v, weights) and p not in src)
+        if missing or extra:
+            raise VerifyError(
+                "the converted model's variables differ from the original's: "
+                f"missing {missing[:5] or '[]'}, unexpected {extra[:5] or '[]'}"
+            )
+        new = []
+        for path, var in dst.items():
+            if path not in src:
+                continue
+            value = src[path][...]
+            if getattr(value, "shape", None) != getattr(var[...], "shape", None):
+                raise VerifyError(
+                    f"variable {_path_name(path)}: shape {value.shape} in the original, "
+                    f"{var[...].shape} in the converted"
+                )
+            if _is_floating(var.dtype):
+                value = jnp.asarray(value).astype(var.dtype)
+            new.append((path, var.replace(value)))
+        nnx.update(target, nnx.from_flat_state(new))
+        target.eval()
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def _inputs(self, inputs: list[np.ndarray]) -> list[Any]:
+        """JAX arrays with the given dtypes; 64-bit ones narrowed as JAX does without x64 (NumPy's
+        default int64 becomes int32, which is what a JAX model expects)."""
+        import jax
+
+        jnp = _jnp()
+        x64 = bool(jax.config.read("jax_enable_x64"))
+        narrow = {np.dtype(np.int64): np.int32, np.dtype(np.uint64): np.uint32, np.dtype(np.float64): np.float32}
+        arrays = []
+        for array in inputs:
+            array = np.asarray(array)
+            if not x64 and array.dtype in narrow:
+                array = array.astype(narrow[array.dtype])
+            arrays.append(jnp.asarray(array))
+        return arrays
+
+    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool) -> Capture:
+        model.eval()
+        result = Capture(outputs=[])
+        arrays = self._inputs(inputs)
+        out = self._captured(model, arrays, result) if capture else model(*arrays)
+        result.outputs = [(name, to_numpy(a), dtype_name(a)) for name, a in flatten(out)]
+        return result
+
+    def _captured(self, model: Any, arrays: list[Any], result: Capture) -> Any:
+        paths: dict[int, str] = {}
+        swapped: list[tuple[Any, type]] = []
+        try:
+            for path, module in _submodules(model):
+                cls = type(module)
+                paths[id(module)] = path
+                result.kinds[path] = cls.__name__
+                object.__setattr__(module, "__class__", _recording_class(cls))
+                swapped.append((module, cls))
+            _ACTIVE.append((paths, result))
+            try:
+                return model(*arrays)
+            finally:
+                _ACTIVE.pop()
+        finally:
+            for module, cls in swapped:
+                object.__setattr__(module, "__class__", cls)
+
+    def run_reference(
+        self,
+        model: Any,
+        rebuild: Callable[[], Any],
+        inputs: list[np.ndarray],
+        *,
+        compute: str,
+        param: str,
+        capture: bool,
+    ) -> Capture:
+        """Flax's own low precision on a clone of `model`: every layer with a `dtype` attribute
+        computes in `compute` (LayerNorm/BatchNorm still take their statistics in float32, as
+        Flax does), parameters stored in `param` when that is not float32."""
+        nnx = _nnx()
+        jnp = _jnp()
+        low = jnp.dtype(compute)
+        clone = nnx.clone(model)
+        for _, module in nnx.iter_modules(clone):
+            current = getattr(module, "dtype", _MISSING)
+            if current is not _MISSING and (current is None or _is_floating(current)):
+                module.dtype = low
+        if param != "float32":
+            stored = jnp.dtype(param)
+            for _, module in nnx.iter_modules(clone):
+                if hasattr(module, "param_dtype"):
+                    module.param_dtype = stored
+            for _, var in nnx.iter_graph(clone):
+                if isinstance(var, nnx.Param) and _is_floating(var.dtype):
+                    var[...] = var[...].astype(stored)
+        return self.run(clone, inputs, capture=capture)
+
+    def layer_source(self, model: Any, path: str) -> str | None:
+        chain: list[tuple[str, object]] = [("", model)]
+        current = model
+        for part in path.split("."):
+            current = _child(current, part)
+            if current is None:
+                return None
+            chain.append((part, current))
+        return layer_source(chain)
+
+
+_MISSING = object()
+
+
+def _child(node: Any, part: str) -> Any:
+    if part.isdigit():
+        try:
+            return node[int(part)]
+        except (TypeError, IndexError, KeyError):
+            pass
+    return getattr(node, part, None)
