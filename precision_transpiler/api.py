@@ -129,18 +129,7 @@ def transpile(
     if to == "torch" and outcome.source in ("torch", None):
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "tf" and outcome.source in ("tf", None):
-        new_module, precision = _apply_keras_policy(new_module, policy_obj, table)
-        if nan_fallback and precision:
-            outcome.diagnostics.append(
-                Diagnostic(
-                    path,
-                    1,
-                    1,
-                    "warning",
-                    "nan-fallback-unsupported",
-                    "--nan-fallback is not implemented for Keras code yet (torch and Flax only)",
-                )
-            )
+        new_module, precision = _apply_keras_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "jax" and outcome.source in ("jax", None):
         new_module, precision = _apply_flax_policy(new_module, policy_obj, table, nan_fallback)
     elif not policy_obj.is_full_precision:
@@ -156,6 +145,15 @@ def transpile(
             )
         )
     code = new_module.code
+    if to == "jax" and outcome.source == "torch":
+        from precision_transpiler.convert.cleanup import drop_orphaned_imports
+        from precision_transpiler.convert.vendor import vendor_shims
+
+        code, missing = vendor_shims(drop_orphaned_imports(source, code))
+        for symbol in missing:
+            outcome.diagnostics.append(
+                Diagnostic(path, 1, 1, "error", "missing-shim", f"{symbol} is named by a mapping table but not defined")
+            )
     diagnostics = sorted(outcome.diagnostics, key=lambda d: (d.line, d.col, d.code, d.message))
     return result(
         code,
@@ -168,16 +166,26 @@ def transpile(
     )
 
 
-def _apply_keras_policy(module: cst.Module, policy: Any, table: MappingSet) -> tuple[cst.Module, list[Any]]:
-    """Strip what an earlier run inserted, then apply `policy` to Keras layers."""
+def _apply_keras_policy(
+    module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
+) -> tuple[cst.Module, list[Any]]:
+    """Strip what an earlier run inserted, then apply `policy` to Keras layers. The helper block
+    depends on what the pass found (subclassed layers, models to check for NaN), so the pass
+    made by `_apply_layer_policy` is kept here for it."""
     from precision_transpiler.precision import keras_policy
+
+    passes: list[keras_policy.KerasPolicyPass] = []
+
+    def make_pass(policy: Any, table: MappingSet, module: cst.Module, source: str) -> keras_policy.KerasPolicyPass:
+        passes.append(keras_policy.KerasPolicyPass(policy, table, module, source, nan_fallback))
+        return passes[-1]
 
     return _apply_layer_policy(
         module,
         policy,
         table,
-        keras_policy.KerasPolicyPass,
-        lambda p: keras_policy.helper_block(p, table),
+        make_pass,
+        lambda p: keras_policy.helper_block(p, table, nan_fallback, passes[-1].needs_runtime),
         [("keras", "keras")],
     )
 

@@ -925,10 +925,10 @@ OP_COVERAGE = {
 
 
 def test_every_op_row_is_covered() -> None:
-    """Each op of the op tables is exercised; each listed use really is in its case and is
-    rewritten when the case is converted."""
-    ops = load_mappings().ops
-    assert set(OP_COVERAGE) == set(ops)
+    """Each op of the dtype op table is exercised; each listed use really is in its case and is
+    rewritten when the case is converted. (tensor_ops.yaml has its own: test_tensor_ops_execute.)"""
+    ops = {name for name, op in load_mappings().ops.items() if "dtype_ops.yaml:" in op.origin}
+    assert set(OP_COVERAGE) == ops
     for op, uses in OP_COVERAGE.items():
         for case_id, text in uses:
             case = _case(case_id)

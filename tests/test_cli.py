@@ -12,7 +12,7 @@ from tests.helpers import run_cli
 
 TORCH_SRC = "import torch\n\n\ndef f(x):\n    return x.half()  # keep me\n"
 JAX_OUT = "import jax.numpy as jnp\n\n\ndef f(x):\n    return x.astype(jnp.float16)  # keep me\n"
-UNSUPPORTED_SRC = "import torch\ny = torch.relu(x).half()\n"
+UNSUPPORTED_SRC = "import torch\ny = torch.digamma(x).half()\n"
 
 
 @pytest.fixture
@@ -41,10 +41,10 @@ def test_output_file_and_report_json(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     r = run_cli(str(src), "--to", "jax", "-o", str(out), "--report-json", str(report), cwd=tmp_path)
     assert r.code == 1  # unsupported construct reported
-    assert f"{src}:2:5: unsupported: torch.relu has no mapping to jax" in r.err
+    assert f"{src}:2:5: unsupported: torch.digamma has no mapping to jax" in r.err
     text = out.read_text()
-    assert "# ptranspile: unsupported: torch.relu has no mapping to jax\n" in text
-    assert "torch.relu(x).astype(jnp.float16)" in text
+    assert "# ptranspile: unsupported: torch.digamma has no mapping to jax\n" in text
+    assert "torch.digamma(x).astype(jnp.float16)" in text
     data = json.loads(report.read_text())
     (entry,) = data["files"]
     assert entry["source"] == "torch" and entry["target"] == "jax" and entry["changed"] is True
@@ -59,7 +59,7 @@ def test_strict_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o.py"
     r = run_cli(str(src), "--to", "jax", "--strict", "-o", str(out), cwd=tmp_path)
     assert r.code == 1
-    assert "error: unsupported: torch.relu" in r.err
+    assert "error: unsupported: torch.digamma" in r.err
     assert not out.exists()
 
 
@@ -199,7 +199,7 @@ def test_usage_errors(tmp_path: Path, args: list[str], needle: str) -> None:
 def test_malformed_mapping_table_names_file_line_key(tmp_path: Path) -> None:
     tables = tmp_path / "tables"
     tables.mkdir()
-    (tables / "bad.yaml").write_text("kind: ops\nops:\n  relu:\n    params: {x: tensor}\n    torch: '{x}.relu()'\n")
+    (tables / "bad.yaml").write_text("kind: ops\nops:\n  relu:\n    params: {x: matrix}\n    torch: '{x}.relu()'\n")
     src = tmp_path / "m.py"
     src.write_text(TORCH_SRC)
     r = run_cli(str(src), "--to", "jax", "--mappings", str(tables), cwd=tmp_path)

@@ -17,12 +17,12 @@ EXTRA_OP = textwrap.dedent(
     """\
     kind: ops
     ops:
-      relu:
-        summary: Rectified linear unit.
+      digamma:
+        summary: Logarithmic derivative of the gamma function.
         params: {x: any}
-        torch: ["torch.relu({x:input})", "{x}.relu()"]
-        jax: ["jax.nn.relu({x})"]
-        tf: ["tensorflow.nn.relu({x:features})"]
+        torch: ["torch.digamma({x:input})", "{x}.digamma()"]
+        jax: ["jax.lax.digamma({x})"]
+        tf: ["tensorflow.math.digamma({x})"]
     """
 )
 
@@ -40,19 +40,19 @@ def test_builtin_tables_load_and_cover_every_canonical_dtype() -> None:
 
 
 def test_extra_directory_adds_a_mapping(tmp_path: Path) -> None:
-    src = "import torch\ny = torch.relu(x)\n"
+    src = "import torch\ny = torch.digamma(x)\n"
     before = transpile(src, to="jax")
     assert [d.code for d in before.unsupported] == ["unsupported-symbol"]
-    (tmp_path / "relu.yaml").write_text(EXTRA_OP)
+    (tmp_path / "digamma.yaml").write_text(EXTRA_OP)
     after = transpile(src, to="jax", mappings=[tmp_path])
-    assert after.code == "import jax\ny = jax.nn.relu(x)\n"
+    assert after.code == "import jax\ny = jax.lax.digamma(x)\n"
     assert after.ok
-    tf = transpile("import torch\ny = x.relu()\n", to="tf", mappings=[tmp_path])
-    assert tf.code == "import tensorflow as tf\ny = tf.nn.relu(x)\n"
+    tf = transpile("import torch\ny = x.digamma()\n", to="tf", mappings=[tmp_path])
+    assert tf.code == "import tensorflow as tf\ny = tf.math.digamma(x)\n"
     # and through the CLI
     (tmp_path / "m.py").write_text(src)
     r = run_cli(str(tmp_path / "m.py"), "--to", "jax", "--mappings", str(tmp_path))
-    assert r.code == 0 and "jax.nn.relu(x)" in r.out
+    assert r.code == 0 and "jax.lax.digamma(x)" in r.out
 
 
 def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
@@ -67,12 +67,12 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
     ("text", "where"),
     [
         (
-            "kind: ops\nops:\n  relu:\n    params: {x: any}\n    torch: '{x.relu()'\n",
-            ":5: ops.relu.torch: malformed placeholder",
+            "kind: ops\nops:\n  digamma:\n    params: {x: any}\n    torch: '{x.digamma()'\n",
+            ":5: ops.digamma.torch: malformed placeholder",
         ),
         (
-            "kind: ops\nops:\n  relu:\n    torch: '{x}.relu()'\n",
-            ":4: ops.relu.torch: placeholder(s) ['x'] not declared",
+            "kind: ops\nops:\n  digamma:\n    torch: '{x}.digamma()'\n",
+            ":4: ops.digamma.torch: placeholder(s) ['x'] not declared",
         ),
         ("kind: nonsense\n", ":1: kind: expected one of"),
         (
@@ -106,22 +106,22 @@ def test_malformed_tables_name_file_line_key(tmp_path: Path, text: str, where: s
 def test_entry_point_group_adds_tables(tmp_path: Path) -> None:
     """A package registering a directory under `precision_transpiler.mappings` is picked up."""
     site = tmp_path / "site"
-    pkg = site / "ptx_relu_tables"
+    pkg = site / "ptx_digamma_tables"
     (pkg / "tables").mkdir(parents=True)
     (pkg / "__init__.py").write_text("from pathlib import Path\nTABLES = Path(__file__).parent / 'tables'\n")
-    (pkg / "tables" / "relu.yaml").write_text(EXTRA_OP)
-    dist = site / "ptx_relu_tables-1.0.dist-info"
+    (pkg / "tables" / "digamma.yaml").write_text(EXTRA_OP)
+    dist = site / "ptx_digamma_tables-1.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ptx-relu-tables\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[precision_transpiler.mappings]\nrelu = ptx_relu_tables:TABLES\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ptx-digamma-tables\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[precision_transpiler.mappings]\ndigamma = ptx_digamma_tables:TABLES\n")
     script = (
         f"import sys; sys.path.insert(0, {str(site)!r})\n"
         "from precision_transpiler import transpile\n"
-        "print(transpile('import torch\\ny = torch.relu(x)\\n', to='jax').code)\n"
+        "print(transpile('import torch\\ny = torch.digamma(x)\\n', to='jax').code)\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "y = jax.nn.relu(x)" in proc.stdout
+    assert "y = jax.lax.digamma(x)" in proc.stdout
 
 
 def test_table_cache_notices_edits(tmp_path, monkeypatch) -> None:
@@ -131,14 +131,14 @@ def test_table_cache_notices_edits(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     tables = tmp_path / "tables"
     tables.mkdir()
-    table = tables / "relu.yaml"
+    table = tables / "digamma.yaml"
     table.write_text(EXTRA_OP)
     registry._load_cached.cache_clear()
-    assert "relu" in load_mappings([tables]).ops
+    assert "digamma" in load_mappings([tables]).ops
     assert list((tmp_path / "cache" / "ptranspile").glob("tables-*.pickle"))
     registry._load_cached.cache_clear()
-    assert "relu" in load_mappings([tables]).ops  # served from the pickle
-    table.write_text(EXTRA_OP.replace("params: {x: any}", "params: {x: tensor}"))
+    assert "digamma" in load_mappings([tables]).ops  # served from the pickle
+    table.write_text(EXTRA_OP.replace("params: {x: any}", "params: {x: matrix}"))
     registry._load_cached.cache_clear()
     with pytest.raises(MappingError, match="kind must be one of"):
         load_mappings([tables])

@@ -28,12 +28,17 @@ class OpSpec:
 
     name: str
     summary: str
-    params: dict[str, str]  # parameter -> kind (any | dtype | device)
+    params: dict[str, str]  # parameter -> kind (any | dtype | device | tensor | int | ints)
     drop: frozenset[str]
     patterns: dict[str, tuple[Pattern, ...]]  # framework -> patterns, first is emitted first
     origin: str  # "file:line" for messages
     warn_if_missing: dict[str, str] = field(default_factory=dict)  # parameter -> warning text
     warn: str | None = None  # said whenever the op is converted between frameworks
+    #: say each of the op's warnings only at its first conversion in a file (`torch.arange`'s
+    #: int64 note would otherwise repeat on every line that builds an index)
+    once: bool = False
+    #: framework -> why the op has no pattern there (said instead of a bare "no mapping")
+    unsupported: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,6 +53,12 @@ class MappingSet:
     ops: dict[str, OpSpec] = field(default_factory=dict)
     #: precision op class -> framework -> qualified symbols (`Tensor.x` for methods)
     precision_classes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #: torch layer symbol -> LayerSpec (mappings/layers/*.yaml)
+    layers: dict[str, Any] = field(default_factory=dict)
+    #: model-zoo names dropped when converting between frameworks: {"calls"|"decorators"|"bases": [...]}
+    zoo: dict[str, list[str]] = field(default_factory=dict)
+    #: other torch symbols with a direct counterpart: symbol -> framework -> target symbol
+    layer_symbols: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
     #: per-process caches that rules build from the tables (indexes); not part of the data
     caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -115,6 +126,6 @@ class MappingSet:
         for op in self.ops.values():
             for fw, patterns in op.patterns.items():
                 for pattern in patterns:
-                    if pattern.method_name:
+                    if pattern.method_name and not pattern.emit_only:
                         result.setdefault(fw, set()).add(pattern.method_name)
         return {fw: frozenset(names) for fw, names in result.items()}

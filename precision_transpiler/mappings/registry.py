@@ -18,12 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from precision_transpiler.errors import MappingError
+from precision_transpiler.mappings.layers import layers_handler
 from precision_transpiler.mappings.linetypes import LineDict, LineList
 from precision_transpiler.mappings.model import FrameworkInfo, MappingSet, OpSpec
 from precision_transpiler.rewrite.templates import Pattern, parse_pattern
 
 ENTRY_POINT_GROUP = "precision_transpiler.mappings"
-PARAM_KINDS = frozenset({"any", "dtype", "device"})
+#: `any` binds anything; `dtype`/`device` must look like one (method patterns only); `tensor`,
+#: `int` and `ints` (an int or a sequence of ints) reject literals that cannot be one, so that
+#: `s.split(",")` on a string is never read as a tensor split.
+PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "int", "ints"})
+_BIND_SCALARS = (str, int, float, bool, type(None))
 
 
 def builtin_mappings_dir() -> Path:
@@ -133,7 +138,8 @@ def _pickle_path(files: list[Path]) -> Path | None:
     parts = [__version__, sys.version]
     try:
         # the code that builds the tables is part of the key too (matters while developing)
-        for f in (Path(__file__), Path(templates.__file__), Path(__file__).with_name("model.py"), *files):
+        code = (Path(__file__), Path(templates.__file__), Path(__file__).with_name("model.py"))
+        for f in (*code, Path(__file__).with_name("layers.py"), *files):
             st = f.stat()
             parts.append(f"{f.resolve()}:{st.st_mtime_ns}:{st.st_size}")
     except OSError:
@@ -292,17 +298,36 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
 
 
 def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
-    _unknown_keys(where, data, ("kind", "ops"), "")
+    _unknown_keys(where, data, ("kind", "emit_only", "ops"), "")
     ops = _expect(where, data, "ops", LineDict, "a mapping of op names")
     framework_keys = set(result.frameworks) | {"torch", "jax", "tf", "numpy"}
+    # frameworks whose patterns in this file only emit code (the table converts one way)
+    emit_only = set(_str_list(where, data, "emit_only", "")) if "emit_only" in data else set()
+    if emit_only - framework_keys:
+        raise where.error(
+            data.lines["emit_only"], "emit_only", f"unknown framework(s) {sorted(emit_only - framework_keys)}"
+        )
     for name, spec in ops.items():
         ctx = f"ops.{name}"
         line = ops.lines[name]
         if not isinstance(spec, LineDict):
             raise where.error(line, ctx, "expected a mapping")
         _unknown_keys(
-            where, spec, ("summary", "params", "drop", "warn_if_missing", "warn", *sorted(framework_keys)), f"{ctx}."
+            where,
+            spec,
+            ("summary", "params", "drop", "warn_if_missing", "warn", "once", "unsupported", *sorted(framework_keys)),
+            f"{ctx}.",
         )
+        once = spec.get("once")
+        if once is not None and not isinstance(once, bool):
+            raise where.error(spec.lines.get("once", line), f"{ctx}.once", "expected true or false")
+        unsupported = spec.get("unsupported", LineDict())
+        if not isinstance(unsupported, LineDict) or not all(
+            fw in framework_keys and isinstance(v, str) for fw, v in unsupported.items()
+        ):
+            raise where.error(
+                spec.lines.get("unsupported", line), f"{ctx}.unsupported", "expected framework: reason pairs"
+            )
         op_warn = spec.get("warn")
         if op_warn is not None and not isinstance(op_warn, str):
             raise where.error(spec.lines.get("warn", line), f"{ctx}.warn", "expected a message string")
@@ -322,11 +347,11 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         drop = frozenset(_str_list(where, spec, "drop", f"{ctx}.")) if "drop" in spec else frozenset()
         previous = result.ops.get(name)
         patterns: dict[str, tuple[Pattern, ...]] = dict(previous.patterns) if previous else {}
+        merged_params = {**(previous.params if previous else {}), **params}
         for fw in framework_keys & set(spec):
             patterns[fw] = _patterns(
-                where, spec, fw, f"{ctx}.{fw}", set(params) | (set(previous.params) if previous else set())
+                where, spec, fw, f"{ctx}.{fw}", set(merged_params), merged_params, emit_only=fw in emit_only
             )
-        merged_params = {**(previous.params if previous else {}), **params}
         result.ops[name] = OpSpec(
             name=name,
             summary=str(spec.get("summary", previous.summary if previous else "")),
@@ -336,10 +361,21 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
             origin=f"{where.path}:{line}",
             warn_if_missing={**(previous.warn_if_missing if previous else {}), **warn},
             warn=op_warn if op_warn is not None else (previous.warn if previous else None),
+            once=once if once is not None else (previous.once if previous else False),
+            unsupported={**(previous.unsupported if previous else {}), **unsupported},
         )
 
 
-def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]) -> tuple[Pattern, ...]:
+def _patterns(
+    where: _Where,
+    spec: LineDict,
+    fw: str,
+    ctx: str,
+    params: set[str],
+    kinds: dict[str, str] | None = None,
+    *,
+    emit_only: bool = False,
+) -> tuple[Pattern, ...]:
     raw = spec[fw]
     line = spec.lines[fw]
     items: list[tuple[Any, int]]
@@ -351,24 +387,31 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
         raise where.error(line, ctx, "expected a pattern string, a {pattern, bind} mapping or a list of them")
     out: list[Pattern] = []
     for item, item_line in items:
-        bind: dict[str, str] = {}
+        bind: dict[str, object] = {}
         warn: str | None = None
+        item_emit_only = emit_only
         if isinstance(item, LineDict):
-            _unknown_keys(where, item, ("pattern", "bind", "warn"), f"{ctx}.")
+            _unknown_keys(where, item, ("pattern", "bind", "warn", "emit_only"), f"{ctx}.")
+            item_emit_only = item.get("emit_only", emit_only)
+            if not isinstance(item_emit_only, bool):
+                raise where.error(item_line, f"{ctx}.emit_only", "expected true or false")
             warn = item.get("warn")
             if warn is not None and not isinstance(warn, str):
                 raise where.error(item_line, f"{ctx}.warn", "expected a message string")
             text = item.get("pattern")
             raw_bind = item.get("bind", {})
-            if not isinstance(raw_bind, dict) or not all(isinstance(v, str) for v in raw_bind.values()):
+            if not isinstance(raw_bind, dict) or not all(_is_bind_value(v) for v in raw_bind.values()):
                 raise where.error(item_line, f"{ctx}.bind", "expected parameter: value pairs")
-            bind = dict(raw_bind)
+            for key, value in raw_bind.items():
+                if (kinds or {}).get(key) == "dtype" and not isinstance(value, str):
+                    raise where.error(item_line, f"{ctx}.bind.{key}", "expected a canonical dtype name")
+            bind = {k: list(v) if isinstance(v, list) else v for k, v in raw_bind.items()}
         else:
             text = item
         if not isinstance(text, str):
             raise where.error(item_line, ctx, f"expected a pattern string, got {_show(text)}")
         try:
-            pattern = parse_pattern(text, bind, warn)
+            pattern = parse_pattern(text, bind, warn, emit_only=item_emit_only)
         except ValueError as exc:
             raise where.error(item_line, ctx, str(exc)) from None
         unknown = (pattern.params | set(bind)) - params
@@ -376,6 +419,13 @@ def _patterns(where: _Where, spec: LineDict, fw: str, ctx: str, params: set[str]
             raise where.error(item_line, ctx, f"placeholder(s) {sorted(unknown)} not declared in params")
         out.append(pattern)
     return tuple(out)
+
+
+def _is_bind_value(value: object) -> bool:
+    """A `bind` constant: a YAML scalar, or a list of them (a shape or a tuple of dims)."""
+    if isinstance(value, list):
+        return all(isinstance(v, _BIND_SCALARS) for v in value)
+    return isinstance(value, _BIND_SCALARS)
 
 
 def _precision_classes(result: MappingSet, data: LineDict, where: _Where) -> None:
@@ -408,4 +458,5 @@ _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
     "ops": _ops,
     "precision_classes": _precision_classes,
     "policies": lambda result, data, where: _policies(where),
+    "layers": layers_handler,
 }

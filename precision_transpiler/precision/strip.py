@@ -1,16 +1,20 @@
 """Remove what ptranspile inserted for a precision policy.
 
 Everything the policy passes insert is recognisable by name: module-level definitions named
-`_ptranspile_*`/`_PTRANSPILE_*`, decorators `@_ptranspile_*`, and island calls
-`_ptranspile_fp32(x)`. Removing exactly those restores the user's code byte for byte, because
-the passes never touch anything else.
+`_ptranspile_*`/`_PTRANSPILE_*`, decorators `@_ptranspile_*` (on functions and classes),
+keyword arguments with such a value, and calls that wrap the user's expression as their first
+argument (`_ptranspile_fp32(x)`, `_ptranspile_compute(self.norm(x), self)`). Removing exactly
+those restores the user's code byte for byte, because the passes never touch anything else.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import libcst as cst
 
 PREFIXES = ("_ptranspile_", "_PTRANSPILE_")
+_Decorated = TypeVar("_Decorated", cst.FunctionDef, cst.ClassDef)
 IMPORT_MARKER = "# ptranspile: policy helpers"
 
 
@@ -55,11 +59,19 @@ class StripInserted(cst.CSTTransformer):
         return updated_node.with_changes(body=body)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        kept = [d for d in updated_node.decorators if not _decorator_generated(d)]
-        if len(kept) != len(updated_node.decorators):
-            self.removed += len(updated_node.decorators) - len(kept)
-            return updated_node.with_changes(decorators=kept)
-        return updated_node
+        return self._without_generated_decorators(updated_node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        return self._without_generated_decorators(updated_node)
+
+    def _without_generated_decorators(self, node: _Decorated) -> _Decorated:
+        # Inserted decorators carry no leading lines of their own (the definition's comments and
+        # blank lines sit on the definition), so dropping them restores the layout exactly.
+        kept = [d for d in node.decorators if not _decorator_generated(d)]
+        if len(kept) != len(node.decorators):
+            self.removed += len(node.decorators) - len(kept)
+            return node.with_changes(decorators=kept)
+        return node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         args = list(updated_node.args)
@@ -72,9 +84,13 @@ class StripInserted(cst.CSTTransformer):
             if args:
                 args[-1] = args[-1].with_changes(comma=trailing)
             updated_node = updated_node.with_changes(args=args)
-        if _generated_name(updated_node.func) and len(updated_node.args) == 1 and not updated_node.args[0].keyword:
+        if (
+            _generated_name(updated_node.func)
+            and updated_node.args
+            and all(arg.keyword is None and arg.star == "" for arg in updated_node.args)
+        ):
             self.removed += 1
-            return updated_node.args[0].value  # islands wrap the argument exactly as written
+            return updated_node.args[0].value  # wrappers take the user's expression, exactly as written, first
         return updated_node
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -67,6 +67,32 @@ class RuleContext:
         """False for `torch.nn` inside `torch.nn.Linear`: only whole dotted names count."""
         parent = self.parent(node)
         return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+    def module_ast(self) -> tuple[Any, dict[str, str | None]]:
+        """The file's `ast` tree (None if it does not parse) and its module-level bindings
+        (local name -> qualified name of what it imports), for whole-file analyses."""
+        names = self._command.names
+        return names.tree, names.module_bindings
+
+    def enclosing_function(self) -> str | None:
+        """ "func" or "Class.method" of the top-level function or method being visited."""
+        stack = self._command.stack
+        for i, node in enumerate(stack):
+            if isinstance(node, cst.FunctionDef):
+                owner = stack[i - 2] if i >= 2 else None
+                if isinstance(owner, cst.ClassDef) and i == 3:
+                    return f"{owner.name.value}.{node.name.value}"
+                if i == 1:
+                    return node.name.value
+                return None
+        return None
+
+    def per_file(self, key: str, build: Any) -> Any:
+        """A value computed once per converted file (analyses shared by several rules)."""
+        cache = self.__dict__.setdefault("_per_file", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     # -- dtypes --------------------------------------------------------------------------------
 

@@ -75,7 +75,13 @@ def _module_of(small: cst.Import | cst.ImportFrom, alias: cst.ImportAlias) -> st
 
 
 def _import_line(module: str, alias: str) -> cst.SimpleStatementLine:
-    code = f"import {module}" if alias == module else f"import {module} as {alias}"
+    parent, _, last = module.rpartition(".")
+    if alias == module:
+        code = f"import {module}"
+    elif parent and alias == last:
+        code = f"from {parent} import {last}"  # `from flax import nnx`, as the projects write it
+    else:
+        code = f"import {module} as {alias}"
     return cst.parse_statement(code + "\n")  # type: ignore[return-value]
 
 

@@ -9,11 +9,15 @@ LibCST expression and then serves two purposes:
   expressions and qualified names replaced by the file's own aliases.
 
 Placeholder syntax: `{name}`, `{name:keyword}` (the argument's keyword in this framework differs
-from the op's parameter name), `{name?}` (optional), `{name!str}` (emit as a string literal).
+from the op's parameter name), `{name?}` (optional), `{name!str}` (emit as a string literal),
+`{name=literal}` (optional, with the value it has when absent), `{*name}` (all remaining
+positional arguments: `x.view(a, b)` and `x.view((a, b))` alike) and `{**name}` (all keyword
+arguments no other placeholder takes, passed through).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,8 +25,14 @@ from functools import cached_property
 
 import libcst as cst
 
-_PLACEHOLDER = re.compile(r"\{(?P<name>[A-Za-z_]\w*)(?::(?P<kw>[A-Za-z_]\w*))?(?P<opt>\?)?(?P<str>!str)?\}")
+_PLACEHOLDER = re.compile(
+    r"\{(?P<star>\*{1,2})?(?P<name>[A-Za-z_]\w*)(?::(?P<kw>[A-Za-z_]\w*))?"
+    r"(?:=(?P<default>[^{}]+?))?(?P<opt>\?)?(?P<str>!str)?\}"
+)
 _PREFIX = "__ptph_"
+#: Shims are emitted and matched like framework symbols: by qualified name, through the file's
+#: imports (the converter later copies their definitions into the converted file).
+SHIM_PACKAGE = "precision_transpiler.shims"
 
 _EMPTY = cst.Module([])
 
@@ -50,6 +60,109 @@ class Placeholder:
     keyword: str  # keyword of the argument in this framework's spelling
     optional: bool
     as_string: bool
+    #: `{name=literal}`: the parameter's value when the argument is absent (Python literal text)
+    default: str | None = None
+    #: `{*name}`: takes every remaining positional argument
+    variadic: bool = False
+    #: `{**name}`: takes every keyword argument no other placeholder takes
+    keywords: bool = False
+
+    @property
+    def may_be_absent(self) -> bool:
+        return self.optional or self.default is not None or self.keywords
+
+
+#: Placeholder values that are argument lists (`{*shape}`, `{**kwargs}`) rather than one expression.
+@dataclass(frozen=True)
+class ArgList:
+    """The user's arguments bound to a variadic placeholder, already converted.
+
+    Emitted as several arguments where the target pattern spreads them (`{*name}`, `{**name}`),
+    and as one expression elsewhere: the single argument itself, or a tuple of them, so
+    `x.view(a, b)` becomes `x.reshape((a, b))` and `x.view(shape)` becomes `x.reshape(shape)`."""
+
+    args: tuple[cst.Arg, ...]
+
+    def as_expression(self) -> cst.BaseExpression:
+        positional = [a for a in self.args if a.star != "**"]
+        if len(positional) == 1 and not positional[0].star:
+            return positional[0].value
+        elements: list[cst.BaseElement] = [
+            cst.StarredElement(a.value) if a.star == "*" else cst.Element(a.value) for a in positional
+        ]
+        return cst.Tuple(elements)
+
+    def spread(self) -> list[cst.Arg]:
+        """The arguments one by one; a single tuple or list display is spread into its items."""
+        if len(self.args) == 1 and not self.args[0].star and self.args[0].keyword is None:
+            value = self.args[0].value
+            if isinstance(value, cst.Tuple | cst.List) and not value.lpar[1:]:
+                return [_arg(e.value, star="*" if isinstance(e, cst.StarredElement) else "") for e in value.elements]
+        return [_arg(a.value, keyword=a.keyword, star=a.star) for a in self.args]
+
+
+_NO_SPACE = cst.SimpleWhitespace("")
+
+
+def _arg(value: cst.BaseExpression, keyword: cst.Name | None = None, star: str = "") -> cst.Arg:
+    """A fresh argument (commas are left to the code generator)."""
+    if keyword is None:
+        return cst.Arg(value=value, star=star)  # type: ignore[arg-type]
+    equal = cst.AssignEqual(whitespace_before=_NO_SPACE, whitespace_after=_NO_SPACE)
+    return cst.Arg(value=value, keyword=keyword, equal=equal)
+
+
+class _NotLiteral:
+    def __repr__(self) -> str:
+        return "NOT_LITERAL"
+
+
+#: What `literal_value` returns for an expression that is not a Python literal.
+NOT_LITERAL: object = _NotLiteral()
+
+
+def literal_value(node: cst.CSTNode) -> object:
+    """The value of a literal expression (`1`, `-1`, `"tanh"`, `True`, `None`, `(0, 1)`), else
+    NOT_LITERAL. Used to compare arguments with table constants (`bind`, defaults)."""
+    if isinstance(node, cst.Name):
+        return {"True": True, "False": False, "None": None}.get(node.value, NOT_LITERAL)
+    if not isinstance(node, _LITERAL_NODES):
+        return NOT_LITERAL
+    try:
+        return ast.literal_eval(code_of(node))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return NOT_LITERAL
+
+
+_LITERAL_NODES = (
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.UnaryOperation,
+    cst.Tuple,
+    cst.List,
+)
+
+
+def same_value(a: object, b: object) -> bool:
+    """Literal equality as a table means it: 1 == 1.0, but True is not 1 and "1" is not 1;
+    YAML lists equal tuples."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def literal_node(value: object) -> cst.BaseExpression:
+    """Code for a table constant (a `bind` value or a default)."""
+    if isinstance(value, str):
+        return cst.SimpleString('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return cst.parse_expression(repr(value))
 
 
 @dataclass(frozen=True)
@@ -59,8 +172,10 @@ class Pattern:
     text: str
     expr: cst.BaseExpression
     placeholders: Mapping[str, Placeholder]  # placeholder identifier -> spec
-    bind: Mapping[str, str] = field(default_factory=dict)  # constants the pattern implies
+    bind: Mapping[str, object] = field(default_factory=dict)  # constants the pattern implies
     warn: str | None = None  # said (as a warning) whenever this pattern is emitted
+    #: used only to emit code: source code is never read with it (`{x}.shape` for `x.size()`)
+    emit_only: bool = False
 
     @property
     def params(self) -> set[str]:
@@ -68,7 +183,12 @@ class Pattern:
 
     @property
     def required(self) -> set[str]:
-        return {p.name for p in self.placeholders.values() if not p.optional}
+        return {p.name for p in self.placeholders.values() if not p.may_be_absent}
+
+    @cached_property
+    def defaults(self) -> dict[str, cst.BaseExpression]:
+        """Parameter -> its `{name=literal}` default, parsed."""
+        return {p.name: cst.parse_expression(p.default) for p in self.placeholders.values() if p.default is not None}
 
     @cached_property
     def repeated(self) -> set[str]:
@@ -96,26 +216,60 @@ class Pattern:
                 return expr.func.attr.value
         return None
 
+    @cached_property
+    def argument_params(self) -> dict[str, int]:
+        """For a call pattern: parameter -> how many arguments it needs at least (0 when it may
+        be absent), plus `""` -> the number of constant arguments. The receiver is not counted."""
+        expr = self.expr
+        needs: dict[str, int] = {"": 0}
+        if not isinstance(expr, cst.Call):
+            return needs
+        for arg in expr.args:
+            ph = self.placeholders.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+            if ph is None:
+                needs[""] += 1
+            else:
+                needs[ph.name] = 0 if ph.may_be_absent else 1
+        return needs
+
 
 def _root_placeholder(node: cst.BaseExpression, placeholders: Mapping[str, Placeholder]) -> bool:
     return isinstance(node, cst.Name) and node.value in placeholders
 
 
-def parse_pattern(text: str, bind: Mapping[str, str] | None = None, warn: str | None = None) -> Pattern:
+def parse_pattern(
+    text: str, bind: Mapping[str, object] | None = None, warn: str | None = None, *, emit_only: bool = False
+) -> Pattern:
     """Parse a pattern; raises ValueError with a readable reason."""
     placeholders: dict[str, Placeholder] = {}
 
     def repl(m: re.Match[str]) -> str:
         name = m.group("name")
+        plain = not any(m.group(g) for g in ("star", "kw", "default", "opt", "str"))
         for ident, known in placeholders.items():  # a repeated placeholder is the same value
-            if known.name == name and not m.group("kw") and not m.group("opt") and not m.group("str"):
+            if known.name == name and plain:
                 return ident
+        star = m.group("star") or ""
+        default = m.group("default")
+        if star and (default is not None or (m.group("opt") and star == "**") or m.group("str")):
+            raise ValueError(f"placeholder {m.group(0)} in {text!r}: a variadic placeholder takes no default or !str")
+        if default is not None:
+            try:
+                ast.literal_eval(default.strip())
+            except (ValueError, SyntaxError):
+                raise ValueError(
+                    f"default of {{{name}}} in {text!r} must be a Python literal, got {default!r}"
+                ) from None
+            default = default.strip()
         ident = f"{_PREFIX}{len(placeholders)}__"
         placeholders[ident] = Placeholder(
             name=name,
             keyword=m.group("kw") or name,
             optional=bool(m.group("opt")),
             as_string=bool(m.group("str")),
+            default=default,
+            variadic=star == "*",
+            keywords=star == "**",
         )
         return ident
 
@@ -126,10 +280,18 @@ def parse_pattern(text: str, bind: Mapping[str, str] | None = None, warn: str | 
         expr = cst.parse_expression(body)
     except cst.ParserSyntaxError as exc:
         raise ValueError(f"pattern {text!r} is not a Python expression: {exc.message}") from None
-    pattern = Pattern(text=text, expr=expr, placeholders=placeholders, bind=dict(bind or {}), warn=warn)
+    pattern = Pattern(
+        text=text, expr=expr, placeholders=placeholders, bind=dict(bind or {}), warn=warn, emit_only=emit_only
+    )
+    names = [ph.name for ph in placeholders.values()]
     for ident, ph in placeholders.items():
-        if ph.optional and not _is_call_argument(expr, ident):
-            raise ValueError(f"optional placeholder {{{ph.name}?}} must be a call argument in {text!r}")
+        if ph.variadic or ph.keywords:
+            if names.count(ph.name) > 1:
+                raise ValueError(f"variadic placeholder {{{ph.name}}} may appear only once in {text!r}")
+            _check_variadic_position(expr, ident, ph, placeholders, text)
+        elif (ph.optional or ph.default is not None) and not _is_call_argument(expr, ident):
+            what = "optional placeholder" if ph.optional else "placeholder with a default"
+            raise ValueError(f"{what} {{{ph.name}}} must be a call argument in {text!r}")
     return pattern
 
 
@@ -144,6 +306,34 @@ def _is_call_argument(expr: cst.BaseExpression, ident: str) -> bool:
 
     expr.visit(_V())
     return found
+
+
+def _check_variadic_position(
+    expr: cst.BaseExpression, ident: str, ph: Placeholder, placeholders: Mapping[str, Placeholder], text: str
+) -> None:
+    """`{*name}` must be the last positional argument of its call, `{**name}` the last argument."""
+    problem = f"{'{*' if ph.variadic else '{**'}{ph.name}}} must be a call argument"
+    calls: list[cst.Call] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if any(isinstance(a.value, cst.Name) and a.value.value == ident for a in node.args):
+                calls.append(node)
+
+    expr.visit(_V())
+    if not calls:
+        raise ValueError(f"{problem} in {text!r}")
+    args = calls[0].args
+    index = next(i for i, a in enumerate(args) if isinstance(a.value, cst.Name) and a.value.value == ident)
+    if args[index].keyword is not None or args[index].star:
+        raise ValueError(f"{problem} written without a keyword or star in {text!r}")
+    later = args[index + 1 :]
+    if ph.keywords and later:
+        raise ValueError(f"{{**{ph.name}}} must be the last argument in {text!r}")
+    for arg in later:  # only keyword arguments and a `{**name}` may follow `{*name}`
+        other = placeholders.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+        if ph.variadic and arg.keyword is None and not (other is not None and other.keywords):
+            raise ValueError(f"{{*{ph.name}}} must be the last positional argument in {text!r}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,21 +351,38 @@ class Match:
     bindings: dict[str, cst.BaseExpression]
     owned: list[cst.CSTNode]  # user nodes matched by the pattern's fixed framework names
     by_keyword: set[str] = field(default_factory=set)  # parameters the user passed by keyword
+    #: variadic parameters (`{*shape}`, `{**kwargs}`) -> the user's arguments they took. The
+    #: binding of such a parameter is the single argument's value, or a made-up tuple of them.
+    sequences: dict[str, list[cst.Arg]] = field(default_factory=dict)
+    #: parameters bound to the pattern's `{name=literal}` default because the call left them out
+    defaulted: set[str] = field(default_factory=set)
+
+    def is_synthetic(self, name: str) -> bool:
+        """Whether the binding of `name` is made up (a default, a tuple of several arguments),
+        not a node of the user's code: such nodes have no position to report at."""
+        if name in self.defaulted:
+            return True
+        args = self.sequences.get(name)
+        return args is not None and not any(a.value is self.bindings.get(name) for a in args)
 
 
 def _normal(node: cst.CSTNode) -> str:
     return re.sub(r"\s+", "", code_of(node))
 
 
+def is_qualified(dotted: str, roots: frozenset[str]) -> bool:
+    """Whether a dotted name in a pattern is a framework (or shim) symbol, matched and emitted
+    by qualified name, rather than code that must appear as written."""
+    return dotted.split(".", 1)[0] in roots or dotted.startswith(SHIM_PACKAGE + ".")
+
+
 def match_pattern(
     pattern: Pattern, node: cst.CSTNode, qualified_name: QualifiedNameOf, roots: frozenset[str]
 ) -> Match | None:
     """Match `node` (an original, metadata-carrying node) against `pattern`."""
-    bindings: dict[str, cst.BaseExpression] = {}
-    owned: list[cst.CSTNode] = []
-    by_keyword: set[str] = set()
-    if _match(pattern, pattern.expr, node, bindings, owned, qualified_name, roots, by_keyword):
-        return Match(pattern, bindings, owned, by_keyword)
+    match = Match(pattern, {}, [])
+    if _match(pattern, pattern.expr, node, match, qualified_name, roots):
+        return match
     return None
 
 
@@ -183,58 +390,60 @@ def _match(
     pattern: Pattern,
     tpl: cst.CSTNode,
     node: cst.CSTNode,
-    bindings: dict[str, cst.BaseExpression],
-    owned: list[cst.CSTNode],
+    m: Match,
     qn: QualifiedNameOf,
     roots: frozenset[str],
-    by_keyword: set[str],
 ) -> bool:
     if isinstance(tpl, cst.Name) and tpl.value in pattern.placeholders:
         if not isinstance(node, cst.BaseExpression):
             return False
         name = pattern.placeholders[tpl.value].name
-        if name in bindings:  # a repeated placeholder must bind the same expression
-            return _normal(bindings[name]) == _normal(node)
-        bindings[name] = node
+        if name in m.bindings:  # a repeated placeholder must bind the same expression
+            return _normal(m.bindings[name]) == _normal(node)
+        m.bindings[name] = node
         return True
     dotted = dotted_name(tpl)
-    if dotted is not None and dotted.split(".", 1)[0] in roots:
+    if dotted is not None and is_qualified(dotted, roots):
         if qn(node) == dotted:
-            owned.append(node)
+            m.owned.append(node)
             return True
         return False
     if isinstance(tpl, cst.Attribute):
         return (
             isinstance(node, cst.Attribute)
             and node.attr.value == tpl.attr.value
-            and _match(pattern, tpl.value, node.value, bindings, owned, qn, roots, by_keyword)
+            and _match(pattern, tpl.value, node.value, m, qn, roots)
         )
     if isinstance(tpl, cst.Call):
         if not isinstance(node, cst.Call):
             return False
-        if not _match(pattern, tpl.func, node.func, bindings, owned, qn, roots, by_keyword):
+        if not _match(pattern, tpl.func, node.func, m, qn, roots):
             return False
-        return _match_args(pattern, tpl, node, bindings, owned, qn, roots, by_keyword)
+        return _match_args(pattern, tpl, node, m, qn, roots)
     if isinstance(tpl, cst.BooleanOperation | cst.BinaryOperation):
         return (
             type(node) is type(tpl)
             and type(node.operator) is type(tpl.operator)  # type: ignore[attr-defined]
-            and _match(pattern, tpl.left, node.left, bindings, owned, qn, roots, by_keyword)  # type: ignore[attr-defined]
-            and _match(pattern, tpl.right, node.right, bindings, owned, qn, roots, by_keyword)  # type: ignore[attr-defined]
+            and _match(pattern, tpl.left, node.left, m, qn, roots)  # type: ignore[attr-defined]
+            and _match(pattern, tpl.right, node.right, m, qn, roots)  # type: ignore[attr-defined]
         )
     if isinstance(tpl, cst.Comparison):
         return (
             isinstance(node, cst.Comparison)
             and len(node.comparisons) == len(tpl.comparisons)
-            and _match(pattern, tpl.left, node.left, bindings, owned, qn, roots, by_keyword)
+            and _match(pattern, tpl.left, node.left, m, qn, roots)
             and all(
-                type(a.operator) is type(b.operator)
-                and _match(pattern, a.comparator, b.comparator, bindings, owned, qn, roots, by_keyword)
+                type(a.operator) is type(b.operator) and _match(pattern, a.comparator, b.comparator, m, qn, roots)
                 for a, b in zip(tpl.comparisons, node.comparisons, strict=True)
             )
         )
     if isinstance(tpl, cst.SimpleString) and isinstance(node, cst.SimpleString):
         return tpl.evaluated_value == node.evaluated_value  # 'a' and "a" are the same argument
+    if isinstance(tpl, _LITERAL_NODES) and isinstance(node, _LITERAL_NODES | cst.Name):
+        # constants compare by value: `dim=-1` matches `dim = -1`, `1.0` matches `1.`
+        value = literal_value(tpl)
+        if value is not NOT_LITERAL:
+            return same_value(value, literal_value(node))
     return _normal(tpl) == _normal(node)
 
 
@@ -242,7 +451,8 @@ def _arg_keyword(pattern: Pattern, arg: cst.Arg) -> str | None:
     if arg.keyword is not None:
         return arg.keyword.value
     if isinstance(arg.value, cst.Name) and arg.value.value in pattern.placeholders:
-        return pattern.placeholders[arg.value.value].keyword
+        ph = pattern.placeholders[arg.value.value]
+        return None if ph.keywords else ph.keyword
     return None
 
 
@@ -250,38 +460,73 @@ def _match_args(
     pattern: Pattern,
     tpl: cst.Call,
     node: cst.Call,
-    bindings: dict[str, cst.BaseExpression],
-    owned: list[cst.CSTNode],
+    m: Match,
     qn: QualifiedNameOf,
     roots: frozenset[str],
-    by_keyword: set[str],
 ) -> bool:
     params = list(tpl.args)
+    specs = [
+        pattern.placeholders.get(a.value.value) if isinstance(a.value, cst.Name) else None  # type: ignore[union-attr]
+        for a in params
+    ]
+    var_index = next((i for i, ph in enumerate(specs) if ph is not None and ph.variadic), None)
+    kw_index = next((i for i, ph in enumerate(specs) if ph is not None and ph.keywords), None)
+    # positional arguments fill the pattern's arguments in order, up to a `{*name}`
+    positional_slots = var_index if var_index is not None else len(params) - (kw_index is not None)
     index_of = {kw: i for i, a in enumerate(params) if (kw := _arg_keyword(pattern, a)) is not None}
     assigned: dict[int, cst.Arg] = {}
-    for position, arg in enumerate(node.args):
-        if arg.star:
-            return False
-        if arg.keyword is None:
-            if position >= len(params) or position in assigned:
+    rest: list[cst.Arg] = []  # for `{*name}`
+    extra: list[cst.Arg] = []  # for `{**name}`
+    position = 0
+    for arg in node.args:
+        if arg.star == "**" or (arg.keyword is not None and arg.keyword.value not in index_of):
+            if kw_index is None:
                 return False
-            assigned[position] = arg
+            extra.append(arg)
+        elif arg.keyword is None:  # positional, or `*args`
+            if position >= positional_slots:
+                if var_index is None:
+                    return False
+                rest.append(arg)
+            elif arg.star:
+                return False  # `*args` could fill any number of the pattern's positions
+            else:
+                assigned[position] = arg
+            position += 1
         else:
-            index = index_of.get(arg.keyword.value)
-            if index is None or index in assigned:
+            index = index_of[arg.keyword.value]
+            if index in assigned or (index == var_index and rest):
                 return False
             assigned[index] = arg
     for index, tpl_arg in enumerate(params):
         value = tpl_arg.value
-        is_placeholder = isinstance(value, cst.Name) and value.value in pattern.placeholders
+        ph = specs[index]
+        if ph is not None and ph.keywords:
+            if extra:
+                m.sequences[ph.name] = extra
+                m.bindings[ph.name] = cst.Tuple([cst.Element(a.value) for a in extra])
+            continue
+        if ph is not None and ph.variadic and index not in assigned:
+            if rest:
+                m.sequences[ph.name] = rest
+                m.bindings[ph.name] = ArgList(tuple(rest)).as_expression()
+            elif not ph.optional:
+                return False
+            continue
         if index not in assigned:
-            if is_placeholder and pattern.placeholders[value.value].optional:
+            if ph is not None and ph.may_be_absent:
+                if ph.default is not None:
+                    m.bindings[ph.name] = pattern.defaults[ph.name]
+                    m.defaulted.add(ph.name)
                 continue
             return False
-        if not _match(pattern, value, assigned[index].value, bindings, owned, qn, roots, by_keyword):
+        if not _match(pattern, value, assigned[index].value, m, qn, roots):
             return False
-        if assigned[index].keyword is not None and is_placeholder:
-            by_keyword.add(pattern.placeholders[value.value].name)
+        if ph is not None:
+            if ph.variadic:
+                m.sequences[ph.name] = [assigned[index]]
+            if assigned[index].keyword is not None:
+                m.by_keyword.add(ph.name)
     return True
 
 
@@ -322,11 +567,12 @@ def parenthesize(node: cst.BaseExpression) -> cst.BaseExpression:
 
 def emit_pattern(
     pattern: Pattern,
-    values: Mapping[str, cst.BaseExpression],
+    values: Mapping[str, cst.BaseExpression | ArgList],
     expr_for: ExprFor,
     roots: frozenset[str],
 ) -> cst.BaseExpression:
-    """Build target code. `values` maps parameter names to (already converted) expressions.
+    """Build target code. `values` maps parameter names to (already converted) expressions, or to
+    argument lists for parameters the source bound variadically.
 
     Raises KeyError when a required placeholder has no value.
     """
@@ -340,7 +586,7 @@ class _Emitter(cst.CSTTransformer):
     def __init__(
         self,
         pattern: Pattern,
-        values: Mapping[str, cst.BaseExpression],
+        values: Mapping[str, cst.BaseExpression | ArgList],
         expr_for: ExprFor,
         roots: frozenset[str],
     ) -> None:
@@ -350,12 +596,12 @@ class _Emitter(cst.CSTTransformer):
         self.expr_for = expr_for
         self.roots = roots
 
-    def _value(self, ident: str) -> cst.BaseExpression | None:
+    def _value(self, ident: str) -> cst.BaseExpression | ArgList | None:
         return self.values.get(self.pattern.placeholders[ident].name)
 
     def _framework_dotted(self, node: cst.CSTNode) -> str | None:
         dotted = dotted_name(node)
-        if dotted is not None and dotted.split(".", 1)[0] in self.roots:
+        if dotted is not None and is_qualified(dotted, self.roots):
             return dotted
         return None
 
@@ -373,6 +619,8 @@ class _Emitter(cst.CSTTransformer):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if original_node.value in self.pattern.placeholders:
             value = self._value(original_node.value)
+            if isinstance(value, ArgList):
+                return value.as_expression()
             # An unbound optional placeholder is removed together with its Arg (leave_Arg).
             return updated_node if value is None else value
         dotted = self._framework_dotted(original_node)
@@ -380,18 +628,32 @@ class _Emitter(cst.CSTTransformer):
             return self.expr_for(dotted)
         return updated_node
 
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg | cst.RemovalSentinel:
+    def leave_Arg(
+        self, original_node: cst.Arg, updated_node: cst.Arg
+    ) -> cst.Arg | cst.FlattenSentinel[cst.Arg] | cst.RemovalSentinel:
         value = original_node.value
         if isinstance(value, cst.Name) and value.value in self.pattern.placeholders:
-            if self._value(value.value) is None:
+            bound = self._value(value.value)
+            if bound is None:
                 return cst.RemoveFromParent()
+            ph = self.pattern.placeholders[value.value]
+            if ph.variadic or ph.keywords:
+                args = bound.spread() if isinstance(bound, ArgList) else [_arg(bound)]
+                if not ph.keywords:  # keyword arguments bound to `{*name}` become positional
+                    args = [a.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) for a in args]
+                return cst.FlattenSentinel(args) if args else cst.RemoveFromParent()
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        # Removing optional args can leave a trailing comma on the last one: tidy it.
-        if updated_node.args:
-            last = updated_node.args[-1]
-            if not isinstance(last.comma, cst.MaybeSentinel):
-                args = [*updated_node.args[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
-                return updated_node.with_changes(args=args)
-        return updated_node
+        # Removed or spread arguments can leave a trailing comma, or none between two: tidy up.
+        args = list(updated_node.args)
+        if not args:
+            return updated_node
+        fixed = [a if not isinstance(a.comma, cst.MaybeSentinel) else a.with_changes(comma=_COMMA) for a in args[:-1]]
+        last = args[-1]
+        if not isinstance(last.comma, cst.MaybeSentinel):
+            last = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(args=[*fixed, last])
+
+
+_COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

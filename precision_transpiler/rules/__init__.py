@@ -12,6 +12,9 @@ def active_rules() -> list[type[Rule]]:
         dtype_string,
         dtype_symbol,
         op_patterns,
+        torch_layers,
+        torch_modules,
+        torch_zoo,
     )
 
     return list(RULES)

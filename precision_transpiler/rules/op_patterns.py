@@ -12,6 +12,7 @@ Arguments the target cannot express are dropped only when the table says they ma
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -19,12 +20,17 @@ from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.templates import (
     ATOMS,
+    NOT_LITERAL,
+    ArgList,
     Match,
     Pattern,
     dotted_name,
     emit_pattern,
+    literal_node,
+    literal_value,
     match_pattern,
     parenthesize,
+    same_value,
 )
 from precision_transpiler.rules.base import Example, Rule, register
 
@@ -102,13 +108,14 @@ class OpPatterns(Rule):
 
     def _rewrite(self, ctx: RuleContext, original: cst.CSTNode) -> cst.BaseExpression | None:
         roots = ctx.mappings.all_roots
+        foreign = False
         for op, pattern in _candidates(ctx.mappings, ctx.source, original, ctx):
             match = match_pattern(pattern, original, ctx.qualified_name, roots)
             if match is None:
                 continue
-            # A framework function says what the call is; a method name may be overloaded
-            # (`x.to(dtype)` vs `x.to(device)`), so only method patterns check argument kinds.
-            if pattern.method_name is not None and _kind_mismatch(ctx, op, match) is not None:
+            mismatch = _kind_mismatch(ctx, op, match, method=pattern.method_name is not None)
+            if mismatch is not None:
+                foreign = foreign or (mismatch.foreign and pattern.method_name is not None)
                 continue
             replacement = self._emit(ctx, op, match, original)
             if replacement is None:
@@ -116,18 +123,18 @@ class OpPatterns(Rule):
             ctx.consume(match.owned)
             ctx.record(self.name, original, replacement)
             return replacement
+        if isinstance(original, cst.Call) and (foreign or _not_a_tensor_call(ctx, original)):
+            # `s.split(",")`, `"a b".split()`, `s.split()`: a method of the same name on a string
+            # (or list, dict): not a tensor call, so not an unsupported one either.
+            ctx.consume([original])
         return None
 
     def _emit(self, ctx: RuleContext, op: OpSpec, match: Match, original: cst.CSTNode) -> cst.BaseExpression | None:
         targets = op.patterns.get(ctx.target, ())
-        known = {**match.pattern.bind}
-        for name, node in match.bindings.items():
-            canon = ctx.dtype_of(node) if op.params.get(name) == "dtype" else None
-            if canon is not None:
-                known.setdefault(name, canon)
+        known = _known_values(ctx, op, match)
         bound = set(match.bindings) | set(match.pattern.bind)
         for target in targets:
-            if any(known.get(p) != value for p, value in target.bind.items()):
+            if any(p not in known or not same_value(known[p], value) for p, value in target.bind.items()):
                 continue
             usable = target.params | set(target.bind)
             dropped = bound - usable
@@ -143,30 +150,79 @@ class OpPatterns(Rule):
             except KeyError:
                 continue
             for name in set(match.bindings) - target.params:
-                ctx.retract_under(match.bindings[name])
-            for name in sorted(dropped):
+                for node in _user_nodes(match, name):
+                    ctx.retract_under(node)
+            for name in sorted(dropped - match.defaulted - set(match.pattern.bind)):
                 ctx.diagnose(
-                    match.bindings.get(name, original),
+                    _anchor(match, name, original),
                     "note",
                     "dropped-argument",
                     f"argument '{name}' of {op.name} has no equivalent in {ctx.target} and was dropped",
                 )
-            for message in (op.warn, target.warn):
-                if message and ctx.source != ctx.target:
-                    ctx.diagnose(original, "warning", "semantics-differ", message)
-            for name, message in op.warn_if_missing.items():
-                if name not in bound and ctx.source != ctx.target:
-                    ctx.diagnose(original, "warning", "implicit-dtype", message)
+            if ctx.source != ctx.target:
+                for message in (op.warn, target.warn):
+                    if message:
+                        self._warn(ctx, op, original, "semantics-differ", message)
+                for name, message in op.warn_if_missing.items():
+                    if name not in bound or name in match.defaulted:
+                        self._warn(ctx, op, original, "implicit-dtype", message)
             return _fit_parentheses(ctx, original, replacement)
         ctx.unsupported(original, _no_target_message(ctx, op, match), "unsupported-op")
         ctx.consume(match.owned)  # reported once, as the whole call
         return None
 
+    def _warn(self, ctx: RuleContext, op: OpSpec, node: cst.CSTNode, code: str, message: str) -> None:
+        if op.once:
+            said: set[tuple[str, str]] = self.__dict__.setdefault("_said", set())  # one rule object per file
+            if (op.name, message) in said:
+                return
+            said.add((op.name, message))
+        ctx.diagnose(node, "warning", code, message)
+
 
 def _no_target_message(ctx: RuleContext, op: OpSpec, match: Match) -> str:
     if not op.patterns.get(ctx.target):
+        reason = op.unsupported.get(ctx.target)
+        if reason:
+            pattern = match.pattern
+            func = pattern.expr.func if isinstance(pattern.expr, cst.Call) else None
+            called = f".{pattern.method_name}(...)" if pattern.method_name else dotted_name(func) if func else None
+            return f"{called or op.name} has no mapping to {ctx.target}: {reason}"
         return f"{op.name} ({match.pattern.text}) has no mapping to {ctx.target}"
     return f"{op.name} with these arguments has no equivalent in {ctx.target}"
+
+
+def _known_values(ctx: RuleContext, op: OpSpec, match: Match) -> dict[str, object]:
+    """What is statically known about the bound arguments, for target `bind` constants: the
+    canonical dtype of a `dtype` parameter, the value of a literal argument (`approximate="tanh"`,
+    `dim=1`, an absent argument's default), and the source pattern's own `bind`."""
+    known: dict[str, object] = dict(match.pattern.bind)
+    for name, node in match.bindings.items():
+        if op.params.get(name) == "dtype":
+            canon = ctx.dtype_of(node)
+            if canon is not None:
+                known.setdefault(name, canon)
+            continue
+        value = literal_value(node)
+        if value is not NOT_LITERAL:
+            known.setdefault(name, value)
+    return known
+
+
+def _user_nodes(match: Match, name: str) -> list[cst.CSTNode]:
+    """The user's nodes a parameter was bound to (none for a default)."""
+    if name in match.defaulted:
+        return []
+    if name in match.sequences:
+        return [a.value for a in match.sequences[name]]
+    node = match.bindings.get(name)
+    return [] if node is None else [node]
+
+
+def _anchor(match: Match, name: str, original: cst.CSTNode) -> cst.CSTNode:
+    """Where to report something about a parameter: its argument, else the whole call."""
+    nodes = _user_nodes(match, name)
+    return nodes[0] if nodes else original
 
 
 def _values(
@@ -174,34 +230,69 @@ def _values(
     op: OpSpec,
     match: Match,
     target: Pattern,
-    known: dict[str, str],
+    known: dict[str, object],
     original: cst.CSTNode,
-) -> dict[str, cst.BaseExpression] | None:
-    """Converted expressions for the target's placeholders (None if one cannot be built)."""
+) -> dict[str, cst.BaseExpression | ArgList] | None:
+    """Converted expressions for the target's placeholders (None if one cannot be built).
+
+    A value the user did not write (the source pattern's default or `bind` constant) that equals
+    the target placeholder's own default is left out: the target's default says the same."""
     as_string = {ph.name for ph in target.placeholders.values() if ph.as_string}
-    values: dict[str, cst.BaseExpression] = {}
+    values: dict[str, cst.BaseExpression | ArgList] = {}
     for name in target.params:
         node = match.bindings.get(name)
         is_dtype = op.params.get(name) == "dtype"
-        if name in as_string:
+        written = node is not None and name not in match.defaulted
+        if name in match.sequences:
+            values[name] = _arg_list(ctx, match, name)
+        elif name in as_string:
             canon = known.get(name)
-            if canon is None:
+            if not isinstance(canon, str):
                 return None
             values[name] = cst.SimpleString(f'"{ctx.mappings.dtype_string(ctx.target, canon) or canon}"')
         elif node is None:
-            if name in match.pattern.bind and is_dtype:
-                expr = ctx.dtype_expr(match.pattern.bind[name], at=original)
-                if expr is None:
-                    return None
-                values[name] = expr
+            if name in match.pattern.bind:
+                constant = match.pattern.bind[name]
+                if is_dtype:
+                    expr = ctx.dtype_expr(str(constant), at=original)
+                    if expr is None:
+                        return None
+                    values[name] = expr
+                else:
+                    values[name] = literal_node(constant)
         elif is_dtype and string_value(node) is not None:
             expr = ctx.convert_dtype_string(node)
             if expr is None:
                 return None
             values[name] = expr
         else:
-            values[name] = ctx.updated(node)  # type: ignore[assignment]
+            values[name] = ctx.updated(node) if written else node  # type: ignore[assignment]
+        default = target.defaults.get(name)
+        value = values.get(name)
+        if (
+            default is not None
+            and not written
+            and isinstance(value, cst.BaseExpression)
+            and same_value(literal_value(value), literal_value(default))
+        ):
+            del values[name]
     return values
+
+
+def _arg_list(ctx: RuleContext, match: Match, name: str) -> ArgList:
+    """A variadic parameter's arguments, converted. Arguments bound to `{*name}` become
+    positional (`x.view(size=s)` is `x.view(s)`); those bound to `{**name}` keep their keywords."""
+    ph = next(p for p in match.pattern.placeholders.values() if p.name == name)
+    args = []
+    for arg in match.sequences[name]:
+        value = ctx.updated(arg.value)
+        if ph.keywords:
+            args.append(arg.with_changes(value=value, comma=cst.MaybeSentinel.DEFAULT))
+        else:
+            args.append(
+                cst.Arg(value=value, star="*" if arg.star == "*" else "")  # type: ignore[arg-type]
+            )
+    return ArgList(tuple(args))
 
 
 _NEEDS_ATOM = (
@@ -235,17 +326,128 @@ def _duplicable(node: cst.BaseExpression | None) -> bool:
     return node is None or isinstance(node, cst.Name | cst.Attribute)
 
 
-def _kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match) -> str | None:
-    """Why a bound argument does not fit its parameter kind (None when all fit)."""
+@dataclass(frozen=True)
+class _Mismatch:
+    reason: str
+    #: the argument shows the call is not a tensor call at all (a string where a dim goes)
+    foreign: bool = False
+
+
+#: Kinds that only reject literals that cannot be one: checked for every pattern, keyword or not.
+_STRICT_KINDS = frozenset({"tensor", "int", "ints"})
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_NOT_A_VALUE = (*_STRINGS, cst.Dict, cst.Set, cst.DictComp, cst.SetComp, cst.Lambda, cst.Ellipsis)
+_NOT_AN_INT = (
+    *_NOT_A_VALUE,
+    cst.Float,
+    cst.Imaginary,
+    cst.Tuple,
+    cst.List,
+    cst.ListComp,
+    cst.GeneratorExp,
+)
+_LITERALS = (*_NOT_AN_INT, cst.Integer)
+
+
+def _kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match, *, method: bool) -> _Mismatch | None:
+    """Why a bound argument does not fit its parameter kind (None when all fit).
+
+    A framework function says what the call is; a method name may be overloaded (`x.to(dtype)`
+    vs `x.to(device)`), so `dtype` and `device` are checked for method patterns only, and not
+    for arguments passed by keyword (`device=dev` says what it is). `tensor`, `int` and `ints`
+    only reject literals that cannot be one, always."""
     for name, node in match.bindings.items():
-        if name in match.by_keyword:
-            continue  # `device=dev` says what it is
         kind = op.params.get(name, "any")
+        if kind in _STRICT_KINDS:
+            if name in match.defaulted:
+                continue
+            args = match.sequences.get(name)
+            if args is not None and (len(args) > 1 or args[0].star):
+                element_kind = "tensor" if kind == "tensor" else "int"
+                checked = [a.value for a in args if not a.star]
+            else:
+                element_kind, checked = kind, [node]
+            for value in checked:
+                problem = _strict_kind_problem(ctx, value, element_kind)
+                if problem is not None:
+                    return _Mismatch(f"argument {ctx.code(value)!r} {problem}", isinstance(value, _STRINGS))
+            continue
+        if not method or name in match.by_keyword:
+            continue
         if kind == "dtype" and not ctx.is_dtype_like(node):
-            return f"argument {ctx.code(node)!r} does not look like a dtype (a dtype symbol, string or *dtype name)"
+            return _Mismatch(
+                f"argument {ctx.code(node)!r} does not look like a dtype (a dtype symbol, string or *dtype name)"
+            )
         if kind == "device" and not ctx.is_device_like(node):
-            return f"argument {ctx.code(node)!r} does not look like a device"
+            return _Mismatch(f"argument {ctx.code(node)!r} does not look like a device")
     return None
+
+
+def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) -> str | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return f"cannot be a {kind}"
+    if kind == "tensor":
+        return "is a literal, not a tensor" if isinstance(node, _LITERALS) else None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
+        return _strict_kind_problem(ctx, node.expression, kind)  # type: ignore[arg-type]
+    if kind == "ints" and isinstance(node, cst.Tuple | cst.List):
+        for element in node.elements:
+            if not isinstance(element, cst.StarredElement):
+                problem = _strict_kind_problem(ctx, element.value, "int")
+                if problem is not None:
+                    return problem
+        return None
+    if isinstance(node, _NOT_AN_INT):
+        return f"cannot be an {kind}"
+    if ctx.dtype_of(node) is not None:
+        return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
+    return None
+
+
+def _not_a_tensor_call(ctx: RuleContext, call: cst.Call) -> bool:
+    """A method call no pattern matched that cannot be a tensor method call: its receiver is a
+    literal (`"a b".split()`) or the module itself (`self.relu(h)`), it passes fewer arguments
+    than every pattern of that method needs
+    (`line.split()`), or a string where no pattern of that method takes one (`s.split(sep=",")`).
+    Such calls are left alone without an `unsupported` report."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or ctx.qualified_name(func) is not None:
+        return False
+    info = _method_info(ctx.mappings, ctx.source).get(func.attr.value)
+    if info is None:
+        return False
+    min_args, takes_strings = info
+    if _not_a_tensor(func.value):
+        return True
+    if not any(a.star for a in call.args) and len(call.args) < min_args:
+        return True
+    return not takes_strings and any(isinstance(a.value, _STRINGS) for a in call.args)
+
+
+def _method_info(mappings: MappingSet, source: str) -> dict[str, tuple[int, bool]]:
+    """Method name -> (fewest arguments any of its patterns needs, whether any takes a string)."""
+    cache = mappings.caches.setdefault("op-pattern-methods", {})
+    if source in cache:
+        return cache[source]
+    info: dict[str, tuple[int, bool]] = {}
+    for op in mappings.ops.values():
+        for pattern in op.patterns.get(source, ()):
+            name = pattern.method_name
+            if name is None or pattern.emit_only:
+                continue
+            needs = pattern.argument_params
+            receiver = dotted_name(pattern.expr.func.value)  # type: ignore[attr-defined]
+            params = {p for p in needs if p}
+            strings = any(
+                op.params.get(ph.name, "any") not in _STRICT_KINDS
+                for ident, ph in pattern.placeholders.items()
+                if ph.name in params and ident != receiver
+            ) or any(isinstance(a.value, _STRINGS) for a in pattern.expr.args)  # type: ignore[attr-defined]
+            count = sum(needs.values())
+            old = info.get(name)
+            info[name] = (count, strings) if old is None else (min(old[0], count), old[1] or strings)
+    cache[source] = info
+    return info
 
 
 def _candidates(
@@ -255,9 +457,13 @@ def _candidates(
     if isinstance(node, cst.Call):
         func = node.func
         keys = []
-        if isinstance(func, cst.Attribute):
-            keys.append(("method", func.attr.value))
         qualified = ctx.qualified_name(func)
+        if (
+            isinstance(func, cst.Attribute)
+            and not _not_a_tensor(func.value)
+            and (qualified is None or not _is_module(ctx, qualified, func.value))
+        ):
+            keys.append(("method", func.attr.value))
         if qualified is not None:
             keys.append(("function", qualified))
     elif isinstance(node, cst.Attribute):
@@ -272,6 +478,31 @@ def _candidates(
         yield from index.get(key, ())
 
 
+def _not_a_tensor(receiver: cst.BaseExpression) -> bool:
+    """Receivers whose methods are never tensor methods: literals (`"a b".split()`), and the
+    module or class itself (`self.norm(x)`, `self.relu(h)`, `super().forward(x)` call layers,
+    not `Tensor.norm`)."""
+    if isinstance(receiver, _LITERALS):
+        return True
+    if isinstance(receiver, cst.Name):
+        return receiver.value in ("self", "cls")
+    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"
+
+
+def _is_module(ctx: RuleContext, qualified: str, receiver: cst.BaseExpression) -> bool:
+    """`F` in `F.softmax(x)`, `os.path` in `os.path.split(p)`: a framework module, or a chain
+    rooted at a plain `import x`, names a module, whose functions are not tensor methods."""
+    if ctx.mappings.framework_of(qualified) is not None:
+        return True
+    root = receiver
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    qualified = ctx.qualified_name(root)
+    return qualified is not None and "." not in qualified
+
+
 def _index(mappings: MappingSet, source: str) -> dict[tuple[str, str], list[tuple[OpSpec, Pattern]]]:
     """Source patterns keyed by what a node must look like to possibly match them."""
     cache = mappings.caches.setdefault("op-pattern-index", {})
@@ -280,7 +511,7 @@ def _index(mappings: MappingSet, source: str) -> dict[tuple[str, str], list[tupl
     index: dict[tuple[str, str], list[tuple[OpSpec, Pattern]]] = {}
     for op in mappings.ops.values():
         for pattern in op.patterns.get(source, ()):
-            if pattern.is_bare:
+            if pattern.is_bare or pattern.emit_only:
                 continue
             expr = pattern.expr
             if isinstance(expr, cst.Call):

@@ -1,0 +1,76 @@
+"""Remove imports that conversion made unused.
+
+The engine removes unused imports of the source framework. Model conversion also drops code
+that used *other* imports (torchvision's `from ._api import register_model, WeightsEnum`,
+`from ..utils import _log_api_usage_once`): an imported name that the original file used and
+the converted file no longer uses is removed from its import; an import the original did not use
+either is the user's business (a re-export) and stays.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.rewrite.templates import dotted_name
+
+
+def _used_names(module: cst.Module) -> set[str]:
+    used: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            used.add(node.value)
+
+    module.visit(_V())
+    return used
+
+
+def _local(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return (dotted_name(alias.name) or "").split(".")[0]
+
+
+def drop_orphaned_imports(original: str, converted: str) -> str:
+    try:
+        before = _used_names(cst.parse_module(original))
+        module = cst.parse_module(converted)
+    except cst.ParserSyntaxError:
+        return converted
+    after = _used_names(module)
+    orphaned = before - after
+
+    class _T(cst.CSTTransformer):
+        def leave_ImportFrom(
+            self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+        ) -> cst.ImportFrom | cst.RemovalSentinel:
+            if isinstance(updated_node.names, cst.ImportStar) or dotted_name(updated_node.module or cst.Name("")) == (
+                "__future__"
+            ):
+                return updated_node
+            keep = [a for a in updated_node.names if _local(a) not in orphaned]
+            if len(keep) == len(updated_node.names):
+                return updated_node
+            if not keep:
+                return cst.RemovalSentinel.REMOVE
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return (
+                updated_node.with_changes(names=keep, lpar=None, rpar=None)
+                if len(keep) == 1
+                else (updated_node.with_changes(names=keep))
+            )
+
+        def leave_SimpleStatementLine(
+            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+        ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
+            if not updated_node.body:
+                return cst.RemovalSentinel.REMOVE
+            return updated_node
+
+    return module.visit(_T()).code

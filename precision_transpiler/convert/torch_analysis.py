@@ -1,0 +1,222 @@
+"""Which classes are models and which functions build layers, in a torch model file.
+
+Flax NNX layers take an `rngs` argument; torch layers do not. To convert a file, every function
+that (directly or through other functions) constructs a layer must receive `rngs` and pass it
+on. This module finds them statically, on Python's `ast`, with a fixpoint over the file:
+
+* module classes: classes deriving from `torch.nn.Module`, from a torch layer class
+  (`nn.Sequential`), or from another module class of the file;
+* builders: `__init__` of module classes, and functions or methods whose body calls a torch
+  layer, a module class, another builder, or a *layer factory* (a parameter or local that holds
+  a layer class: `norm_layer = nn.BatchNorm2d`, `block: Type[BasicBlock]`, `partial(...)`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+_NOT_LAYERS = frozenset({"torch.nn.Module", "torch.nn.Parameter", "torch.nn.Buffer"})
+_NOT_LAYER_PACKAGES = ("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.parameter.")
+_FACTORY_SUFFIXES = ("_layer", "layer", "block", "Block", "_cls", "_module", "norm", "act", "activation")
+
+
+def is_layer_symbol(qualified: str | None) -> bool:
+    """`torch.nn.Conv2d` and friends: classes under torch.nn (not Module/Parameter/functions)."""
+    if not qualified or not qualified.startswith("torch.nn.") or qualified in _NOT_LAYERS:
+        return False
+    if qualified.startswith(_NOT_LAYER_PACKAGES):
+        return False
+    return qualified.rsplit(".", 1)[-1][:1].isupper()
+
+
+def dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+@dataclass
+class ModelAnalysis:
+    module_classes: set[str] = field(default_factory=set)
+    builders: set[str] = field(default_factory=set)  # "func" or "Class.method"
+    public: set[str] = field(default_factory=set)  # builders that get `rngs=None` (entry points)
+    factories: dict[str, set[str]] = field(default_factory=dict)  # builder -> factory names
+
+    def needs_rngs(self, key: str) -> bool:
+        return key in self.builders
+
+
+def resolve(node: ast.AST, bindings: Mapping[str, str | None]) -> str | None:
+    """Qualified name of a dotted expression through the module's imports (None if local)."""
+    text = dotted(node)
+    if text is None:
+        return None
+    head, _, rest = text.partition(".")
+    qualified = bindings.get(head)
+    if qualified is None:
+        return None
+    return f"{qualified}.{rest}" if rest else qualified
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str, str | None, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(key, class name or None, node) for top-level functions and methods."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node.name, None, node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield f"{node.name}.{item.name}", node.name, item
+
+
+def _walk_body(func: ast.AST) -> Iterator[ast.AST]:
+    """Nodes of a function body, nested functions and classes included (closures see `rngs`)."""
+    for stmt in getattr(func, "body", []):
+        yield from ast.walk(stmt)
+
+
+def analyse(tree: ast.Module, bindings: Mapping[str, str | None]) -> ModelAnalysis:
+    result = ModelAnalysis()
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    changed = True
+    while changed:
+        changed = False
+        for cls in classes:
+            if cls.name in result.module_classes:
+                continue
+            for base in cls.bases:
+                q = resolve(base, bindings)
+                if q == "torch.nn.Module" or is_layer_symbol(q) or dotted(base) in result.module_classes:
+                    result.module_classes.add(cls.name)
+                    changed = True
+                    break
+
+    functions = list(_functions(tree))
+    for key, owner, func in functions:
+        result.factories[key] = _factory_names(func, bindings, result.module_classes)
+        if owner in result.module_classes and func.name == "__init__":
+            result.builders.add(key)
+    changed = True
+    while changed:
+        changed = False
+        for key, owner, func in functions:
+            if key in result.builders:
+                continue
+            if _builds(func, owner, key, bindings, result):
+                result.builders.add(key)
+                changed = True
+    for key, owner, func in functions:
+        if key in result.builders and (owner is None or func.name == "__init__"):
+            result.public.add(key)
+    return result
+
+
+def _factory_names(func: ast.AST, bindings: Mapping[str, str | None], module_classes: set[str]) -> set[str]:
+    """Parameters and locals of `func` that hold a layer class (or a partial of one)."""
+    names: set[str] = set()
+    args = getattr(func, "args", None)
+    if args is not None:
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        defaults: dict[str, ast.AST] = {}
+        for param, default in zip(reversed(args.posonlyargs + args.args), reversed(args.defaults), strict=False):
+            defaults[param.arg] = default
+        for param, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
+            if default is not None:
+                defaults[param.arg] = default
+        for param in params:
+            if param.arg in ("self", "cls"):
+                continue
+            default = defaults.get(param.arg)
+            if isinstance(default, ast.Constant) and default.value is not None:
+                continue  # `add_pooling_layer=True` is a flag, not a layer class
+            annotation = ast.unparse(param.annotation) if param.annotation is not None else ""
+            if (
+                (default is not None and _is_layer_value(default, bindings, module_classes, names))
+                or _factory_annotation(annotation, module_classes)
+                or (param.arg.endswith(_FACTORY_SUFFIXES) and not annotation)
+                or (param.arg.endswith(_FACTORY_SUFFIXES) and _factory_annotation(annotation, module_classes))
+            ):
+                names.add(param.arg)
+    changed = True
+    while changed:
+        changed = False
+        for node in _walk_body(func):
+            if isinstance(node, ast.Assign) and _is_layer_value(node.value, bindings, module_classes, names):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in names:
+                        names.add(target.id)
+                        changed = True
+    return names
+
+
+def _factory_annotation(annotation: str, module_classes: set[str]) -> bool:
+    """`Type[BasicBlock]`, `Callable[..., nn.Module]`: a class or factory, not an instance."""
+    if not re.search(r"\b(Type|type|Callable)\[", annotation):
+        return False
+    words = set(re.findall(r"[A-Za-z_]\w*", annotation))
+    return "Module" in words or bool(words & module_classes)
+
+
+def _is_layer_value(
+    node: ast.AST, bindings: Mapping[str, str | None], module_classes: set[str], known: set[str]
+) -> bool:
+    """A layer class, a module class, a factory name, or `partial(<one of those>, ...)`."""
+    if isinstance(node, ast.Call):
+        callee = resolve(node.func, bindings)
+        if callee == "functools.partial" and node.args:
+            return _is_layer_value(node.args[0], bindings, module_classes, known)
+        return False
+    if isinstance(node, ast.IfExp):
+        return _is_layer_value(node.body, bindings, module_classes, known) or _is_layer_value(
+            node.orelse, bindings, module_classes, known
+        )
+    text = dotted(node)
+    if text is None:
+        return False
+    return is_layer_symbol(resolve(node, bindings)) or text in module_classes or text in known
+
+
+def _builds(
+    func: ast.AST, owner: str | None, key: str, bindings: Mapping[str, str | None], result: ModelAnalysis
+) -> bool:
+    factories = result.factories.get(key, set())
+    for node in _walk_body(func):
+        if isinstance(node, ast.Call) and callee_needs_rngs(node.func, owner, bindings, result, factories):
+            return True
+    return False
+
+
+def callee_needs_rngs(
+    func: ast.AST,
+    owner: str | None,
+    bindings: Mapping[str, str | None],
+    result: ModelAnalysis,
+    factories: set[str],
+) -> bool:
+    """Whether a call to `func` constructs layers (and so, once converted, takes `rngs`)."""
+    text = dotted(func)
+    if text is None:
+        return False
+    if is_layer_symbol(resolve(func, bindings)):
+        return True
+    if text in result.module_classes or text in factories:
+        return True
+    if text in result.builders:
+        return True
+    return owner is not None and text.startswith("self.") and f"{owner}.{text[5:]}" in result.builders
+
+
+def analysis_for(ctx: object) -> ModelAnalysis:
+    """The analysis of the file a rule is converting (computed once per file)."""
+
+    def build() -> ModelAnalysis:
+        tree, bindings = ctx.module_ast()  # type: ignore[attr-defined]
+        return analyse(tree, bindings) if tree is not None else ModelAnalysis()
+
+    return ctx.per_file("torch-model-analysis", build)  # type: ignore[attr-defined]

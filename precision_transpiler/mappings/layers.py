@@ -1,0 +1,123 @@
+"""The layer table (`kind: layers`, mappings/layers/*.yaml): torch.nn layers and their
+counterparts in other frameworks. See the header of mappings/layers/torch_nn.yaml.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from precision_transpiler.mappings.model import MappingSet
+
+_TARGET_KEYS = ("call", "shim", "args", "keywords", "defaults", "drop", "reference", "rngs")
+
+
+@dataclass(frozen=True)
+class SignatureParam:
+    name: str
+    default: str | None  # source text of the default, None when required
+
+
+@dataclass(frozen=True)
+class LayerTarget:
+    call: str | None = None  # a direct counterpart (bind the signature, emit args/keywords)
+    shim: str | None = None  # a torch-signature class (keep the arguments)
+    args: tuple[str, ...] = ()
+    keywords: dict[str, str] = field(default_factory=dict)  # target keyword -> torch parameter
+    defaults: dict[str, str] = field(default_factory=dict)  # target keyword -> code when not given
+    drop: frozenset[str] = frozenset()
+    reference: str | None = None  # class used where the layer is passed around, not called
+    rngs: bool = True
+
+    @property
+    def class_symbol(self) -> str:
+        """What a bare reference to the layer class becomes."""
+        return self.reference or self.shim or self.call or ""
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    symbol: str
+    signature: tuple[SignatureParam, ...]
+    targets: dict[str, LayerTarget]
+    origin: str
+
+
+def parse_signature(text: str) -> tuple[SignatureParam, ...]:
+    """`"in_features, out_features, bias=True"` -> parameters (parsed as a Python def)."""
+    tree = ast.parse(f"def f({text}): pass")
+    func = tree.body[0]
+    assert isinstance(func, ast.FunctionDef)
+    args = func.args.args
+    defaults = [None] * (len(args) - len(func.args.defaults)) + [ast.unparse(d) for d in func.args.defaults]
+    return tuple(SignatureParam(a.arg, d) for a, d in zip(args, defaults, strict=True))
+
+
+def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
+    """Validate a `kind: layers` table and merge it into `result.layers`."""
+    zoo = data.get("zoo")
+    if zoo is not None:
+        if not hasattr(zoo, "items"):
+            raise where.error(data.line, "zoo", "expected a mapping of calls/decorators/bases: [names]")
+        for key, names in zoo.items():
+            if key not in ("calls", "decorators", "bases", "names"):
+                raise where.error(data.line, f"zoo.{key}", "expected one of calls, decorators, bases, names")
+            result.zoo.setdefault(str(key), []).extend(str(n) for n in names)
+    symbols = data.get("symbols")
+    if symbols is not None:
+        if not hasattr(symbols, "items"):
+            raise where.error(data.line, "symbols", "expected symbol: {framework: target} pairs")
+        for symbol, per_fw in symbols.items():
+            if not hasattr(per_fw, "items"):
+                raise where.error(
+                    symbols.lines.get(symbol, data.line), f"symbols.{symbol}", "expected framework: target"
+                )
+            result.layer_symbols.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in per_fw.items()})
+    layers = data.get("layers")
+    if not hasattr(layers, "items"):
+        raise where.error(data.line, "layers", "expected a mapping of torch layer symbols")
+    for symbol, spec in layers.items():
+        line = layers.lines.get(symbol, data.line)
+        ctx = f"layers.{symbol}"
+        if not hasattr(spec, "items"):
+            raise where.error(line, ctx, "expected a mapping")
+        signature: tuple[SignatureParam, ...] = ()
+        if "signature" in spec:
+            try:
+                signature = parse_signature(str(spec["signature"]))
+            except SyntaxError:
+                raise where.error(line, f"{ctx}.signature", "not a Python parameter list") from None
+        targets: dict[str, LayerTarget] = {}
+        for fw, raw in spec.items():
+            if fw == "signature":
+                continue
+            if not hasattr(raw, "items"):
+                raise where.error(line, f"{ctx}.{fw}", "expected a mapping")
+            unknown = set(raw) - set(_TARGET_KEYS)
+            if unknown:
+                raise where.error(line, f"{ctx}.{fw}", f"unknown key(s) {sorted(unknown)} (allowed: {_TARGET_KEYS})")
+            if ("call" in raw) == ("shim" in raw):
+                raise where.error(line, f"{ctx}.{fw}", "give exactly one of 'call' or 'shim'")
+            names = {p.name for p in signature}
+            keywords = {str(k): str(v) for k, v in dict(raw.get("keywords", {})).items()}
+            args = tuple(str(a) for a in raw.get("args", ()))
+            drop = frozenset(str(d) for d in raw.get("drop", ()))
+            if "call" in raw:
+                if not signature:
+                    raise where.error(line, ctx, "a 'call' mapping needs the torch 'signature'")
+                for used in (*args, *keywords.values(), *drop):
+                    if used not in names:
+                        raise where.error(line, f"{ctx}.{fw}", f"{used!r} is not a parameter of the signature")
+            targets[str(fw)] = LayerTarget(
+                call=raw.get("call"),
+                shim=raw.get("shim"),
+                args=args,
+                keywords=keywords,
+                defaults={str(k): str(v) for k, v in dict(raw.get("defaults", {})).items()},
+                drop=drop,
+                reference=raw.get("reference"),
+                rngs=bool(raw.get("rngs", True)),
+            )
+        result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")

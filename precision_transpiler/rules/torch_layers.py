@@ -1,0 +1,189 @@
+"""torch.nn layers through the layer table (mappings/layers/*.yaml), torch -> Flax NNX.
+
+`nn.Linear(512, 10, bias=False)` becomes `nnx.Linear(512, 10, use_bias=False, rngs=rngs)`: the
+torch arguments are bound to torch's signature and emitted under the target's names, with
+target defaults that differ made explicit (`nnx.LayerNorm(d, epsilon=1e-05, ...)`). Layers whose
+semantics Flax does not have (NCHW convolutions, torch pooling, BatchNorm momentum) become
+torch-signature shims copied into the converted file (`Conv2d(3, 64, 7, 2, 3, rngs=rngs)`). A
+layer class used as a value (`norm_layer = nn.BatchNorm2d`) becomes the torch-signature class.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.mappings.layers import LayerSpec, LayerTarget
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rules.base import Example, Rule, register
+
+
+@register
+class TorchLayers(Rule):
+    name = "torch-layer"
+    summary = "Convert torch.nn layer constructors and layer classes through the layer table."
+    EXAMPLES = (
+        Example(
+            "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(4, 2, bias=False)\n",
+            "from flax import nnx\n\n\nclass Net(nnx.Module):\n"
+            "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
+            "        self.fc = nnx.Linear(4, 2, use_bias=False, rngs=rngs)\n",
+            to="jax",
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "jax"
+
+    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        qualified = ctx.qualified_name(original.func)
+        spec = ctx.mappings.layers.get(qualified) if qualified else None
+        target = spec.targets.get(ctx.target) if spec is not None else None
+        if spec is None or target is None:
+            direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
+            if direct is None:
+                return None
+            ctx.consume([original.func])
+            new = updated.with_changes(func=ctx.expr_for(direct))
+            ctx.record(self.name, original, new)
+            return new
+        ctx.consume([original.func])
+        rngs = self._rngs(ctx) if target.rngs else None
+        new = None
+        if target.call is not None:
+            new = self._direct(ctx, spec, target, original, updated, rngs)
+        if new is None:
+            symbol = target.shim or target.reference
+            if symbol is None:
+                return None
+            args = list(updated.args)
+            if rngs is not None and not any(a.keyword and a.keyword.value == "rngs" for a in args):
+                args.append(_keyword("rngs", rngs))
+            new = updated.with_changes(func=ctx.expr_for(symbol), args=_commas(args))
+        ctx.record(self.name, original, new)
+        return new
+
+    def _rngs(self, ctx: RuleContext) -> cst.BaseExpression:
+        """`rngs` inside a function that receives it, else a fresh `nnx.Rngs(0)`."""
+        key = ctx.enclosing_function()
+        if key is not None and key in analysis_for(ctx).builders:
+            return cst.Name("rngs")
+        return cst.Call(func=ctx.expr_for("flax.nnx.Rngs"), args=[cst.Arg(cst.Integer("0"))])
+
+    def _direct(
+        self,
+        ctx: RuleContext,
+        spec: LayerSpec,
+        target: LayerTarget,
+        original: cst.Call,
+        updated: cst.Call,
+        rngs: cst.BaseExpression | None,
+    ) -> cst.Call | None:
+        """Bind to torch's signature and emit the target call; None when the call cannot be
+        bound (star-args, unknown keywords, arguments the target cannot express): the caller
+        then uses the torch-signature class instead."""
+        names = [p.name for p in spec.signature]
+        bound: dict[str, cst.BaseExpression] = {}
+        for position, arg in enumerate(updated.args):
+            if arg.star:
+                return None
+            if arg.keyword is None:
+                if position >= len(names):
+                    return None
+                bound[names[position]] = arg.value
+            elif arg.keyword.value in names:
+                bound[arg.keyword.value] = arg.value
+            else:
+                return None
+        used = set(target.args) | set(target.keywords.values()) | target.drop
+        if set(bound) - used:
+            return None
+        assert target.call is not None
+        args = [cst.Arg(bound[name]) for name in target.args if name in bound]
+        emitted = set()
+        for keyword, param in target.keywords.items():
+            if param in bound:
+                args.append(_keyword(keyword, bound[param]))
+                emitted.add(keyword)
+        for keyword, code in target.defaults.items():
+            if keyword not in emitted:
+                args.append(_keyword(keyword, cst.parse_expression(code)))
+        for param in sorted(target.drop & set(bound)):
+            value = ctx.code(bound[param])
+            if value != "None":
+                ctx.diagnose(
+                    original,
+                    "note",
+                    "argument-dropped",
+                    f"{spec.symbol}: {param}={value} dropped (no meaning in {ctx.target})",
+                )
+        if rngs is not None:
+            args.append(_keyword("rngs", rngs))
+        return cst.Call(func=ctx.expr_for(target.call), args=_commas(args))
+
+    # -- layer classes used as values ----------------------------------------------------------
+
+    def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
+        return self._reference(ctx, original)
+
+    def leave_Attribute(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        return self._reference(ctx, original)
+
+    def _reference(self, ctx: RuleContext, original: cst.Name | cst.Attribute) -> cst.BaseExpression | None:
+        if not ctx.is_outermost_name(original):
+            return None
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.Call) and parent.func is original:
+            return None  # a constructor call: leave_Call converts it
+        qualified = ctx.qualified_name(original)
+        spec = ctx.mappings.layers.get(qualified) if qualified else None
+        target = spec.targets.get(ctx.target) if spec is not None else None
+        if target is None:
+            direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
+            if direct is None:
+                return None
+            new = ctx.expr_for(direct).with_changes(lpar=original.lpar, rpar=original.rpar)
+            ctx.record(self.name, original, new)
+            return new
+        symbol = target.call if target.call and _in_isinstance(ctx, original) else target.class_symbol
+        new = ctx.expr_for(symbol).with_changes(lpar=original.lpar, rpar=original.rpar)
+        ctx.record(self.name, original, new)
+        return new
+
+
+def _in_isinstance(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    """`isinstance(m, nn.Linear)` checks against the class instances are created with."""
+    current: cst.CSTNode | None = node
+    while current is not None:
+        parent = ctx.parent(current)
+        if isinstance(parent, cst.Call):
+            return isinstance(parent.func, cst.Name) and parent.func.value in ("isinstance", "issubclass")
+        if not isinstance(parent, cst.Arg | cst.Tuple | cst.Element):
+            return False
+        current = parent
+    return False
+
+
+def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+
+
+def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Separate arguments with ", " (the last one keeps no comma)."""
+    out = []
+    for i, arg in enumerate(args):
+        comma = (
+            cst.MaybeSentinel.DEFAULT if i == len(args) - 1 else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+        if i == len(args) - 1 and isinstance(arg.comma, cst.Comma):
+            comma = cst.MaybeSentinel.DEFAULT
+        out.append(arg.with_changes(comma=comma))
+    return out

@@ -1,0 +1,234 @@
+"""torch model structure -> Flax NNX: module classes, `forward`, and `rngs` threading.
+
+* `class Net(nn.Module)` -> `class Net(nnx.Module)`; `def forward` -> `def __call__`.
+* Every function that builds layers (convert/torch_analysis.py finds them: module `__init__`s,
+  helpers such as torchvision's `conv3x3` and `_make_layer`, model builders such as `resnet18`)
+  receives a keyword-only `rngs`, and every call it makes to a module class, another builder or
+  a layer factory (`norm_layer(planes)`, `block(...)`) passes `rngs=rngs` on. Entry points
+  (module `__init__`s and top-level functions) take `rngs: nnx.Rngs | None = None` and create
+  `nnx.Rngs(0)` when called without, so `Net()` and `resnet18()` still work as written.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.rules.base import Example, Rule, register
+
+
+@register
+class TorchModules(Rule):
+    name = "torch-module"
+    summary = "Turn nn.Module classes into nnx.Module classes and thread rngs through layer builders."
+    EXAMPLES = (
+        Example(
+            "import torch.nn as nn\n\n\ndef block(d):\n    return nn.Identity()\n\n\nclass Net(nn.Module):\n"
+            "    def forward(self, x):\n        return x\n",
+            "from flax import nnx\n\n\n"
+            "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)\n"
+            "class Identity(nnx.Module):\n"
+            '    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""\n\n'
+            "    def __init__(self, *args, **kwargs):\n        pass\n\n    def __call__(self, x):\n"
+            "        return x\n\n\ndef block(d, *, rngs: nnx.Rngs | None = None):\n    if rngs is None:\n"
+            "        rngs = nnx.Rngs(0)\n    return Identity()\n\n\nclass Net(nnx.Module):\n"
+            "    def __call__(self, x):\n        return x\n",
+            to="jax",
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "jax"
+
+    # -- classes -------------------------------------------------------------------------------
+
+    def leave_ClassDef(
+        self, ctx: RuleContext, original: cst.ClassDef, updated: cst.ClassDef
+    ) -> cst.BaseStatement | None:
+        bases = []
+        changed = False
+        for arg in updated.bases:
+            if ctx.qualified_name(arg.value) == "torch.nn.Module" or (
+                isinstance(arg.value, cst.Attribute | cst.Name) and dotted_name(arg.value) == "torch.nn.Module"
+            ):
+                arg = arg.with_changes(value=ctx.expr_for("flax.nnx.Module"))
+                changed = True
+            bases.append(arg)
+        if not changed:
+            return None
+        ctx.consume(b.value for b in original.bases)
+        new = updated.with_changes(bases=bases)
+        ctx.record(self.name, original.name, new.name)
+        return new
+
+    # -- functions -----------------------------------------------------------------------------
+
+    def leave_FunctionDef(
+        self, ctx: RuleContext, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.BaseStatement | None:
+        analysis = analysis_for(ctx)
+        key = ctx.enclosing_function()
+        if key is None or not _is_this_def(key, original):
+            return None
+        owner = key.split(".")[0] if "." in key else None
+        new = updated
+        if owner in analysis.module_classes and original.name.value == "forward":
+            new = new.with_changes(name=cst.Name("__call__"))
+        if key in analysis.builders and not _has_param(original, "rngs"):
+            new = self._add_rngs(ctx, new, public=key in analysis.public)
+        if new is updated:
+            return None
+        ctx.record(self.name, original.name, new.name)
+        return new
+
+    def _add_rngs(self, ctx: RuleContext, func: cst.FunctionDef, public: bool) -> cst.FunctionDef:
+        rngs_type = ctx.expr_for("flax.nnx.Rngs")
+        annotation: cst.BaseExpression = rngs_type
+        default = None
+        if public:
+            annotation = cst.BinaryOperation(rngs_type, cst.BitOr(), cst.Name("None"))
+            default = cst.Name("None")
+        param = cst.Param(
+            name=cst.Name("rngs"),
+            annotation=cst.Annotation(annotation),
+            default=default,
+            equal=cst.AssignEqual() if default is not None else cst.MaybeSentinel.DEFAULT,
+        )
+        params = func.params
+        star = params.star_arg
+        if isinstance(star, cst.MaybeSentinel) or star is None:
+            star = cst.ParamStar()
+        kwonly = [*params.kwonly_params, param]
+        last_positional = [*params.posonly_params, *params.params]
+        if last_positional and isinstance(last_positional[-1].comma, cst.Comma) and not params.kwonly_params:
+            pass  # the existing trailing comma separates it from `*`
+        params = params.with_changes(star_arg=star, kwonly_params=kwonly)
+        func = func.with_changes(params=params)
+        if public:
+            func = _prepend(func, f"if rngs is None:\n    rngs = {ctx.code(rngs_type)}(0)\n")
+        return func
+
+    # -- buffers -------------------------------------------------------------------------------
+
+    def leave_SimpleStatementLine(
+        self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | None:
+        """`self.register_buffer("name", t, persistent=False)` -> `self.name = Buffer(t, persistent=False)`."""
+        if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Expr):
+            return None
+        call = updated.body[0].value
+        if not (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == "self"
+            and call.func.attr.value == "register_buffer"
+            and len(call.args) >= 2
+            and call.args[0].keyword is None
+            and isinstance(call.args[0].value, cst.SimpleString)
+        ):
+            return None
+        name = call.args[0].value.evaluated_value
+        if not isinstance(name, str) or not name.isidentifier():
+            return None
+        rest = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[1:]]
+        args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in rest[:-1]]
+        value = cst.Call(func=ctx.expr_for("precision_transpiler.shims.flax_modules.Buffer"), args=[*args, rest[-1]])
+        target = cst.AssignTarget(cst.Attribute(cst.Name("self"), cst.Name(name)))
+        new = updated.with_changes(body=[cst.Assign(targets=[target], value=value)])
+        ctx.record(self.name, original, new)
+        return new
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _module_walk(
+        self, ctx: RuleContext, original: cst.Call, updated: cst.Call, classes: set[str], key: str | None
+    ) -> cst.BaseExpression | None:
+        """`self.modules()` (init loops) -> `modules(self)`: nnx modules have no such method."""
+        func = updated.func
+        owner = key.split(".")[0] if key and "." in key else None
+        if not (
+            owner in classes
+            and isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and func.attr.value in _WALKS
+            and not updated.args
+        ):
+            return None
+        new = cst.Call(
+            func=ctx.expr_for(f"precision_transpiler.shims.flax_modules.{func.attr.value}"),
+            args=[cst.Arg(cst.Name("self"))],
+        )
+        ctx.record(self.name, original, new)
+        return new
+
+    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        analysis = analysis_for(ctx)
+        key = ctx.enclosing_function()
+        walked = self._module_walk(ctx, original, updated, analysis.module_classes, key)
+        if walked is not None:
+            return walked
+        if key is None or key not in analysis.builders:
+            return None
+        if any(a.keyword is not None and a.keyword.value == "rngs" for a in updated.args):
+            return None
+        text = dotted_name(original.func)
+        if text is None:
+            return None
+        owner = key.split(".")[0] if "." in key else None
+        factories = analysis.factories.get(key, set())
+        wants = (
+            text in analysis.module_classes
+            or text in analysis.builders
+            or text in factories
+            or (owner is not None and text.startswith("self.") and f"{owner}.{text[5:]}" in analysis.builders)
+        )
+        if not wants or ctx.qualified_name(original.func) is not None:
+            return None
+        args = list(updated.args)
+        if args and isinstance(args[-1].comma, cst.MaybeSentinel):
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(
+            cst.Arg(
+                value=cst.Name("rngs"),
+                keyword=cst.Name("rngs"),
+                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+            )
+        )
+        new = updated.with_changes(args=args)
+        ctx.record(self.name, original, new)
+        return new
+
+
+_WALKS = ("modules", "named_modules", "children", "named_children")
+
+
+def _is_this_def(key: str, node: cst.FunctionDef) -> bool:
+    return key.rsplit(".", 1)[-1] == node.name.value
+
+
+def _has_param(func: cst.FunctionDef, name: str) -> bool:
+    params = func.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for extra in (params.star_arg, params.star_kwarg):
+        if isinstance(extra, cst.Param):
+            every.append(extra)
+    return any(p.name.value == name for p in every)
+
+
+def _prepend(func: cst.FunctionDef, code: str) -> cst.FunctionDef:
+    """Insert statements at the start of the body, after a docstring."""
+    body = func.body
+    if not isinstance(body, cst.IndentedBlock):
+        return func
+    statements = list(body.body)
+    index = 0
+    if statements and isinstance(statements[0], cst.SimpleStatementLine):
+        first = statements[0].body[0] if statements[0].body else None
+        if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString | cst.ConcatenatedString):
+            index = 1
+    new = list(cst.parse_module(code).body)
+    return func.with_changes(body=body.with_changes(body=[*statements[:index], *new, *statements[index:]]))

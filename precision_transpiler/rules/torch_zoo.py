@@ -1,0 +1,155 @@
+"""Model-zoo code dropped when a torch model file is converted to another framework.
+
+torchvision-style files carry a weights registry (`class ResNet18_Weights(WeightsEnum)`),
+registration decorators (`@register_model()`), usage logging (`_log_api_usage_once(self)`) and
+pretrained-weights plumbing (`weights = ResNet18_Weights.verify(weights)`). None of it means
+anything in the target and all of it imports torch, so it is removed, each time with a note; the
+names come from the `zoo:` section of mappings/layers/torch_nn.yaml. Imports left unused are
+removed afterwards (convert/cleanup.py).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.rules.base import Example, Rule, register
+
+
+def _last(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Call):
+        node = node.func
+    text = dotted_name(node)
+    return text.rsplit(".", 1)[-1] if text else None
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+    node.visit(_V())
+    return found
+
+
+@register
+class TorchZoo(Rule):
+    name = "torch-zoo"
+    summary = "Drop model-zoo code (weights registries, registration decorators, usage logging)."
+    EXAMPLES = (
+        Example(
+            "import torch.nn as nn\nfrom ._api import register_model, WeightsEnum\n\n\n"
+            "class Net_Weights(WeightsEnum):\n    pass\n\n\n@register_model()\ndef net(weights=None):\n"
+            "    weights = Net_Weights.verify(weights)\n    return nn.Identity()\n",
+            None,  # checked in tests/test_torch_to_flax.py (needs the shims)
+            to="jax",
+            diagnostics=("dropped",),
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "jax" and bool(ctx.mappings.zoo)
+
+    def _dropped_classes(self, ctx: RuleContext) -> set[str]:
+        def build() -> set[str]:
+            tree, _ = ctx.module_ast()
+            bases = set(ctx.mappings.zoo.get("bases", ()))
+            import ast
+
+            out: set[str] = set()
+            for node in getattr(tree, "body", []):
+                if isinstance(node, ast.ClassDef):
+                    for base in node.bases:
+                        text = ast.unparse(base).rsplit(".", 1)[-1]
+                        if text in bases:
+                            out.add(node.name)
+            return out
+
+        return ctx.per_file("torch-zoo-classes", build)
+
+    def _zoo_names(self, ctx: RuleContext) -> set[str]:
+        return self._dropped_classes(ctx) | set(ctx.mappings.zoo.get("names", ()))
+
+    def leave_ClassDef(
+        self, ctx: RuleContext, original: cst.ClassDef, updated: cst.ClassDef
+    ) -> cst.RemovalSentinel | None:
+        if original.name.value not in self._dropped_classes(ctx):
+            return None
+        ctx.diagnose(
+            original, "note", "zoo-dropped", f"class {original.name.value} dropped: a model-zoo weights registry"
+        )
+        ctx.retract_under(original)
+        ctx.consume(_all_nodes(original))
+        return cst.RemovalSentinel.REMOVE
+
+    def leave_Decorator(
+        self, ctx: RuleContext, original: cst.Decorator, updated: cst.Decorator
+    ) -> cst.RemovalSentinel | None:
+        if _last(original.decorator) not in set(ctx.mappings.zoo.get("decorators", ())):
+            return None
+        ctx.diagnose(original, "note", "zoo-dropped", f"decorator @{ctx.code(original.decorator)} dropped (model zoo)")
+        ctx.consume(_all_nodes(original))
+        return cst.RemovalSentinel.REMOVE
+
+    def leave_SimpleStatementLine(
+        self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel | None:
+        calls = set(ctx.mappings.zoo.get("calls", ()))
+        names = self._zoo_names(ctx)
+        for small in original.body:
+            value = getattr(small, "value", None)
+            if isinstance(small, cst.Expr) and isinstance(value, cst.Call):
+                if _last(value) in calls:
+                    break
+                qualified = ctx.qualified_name(value.func) or ""
+                if qualified.startswith("torch.nn.init."):
+                    ctx.diagnose(
+                        original,
+                        "note",
+                        "init-dropped",
+                        f"`{ctx.code(value)}` dropped: initialisation is not converted; load the torch "
+                        "weights into the converted model (precision_transpiler.weights)",
+                    )
+                    ctx.consume(_all_nodes(original))
+                    return cst.RemovalSentinel.REMOVE
+            if isinstance(small, cst.Assign | cst.AnnAssign) and value is not None and _names_in(value) & names:
+                break
+        else:
+            return None
+        ctx.diagnose(original, "note", "zoo-dropped", f"`{ctx.code(original.body[0]).strip()}` dropped (model zoo)")
+        ctx.consume(_all_nodes(original))
+        return cst.SimpleStatementLine([cst.Pass()]) if _only_statement(ctx, original) else cst.RemovalSentinel.REMOVE
+
+    def leave_IndentedBlock(
+        self, ctx: RuleContext, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock | None:
+        if updated.body or not original.body:
+            return None
+        return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+
+    def leave_Param(self, ctx: RuleContext, original: cst.Param, updated: cst.Param) -> cst.Param | None:
+        if original.annotation is None or not (_names_in(original.annotation) & self._zoo_names(ctx)):
+            return None
+        ctx.consume(_all_nodes(original.annotation))
+        equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        return updated.with_changes(annotation=None, equal=equal if updated.default is not None else updated.equal)
+
+
+def _only_statement(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    parent = ctx.parent(node)
+    return isinstance(parent, cst.IndentedBlock) and len(parent.body) == 1
+
+
+def _all_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+
+    class _V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(_V())
+    return out

@@ -1,0 +1,235 @@
+"""Torch-signature activation and utility modules for converted Flax NNX code.
+
+torch builds activations as modules (`nn.ReLU(inplace=True)`, `nn.GELU()`) and passes layer
+classes around (`norm_layer=nn.LayerNorm`); Flax NNX has functions for activations and
+different constructor signatures. These small classes keep the torch spelling and the torch
+semantics (exact GELU, torch's implicit softmax dim, Softplus threshold), so converted code keeps
+its structure. Like every shim module, each top-level definition is copied into the converted
+file on its own (with the helpers it names): only `jax`, `jax.numpy as jnp` and `nnx` imports.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+class Identity(nnx.Module):
+    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, x):
+        return x
+
+
+class Flatten(nnx.Module):
+    """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (not the batch)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def __call__(self, x):
+        start = self.start_dim % x.ndim
+        end = self.end_dim % x.ndim
+        return x.reshape((*x.shape[:start], -1, *x.shape[end + 1 :]))
+
+
+class ReLU(nnx.Module):
+    """torch.nn.ReLU; `inplace` has no meaning for immutable arrays."""
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+    def __call__(self, x):
+        return jax.nn.relu(x)
+
+
+class ReLU6(nnx.Module):
+    """torch.nn.ReLU6: min(max(x, 0), 6)."""
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+    def __call__(self, x):
+        return jax.nn.relu6(x)
+
+
+class GELU(nnx.Module):
+    """torch.nn.GELU: exact (erf) by default; jax.nn.gelu defaults to the tanh approximation."""
+
+    def __init__(self, approximate: str = "none"):
+        self.approximate = approximate
+
+    def __call__(self, x):
+        return jax.nn.gelu(x, approximate=self.approximate == "tanh")
+
+
+class SiLU(nnx.Module):
+    """torch.nn.SiLU: x * sigmoid(x)."""
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+    def __call__(self, x):
+        return jax.nn.silu(x)
+
+
+class Sigmoid(nnx.Module):
+    """torch.nn.Sigmoid."""
+
+    def __call__(self, x):
+        return jax.nn.sigmoid(x)
+
+
+class Tanh(nnx.Module):
+    """torch.nn.Tanh."""
+
+    def __call__(self, x):
+        return jnp.tanh(x)
+
+
+def _softmax_dim(ndim: int) -> int:
+    """torch's legacy implicit softmax dim when none is given (0 for 0/1/3-d inputs, else 1)."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(nnx.Module):
+    """torch.nn.Softmax(dim=None); `dim=None` follows torch's legacy implicit choice."""
+
+    def __init__(self, dim: int | None = None):
+        self.dim = dim
+
+    def __call__(self, x):
+        return jax.nn.softmax(x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
+
+
+class LogSoftmax(nnx.Module):
+    """torch.nn.LogSoftmax(dim=None)."""
+
+    def __init__(self, dim: int | None = None):
+        self.dim = dim
+
+    def __call__(self, x):
+        return jax.nn.log_softmax(x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
+
+
+class Hardswish(nnx.Module):
+    """torch.nn.Hardswish: x * relu6(x + 3) / 6."""
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+    def __call__(self, x):
+        return x * jax.nn.relu6(x + 3.0) / 6.0
+
+
+class Hardsigmoid(nnx.Module):
+    """torch.nn.Hardsigmoid: relu6(x + 3) / 6 (jax.nn.hard_sigmoid is the same function)."""
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+    def __call__(self, x):
+        return jax.nn.relu6(x + 3.0) / 6.0
+
+
+class LeakyReLU(nnx.Module):
+    """torch.nn.LeakyReLU(negative_slope=0.01)."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        self.negative_slope = negative_slope
+
+    def __call__(self, x):
+        return jax.nn.leaky_relu(x, negative_slope=self.negative_slope)
+
+
+class ELU(nnx.Module):
+    """torch.nn.ELU(alpha=1.0)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        self.alpha = alpha
+
+    def __call__(self, x):
+        return jax.nn.elu(x, alpha=self.alpha)
+
+
+class Mish(nnx.Module):
+    """torch.nn.Mish: x * tanh(softplus(x))."""
+
+    def __init__(self, inplace: bool = False):
+        pass
+
+    def __call__(self, x):
+        return x * jnp.tanh(jax.nn.softplus(x))
+
+
+class Softplus(nnx.Module):
+    """torch.nn.Softplus(beta=1, threshold=20): linear above `threshold` (in units of beta*x)."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        self.beta = beta
+        self.threshold = threshold
+
+    def __call__(self, x):
+        scaled = x * self.beta
+        return jnp.where(scaled > self.threshold, x, jax.nn.softplus(scaled) / self.beta)
+
+
+class Linear(nnx.Linear):
+    """torch.nn.Linear's signature on nnx.Linear, for code that passes the class around
+    (`layer=nn.Linear`); direct calls are converted to nnx.Linear itself."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, *, rngs: nnx.Rngs):
+        super().__init__(in_features, out_features, use_bias=bias, rngs=rngs)
+
+
+class Embedding(nnx.Embed):
+    """torch.nn.Embedding's signature on nnx.Embed (padding_idx only matters for training)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, *args, rngs: nnx.Rngs, **kwargs):
+        super().__init__(num_embeddings, embedding_dim, rngs=rngs)
+
+
+class Dropout(nnx.Dropout):
+    """torch.nn.Dropout(p=0.5)'s signature on nnx.Dropout (deterministic after `model.eval()`)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, rngs: nnx.Rngs):
+        super().__init__(rate=p, rngs=rngs)
+
+
+def modules(module):
+    """torch's `Module.modules()`: the module and all submodules, parents before children."""
+    out = [module]
+    for _, child in nnx.iter_children(module):
+        if isinstance(child, nnx.Module):
+            out.extend(modules(child))
+    return out
+
+
+def named_modules(module, prefix: str = ""):
+    """torch's `Module.named_modules()`: (dotted path, module) pairs, parents first."""
+    out = [(prefix, module)]
+    for name, child in nnx.iter_children(module):
+        if isinstance(child, nnx.Module):
+            out.extend(named_modules(child, f"{prefix}.{name}" if prefix else str(name)))
+    return out
+
+
+def children(module):
+    """torch's `Module.children()`: the direct submodules."""
+    return [child for _, child in nnx.iter_children(module) if isinstance(child, nnx.Module)]
+
+
+def named_children(module):
+    """torch's `Module.named_children()`."""
+    return [(str(name), child) for name, child in nnx.iter_children(module) if isinstance(child, nnx.Module)]
+
+
+class Buffer(nnx.Variable):
+    """A torch buffer (`self.register_buffer(name, tensor, persistent=...)`): module state that
+    is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight
+    loading does not expect them."""

@@ -1,0 +1,177 @@
+"""torch tensor functions and methods whose semantics `jax.numpy` has no one expression for.
+
+The op tables (mappings/ops/tensor_ops.yaml) emit `jax.numpy` code wherever it computes exactly
+what torch computes; where it does not, they emit these functions: `x.chunk(3)` becomes
+`torch_chunk(x, 3)`, because `jnp.split(x, 3)` wants equal pieces while torch makes pieces of
+ceil(n / 3) and may return fewer than three. Each function takes torch's argument names and
+order, and its docstring says which torch behaviour it reproduces.
+
+Like every shim module, the converter copies each top-level definition a converted file uses into
+that file, with the top-level helpers it names: so definitions are self-contained and only use
+the imports below. The names carry a `torch_` prefix because they land in the user's module
+namespace, where `max`, `split` or `chunk` would shadow builtins and common variable names.
+"""
+
+import math
+import typing
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def torch_split(tensor, split_size_or_sections, dim=0):
+    """torch.split / Tensor.split: pieces of `split_size` elements along `dim` (the last one
+    smaller when it does not divide), or pieces of the listed sizes, which must add up to the
+    dim's size. `jnp.split` takes a number of equal pieces or split *indices* instead."""
+    size = tensor.shape[dim]
+    if isinstance(split_size_or_sections, int | np.integer):
+        step = int(split_size_or_sections)
+        if step <= 0:
+            raise ValueError(f"split expects split_size be positive, but got split_size={step}")
+        sizes = [step] * (size // step) + ([size % step] if size % step or size == 0 else [])
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != size:
+            raise ValueError(
+                f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
+                f"at dimension {dim}), but got split_sizes={sizes}"
+            )
+    indices = []
+    total = 0
+    for piece in sizes[:-1]:
+        total += piece
+        indices.append(total)
+    return tuple(jnp.split(tensor, indices, axis=dim))
+
+
+def torch_chunk(input, chunks, dim=0):
+    """torch.chunk / Tensor.chunk: pieces of ceil(size / chunks) along `dim`, the last one
+    smaller; fewer than `chunks` pieces when that size already covers the dim (10 elements in 4
+    chunks are 3, 3, 3, 1; in 6 chunks, five pieces of 2). `jnp.array_split` balances sizes."""
+    if chunks <= 0:
+        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    size = input.shape[dim]
+    if size == 0:
+        return tuple(input for _ in range(chunks))  # torch returns `chunks` empty pieces
+    return torch_split(input, -(-size // chunks), dim)
+
+
+def torch_squeeze(input, dim=None):
+    """torch.squeeze / Tensor.squeeze: removes the given dim(s) only where their size is 1 and
+    leaves the others alone (`jnp.squeeze(x, axis)` raises for a dim whose size is not 1);
+    without `dim`, removes every size-1 dim."""
+    if dim is None:
+        return jnp.squeeze(input)
+    if input.ndim == 0:
+        return input
+    dims = tuple(dim) if isinstance(dim, tuple | list) else (dim,)
+    axes = tuple(sorted({d % input.ndim for d in dims if input.shape[d] == 1}))
+    return jnp.squeeze(input, axis=axes) if axes else input
+
+
+def torch_expand(input, *sizes):
+    """Tensor.expand(*sizes): broadcast to `sizes`, where -1 keeps the existing size of that dim
+    and extra leading dims may be added (`jnp.broadcast_to` has no -1). Takes the sizes as
+    separate arguments or as one sequence, like torch."""
+    if len(sizes) == 1 and isinstance(sizes[0], tuple | list):
+        sizes = tuple(sizes[0])
+    lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise ValueError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
+            f"number of dimensions in the tensor ({input.ndim})"
+        )
+    shape = []
+    for i, size in enumerate(sizes):
+        if size == -1:
+            if i < lead:
+                raise ValueError(f"expand: -1 is not allowed in a leading, non-existing dimension ({i})")
+            shape.append(input.shape[i - lead])
+        else:
+            shape.append(size)
+    return jnp.broadcast_to(input, tuple(shape))
+
+
+def torch_flatten(input, start_dim=0, end_dim=-1):
+    """torch.flatten / Tensor.flatten: merges dims start_dim..end_dim (inclusive) into one; a
+    0-d tensor becomes 1-d. `jnp.ravel` only flattens everything."""
+    if input.ndim == 0:
+        return input.reshape(1)
+    start = start_dim % input.ndim
+    end = end_dim % input.ndim
+    if start > end:
+        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+    merged = math.prod(input.shape[start : end + 1])
+    return input.reshape((*input.shape[:start], merged, *input.shape[end + 1 :]))
+
+
+class TorchValuesIndices(typing.NamedTuple):
+    """What torch.max(x, dim) and torch.min(x, dim) return: a (values, indices) pair that also
+    has `.values` and `.indices`."""
+
+    values: typing.Any
+    indices: typing.Any
+
+
+def torch_max(input, dim=None, keepdim=False):
+    """torch.max / Tensor.max: with an int `dim`, the maximum along it *and* its index, as
+    (values, indices) with `.values`/`.indices` (first index among equal values, like torch); with
+    a tensor in place of `dim`, the elementwise maximum (torch.max(a, b)); without, the maximum of
+    all elements."""
+    if dim is None:
+        return jnp.max(input)
+    if not isinstance(dim, int | np.integer):
+        return jnp.maximum(input, dim)
+    return TorchValuesIndices(jnp.max(input, axis=dim, keepdims=keepdim), jnp.argmax(input, axis=dim, keepdims=keepdim))
+
+
+def torch_min(input, dim=None, keepdim=False):
+    """torch.min / Tensor.min: with an int `dim`, the minimum along it *and* its index, as
+    (values, indices) with `.values`/`.indices`; with a tensor in place of `dim`, the elementwise
+    minimum (torch.min(a, b)); without, the minimum of all elements."""
+    if dim is None:
+        return jnp.min(input)
+    if not isinstance(dim, int | np.integer):
+        return jnp.minimum(input, dim)
+    return TorchValuesIndices(jnp.min(input, axis=dim, keepdims=keepdim), jnp.argmin(input, axis=dim, keepdims=keepdim))
+
+
+def torch_gather(input, dim, index):
+    """torch.gather / Tensor.gather: out[i][j] = input[index[i][j]][j] (for dim 0), where `index`
+    may be smaller than `input` in the other dims; `jnp.take_along_axis` needs them to broadcast,
+    so `input` is cut to `index`'s extent first."""
+    axis = dim % input.ndim
+    cut = tuple(slice(None) if d == axis else slice(0, index.shape[d]) for d in range(input.ndim))
+    return jnp.take_along_axis(input[cut], index, axis=axis)
+
+
+def torch_narrow(input, dim, start, length):
+    """torch.narrow / Tensor.narrow: `length` elements of `dim` from `start`, where a negative
+    `start` counts from the end (`lax.slice_in_dim` would read start + length < 0 as an empty
+    slice) and a tensor `start` is allowed."""
+    if isinstance(start, int | np.integer):
+        if start < 0:
+            start += input.shape[dim]
+        return jax.lax.slice_in_dim(input, int(start), int(start) + length, axis=dim)
+    return jax.lax.dynamic_slice_in_dim(input, start, length, axis=dim)
+
+
+def torch_masked_fill(input, mask, value):
+    """Tensor.masked_fill(mask, value): `value` where `mask` is True, keeping `input`'s dtype
+    (torch casts the value to it: an int tensor filled with 1.5 holds 1; `jnp.where` would
+    promote the result to float instead)."""
+    return jnp.where(mask, jnp.asarray(value).astype(input.dtype), input)
+
+
+def torch_normalize(input, p=2.0, dim=1, eps=1e-12):
+    """torch.nn.functional.normalize: input / max(||input||_p over `dim`, eps)."""
+    norm = jnp.linalg.vector_norm(input, ord=p, axis=dim, keepdims=True)
+    return input / jnp.maximum(norm, eps)
+
+
+def torch_softplus(input, beta=1.0, threshold=20.0):
+    """torch.nn.functional.softplus with torch's `beta` and `threshold`: log(1 + exp(beta * x)) /
+    beta, and x itself where beta * x > threshold (`jax.nn.softplus` has neither)."""
+    scaled = input * beta
+    return jnp.where(scaled > threshold, input, jnp.log1p(jnp.exp(scaled)) / beta)

@@ -1,0 +1,227 @@
+"""Copy a torch `state_dict` into a converted Flax NNX model.
+
+Converted models keep torch's module tree: attribute names are torch's, Sequential/ModuleList
+children sit at paths "0", "1", ... (see precision_transpiler/shims/flax_nn.py), so the module path of
+a torch key (`layer1.0.conv1` in `layer1.0.conv1.weight`) is the nnx path of the converted module.
+Only the parameter names and layouts differ, per layer type; `TORCH_PARAM_RULES` holds them.
+
+Resolution of a torch key `<module path>.<name>` (all variables of the model are enumerated once,
+without deduplicating shared modules, as torch's `state_dict()` lists a shared module under every
+name):
+
+1. A variable attribute called `<name>` on that module (a converted `nn.Parameter` or buffer, or a
+   shim that keeps torch's names such as MultiheadAttention): copied as is (same layout).
+2. Otherwise the rule for the module's class (looked up by class name along the MRO, so both nnx
+   layers and shims copied into converted files match): `TORCH_PARAM_RULES[cls][name]` is
+   `(flax_attribute, transform)`, or None for a torch entry that has no Flax counterpart and is
+   accepted and dropped (nnx.BatchNorm has no `num_batches_tracked`).
+
+Values are torch tensors (converted without importing torch: `.detach().cpu().numpy()`, bf16 via
+float32) or anything `numpy.asarray` accepts; they are cast to each target variable's dtype.
+RNG state variables (`nnx.RngState`) are never torch keys, nor are variables created with
+`persistent=False` metadata (`nnx.Variable(x, persistent=False)`: torch's non-persistent buffers,
+which `state_dict()` leaves out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Transform = Callable[[np.ndarray, Any], np.ndarray]
+"""(torch value, the Flax module) -> value in the Flax layout."""
+
+
+def _same(value: np.ndarray, module: Any) -> np.ndarray:
+    return value
+
+
+def _linear_weight(value: np.ndarray, module: Any) -> np.ndarray:
+    """torch Linear weight (out, in) -> Flax kernel (in, out)."""
+    return value.T
+
+
+def _conv_weight(value: np.ndarray, module: Any) -> np.ndarray:
+    """torch conv weight (out, in/groups, *k) -> Flax kernel (*k, in/groups, out) (OIHW -> HWIO)."""
+    return np.transpose(value, (*range(2, value.ndim), 1, 0))
+
+
+def _conv_transpose_weight(value: np.ndarray, module: Any) -> np.ndarray:
+    """torch transposed-conv weight (in, out/groups, *k) -> shim kernel (*k, in, out/groups)."""
+    return np.transpose(value, (*range(2, value.ndim), 0, 1))
+
+
+Rule = tuple[str, Transform] | None
+
+# Per layer type (class name, matched along the MRO): torch parameter/buffer name -> (Flax
+# attribute, transform), or None to accept and drop the torch entry. Names a class keeps from torch
+# need no entry (rule 1 in the module docstring). Adding a layer type is one entry here.
+TORCH_PARAM_RULES: dict[str, dict[str, Rule]] = {
+    # nnx layers the converter maps directly
+    "Linear": {"weight": ("kernel", _linear_weight)},
+    "Embed": {"weight": ("embedding", _same)},
+    "LayerNorm": {"weight": ("scale", _same)},  # nnx.LayerNorm and the shim; bias keeps its name
+    "RMSNorm": {"weight": ("scale", _same)},
+    "GroupNorm": {"weight": ("scale", _same)},  # nnx.GroupNorm and the shim
+    "Conv": {"weight": ("kernel", _conv_weight)},  # nnx.Conv (channels-last, same kernel layout)
+    "BatchNorm": {
+        "weight": ("scale", _same),
+        "running_mean": ("mean", _same),
+        "running_var": ("var", _same),
+        "num_batches_tracked": None,
+    },
+    # shims (precision_transpiler/shims/flax_nn.py; base classes cover the 1d/2d/3d variants)
+    "_ConvNd": {"weight": ("kernel", _conv_weight)},
+    "_ConvTransposeNd": {"weight": ("kernel", _conv_transpose_weight)},
+    "_BatchNorm": {
+        "weight": ("scale", _same),
+        "running_mean": ("mean", _same),
+        "running_var": ("var", _same),
+        "num_batches_tracked": ("num_batches_tracked", _same),
+    },
+}
+
+
+@dataclass(frozen=True)
+class _Target:
+    torch_key: str
+    flax_path: str
+    variable: Any
+    module: Any
+    transform: Transform
+
+
+def _rules_for(module: Any) -> dict[str, Rule]:
+    for cls in type(module).__mro__:
+        rules = TORCH_PARAM_RULES.get(cls.__name__)
+        if rules is not None:
+            return rules
+    return {}
+
+
+def _children(node: Any) -> Iterator[tuple[str, Any]]:
+    """(name, value) of a module's attributes, or of a plain list/tuple/dict held as data."""
+    if isinstance(node, list | tuple):
+        yield from ((str(i), v) for i, v in enumerate(node))
+    elif isinstance(node, dict):
+        yield from ((str(k), v) for k, v in node.items())
+    else:
+        for name, value in vars(node).items():
+            if not name.startswith("_pytree__"):
+                yield name, value
+
+
+def _walk(model: Any) -> tuple[list[_Target], set[str]]:
+    """Every torch key the model can take, and the torch keys its rules accept and drop."""
+    from flax import nnx
+
+    targets: list[_Target] = []
+    dropped: set[str] = set()
+
+    def visit(node: Any, prefix: str, module: Any, stack: tuple[int, ...]) -> None:
+        if id(node) in stack:
+            return
+        stack = (*stack, id(node))
+        is_module = isinstance(node, nnx.Module)
+        owner = node if is_module else module
+        rules = _rules_for(node) if is_module else {}
+        reverse = {rule[0]: (torch_name, rule[1]) for torch_name, rule in rules.items() if rule is not None}
+        if is_module:
+            dropped.update(prefix + torch_name for torch_name, rule in rules.items() if rule is None)
+        for name, value in _children(node):
+            if isinstance(value, nnx.Variable):
+                if isinstance(value, nnx.RngState) or value.get_metadata().get("persistent", True) is False:
+                    continue
+                torch_name, transform = reverse.get(name, (name, _same))
+                targets.append(_Target(prefix + torch_name, prefix + name, value, owner, transform))
+            elif isinstance(value, nnx.Module | list | tuple | dict):
+                visit(value, f"{prefix}{name}.", owner, stack)
+
+    visit(model, "", model, ())
+    # Rule 1 (a variable already named as in torch) wins over a renaming rule for the same key.
+    by_key: dict[str, _Target] = {}
+    for target in targets:
+        current = by_key.get(target.torch_key)
+        if current is None or (target.flax_path == target.torch_key and current.flax_path != current.torch_key):
+            by_key[target.torch_key] = target
+    return list(by_key.values()), dropped
+
+
+def flax_state_to_torch_keys(model: Any) -> dict[str, str]:
+    """Flax variable path ('layer1.0.conv1.kernel') -> torch state_dict key ('layer1.0.conv1.weight').
+
+    Paths join nnx path entries with '.', so ModuleList's integer keys and Sequential's string keys
+    give the same names as torch. Used for error messages and to pair layers in verification.
+    """
+    targets, _ = _walk(model)
+    return {t.flax_path: t.torch_key for t in targets}
+
+
+def torch_keys_to_flax_paths(model: Any) -> dict[str, str]:
+    """The inverse of `flax_state_to_torch_keys`: torch key -> Flax variable path."""
+    targets, _ = _walk(model)
+    return {t.torch_key: t.flax_path for t in targets}
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    """A torch tensor (duck-typed: torch is not imported), JAX or NumPy array as a NumPy array."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        tensor = value.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":  # NumPy has no bf16: go through float32 (exact)
+            tensor = tensor.float()
+        return tensor.numpy()
+    return np.asarray(value)
+
+
+def _preview(keys: list[str], limit: int = 5) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f", ... (+{len(keys) - limit})" if len(keys) > limit else "")
+
+
+def load_torch_state_dict(model: Any, state_dict: Mapping[str, Any], *, strict: bool = True) -> None:
+    """Copy a torch `state_dict` into the nnx variables of a converted Flax model, in place.
+
+    Keys resolve as described in the module docstring; each value is transformed to the Flax layout
+    (Linear/conv weights transposed) and cast to the target variable's dtype. A shape mismatch always
+    raises. With `strict`, keys the model does not take and model variables the state_dict does not
+    fill raise one `ValueError` (one line, first few keys of each) before anything is copied;
+    otherwise they are skipped.
+
+    The model may be abstract (`nnx.eval_shape(lambda: Model(..., rngs=nnx.Rngs(0)))`): random
+    initialisation is then skipped entirely (on CPU it compiles one kernel per parameter shape), and
+    every variable the state_dict fills becomes concrete. Variables it does not fill stay abstract:
+    RNG streams (Dropout/MultiheadAttention with dropout > 0) must then be set afresh, e.g. by
+    building such a model concretely instead.
+    """
+    import jax.numpy as jnp
+
+    targets, dropped = _walk(model)
+    by_key = {t.torch_key: t for t in targets}
+    unexpected = [k for k in state_dict if k not in by_key and k not in dropped]
+    missing = [k for k in by_key if k not in state_dict]
+    if strict and (unexpected or missing):
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing key(s): {_preview(missing)}")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected key(s): {_preview(unexpected)}")
+        raise ValueError(f"load_torch_state_dict({type(model).__name__}): " + "; ".join(parts))
+    updates = []
+    for key, raw in state_dict.items():
+        target = by_key.get(key)
+        if target is None:
+            continue
+        value = _to_numpy(raw)
+        converted = target.transform(value, target.module)
+        current = target.variable.get_raw_value()  # an array, or a ShapeDtypeStruct when abstract
+        if tuple(converted.shape) != tuple(current.shape):
+            raise ValueError(
+                f"load_torch_state_dict: {key} has shape {tuple(value.shape)} "
+                f"(-> {tuple(converted.shape)}), but {target.flax_path} has shape {tuple(current.shape)}"
+            )
+        updates.append((target.variable, jnp.asarray(converted, dtype=current.dtype)))
+    for variable, array in updates:
+        variable.set_value(array)  # replaces abstract values too (models built under nnx.eval_shape)
