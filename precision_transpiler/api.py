@@ -101,6 +101,7 @@ def transpile(
     path: str = "<string>",
     device: str = "cpu",
     nan_fallback: bool = False,
+    _standalone: bool = True,
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
@@ -149,11 +150,16 @@ def transpile(
         from precision_transpiler.convert.cleanup import drop_orphaned_imports
         from precision_transpiler.convert.vendor import vendor_shims
 
-        code, missing = vendor_shims(drop_orphaned_imports(source, code))
-        for symbol in missing:
-            outcome.diagnostics.append(
-                Diagnostic(path, 1, 1, "error", "missing-shim", f"{symbol} is named by a mapping table but not defined")
-            )
+        code = drop_orphaned_imports(source, code)
+        if _standalone:  # the file itself, not a sibling being converted for it
+            code = _inline_siblings(path, code, table, outcome.diagnostics)
+            code, missing = vendor_shims(code)
+            for symbol in missing:
+                outcome.diagnostics.append(
+                    Diagnostic(
+                        path, 1, 1, "error", "missing-shim", f"{symbol} is named by a mapping table but not defined"
+                    )
+                )
     diagnostics = sorted(outcome.diagnostics, key=lambda d: (d.line, d.col, d.code, d.message))
     return result(
         code,
@@ -164,6 +170,26 @@ def transpile(
         precision=tuple(precision),
         policy_info=policy_obj.to_json(),
     )
+
+
+def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[Diagnostic]) -> str:
+    """Copy converted definitions from sibling modules the file imports (convert/siblings.py)."""
+    from precision_transpiler.convert.siblings import inline_siblings
+
+    def convert(sibling_source: str, sibling_path: str) -> tuple[str, list[tuple[int, int, str, str, str]]]:
+        sibling = transpile(
+            sibling_source, to="jax", from_="torch", mappings=table, path=sibling_path, _standalone=False
+        )
+        return sibling.code, [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
+
+    code, report = inline_siblings(path, code, convert)
+    for sibling_path, line, col, severity, code_, message in report.diagnostics:
+        diagnostics.append(Diagnostic(sibling_path, line, col, severity, code_, message))  # type: ignore[arg-type]
+    if report.inlined:
+        diagnostics.append(
+            Diagnostic(path, 1, 1, "note", "siblings-inlined", "converted and copied in: " + ", ".join(report.inlined))
+        )
+    return code
 
 
 def _apply_keras_policy(

@@ -108,3 +108,27 @@ def test_torchvision_bottleneck_resnets(entry: str) -> None:
     options = VerifyOptions(entry=entry, inputs=["float32[2,3,64,64]"], layers=False)
     verdict = verify_files(original, virtual, options, converted_code=code)
     assert verdict.passed, verdict.failures
+
+
+def test_torchvision_vit_with_sibling_helpers_converts_and_matches() -> None:
+    """vision_transformer.py subclasses `MLP` from `..ops.misc`: the sibling is converted and
+    copied in, so the output imports neither torch nor torchvision."""
+    original = package_file("torchvision", "models/vision_transformer.py")
+    result = transpile(original.read_text(), to="jax", path=str(original))
+    assert not result.errors, [d.format() for d in result.errors]
+    assert not _mentions_torch(result.code)
+    assert "torchvision" not in "\n".join(ln for ln in result.code.splitlines() if ln.startswith(("import", "from")))
+    assert "# ptranspile: converted from torchvision.ops.misc" in result.code
+    assert any(d.code == "siblings-inlined" for d in result.diagnostics)
+    virtual = original.with_name("vit_ptranspile_jax_test.py")
+    entry = (
+        "VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, "
+        "mlp_dim=128, num_classes=10)"
+    )
+    verdict = verify_files(
+        original, virtual, VerifyOptions(entry=entry, inputs=["float32[2,3,32,32]"]), converted_code=result.code
+    )
+    assert verdict.passed, verdict.failures
+    assert verdict.max_rel_err is not None and verdict.max_rel_err <= 1e-5
+    paths = {layer.path for layer in verdict.layers}
+    assert "encoder.layers.encoder_layer_1.self_attention" in paths and "encoder.layers.encoder_layer_0.mlp.3" in paths

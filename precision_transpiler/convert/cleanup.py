@@ -37,12 +37,44 @@ def _local(alias: cst.ImportAlias) -> str:
     return (dotted_name(alias.name) or "").split(".")[0]
 
 
+def _drop_orphaned_constants(before: set[str], module: cst.Module) -> cst.Module:
+    """Private module-level constants (`_COMMON_META = {...}`) that only dropped code used."""
+    counts: dict[str, int] = {}
+
+    class _Count(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            counts[node.value] = counts.get(node.value, 0) + 1
+
+    module.visit(_Count())
+    body = []
+    for stmt in module.body:
+        if (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Assign | cst.AnnAssign)
+        ):
+            small = stmt.body[0]
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            if (
+                len(targets) == 1
+                and isinstance(targets[0], cst.Name)
+                and targets[0].value.startswith("_")
+                and targets[0].value in before
+                and counts.get(targets[0].value, 0) == 1
+            ):
+                continue
+        body.append(stmt)
+    return module.with_changes(body=body)
+
+
 def drop_orphaned_imports(original: str, converted: str) -> str:
     try:
         before = _used_names(cst.parse_module(original))
         module = cst.parse_module(converted)
     except cst.ParserSyntaxError:
         return converted
+    original_counts = _used_names(cst.parse_module(original))
+    module = _drop_orphaned_constants(original_counts, module)
     after = _used_names(module)
     orphaned = before - after
 

@@ -64,6 +64,17 @@ def resolve(node: ast.AST, bindings: Mapping[str, str | None]) -> str | None:
     return f"{qualified}.{rest}" if rest else qualified
 
 
+def _imported_module_class(cls: ast.ClassDef, base: ast.AST, bindings: Mapping[str, str | None]) -> bool:
+    """A base imported from elsewhere in the package (`class MLPBlock(MLP)`, MLP from
+    `..ops.misc`): a module class when the subclass looks like one (defines `forward` or
+    `__init__`); a weights enum (`class X_Weights(WeightsEnum)`) defines neither."""
+    name = dotted(base)
+    if name is None or name.split(".")[0] not in bindings or bindings.get(name.split(".")[0]) is not None:
+        return False
+    methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    return bool(methods & {"forward", "__init__"})
+
+
 def _functions(tree: ast.Module) -> Iterator[tuple[str, str | None, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """(key, class name or None, node) for top-level functions and methods."""
     for node in tree.body:
@@ -92,7 +103,12 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None]) -> ModelAnalys
                 continue
             for base in cls.bases:
                 q = resolve(base, bindings)
-                if q == "torch.nn.Module" or is_layer_symbol(q) or dotted(base) in result.module_classes:
+                if (
+                    q == "torch.nn.Module"
+                    or is_layer_symbol(q)
+                    or dotted(base) in result.module_classes
+                    or _imported_module_class(cls, base, bindings)
+                ):
                     result.module_classes.add(cls.name)
                     changed = True
                     break

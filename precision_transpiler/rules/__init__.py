@@ -12,6 +12,7 @@ def active_rules() -> list[type[Rule]]:
         dtype_string,
         dtype_symbol,
         op_patterns,
+        torch_inplace_init,
         torch_layers,
         torch_modules,
         torch_zoo,

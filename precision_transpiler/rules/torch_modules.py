@@ -150,7 +150,7 @@ class TorchModules(Rule):
         func = updated.func
         owner = key.split(".")[0] if key and "." in key else None
         if not (
-            owner in classes
+            owner is not None
             and isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
             and func.value.value == "self"

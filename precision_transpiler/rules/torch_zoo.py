@@ -90,7 +90,9 @@ class TorchZoo(Rule):
     ) -> cst.RemovalSentinel | None:
         if _last(original.decorator) not in set(ctx.mappings.zoo.get("decorators", ())):
             return None
-        ctx.diagnose(original, "note", "zoo-dropped", f"decorator @{ctx.code(original.decorator)} dropped (model zoo)")
+        ctx.diagnose(
+            original, "note", "zoo-dropped", f"decorator @{_short(ctx.code(original.decorator))} dropped (model zoo)"
+        )
         ctx.consume(_all_nodes(original))
         return cst.RemovalSentinel.REMOVE
 
@@ -110,7 +112,7 @@ class TorchZoo(Rule):
                         original,
                         "note",
                         "init-dropped",
-                        f"`{ctx.code(value)}` dropped: initialisation is not converted; load the torch "
+                        f"`{_short(ctx.code(value))}` dropped: initialisation is not converted; load the torch "
                         "weights into the converted model (precision_transpiler.weights)",
                     )
                     ctx.consume(_all_nodes(original))
@@ -119,7 +121,7 @@ class TorchZoo(Rule):
                 break
         else:
             return None
-        ctx.diagnose(original, "note", "zoo-dropped", f"`{ctx.code(original.body[0]).strip()}` dropped (model zoo)")
+        ctx.diagnose(original, "note", "zoo-dropped", f"`{_short(ctx.code(original.body[0]))}` dropped (model zoo)")
         ctx.consume(_all_nodes(original))
         return cst.SimpleStatementLine([cst.Pass()]) if _only_statement(ctx, original) else cst.RemovalSentinel.REMOVE
 
@@ -136,6 +138,12 @@ class TorchZoo(Rule):
         ctx.consume(_all_nodes(original.annotation))
         equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
         return updated.with_changes(annotation=None, equal=equal if updated.default is not None else updated.equal)
+
+
+def _short(code: str, limit: int = 80) -> str:
+    """One line of code for a one-line message."""
+    text = " ".join(code.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _only_statement(ctx: RuleContext, node: cst.CSTNode) -> bool:

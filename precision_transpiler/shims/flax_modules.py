@@ -28,7 +28,7 @@ class Identity(nnx.Module):
 class Flatten(nnx.Module):
     """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (not the batch)."""
 
-    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1, *, rngs=None):
         self.start_dim = start_dim
         self.end_dim = end_dim
 
@@ -41,7 +41,7 @@ class Flatten(nnx.Module):
 class ReLU(nnx.Module):
     """torch.nn.ReLU; `inplace` has no meaning for immutable arrays."""
 
-    def __init__(self, inplace: bool = False):
+    def __init__(self, inplace: bool = False, *, rngs=None):
         pass
 
     def __call__(self, x):
@@ -51,7 +51,7 @@ class ReLU(nnx.Module):
 class ReLU6(nnx.Module):
     """torch.nn.ReLU6: min(max(x, 0), 6)."""
 
-    def __init__(self, inplace: bool = False):
+    def __init__(self, inplace: bool = False, *, rngs=None):
         pass
 
     def __call__(self, x):
@@ -61,7 +61,7 @@ class ReLU6(nnx.Module):
 class GELU(nnx.Module):
     """torch.nn.GELU: exact (erf) by default; jax.nn.gelu defaults to the tanh approximation."""
 
-    def __init__(self, approximate: str = "none"):
+    def __init__(self, approximate: str = "none", *, rngs=None):
         self.approximate = approximate
 
     def __call__(self, x):
@@ -71,7 +71,7 @@ class GELU(nnx.Module):
 class SiLU(nnx.Module):
     """torch.nn.SiLU: x * sigmoid(x)."""
 
-    def __init__(self, inplace: bool = False):
+    def __init__(self, inplace: bool = False, *, rngs=None):
         pass
 
     def __call__(self, x):
@@ -81,12 +81,18 @@ class SiLU(nnx.Module):
 class Sigmoid(nnx.Module):
     """torch.nn.Sigmoid."""
 
+    def __init__(self, *, rngs=None):
+        pass
+
     def __call__(self, x):
         return jax.nn.sigmoid(x)
 
 
 class Tanh(nnx.Module):
     """torch.nn.Tanh."""
+
+    def __init__(self, *, rngs=None):
+        pass
 
     def __call__(self, x):
         return jnp.tanh(x)
@@ -100,7 +106,7 @@ def _softmax_dim(ndim: int) -> int:
 class Softmax(nnx.Module):
     """torch.nn.Softmax(dim=None); `dim=None` follows torch's legacy implicit choice."""
 
-    def __init__(self, dim: int | None = None):
+    def __init__(self, dim: int | None = None, *, rngs=None):
         self.dim = dim
 
     def __call__(self, x):
@@ -110,7 +116,7 @@ class Softmax(nnx.Module):
 class LogSoftmax(nnx.Module):
     """torch.nn.LogSoftmax(dim=None)."""
 
-    def __init__(self, dim: int | None = None):
+    def __init__(self, dim: int | None = None, *, rngs=None):
         self.dim = dim
 
     def __call__(self, x):
@@ -120,7 +126,7 @@ class LogSoftmax(nnx.Module):
 class Hardswish(nnx.Module):
     """torch.nn.Hardswish: x * relu6(x + 3) / 6."""
 
-    def __init__(self, inplace: bool = False):
+    def __init__(self, inplace: bool = False, *, rngs=None):
         pass
 
     def __call__(self, x):
@@ -130,7 +136,7 @@ class Hardswish(nnx.Module):
 class Hardsigmoid(nnx.Module):
     """torch.nn.Hardsigmoid: relu6(x + 3) / 6 (jax.nn.hard_sigmoid is the same function)."""
 
-    def __init__(self, inplace: bool = False):
+    def __init__(self, inplace: bool = False, *, rngs=None):
         pass
 
     def __call__(self, x):
@@ -140,7 +146,7 @@ class Hardsigmoid(nnx.Module):
 class LeakyReLU(nnx.Module):
     """torch.nn.LeakyReLU(negative_slope=0.01)."""
 
-    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False, *, rngs=None):
         self.negative_slope = negative_slope
 
     def __call__(self, x):
@@ -150,7 +156,7 @@ class LeakyReLU(nnx.Module):
 class ELU(nnx.Module):
     """torch.nn.ELU(alpha=1.0)."""
 
-    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False, *, rngs=None):
         self.alpha = alpha
 
     def __call__(self, x):
@@ -160,7 +166,7 @@ class ELU(nnx.Module):
 class Mish(nnx.Module):
     """torch.nn.Mish: x * tanh(softplus(x))."""
 
-    def __init__(self, inplace: bool = False):
+    def __init__(self, inplace: bool = False, *, rngs=None):
         pass
 
     def __call__(self, x):
@@ -170,7 +176,7 @@ class Mish(nnx.Module):
 class Softplus(nnx.Module):
     """torch.nn.Softplus(beta=1, threshold=20): linear above `threshold` (in units of beta*x)."""
 
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0, *, rngs=None):
         self.beta = beta
         self.threshold = threshold
 
@@ -233,3 +239,34 @@ class Buffer(nnx.Variable):
     """A torch buffer (`self.register_buffer(name, tensor, persistent=...)`): module state that
     is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight
     loading does not expect them."""
+
+
+def torch_assert(condition, message=""):
+    """torch._assert: raise AssertionError when `condition` is false (eagerly; under jax.jit a
+    traced condition cannot be checked, as with torch.jit's asserts on symbolic shapes)."""
+    if not isinstance(condition, jax.core.Tracer) and not bool(condition):
+        raise AssertionError(message)
+
+
+def _init_key(rngs):
+    return rngs.params() if rngs is not None else jax.random.key(0)
+
+
+def tensor_normal_(tensor, mean=0.0, std=1.0, *, rngs=None):
+    """torch's in-place `t.normal_(mean, std)` as a value: normal samples of t's shape."""
+    return mean + std * jax.random.normal(_init_key(rngs), tensor.shape, tensor.dtype)
+
+
+def tensor_uniform_(tensor, a=0.0, b=1.0, *, rngs=None):
+    """torch's in-place `t.uniform_(a, b)` as a value."""
+    return jax.random.uniform(_init_key(rngs), tensor.shape, tensor.dtype, a, b)
+
+
+def tensor_zero_(tensor):
+    """torch's in-place `t.zero_()` as a value."""
+    return jnp.zeros_like(tensor)
+
+
+def tensor_fill_(tensor, value):
+    """torch's in-place `t.fill_(value)` as a value."""
+    return jnp.full_like(tensor, value)

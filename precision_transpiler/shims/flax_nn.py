@@ -990,6 +990,8 @@ class _MaxPoolNd(nnx.Module):
         dilation: Any = 1,
         return_indices: bool = False,
         ceil_mode: bool = False,
+        *,
+        rngs: Any = None,
     ) -> None:
         _no_indices(return_indices)
         self.kernel_size = kernel_size
@@ -1035,6 +1037,8 @@ class _AvgPoolNd(nnx.Module):
         ceil_mode: bool = False,
         count_include_pad: bool = True,
         divisor_override: int | None = None,
+        *,
+        rngs: Any = None,
     ) -> None:
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -1080,7 +1084,7 @@ class _AdaptivePoolNd(nnx.Module):
     _n_spatial = 2
     _op = "avg"
 
-    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+    def __init__(self, output_size: Any, return_indices: bool = False, *, rngs: Any = None) -> None:
         _no_indices(return_indices)
         self.output_size = output_size
 
@@ -1711,7 +1715,7 @@ class Sequential(nnx.Module):
     Children may be modules or plain callables.
     """
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, rngs: Any = None) -> None:
         if len(args) == 1 and isinstance(args[0], dict):
             items = [(str(k), m) for k, m in args[0].items()]
         else:
@@ -1788,7 +1792,7 @@ class ModuleList(nnx.List):
     self, like torch.
     """
 
-    def __init__(self, modules: Any = None) -> None:
+    def __init__(self, modules: Any = None, *, rngs: Any = None) -> None:
         super().__init__(modules)
 
     def __getitem__(self, index: Any) -> Any:
@@ -1816,7 +1820,7 @@ class ModuleDict(nnx.Dict):
     shadow that method; torch stores children apart and has no such limit.
     """
 
-    def __init__(self, modules: Any = None) -> None:
+    def __init__(self, modules: Any = None, *, rngs: Any = None) -> None:
         super().__init__(dict(modules or {}))
 
     def _has(self, key: Any) -> bool:

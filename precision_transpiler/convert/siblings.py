@@ -1,0 +1,288 @@
+"""Bring in what a converted file needs from sibling modules of its package.
+
+torchvision's vision_transformer.py builds `MLPBlock(MLP)` where `MLP` comes from
+`..ops.misc`; a converted ViT that imported the original `MLP` would import torch. So each name
+the converted file still imports from its own package (relative imports, or absolute ones into
+the same top-level package) whose module uses torch is converted too: the sibling module is
+converted in memory, and the definitions the file needs (with the helpers and imports they
+use, in the sibling's order) are copied into the output in place of the import. Relative
+imports inside copied code are made absolute, and the step repeats for what they bring in.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
+
+
+@dataclass
+class SiblingReport:
+    inlined: list[str] = field(default_factory=list)  # "module.name"
+    diagnostics: list[tuple[str, int, int, str, str, str]] = field(
+        default_factory=list
+    )  # path, line, col, sev, code, msg
+
+
+def _package_of(path: Path) -> list[str]:
+    parts: list[str] = []
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return parts
+
+
+def _module_file(path: Path, level: int, module: str | None) -> tuple[Path | None, str]:
+    """File and dotted name of `from <level dots><module> import ...` seen from `path`."""
+    package = _package_of(path)
+    if level > len(package) or not package:
+        return None, ""
+    base_parts = package[: len(package) - (level - 1)]
+    root = path.parent
+    for _ in range(level - 1):
+        root = root.parent
+    parts = module.split(".") if module else []
+    target = root.joinpath(*parts)
+    dotted = ".".join([*base_parts, *parts])
+    if target.with_suffix(".py").is_file():
+        return target.with_suffix(".py"), dotted
+    if (target / "__init__.py").is_file():
+        return target / "__init__.py", dotted
+    return None, dotted
+
+
+def _absolute_file(path: Path, module: str) -> tuple[Path | None, str]:
+    """An absolute import into the file's own top-level package."""
+    package = _package_of(path)
+    if not package or module.split(".")[0] != package[0]:
+        return None, module
+    root = path.parent
+    for _ in range(len(package)):
+        root = root.parent
+    target = root.joinpath(*module.split("."))
+    if target.with_suffix(".py").is_file():
+        return target.with_suffix(".py"), module
+    if (target / "__init__.py").is_file():
+        return target / "__init__.py", module
+    return None, module
+
+
+def inline_siblings(
+    path: str,
+    code: str,
+    convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
+    *,
+    max_rounds: int = 6,
+) -> tuple[str, SiblingReport]:
+    """Inline sibling definitions that `code` (the converted text of `path`) imports.
+
+    `convert(source, path)` converts a sibling module (without copying shims) and returns its
+    code and diagnostics (line, col, severity, code, message)."""
+    report = SiblingReport()
+    file = Path(path)
+    if not file.is_file():
+        return code, report
+    cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]] = {}
+    for _ in range(max_rounds):
+        new_code = _one_round(file, code, convert, cache, report)
+        if new_code == code:
+            break
+        code = new_code
+    return code, report
+
+
+def _one_round(
+    file: Path,
+    code: str,
+    convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
+    cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]],
+    report: SiblingReport,
+) -> str:
+    module = cst.parse_module(code)
+    defined = _top_names(module)
+    blocks: list[str] = []
+    removals: dict[int, set[str]] = {}
+    extra_imports: list[str] = []
+    for index, stmt in enumerate(module.body):
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+            continue
+        imp = stmt.body[0]
+        if not isinstance(imp, cst.ImportFrom) or isinstance(imp.names, cst.ImportStar):
+            continue
+        level = len(imp.relative)
+        dotted_module = _dotted(imp.module) if imp.module is not None else None
+        if level:
+            sibling, sibling_name = _module_file(file, level, dotted_module)
+        elif dotted_module:
+            sibling, sibling_name = _absolute_file(file, dotted_module)
+        else:
+            continue
+        if sibling is None or sibling.resolve() == file.resolve():
+            continue
+        text = sibling.read_text(encoding="utf-8")
+        if "torch" not in text:
+            continue
+        wanted = [
+            (a.name.value, a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else a.name.value)
+            for a in imp.names
+            if isinstance(a.name, cst.Name)
+        ]
+        original_tree = ast.parse(text)
+        original_defs = _ast_defs(original_tree)
+        take = [(name, local) for name, local in wanted if name in original_defs and local not in defined]
+        if not take:
+            continue
+        if sibling not in cache:
+            cache[sibling] = convert(text, str(sibling))
+        converted, diagnostics = cache[sibling]
+        piece, imports, ranges = _extract(converted, [n for n, _ in take], sibling_name, original_tree)
+        if piece is None:
+            continue
+        blocks.append(MARKER.format(module=sibling_name) + "\n" + piece)
+        extra_imports += imports
+        for name, local in take:
+            if local != name:
+                blocks.append(f"{local} = {name}")
+            removals.setdefault(index, set()).add(local)
+            report.inlined.append(f"{sibling_name}.{name}")
+        for line, col, severity, code_, message in diagnostics:
+            if any(start <= line <= end for start, end in ranges) and severity in ("error", "unsupported"):
+                report.diagnostics.append((str(sibling), line, col, severity, code_, message))
+    if not blocks:
+        return code
+    body = list(module.body)
+    for index, names in removals.items():
+        stmt = body[index]
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        imp = stmt.body[0]
+        assert isinstance(imp, cst.ImportFrom) and not isinstance(imp.names, cst.ImportStar)
+        keep = [a for a in imp.names if _local(a) not in names]
+        if keep:
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            body[index] = stmt.with_changes(body=[imp.with_changes(names=keep)])
+        else:
+            body[index] = None  # type: ignore[call-overload]
+    module = module.with_changes(body=[s for s in body if s is not None])
+    existing = {ast.unparse(n) for n in ast.parse(module.code).body if isinstance(n, ast.Import | ast.ImportFrom)}
+    imports = [i for i in dict.fromkeys(extra_imports) if i not in existing]
+    return _insert(module, imports, "\n\n\n".join(blocks))
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    assert isinstance(node, cst.Attribute)
+    return f"{_dotted(node.value)}.{node.attr.value}"
+
+
+def _local(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return _dotted(alias.name)
+
+
+def _top_names(module: cst.Module) -> set[str]:
+    names: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, cst.ClassDef | cst.FunctionDef):
+            names.add(stmt.name.value)
+    return names
+
+
+def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
+    defs: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            defs[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    defs[target.id] = node
+    return defs
+
+
+def _extract(
+    converted: str, names: list[str], module_name: str, original_tree: ast.Module
+) -> tuple[str | None, list[str], list[tuple[int, int]]]:
+    """The closure of `names` in the converted sibling, its imports (made absolute), and the
+    original line ranges of what was taken (for diagnostics)."""
+    tree = ast.parse(converted)
+    defs = _ast_defs(tree)
+    imports: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                imports[alias.asname or alias.name.split(".")[0]] = node
+    closure: set[str] = set()
+    todo = [n for n in names if n in defs]
+    if not todo:
+        return None, [], []
+    needed_imports: list[str] = []
+    while todo:
+        name = todo.pop()
+        if name in closure:
+            continue
+        closure.add(name)
+        node = defs[name]
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for used_name in used:
+            if used_name in defs and used_name not in closure:
+                todo.append(used_name)
+            elif used_name in imports:
+                needed_imports.append(_absolute_import(imports[used_name], used_name, module_name))
+    lines = converted.splitlines(keepends=True)
+    pieces = []
+    for node in tree.body:
+        key = getattr(node, "name", None) or next(
+            (t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)), None
+        )
+        if key in closure:
+            start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
+            pieces.append("".join(lines[start - 1 : node.end_lineno]).rstrip("\n"))
+    original_defs = _ast_defs(original_tree)
+    ranges = [
+        (original_defs[n].lineno, original_defs[n].end_lineno or original_defs[n].lineno)
+        for n in closure
+        if n in original_defs
+    ]
+    return "\n\n\n".join(pieces), list(dict.fromkeys(needed_imports)), ranges
+
+
+def _absolute_import(node: ast.stmt, name: str, module_name: str) -> str:
+    """The import of `name` only, with a relative module made absolute."""
+    if isinstance(node, ast.Import):
+        alias = next(a for a in node.names if (a.asname or a.name.split(".")[0]) == name)
+        return ast.unparse(ast.Import(names=[alias]))
+    assert isinstance(node, ast.ImportFrom)
+    alias = next(a for a in node.names if (a.asname or a.name) == name)
+    module = node.module or ""
+    if node.level:
+        package = module_name.split(".")
+        base = package[: len(package) - node.level]
+        module = ".".join([*base, *([module] if module else [])])
+    return ast.unparse(ast.ImportFrom(module=module, names=[alias], level=0))
+
+
+def _insert(module: cst.Module, imports: list[str], block: str) -> str:
+    body = list(module.body)
+    index = 0
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
+        ):
+            index = i + 1
+        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
+            index = 1
+        elif index or not isinstance(stmt, cst.SimpleStatementLine):
+            break
+    head = module.with_changes(body=body[:index]).code.rstrip("\n")
+    tail = module.with_changes(body=body[index:], header=[]).code.lstrip("\n")
+    if imports:
+        head += "\n" + "\n".join(imports)
+    return head + "\n\n\n" + block + "\n\n\n" + tail

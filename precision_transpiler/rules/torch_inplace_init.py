@@ -1,0 +1,91 @@
+"""In-place initialisation methods (`t.normal_(std=0.02)`, `t.zero_()`), torch -> Flax NNX.
+
+JAX arrays are immutable. Used as a value (`nn.Parameter(torch.empty(1, n, d).normal_(std=0.02))`),
+such a call becomes a function that returns the initialised array (`tensor_normal_(..., rngs=rngs)`,
+drawing from the module's `rngs`). As a statement on an existing parameter (an init loop) it is
+dropped with a note: the converted model's weights come from the torch checkpoint.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rules.base import Example, Rule, register
+
+_RANDOM = {"normal_": "tensor_normal_", "uniform_": "tensor_uniform_"}
+_CONSTANT = {"zero_": "tensor_zero_", "fill_": "tensor_fill_"}
+_SHIMS = "precision_transpiler.shims.flax_modules"
+
+
+@register
+class TorchInplaceInit(Rule):
+    name = "torch-inplace-init"
+    summary = "Turn in-place initialisation methods into values (or drop init statements) for Flax."
+    EXAMPLES = (
+        Example(
+            "import torch\n\n\ndef init(p):\n    p.weight.zero_()\n    return p\n",
+            "def init(p):\n    pass\n    return p\n",
+            to="jax",
+            diagnostics=("initialisation is not converted",),
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "jax"
+
+    def leave_SimpleStatementLine(
+        self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.RemovalSentinel | None:
+        if len(original.body) != 1 or not isinstance(original.body[0], cst.Expr):
+            return None
+        call = original.body[0].value
+        if not (isinstance(call, cst.Call) and _method(call) in (*_RANDOM, *_CONSTANT, "trunc_normal_")):
+            return None
+        text = " ".join(ctx.code(call).split())
+        ctx.diagnose(
+            original,
+            "note",
+            "init-dropped",
+            f"`{text[:77] + '...' if len(text) > 80 else text}` dropped: initialisation is not converted; "
+            "load the torch weights into the converted model (precision_transpiler.weights)",
+        )
+        new = cst.SimpleStatementLine([cst.Pass()])
+        ctx.record(self.name, original, new)
+        return new
+
+    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        method = _method(updated)
+        if method not in _RANDOM and method not in _CONSTANT:
+            return None
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.Expr):
+            return None  # a statement: leave_SimpleStatementLine drops it
+        assert isinstance(updated.func, cst.Attribute)
+        args = [cst.Arg(updated.func.value), *updated.args]
+        if method in _RANDOM:
+            key = ctx.enclosing_function()
+            in_builder = key is not None and key in analysis_for(ctx).builders
+            rngs = cst.Name("rngs") if in_builder else cst.Name("None")
+            args.append(
+                cst.Arg(
+                    rngs,
+                    keyword=cst.Name("rngs"),
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                )
+            )
+            shim = _RANDOM[method]
+        else:
+            shim = _CONSTANT[method]
+        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
+        args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + args[
+            -1:
+        ]
+        new = cst.Call(func=ctx.expr_for(f"{_SHIMS}.{shim}"), args=args)
+        ctx.record(self.name, original, new)
+        return new
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
