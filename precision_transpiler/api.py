@@ -133,6 +133,8 @@ def transpile(
         new_module, precision = _apply_keras_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "jax" and outcome.source in ("jax", None):
         new_module, precision = _apply_flax_policy(new_module, policy_obj, table, nan_fallback)
+    elif to == "jax" and outcome.source == "torch":
+        pass  # model conversion: the Flax policy is applied to the converted code below
     elif not policy_obj.is_full_precision:
         outcome.diagnostics.append(
             Diagnostic(
@@ -153,6 +155,9 @@ def transpile(
         code = drop_orphaned_imports(source, code)
         if _standalone:  # the file itself, not a sibling being converted for it
             code = _inline_siblings(path, code, table, outcome.diagnostics)
+            if not policy_obj.is_full_precision:
+                converted, precision = _apply_flax_policy(cst.parse_module(code), policy_obj, table, nan_fallback)
+                code = converted.code
             code, missing = vendor_shims(code)
             for symbol in missing:
                 outcome.diagnostics.append(

@@ -89,7 +89,7 @@ def test_small_cnn_converts_without_torch_and_matches(tmp_path: Path) -> None:
 def test_torchvision_resnet18_converts_and_matches() -> None:
     original = package_file("torchvision", "models/resnet.py")
     result = transpile(original.read_text(), to="jax", path=str(original))
-    assert not result.errors, [d.format() for d in result.errors]
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
     assert "WeightsEnum" not in result.code and "register_model" not in result.code
     virtual = original.with_name("resnet_ptranspile_jax_test.py")
     options = VerifyOptions(entry="resnet18(num_classes=10)", inputs=["float32[4,3,64,64]"], calibrate_bn=True)
@@ -115,7 +115,7 @@ def test_torchvision_vit_with_sibling_helpers_converts_and_matches() -> None:
     copied in, so the output imports neither torch nor torchvision."""
     original = package_file("torchvision", "models/vision_transformer.py")
     result = transpile(original.read_text(), to="jax", path=str(original))
-    assert not result.errors, [d.format() for d in result.errors]
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
     assert not _mentions_torch(result.code)
     assert "torchvision" not in "\n".join(ln for ln in result.code.splitlines() if ln.startswith(("import", "from")))
     assert "# ptranspile: converted from torchvision.ops.misc" in result.code
@@ -132,3 +132,32 @@ def test_torchvision_vit_with_sibling_helpers_converts_and_matches() -> None:
     assert verdict.max_rel_err is not None and verdict.max_rel_err <= 1e-5
     paths = {layer.path for layer in verdict.layers}
     assert "encoder.layers.encoder_layer_1.self_attention" in paths and "encoder.layers.encoder_layer_0.mlp.3" in paths
+
+
+@pytest.mark.parametrize(
+    ("rel", "entry", "spec"),
+    [
+        ("models/resnet.py", "resnet18(num_classes=10)", "float32[4,3,64,64]"),
+        (
+            "models/vision_transformer.py",
+            "VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128, "
+            "num_classes=10)",
+            "float32[2,3,32,32]",
+        ),
+    ],
+)
+def test_mixed_policy_applies_to_the_converted_flax_model(rel: str, entry: str, spec: str) -> None:
+    """`--to jax --policy mixed` on torch code: Flax dtype/param_dtype per layer, fp32 norms; the
+    error against the fp32 torch original stays within 2x torch.autocast's own."""
+    original = package_file("torchvision", rel)
+    result = transpile(original.read_text(), to="jax", policy="mixed", path=str(original))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "param_dtype=_PTRANSPILE_PARAM" in result.code and "@_ptranspile_policy" in result.code
+    assert any(d.op_class in ("conv", "linear", "attention") and d.compute == "bfloat16" for d in result.precision)
+    virtual = original.with_name("mixed_ptranspile_jax_test.py")
+    options = VerifyOptions(entry=entry, inputs=[spec], calibrate_bn=True, layers=False)
+    verdict = verify_files(original, virtual, options, converted_code=result.code)
+    assert verdict.policy == "mixed" and verdict.tolerance["reference"] == "torch.autocast(cpu, bfloat16)"
+    assert verdict.passed, verdict.failures
+    assert verdict.outputs[0].dtype_converted == "float32"
+    assert 1e-4 < verdict.max_rel_err <= verdict.tolerance["max_rel_err"]

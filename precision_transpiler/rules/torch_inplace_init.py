@@ -43,6 +43,8 @@ class TorchInplaceInit(Rule):
         call = original.body[0].value
         if not (isinstance(call, cst.Call) and _method(call) in (*_RANDOM, *_CONSTANT, "trunc_normal_")):
             return None
+        if ctx.qualified_name(call.func) is not None:
+            return None  # `nn.init.normal_(w)`: a function, dropped by the torch-zoo rule
         text = " ".join(ctx.code(call).split())
         ctx.diagnose(
             original,
@@ -58,6 +60,8 @@ class TorchInplaceInit(Rule):
     def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         method = _method(updated)
         if method not in _RANDOM and method not in _CONSTANT:
+            return None
+        if ctx.qualified_name(original.func) is not None:
             return None
         parent = ctx.parent(original)
         if isinstance(parent, cst.Expr):

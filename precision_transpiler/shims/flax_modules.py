@@ -189,15 +189,20 @@ class Linear(nnx.Linear):
     """torch.nn.Linear's signature on nnx.Linear, for code that passes the class around
     (`layer=nn.Linear`); direct calls are converted to nnx.Linear itself."""
 
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, *, rngs: nnx.Rngs):
-        super().__init__(in_features, out_features, use_bias=bias, rngs=rngs)
+    def __init__(
+        self, in_features, out_features, bias=True, device=None, dtype=None, *, param_dtype=jnp.float32, rngs: nnx.Rngs
+    ):
+        super().__init__(in_features, out_features, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
 
 class Embedding(nnx.Embed):
     """torch.nn.Embedding's signature on nnx.Embed (padding_idx only matters for training)."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, *args, rngs: nnx.Rngs, **kwargs):
-        super().__init__(num_embeddings, embedding_dim, rngs=rngs)
+    def __init__(
+        self, num_embeddings, embedding_dim, padding_idx=None, *args, dtype=None, param_dtype=jnp.float32,
+        rngs: nnx.Rngs, **kwargs,
+    ):
+        super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
 
 class Dropout(nnx.Dropout):

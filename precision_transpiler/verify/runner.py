@@ -180,7 +180,7 @@ def verify_files(
         reference = source_adapter.run_reference(
             reference_model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
         )
-    verdict = _judge(base, result, reference, policy, options, target)
+    verdict = _judge(base, result, reference, policy, options, target, source)
     verdict.source, verdict.target = source, target
     verdict.original, verdict.converted = str(original), str(converted)
     verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
@@ -208,6 +208,7 @@ def _judge(
     policy: Policy,
     options: VerifyOptions,
     target: str,
+    source: str,
 ) -> VerificationResult:
     failures: list[str] = []
     base_out = {name: (array, dtype) for name, array, dtype in base.outputs}
@@ -263,7 +264,7 @@ def _judge(
         derived = options.mixed_factor * ref_err + options.fp32_tolerance
         compute = policy.compute if policy.compute != "float32" else "bfloat16"
         tolerance.update(
-            reference=_REFERENCE_NAMES.get(target, "framework mixed precision").format(compute=compute),
+            reference=_REFERENCE_NAMES.get(source, "framework mixed precision").format(compute=compute),
             reference_err=ref_err,
             factor=options.mixed_factor,
             rule=f"{options.mixed_factor:g} x the reference's error ({ref_err:.3g}) + {options.fp32_tolerance:g}",
