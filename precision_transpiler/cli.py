@@ -123,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from precision_transpiler.cli_verify import verify_main
 
             return verify_main(argv[1:])
+        elif argv[:1] == ["weights"]:
+            from precision_transpiler.cli_weights import weights_main
+
+            return weights_main(argv[1:])
         args = build_parser().parse_args(argv)
         return _run(args)
     except KeyboardInterrupt:

@@ -291,7 +291,7 @@ def test_policy_report_json_and_nan_fallback_flag(tmp_path: Path) -> None:
 def test_policy_not_applied_across_frameworks_is_reported(tmp_path: Path) -> None:
     src = tmp_path / "block.py"
     src.write_text(POLICY_SRC)
-    r = run_cli(str(src), "--to", "jax", "--policy", "mixed", cwd=tmp_path)
+    r = run_cli(str(src), "--to", "tf", "--policy", "mixed", cwd=tmp_path)
     assert r.code == 1
     assert "policy-not-applied" not in r.err  # the code is internal; the message is what users read
-    assert "precision policy 'mixed' is not applied when converting torch to jax yet" in r.err
+    assert "precision policy 'mixed' is not applied when converting torch to tf yet" in r.err

@@ -217,6 +217,29 @@ class Pattern:
         return None
 
     @cached_property
+    def positional_groups(self) -> tuple[tuple[tuple[cst.Arg, str], ...], ...]:
+        """Per call whose positional placeholders include one that may be absent: those
+        arguments and their parameters, in order (emission writes the ones after a left-out one
+        by keyword). Empty for most patterns, so emitting them costs nothing."""
+        groups: list[tuple[tuple[cst.Arg, str], ...]] = []
+        placeholders = self.placeholders
+
+        class _V(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                group = []
+                for arg in node.args:
+                    ph = placeholders.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+                    if arg.keyword is None and ph is not None and not (ph.variadic or ph.keywords):
+                        group.append((arg, ph.name))
+                names = [placeholders_by_name[name] for _, name in group]
+                if any(ph.may_be_absent for ph in names[:-1]):
+                    groups.append(tuple(group))
+
+        placeholders_by_name = {ph.name: ph for ph in placeholders.values()}
+        self.expr.visit(_V())
+        return tuple(groups)
+
+    @cached_property
     def argument_params(self) -> dict[str, int]:
         """For a call pattern: parameter -> how many arguments it needs at least (0 when it may
         be absent), plus `""` -> the number of constant arguments. The receiver is not counted."""
@@ -595,6 +618,20 @@ class _Emitter(cst.CSTTransformer):
         self.values = values
         self.expr_for = expr_for
         self.roots = roots
+        self.by_keyword = self._after_a_gap()
+
+    def _after_a_gap(self) -> set[int]:
+        """Positional placeholder arguments that follow a left-out one: emitted by keyword, since
+        `torch_normalize(x, {p=2.0}, {dim=1})` without p must say `torch_normalize(x, dim=-1)`."""
+        found: set[int] = set()
+        for group in self.pattern.positional_groups:
+            gap = False
+            for arg, name in group:
+                if self.values.get(name) is None:
+                    gap = True
+                elif gap:
+                    found.add(id(arg))
+        return found
 
     def _value(self, ident: str) -> cst.BaseExpression | ArgList | None:
         return self.values.get(self.pattern.placeholders[ident].name)
@@ -642,6 +679,8 @@ class _Emitter(cst.CSTTransformer):
                 if not ph.keywords:  # keyword arguments bound to `{*name}` become positional
                     args = [a.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) for a in args]
                 return cst.FlattenSentinel(args) if args else cst.RemoveFromParent()
+            if id(original_node) in self.by_keyword:
+                return _arg(updated_node.value, keyword=cst.Name(ph.keyword))
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:

@@ -38,7 +38,7 @@ from precision_transpiler.rules.base import Example, Rule, register
 @register
 class OpPatterns(Rule):
     name = "op-pattern"
-    summary = "Rewrite dtype operations (casts, finfo, default dtype, ...) through the op tables."
+    summary = "Rewrite operations (casts, finfo, tensor functions and methods, ...) through the op tables."
     EXAMPLES = (
         Example("import torch\ny = x.half()\n", "import jax.numpy as jnp\ny = x.astype(jnp.float16)\n", to="jax"),
         Example(
@@ -83,6 +83,34 @@ class OpPatterns(Rule):
             "import torch\ny = (a + b).half()\n",
             "import tensorflow as tf\ny = tf.cast((a + b), tf.float16)\n",
             to="tf",
+        ),
+        # variadic arguments: `x.view(a, b)` and `x.view(s)` alike
+        Example(
+            "import torch\na = x.view(b, -1).transpose(0, 1)\nc = x.view(shape)\n",
+            "import jax.numpy as jnp\na = jnp.swapaxes(x.reshape((b, -1)), 0, 1)\nc = x.reshape(shape)\n",
+            to="jax",
+        ),
+        # defaults that differ: torch's std is unbiased, jnp's ddof is 0
+        Example(
+            "import torch\ns = x.std(), x.std(1, unbiased=False)\n",
+            "import jax.numpy as jnp\ns = jnp.std(x, ddof=1), jnp.std(x, axis=1)\n",
+            to="jax",
+        ),
+        # constants: torch's GELU is exact unless told otherwise, JAX's is not
+        Example(
+            'import torch.nn.functional as F\ny = F.gelu(x), F.gelu(x, approximate="tanh")\n',
+            "import jax\ny = jax.nn.gelu(x, approximate=False), jax.nn.gelu(x, approximate=True)\n",
+            to="jax",
+        ),
+        # a string method of the same name is not a tensor call
+        Example('import torch\nparts = line.split(",")\n', None, to="jax"),
+        Example(
+            "import torch\nnoise = torch.randn(2, 3)\n",
+            "import torch\n# ptranspile: unsupported: torch.randn has no mapping to jax: torch.randn draws from "
+            "torch's global random generator and JAX has none: make a key (key = jax.random.key(seed), split per "
+            "use) and call jax.random.normal(key, shape)\nnoise = torch.randn(2, 3)\n",
+            to="jax",
+            diagnostics=("unsupported",),
         ),
     )
 
@@ -152,7 +180,8 @@ class OpPatterns(Rule):
             for name in set(match.bindings) - target.params:
                 for node in _user_nodes(match, name):
                     ctx.retract_under(node)
-            for name in sorted(dropped - match.defaulted - set(match.pattern.bind)):
+            quiet = match.defaulted | set(match.pattern.bind) | _receiver(match.pattern)
+            for name in sorted(dropped - quiet):
                 ctx.diagnose(
                     _anchor(match, name, original),
                     "note",
@@ -207,6 +236,16 @@ def _known_values(ctx: RuleContext, op: OpSpec, match: Match) -> dict[str, objec
         if value is not NOT_LITERAL:
             known.setdefault(name, value)
     return known
+
+
+def _receiver(pattern: Pattern) -> set[str]:
+    """The parameter a method pattern is called on: when a target leaves it out (`x.new_zeros(2,
+    dtype=d)` needs only d), no "argument was dropped" note, it is not an argument."""
+    expr = pattern.expr
+    if pattern.method_name is None or not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+        return set()
+    receiver = expr.func.value
+    return {pattern.placeholders[receiver.value].name} if isinstance(receiver, cst.Name) else set()
 
 
 def _user_nodes(match: Match, name: str) -> list[cst.CSTNode]:

@@ -25,7 +25,7 @@ which `state_dict()` leaves out).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +164,19 @@ def torch_keys_to_flax_paths(model: Any) -> dict[str, str]:
     """The inverse of `flax_state_to_torch_keys`: torch key -> Flax variable path."""
     targets, _ = _walk(model)
     return {t.torch_key: t.flax_path for t in targets}
+
+
+def state_dict_mismatch(model: Any, keys: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(missing, unexpected): model variables that torch keys `keys` leave unfilled, and keys the
+    model does not take, as `load_torch_state_dict(strict=True)` would report them. Lets a
+    non-strict caller say what it skipped."""
+    targets, dropped = _walk(model)
+    given = list(keys)
+    taken = {t.torch_key for t in targets}
+    present = set(given)
+    return [t.torch_key for t in targets if t.torch_key not in present], [
+        k for k in given if k not in taken and k not in dropped
+    ]
 
 
 def _to_numpy(value: Any) -> np.ndarray:
