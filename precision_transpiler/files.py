@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 _SKIP_DIRS = frozenset(
     {
@@ -94,13 +95,20 @@ def _excluded(path: Path, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(text, p) or fnmatch.fnmatch(path.name, p) for p in patterns)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, keeping the existing file's permissions.
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write `text` (or bytes) to `path` atomically, keeping the existing file's permissions.
 
     Only regular files are replaced: `-o /dev/null` or a named pipe is written to in place (a
     rename over a device node would replace the device itself)."""
+    binary = isinstance(text, bytes)
+
+    def opened(target: int | Path) -> Any:
+        if binary:
+            return open(target, "wb")
+        return open(target, "w", encoding="utf-8", newline="")
+
     if path.exists() and not path.is_file():
-        with path.open("w", encoding="utf-8", newline="") as fh:
+        with opened(path) as fh:
             fh.write(text)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +117,7 @@ def write_atomic(path: Path, text: str) -> None:
         mode = path.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with opened(fd) as fh:
             fh.write(text)
         if mode is not None:
             os.chmod(tmp, mode)

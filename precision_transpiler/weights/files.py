@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from precision_transpiler.errors import PtranspileError
+from precision_transpiler.files import write_atomic
 
 LAYOUT_KEY = "ptranspile.layout"
 """Header metadata key saying which layout a `.safetensors` file holds: `torch` or `flax-nnx`."""
@@ -124,31 +124,8 @@ def write_safetensors(
         data = st.save(arrays, metadata=dict(metadata) if metadata else None)
     except Exception as exc:  # a dtype safetensors has no code for (object arrays, ...)
         raise CheckpointError(f"{path}: cannot store these arrays as safetensors ({_first_line(exc)})") from None
-    _write_bytes_atomic(Path(path), data)
+    write_atomic(Path(path), data)
     return len(data)
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    """`precision_transpiler.files.write_atomic` for bytes: temporary file beside, then rename."""
-    if path.exists() and not path.is_file():  # /dev/null, a pipe: write in place
-        with path.open("wb") as fh:
-            fh.write(data)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = None
-    with contextlib.suppress(FileNotFoundError):
-        mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------
