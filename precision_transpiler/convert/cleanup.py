@@ -9,6 +9,8 @@ either is the user's business (a re-export) and stays.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from precision_transpiler.rewrite.templates import dotted_name
@@ -29,6 +31,14 @@ def _used_names(module: cst.Module) -> set[str]:
 
     module.visit(_V())
     return used
+
+
+def _imported_locals(code: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+    return names
 
 
 def _local(alias: cst.ImportAlias) -> str:
@@ -67,14 +77,27 @@ def _drop_orphaned_constants(before: set[str], module: cst.Module) -> cst.Module
     return module.with_changes(body=body)
 
 
+def _ast_names(code: str) -> tuple[set[str], dict[str, int]]:
+    """Names used (outside imports) and how often, read with `ast` (far cheaper than LibCST)."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    return set(counts), counts
+
+
 def drop_orphaned_imports(original: str, converted: str) -> str:
     try:
-        before = _used_names(cst.parse_module(original))
-        module = cst.parse_module(converted)
-    except cst.ParserSyntaxError:
+        before, _ = _ast_names(original)
+        after, counts = _ast_names(converted)
+    except (SyntaxError, ValueError):
         return converted
-    original_counts = _used_names(cst.parse_module(original))
-    module = _drop_orphaned_constants(original_counts, module)
+    private = {n for n in before if n.startswith("_") and counts.get(n) == 1}
+    imported = _imported_locals(converted)
+    if not (private or ((before - after) & imported)):
+        return converted  # nothing this step would change: skip the LibCST pass
+    module = cst.parse_module(converted)
+    module = _drop_orphaned_constants(before, module)
     after = _used_names(module)
     orphaned = before - after
 

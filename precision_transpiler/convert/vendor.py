@@ -175,4 +175,5 @@ def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
     tail = module.with_changes(body=body[index:], header=[]).code
     if imports:
         head = head.rstrip("\n") + "\n" + imports + "\n"
-    return head.rstrip("\n") + "\n\n\n" + block + "\n\n" + tail.lstrip("\n")
+    head = head.rstrip("\n")
+    return (head + "\n\n\n" if head else "") + block + "\n\n" + tail.lstrip("\n")
