@@ -40,6 +40,11 @@ demo: $(STAMP)
 	@$(BIN)/ptranspile examples/attention_block.py --to torch --policy mixed -o out/attention_block_mixed.py \
 		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" \
 		--report-json out/attention_block_verify.json --report-html out/attention_block_verify.html
+	@echo
+	@echo "== torch -> JAX (Flax NNX): convert the same block, copy the weights over, verify"
+	@$(BIN)/ptranspile examples/attention_block.py --to jax -o out/attention_block_jax.py \
+		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" --max-layers 10
+	@sed -n '/^class AttentionBlock/,$$p' out/attention_block_jax.py
 
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples

@@ -1,6 +1,7 @@
 """A pre-norm self-attention block, written for PyTorch.
 
-`make demo` applies the `mixed` precision policy to it (`--to torch --policy mixed`).
+`make demo` applies the `mixed` precision policy to it (`--to torch --policy mixed`) and converts
+it to Flax NNX (`--to jax`), verifying both against this original.
 """
 
 import torch

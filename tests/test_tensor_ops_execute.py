@@ -514,7 +514,7 @@ CASES = [
         "return F.softmax(x, dim=-1), F.softmax(x, 0), torch.softmax(x, 1), x.softmax(-1), x.softmax(dim=0), "
         "F.log_softmax(x, dim=1), torch.log_softmax(x, -1), x.log_softmax(0), F.softmax(x, -1, dtype=torch.float32)",
         F32(3, 4, 5),
-        expect=("jax.nn.softmax(x, axis=-1)", "jax.nn.softmax(x.astype(jax.numpy.float32), axis=-1)"),
+        expect=("jax.nn.softmax(x, axis=-1)", "jax.nn.softmax(x.astype(jnp.float32), axis=-1)"),
     ),
     C(
         "normalize",

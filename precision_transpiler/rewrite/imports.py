@@ -96,10 +96,27 @@ class ImportNamer:
             local = self.available.get(prefix)
             if local is not None:
                 return dotted_expr([*local.split("."), *parts[i:]])
+            # A module with a conventional alias that the file does not import yet (jax.numpy
+            # as jnp) wins over spelling it through a parent the file or we imported (`jax.`),
+            # unless the file itself imports the parent.
+            alias = self.preferred.get(prefix) if i < len(parts) else None
+            if alias is not None and alias not in self.taken and self._added_parent(prefix):
+                self._add_import(prefix, alias)
+                return dotted_expr([alias, *parts[i:]])
         module, alias = self._choose_import(parts)
         self._add_import(module, alias)
         rest = parts[len(module.split(".")) :]
         return dotted_expr([alias, *rest])
+
+    def _added_parent(self, module: str) -> bool:
+        """Whether every shorter available prefix of `module` is one this namer added (not the
+        user's own import, whose spelling we keep)."""
+        parts = module.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            prefix = ".".join(parts[:i])
+            if prefix in self.available and (prefix, self.available[prefix]) not in self.pending:
+                return False
+        return True
 
     def _choose_import(self, parts: list[str]) -> tuple[str, str]:
         for i in range(len(parts) - 1, 0, -1):
