@@ -193,7 +193,12 @@ def verify_files(
     if measure is not None and measure_source is not None:
         verdict.param_bytes = {"original": measure_source(reference_model), "converted": measure(converted_model)}
     verdict.notes.append(
-        f"ran both models on {target} (CPU, inference mode), seed {options.seed}"
+        (
+            f"ran both models on {target}"
+            if source == target
+            else f"ran the original on {source}, the converted model on {target}"
+        )
+        + f" (CPU, inference mode), seed {options.seed}"
         + ("; weights perturbed" if options.perturb else "")
         + ("; BatchNorm statistics recalibrated" if options.calibrate_bn else "")
     )
