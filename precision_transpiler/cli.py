@@ -38,8 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ptranspile",
         description="Convert model source between PyTorch, JAX (Flax NNX), TensorFlow (Keras 3) and NumPy, "
         "applying precision policies. Transpiling is static: nothing is imported or executed.",
-        epilog="Exit codes: 0 ok, 1 changes found by --check or unsupported constructs, 2 errors. "
-        "Defaults can be set in [tool.ptranspile] of pyproject.toml.",
+        epilog="Subcommands: 'ptranspile verify ORIGINAL CONVERTED --entry EXPR --input SPEC' runs a converted "
+        "model against its original; 'ptranspile weights CKPT --to jax -o OUT.safetensors' converts a torch "
+        "checkpoint (each has --help). "
+        "Exit codes: 0 ok, 1 changes found by --check or unsupported constructs (or a failed verification), "
+        "2 errors. Defaults can be set in [tool.ptranspile] of pyproject.toml.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
