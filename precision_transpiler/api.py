@@ -190,6 +190,18 @@ def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[
     code, report = inline_siblings(path, code, convert)
     for sibling_path, line, col, severity, code_, message in report.diagnostics:
         diagnostics.append(Diagnostic(sibling_path, line, col, severity, code_, message))  # type: ignore[arg-type]
+    if report.skipped:
+        diagnostics.append(
+            Diagnostic(
+                path,
+                1,
+                1,
+                "warning",
+                "siblings-not-converted",
+                "left imported, not converted (too large to copy in; their modules import torch): "
+                + ", ".join(dict.fromkeys(report.skipped)),
+            )
+        )
     if report.inlined:
         diagnostics.append(
             Diagnostic(path, 1, 1, "note", "siblings-inlined", "converted and copied in: " + ", ".join(report.inlined))

@@ -161,3 +161,31 @@ def test_mixed_policy_applies_to_the_converted_flax_model(rel: str, entry: str, 
     assert verdict.passed, verdict.failures
     assert verdict.outputs[0].dtype_converted == "float32"
     assert 1e-4 < verdict.max_rel_err <= verdict.tolerance["max_rel_err"]
+
+
+def test_relative_imports_and_foreign_bases_are_reported_not_crashed_on(tmp_path: Path) -> None:
+    """transformers' BERT: `from . import x` imports, and `PreTrainedModel` (a base from the
+    rest of the library) which is too large to bring in: it stays imported, with a warning, and
+    the output stays bounded."""
+    original = package_file("transformers", "models/bert/modeling_bert.py")
+    result = transpile(original.read_text(), to="jax", path=str(original))
+    assert not result.errors, [d.format() for d in result.errors]
+    warning = next(d for d in result.diagnostics if d.code == "siblings-not-converted")
+    assert "transformers.modeling_utils.PreTrainedModel" in warning.message
+    assert result.code.count("\n") < 6000
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("import torch.nn as nn\n\n\ndef block(d):\n    return nn.Linear(d, d)\n")
+    (package / "model.py").write_text(
+        "import torch.nn as nn\nfrom . import helpers\nfrom .helpers import block\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = block(4)\n\n"
+        "    def forward(self, x):\n        return self.fc(x)\n"
+    )
+    converted = transpile((package / "model.py").read_text(), to="jax", path=str(package / "model.py"))
+    assert not converted.errors, [d.format() for d in converted.errors]
+    assert "def block(d, *, rngs" in converted.code and "from .helpers import block" not in converted.code
+    out = package / "model_jax.py"
+    out.write_text(converted.code)
+    verdict = verify_files(package / "model.py", out, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures

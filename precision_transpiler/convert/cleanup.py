@@ -105,8 +105,8 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
         def leave_ImportFrom(
             self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
         ) -> cst.ImportFrom | cst.RemovalSentinel:
-            if isinstance(updated_node.names, cst.ImportStar) or dotted_name(updated_node.module or cst.Name("")) == (
-                "__future__"
+            if isinstance(updated_node.names, cst.ImportStar) or (
+                updated_node.module is not None and dotted_name(updated_node.module) == "__future__"
             ):
                 return updated_node
             keep = [a for a in updated_node.names if _local(a) not in orphaned]

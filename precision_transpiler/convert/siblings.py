@@ -21,9 +21,18 @@ import libcst as cst
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
 
 
+#: Lines of converted sibling code one file may take in. Model code is small; a file that needs
+#: more (transformers' PreTrainedModel drags in most of the library) keeps its import, reported.
+BUDGET = 3000
+#: Non-model helpers are copied in only below this many lines (with what they use).
+SMALL_HELPER = 200
+
+
 @dataclass
 class SiblingReport:
     inlined: list[str] = field(default_factory=list)  # "module.name"
+    skipped: list[str] = field(default_factory=list)  # over the budget: left imported
+    lines: int = 0
     diagnostics: list[tuple[str, int, int, str, str, str]] = field(
         default_factory=list
     )  # path, line, col, sev, code, msg
@@ -97,12 +106,24 @@ def inline_siblings(
     return code, report
 
 
+def _model_names(tree: ast.Module) -> set[str]:
+    """Module classes and layer-building functions of a sibling: what model code needs from it
+    (utilities such as logging or config helpers stay imported)."""
+    from precision_transpiler.convert.torch_analysis import analyse
+    from precision_transpiler.rewrite.names import scope_bindings
+
+    bindings, _ = scope_bindings(tree)
+    analysis = analyse(tree, bindings, strict=True)
+    return analysis.module_classes | {k for k in analysis.builders if "." not in k}
+
+
 def _one_round(
     file: Path,
     code: str,
     convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
     cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]],
     report: SiblingReport,
+    budget: int = BUDGET,
 ) -> str:
     module = cst.parse_module(code)
     defined = _top_names(module)
@@ -134,16 +155,39 @@ def _one_round(
             if isinstance(a.name, cst.Name)
         ]
         original_tree = ast.parse(text)
-        original_defs = _ast_defs(original_tree)
-        take = [(name, local) for name, local in wanted if name in original_defs and local not in defined]
-        if not take:
+        models = _model_names(original_tree)
+        candidates = [
+            (name, local) for name, local in wanted if name in _ast_defs(original_tree) and local not in defined
+        ]
+        if not candidates:
+            continue
+        if report.lines >= budget:
+            report.skipped += [f"{sibling_name}.{name}" for name, _ in candidates]
             continue
         if sibling not in cache:
             cache[sibling] = convert(text, str(sibling))
         converted, diagnostics = cache[sibling]
+        # Model code always; other helpers (`_make_ntuple`) only when small: a large utility
+        # (transformers' PretrainedConfig) stays imported rather than copied in whole.
+        take = []
+        for name, local in candidates:
+            if name in models:
+                take.append((name, local))
+                continue
+            small, _, _ = _extract(converted, [name], sibling_name, original_tree)
+            if small is not None and small.count("\n") < SMALL_HELPER:
+                take.append((name, local))
+            else:
+                report.skipped.append(f"{sibling_name}.{name}")
+        if not take:
+            continue
         piece, imports, ranges = _extract(converted, [n for n, _ in take], sibling_name, original_tree)
         if piece is None:
             continue
+        if report.lines + piece.count("\n") + 1 > budget:
+            report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
+            continue
+        report.lines += piece.count("\n") + 1
         blocks.append(MARKER.format(module=sibling_name) + "\n" + piece)
         extra_imports += imports
         for name, local in take:

@@ -92,7 +92,9 @@ def _walk_body(func: ast.AST) -> Iterator[ast.AST]:
         yield from ast.walk(stmt)
 
 
-def analyse(tree: ast.Module, bindings: Mapping[str, str | None]) -> ModelAnalysis:
+def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: bool = False) -> ModelAnalysis:
+    """`strict`: module classes only through torch bases and the file's own classes (no guess
+    about bases imported from elsewhere)."""
     result = ModelAnalysis()
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     changed = True
@@ -107,7 +109,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None]) -> ModelAnalys
                     q == "torch.nn.Module"
                     or is_layer_symbol(q)
                     or dotted(base) in result.module_classes
-                    or _imported_module_class(cls, base, bindings)
+                    or (not strict and _imported_module_class(cls, base, bindings))
                 ):
                     result.module_classes.add(cls.name)
                     changed = True

@@ -199,8 +199,15 @@ class Embedding(nnx.Embed):
     """torch.nn.Embedding's signature on nnx.Embed (padding_idx only matters for training)."""
 
     def __init__(
-        self, num_embeddings, embedding_dim, padding_idx=None, *args, dtype=None, param_dtype=jnp.float32,
-        rngs: nnx.Rngs, **kwargs,
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        *args,
+        dtype=None,
+        param_dtype=jnp.float32,
+        rngs: nnx.Rngs,
+        **kwargs,
     ):
         super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
