@@ -189,3 +189,56 @@ def test_relative_imports_and_foreign_bases_are_reported_not_crashed_on(tmp_path
     out.write_text(converted.code)
     verdict = verify_files(package / "model.py", out, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+TRAINING_MODEL = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.fc(x)
+        if self.training:
+            x = x * 2
+        return x
+"""
+
+
+def test_self_training_follows_train_and_eval(tmp_path: Path) -> None:
+    """`self.training` becomes `not self.deterministic`, which nnx's eval()/train() flip."""
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    original = tmp_path / "training.py"
+    original.write_text(TRAINING_MODEL)
+    code = transpile(TRAINING_MODEL, to="jax").code
+    assert "(not self.deterministic)" in code and "self.deterministic = False" in code
+    converted = tmp_path / "training_jax.py"
+    converted.write_text(code)
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures  # both in inference mode: no doubling
+    namespace: dict = {}
+    exec(compile(code, str(converted), "exec"), namespace)
+    model = namespace["Net"]()
+    reference = _torch_net(TRAINING_MODEL)
+    state = {k: v.numpy() for k, v in reference.state_dict().items()}
+    from precision_transpiler.weights.torch_to_flax import load_torch_state_dict
+
+    load_torch_state_dict(model, state)
+    x = np.ones((2, 4), dtype="float32")
+    model.train()
+    reference.train()
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(np.asarray(model(jnp.asarray(x))), expected, rtol=1e-6)
+
+
+def _torch_net(source: str):
+    namespace: dict = {}
+    exec(compile(source, "<torch>", "exec"), namespace)
+    return namespace["Net"]()

@@ -47,6 +47,7 @@ class ModelAnalysis:
     builders: set[str] = field(default_factory=set)  # "func" or "Class.method"
     public: set[str] = field(default_factory=set)  # builders that get `rngs=None` (entry points)
     factories: dict[str, set[str]] = field(default_factory=dict)  # builder -> factory names
+    uses_training: set[str] = field(default_factory=set)  # module classes reading `self.training`
 
     def needs_rngs(self, key: str) -> bool:
         return key in self.builders
@@ -132,6 +133,15 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
     for key, owner, func in functions:
         if key in result.builders and (owner is None or func.name == "__init__"):
             result.public.add(key)
+    for cls in classes:
+        if cls.name in result.module_classes and any(
+            isinstance(n, ast.Attribute)
+            and n.attr == "training"
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "self"
+            for n in ast.walk(cls)
+        ):
+            result.uses_training.add(cls.name)
     return result
 
 

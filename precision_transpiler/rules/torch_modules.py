@@ -78,6 +78,10 @@ class TorchModules(Rule):
             new = new.with_changes(name=cst.Name("__call__"))
         if key in analysis.builders and not _has_param(original, "rngs"):
             new = self._add_rngs(ctx, new, public=key in analysis.public)
+        if owner in analysis.uses_training and original.name.value == "__init__":
+            # torch's `self.training` is flipped by .train()/.eval(); nnx's eval() sets
+            # `deterministic=True` on every module that has the attribute.
+            new = _prepend(new, "self.deterministic = False\n", after_rngs=True)
         if new is updated:
             return None
         ctx.record(self.name, original.name, new.name)
@@ -109,6 +113,33 @@ class TorchModules(Rule):
         if public:
             func = _prepend(func, f"if rngs is None:\n    rngs = {ctx.code(rngs_type)}(0)\n")
         return func
+
+    # -- self.training -------------------------------------------------------------------------
+
+    def leave_Attribute(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        if not (
+            isinstance(original.value, cst.Name)
+            and original.value.value == "self"
+            and original.attr.value == "training"
+        ):
+            return None
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        if owner not in analysis_for(ctx).uses_training:
+            return None
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AugAssign) and parent.target is original):
+            return None
+        new = cst.UnaryOperation(
+            cst.Not(),
+            cst.Attribute(cst.Name("self"), cst.Name("deterministic")),
+            lpar=[cst.LeftParen()],
+            rpar=[cst.RightParen()],
+        )
+        ctx.record(self.name, original, new)
+        return new
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -219,8 +250,9 @@ def _has_param(func: cst.FunctionDef, name: str) -> bool:
     return any(p.name.value == name for p in every)
 
 
-def _prepend(func: cst.FunctionDef, code: str) -> cst.FunctionDef:
-    """Insert statements at the start of the body, after a docstring."""
+def _prepend(func: cst.FunctionDef, code: str, after_rngs: bool = False) -> cst.FunctionDef:
+    """Insert statements at the start of the body, after a docstring (and after the generated
+    `if rngs is None:` block when `after_rngs`)."""
     body = func.body
     if not isinstance(body, cst.IndentedBlock):
         return func
@@ -230,5 +262,9 @@ def _prepend(func: cst.FunctionDef, code: str) -> cst.FunctionDef:
         first = statements[0].body[0] if statements[0].body else None
         if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString | cst.ConcatenatedString):
             index = 1
+    if after_rngs and index < len(statements) and isinstance(statements[index], cst.If):
+        test = statements[index].test
+        if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "rngs":
+            index += 1
     new = list(cst.parse_module(code).body)
     return func.with_changes(body=body.with_changes(body=[*statements[:index], *new, *statements[index:]]))
