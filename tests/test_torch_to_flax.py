@@ -242,3 +242,31 @@ def _torch_net(source: str):
     namespace: dict = {}
     exec(compile(source, "<torch>", "exec"), namespace)
     return namespace["Net"]()
+
+
+@pytest.mark.parametrize(
+    ("rel", "entry", "spec"),
+    [
+        ("models/alexnet.py", "alexnet(num_classes=10)", "float32[2,3,64,64]"),
+        ("models/vgg.py", "vgg11_bn(num_classes=10)", "float32[2,3,32,32]"),
+        ("models/mobilenetv2.py", "mobilenet_v2(num_classes=10)", "float32[2,3,64,64]"),
+        ("models/mobilenetv3.py", "mobilenet_v3_small(num_classes=10)", "float32[2,3,64,64]"),
+        ("models/squeezenet.py", "squeezenet1_1(num_classes=10)", "float32[2,3,64,64]"),
+        ("models/shufflenetv2.py", "shufflenet_v2_x0_5(num_classes=10)", "float32[2,3,64,64]"),
+        # imports StochasticDepth through torchvision.ops' re-exports: followed to its module
+        ("models/efficientnet.py", "efficientnet_b0(num_classes=10)", "float32[2,3,64,64]"),
+        ("models/mnasnet.py", "mnasnet0_5(num_classes=10)", "float32[2,3,64,64]"),
+    ],
+)
+def test_more_torchvision_models_convert_as_they_are(rel: str, entry: str, spec: str) -> None:
+    original = package_file("torchvision", rel)
+    result = transpile(original.read_text(), to="jax", path=str(original))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    assert not _mentions_torch(result.code)
+    assert not [ln for ln in result.code.splitlines() if ln.startswith(("from torchvision", "import torchvision"))]
+    virtual = original.with_name("more_ptranspile_jax_test.py")
+    verdict = verify_files(
+        original, virtual, VerifyOptions(entry=entry, inputs=[spec], layers=False), converted_code=result.code
+    )
+    assert verdict.passed, verdict.failures
+    assert verdict.max_rel_err is not None and verdict.max_rel_err <= 1e-5

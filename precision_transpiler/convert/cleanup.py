@@ -48,7 +48,16 @@ def _local(alias: cst.ImportAlias) -> str:
 
 
 def _drop_orphaned_constants(before: set[str], module: cst.Module) -> cst.Module:
-    """Private module-level constants (`_COMMON_META = {...}`) that only dropped code used."""
+    """Private module-level constants (`_COMMON_META = {...}`) that only dropped code used,
+    repeatedly (`_COMMON_META_V1 = {**_COMMON_META, ...}` frees `_COMMON_META` in turn)."""
+    while True:
+        smaller = _drop_orphaned_constants_once(before, module)
+        if len(smaller.body) == len(module.body):
+            return smaller
+        module = smaller
+
+
+def _drop_orphaned_constants_once(before: set[str], module: cst.Module) -> cst.Module:
     counts: dict[str, int] = {}
 
     class _Count(cst.CSTVisitor):
@@ -92,7 +101,7 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
         after, counts = _ast_names(converted)
     except (SyntaxError, ValueError):
         return converted
-    private = {n for n in before if n.startswith("_") and counts.get(n) == 1}
+    private = {n for n in before if n.startswith("_") and counts.get(n, 0) >= 1}
     imported = _imported_locals(converted)
     if not (private or ((before - after) & imported)):
         return converted  # nothing this step would change: skip the LibCST pass

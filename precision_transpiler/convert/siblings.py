@@ -130,6 +130,7 @@ def _one_round(
     blocks: list[str] = []
     removals: dict[int, set[str]] = {}
     extra_imports: list[str] = []
+    redirected = False
     for index, stmt in enumerate(module.body):
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
             continue
@@ -147,14 +148,24 @@ def _one_round(
         if sibling is None or sibling.resolve() == file.resolve():
             continue
         text = sibling.read_text(encoding="utf-8")
-        if "torch" not in text:
-            continue
         wanted = [
             (a.name.value, a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else a.name.value)
             for a in imp.names
             if isinstance(a.name, cst.Name)
         ]
         original_tree = ast.parse(text)
+        # `from ..ops import StochasticDepth` where ops/__init__.py re-exports it from
+        # `.stochastic_depth`: import it from where it is defined (handled next round).
+        package_of_sibling = sibling_name if sibling.name == "__init__.py" else sibling_name.rsplit(".", 1)[0]
+        reexports = _reexports(original_tree, package_of_sibling)
+        for name, local in wanted:
+            if name in reexports and name not in _ast_defs(original_tree) and local not in defined:
+                alias = f" as {local}" if local != name else ""
+                extra_imports.append(f"from {reexports[name]} import {name}{alias}")
+                removals.setdefault(index, set()).add(local)
+                redirected = True
+        if "torch" not in text:
+            continue  # plain Python (after re-exports were followed): it can stay imported
         models = _model_names(original_tree)
         candidates = [
             (name, local) for name, local in wanted if name in _ast_defs(original_tree) and local not in defined
@@ -198,7 +209,7 @@ def _one_round(
         for line, col, severity, code_, message in diagnostics:
             if any(start <= line <= end for start, end in ranges) and severity in ("error", "unsupported"):
                 report.diagnostics.append((str(sibling), line, col, severity, code_, message))
-    if not blocks:
+    if not blocks and not redirected:
         return code
     body = list(module.body)
     for index, names in removals.items():
@@ -215,7 +226,37 @@ def _one_round(
     module = module.with_changes(body=[s for s in body if s is not None])
     existing = {ast.unparse(n) for n in ast.parse(module.code).body if isinstance(n, ast.Import | ast.ImportFrom)}
     imports = [i for i in dict.fromkeys(extra_imports) if i not in existing]
+    if not blocks:
+        return _insert_imports(module, imports)
     return _insert(module, imports, "\n\n\n".join(blocks))
+
+
+def _insert_imports(module: cst.Module, imports: list[str]) -> str:
+    """Only new import lines (re-exports redirected to their defining modules)."""
+    if not imports:
+        return module.code
+    body = list(module.body)
+    index = 0
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
+        ):
+            index = i + 1
+    new = [cst.parse_statement(line + "\n") for line in imports]
+    return module.with_changes(body=[*body[:index], *new, *body[index:]]).code
+
+
+def _reexports(tree: ast.Module, package: str) -> dict[str, str]:
+    """Names a module imports from elsewhere in its package (relative imports), made absolute."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            parts = package.split(".")
+            base = parts[: len(parts) - (node.level - 1)]
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                found[alias.asname or alias.name] = module
+    return found
 
 
 def _dotted(node: cst.BaseExpression) -> str:

@@ -282,3 +282,13 @@ def tensor_zero_(tensor):
 def tensor_fill_(tensor, value):
     """torch's in-place `t.fill_(value)` as a value."""
     return jnp.full_like(tensor, value)
+
+
+def torch_jit_is_scripting():
+    """torch.jit.is_scripting(): converted code is never being scripted by TorchScript."""
+    return False
+
+
+def torch_jit_is_tracing():
+    """torch.jit.is_tracing(): converted code is never being traced by torch.jit."""
+    return False

@@ -159,6 +159,36 @@ def verify_files(
                 f"not a {kind.name} model"
             )
     inputs = make_inputs(specs, options.seed)
+    try:
+        return _compare_models(
+            options, specs, policy, source, target, original, converted, original_module, reference_model,
+            converted_model, inputs, adapter, source_adapter, transfer, started,
+        )  # fmt: skip
+    except VerifyError:
+        raise
+    except Exception as exc:  # the user's model code (or a conversion gap) failed while running
+        from precision_transpiler.verify.loading import _short_error
+
+        raise VerifyError(f"running the models failed: {_short_error(exc, str(converted))}") from None
+
+
+def _compare_models(
+    options: VerifyOptions,
+    specs: list[InputSpec],
+    policy: Policy,
+    source: str,
+    target: str,
+    original: Path,
+    converted: Path,
+    original_module: Any,
+    reference_model: Any,
+    converted_model: Any,
+    inputs: list[np.ndarray],
+    adapter: Adapter,
+    source_adapter: Adapter,
+    transfer: Any,
+    started: float,
+) -> VerificationResult:
     source_adapter.prepare(
         reference_model, inputs, seed=options.seed, perturb=options.perturb, calibrate_bn=options.calibrate_bn
     )
