@@ -235,6 +235,9 @@ def load_torch_state_dict(model: Any, state_dict: Mapping[str, Any], *, strict: 
                 f"load_torch_state_dict: {key} has shape {tuple(value.shape)} "
                 f"(-> {tuple(converted.shape)}), but {target.flax_path} has shape {tuple(current.shape)}"
             )
-        updates.append((target.variable, jnp.asarray(converted, dtype=current.dtype)))
+        # A copy, never a view: `tensor.numpy()` shares the torch buffer, jnp.asarray can be
+        # zero-copy on CPU, and XLA may then write outputs into that memory, so the torch model
+        # and the converted one would update each other's BatchNorm statistics.
+        updates.append((target.variable, jnp.array(np.array(converted, copy=True), dtype=current.dtype)))
     for variable, array in updates:
         variable.set_value(array)  # replaces abstract values too (models built under nnx.eval_shape)
