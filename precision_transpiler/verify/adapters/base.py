@@ -84,3 +84,20 @@ class Adapter(Protocol):
 
     def layer_source(self, model: Any, path: str) -> str | None:
         """`file:line` where the layer at `path` is created (the `self.x = ...` line), if known."""
+
+
+def flatten_outputs(value: Any, is_tensor: Callable[[Any], bool], name: str = "out") -> list[tuple[str, Any]]:
+    """(name, tensor) for every tensor in a (nested) model output, named the same way in every
+    framework so outputs pair across frameworks: tuples/lists by index (`out[0]`), namedtuples
+    by field (`out.logits`), dicts (and transformers' ModelOutput) by key (`out['logits']`)."""
+    if is_tensor(value):
+        return [(name, value)]
+    if isinstance(value, dict):
+        return [pair for key, item in value.items() for pair in flatten_outputs(item, is_tensor, f"{name}[{key!r}]")]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return [
+            pair for key in value._fields for pair in flatten_outputs(getattr(value, key), is_tensor, f"{name}.{key}")
+        ]
+    if isinstance(value, list | tuple):
+        return [pair for i, item in enumerate(value) for pair in flatten_outputs(item, is_tensor, f"{name}[{i}]")]
+    return []

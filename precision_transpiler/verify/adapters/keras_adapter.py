@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from precision_transpiler.errors import VerifyError
-from precision_transpiler.verify.adapters.base import Capture
+from precision_transpiler.verify.adapters.base import Capture, flatten_outputs
 from precision_transpiler.verify.sources import layer_source
 
 _NOISE = 0.05  # relative size of the perturbation (absolute for constant tensors)
@@ -88,26 +88,8 @@ def _is_tensor(value: Any) -> bool:
 
 
 def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
-    """(name, tensor) for every tensor in a (nested) output: tuples/lists by index, namedtuples
-    by field, dicts by key."""
-    if isinstance(value, dict):
-        out: list[tuple[str, Any]] = []
-        for key, item in value.items():
-            out += flatten(item, f"{name}[{key!r}]")
-        return out
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        out = []
-        for key in value._fields:
-            out += flatten(getattr(value, key), f"{name}.{key}")
-        return out
-    if isinstance(value, list | tuple):
-        out = []
-        for i, item in enumerate(value):
-            out += flatten(item, f"{name}[{i}]")
-        return out
-    if _is_tensor(value):
-        return [(name, value)]
-    return []
+    """(name, tensor) for every tensor in a (nested) Keras output (see `flatten_outputs`)."""
+    return flatten_outputs(value, _is_tensor, name)
 
 
 def _first_float(value: Any) -> Any | None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from precision_transpiler.errors import VerifyError
-from precision_transpiler.verify.adapters.base import Capture
+from precision_transpiler.verify.adapters.base import Capture, flatten_outputs
 from precision_transpiler.verify.sources import layer_source
 
 _TORCH_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", "float64": "float64"}
@@ -37,27 +37,9 @@ def dtype_name(tensor: Any) -> str:
 
 
 def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
-    """(name, tensor) for every tensor in a (nested) output: tuples by index, namedtuples and
-    dataclass-like outputs by field, dicts (and transformers' ModelOutput) by key."""
+    """(name, tensor) for every tensor in a (nested) torch output (see `flatten_outputs`)."""
     torch = _torch()
-    if isinstance(value, torch.Tensor):
-        return [(name, value)]
-    if isinstance(value, dict):
-        out: list[tuple[str, Any]] = []
-        for key, item in value.items():
-            out += flatten(item, f"{name}[{key!r}]")
-        return out
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        out = []
-        for key in value._fields:
-            out += flatten(getattr(value, key), f"{name}.{key}")
-        return out
-    if isinstance(value, list | tuple):
-        out = []
-        for i, item in enumerate(value):
-            out += flatten(item, f"{name}[{i}]")
-        return out
-    return []
+    return flatten_outputs(value, lambda v: isinstance(v, torch.Tensor), name)
 
 
 def _first_float(value: Any) -> Any | None:
