@@ -1,6 +1,7 @@
 """Forward speed of converted JAX (Flax NNX) models beside their torch originals.
 
-Converts torchvision's resnet.py and vision_transformer.py with `ptranspile --to jax`, copies
+Converts torchvision's resnet.py and vision_transformer.py and transformers' BERT and GPT-2 with
+`ptranspile --to jax --entry ...`, copies
 the torch weights into the converted models, and times in one process (medians after warm-up,
 same inputs): the torch original in eval mode under `torch.no_grad()`, and the converted model
 under `jax.jit` (fp32, and with `--policy mixed`). Ratios are to the torch fp32 forward.
@@ -23,16 +24,41 @@ from precision_transpiler.verify.adapters.torch_adapter import TorchAdapter
 from precision_transpiler.verify.loading import build_model, import_converted, import_original
 from tests.real_models import import_torchvision, package_file
 
+# (name, package, file, entry expression, input: image size, or (vocabulary, sequence length))
 CASES = [
-    ("resnet18", "models/resnet.py", "resnet18()", 224),
-    ("resnet50", "models/resnet.py", "resnet50()", 224),
+    ("resnet18", "torchvision", "models/resnet.py", "resnet18()", 224),
+    ("resnet50", "torchvision", "models/resnet.py", "resnet50()", 224),
     (
         "vit (4 layers, dim 256)",
+        "torchvision",
         "models/vision_transformer.py",
         "VisionTransformer(image_size=224, patch_size=16, num_layers=4, num_heads=8, hidden_dim=256, mlp_dim=1024)",
         224,
     ),
+    (
+        "transformers BertModel (4 layers, dim 256)",
+        "transformers",
+        "models/bert/modeling_bert.py",
+        "BertModel(BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=8, intermediate_size=1024))",
+        (30522, 128),
+    ),
+    (
+        "transformers GPT2LMHeadModel (4 layers, dim 256, tied head)",
+        "transformers",
+        "models/gpt2/modeling_gpt2.py",
+        "GPT2LMHeadModel(GPT2Config(n_embd=256, n_layer=4, n_head=8, use_cache=False))",
+        (50257, 128),
+    ),
 ]
+
+
+def _outputs(out):
+    """The first tensor of a model output (logits, last_hidden_state or the tensor itself)."""
+    if isinstance(out, dict):
+        return next(iter(out.values()))
+    if isinstance(out, tuple | list):
+        return out[0]
+    return out
 
 
 def median(fn, repeat: int) -> float:
@@ -64,21 +90,25 @@ def main() -> int:
         "| model | torch fp32 (s) | JAX fp32 jit (ratio) | JAX mixed jit (ratio) | max rel err fp32 |",
         "|---|---|---|---|---|",
     ]
-    for name, rel, entry, size in CASES:
-        path = package_file("torchvision", rel)
+    for name, package, rel, entry, size in CASES:
+        path = package_file(package, rel)
         original = build_model(import_original(path), entry, "original").eval()
-        x = np.random.default_rng(0).standard_normal((args.batch, 3, size, size)).astype("float32")
+        rng = np.random.default_rng(0)
+        if isinstance(size, tuple):
+            x = rng.integers(0, size[0], (args.batch, size[1])).astype("int64")
+        else:
+            x = rng.standard_normal((args.batch, 3, size, size)).astype("float32")
         # zero-initialised heads (torchvision's ViT) would make the output exactly 0
         TorchAdapter().prepare(original, [x], seed=0, perturb=True, calibrate_bn=False)
         xt = torch.from_numpy(x)
         with torch.no_grad():
             t_torch = median(lambda original=original, xt=xt: original(xt), args.repeat)
-            reference = original(xt).numpy()
+            reference = _outputs(original(xt)).numpy()
         state = {k: v.numpy() for k, v in original.state_dict().items()}
         cells = []
         error = None
         for policy in ("fp32", "mixed"):
-            code = transpile(path.read_text(), to="jax", policy=policy, path=str(path)).code
+            code = transpile(path.read_text(), to="jax", policy=policy, path=str(path), entry=entry).code
             module = import_converted(path.with_name(f"bench_{policy}.py"), path, code)
             model = build_model(module, entry, "converted")
             load_torch_state_dict(model, state)
@@ -87,7 +117,7 @@ def main() -> int:
 
             @jax.jit
             def forward(params, x, graphdef=graphdef):
-                return nnx.merge(graphdef, params)(x)
+                return _outputs(nnx.merge(graphdef, params)(x))
 
             xj = jax.numpy.asarray(x)
             t = median(

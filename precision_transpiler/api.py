@@ -101,13 +101,16 @@ def transpile(
     path: str = "<string>",
     device: str = "cpu",
     nan_fallback: bool = False,
+    entry: str | None = None,
     _standalone: bool = True,
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
     `to`/`from_` are "torch", "jax", "tf" or "numpy" (`from_=None` detects the source).
     `policy` names a precision policy (see docs/policies.md); `mappings` adds table directories
-    (or passes an already loaded MappingSet).
+    (or passes an already loaded MappingSet). `entry` (a name or an expression such as
+    "BertModel(BertConfig())") converts only the top-level definitions it reaches
+    (convert/entry.py); UsageError when the file defines none of its names.
     """
     # Imported here so that `import precision_transpiler` stays cheap for --help.
     from precision_transpiler.rewrite.engine import EngineOptions, run_engine
@@ -118,14 +121,45 @@ def transpile(
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
 
     def result(code: str, **kw: Any) -> TranspileResult:
-        return TranspileResult(path=path, code=code, original=source, target_framework=to, policy=policy_obj.name, **kw)
+        return TranspileResult(
+            path=path, code=code, original=original_source, target_framework=to, policy=policy_obj.name, **kw
+        )
+
+    original_source = source
 
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         return result(source, source_framework=from_, diagnostics=(_syntax_error(source, path, exc),))
+    pruned = None
+    if entry:
+        from precision_transpiler.convert.entry import prune_source
+
+        pruned = prune_source(source, entry, path)
+        source = pruned.source
+        module = cst.parse_module(source)
     options = EngineOptions(target=to, source=from_, path=path, mappings=table)
     new_module, outcome = run_engine(module, source, options)
+    if pruned is not None:
+        from precision_transpiler.convert.entry import finish_pruned, prune_imports
+
+        new_module = cst.parse_module(finish_pruned(prune_imports(new_module.code, pruned.import_names)))
+        outcome.diagnostics.append(
+            Diagnostic(
+                path,
+                1,
+                1,
+                "note",
+                "entry-pruned",
+                f"--entry {entry}: converted {len(pruned.kept)} top-level definitions it reaches; "
+                f"left out {len(pruned.dropped)}"
+                + (
+                    f" ({', '.join(pruned.dropped[:8])}{', ...' if len(pruned.dropped) > 8 else ''})"
+                    if pruned.dropped
+                    else ""
+                ),
+            )
+        )
     precision: list[Any] = []
     if to == "torch" and outcome.source in ("torch", None):
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
@@ -187,7 +221,29 @@ def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[
         )
         return sibling.code, [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
 
-    code, report = inline_siblings(path, code, convert)
+    from precision_transpiler.convert.library_imports import redirect_library_imports
+
+    redirected: list[str] = []
+
+    def redirect(text: str) -> str:
+        text, names = redirect_library_imports(path, text, table.layer_symbols, "jax")
+        redirected.extend(names)
+        return text
+
+    code = redirect(code)
+    code, report = inline_siblings(path, code, convert, redirect=redirect, known=frozenset(table.layer_symbols))
+    if redirected:
+        diagnostics.append(
+            Diagnostic(
+                path,
+                1,
+                1,
+                "note",
+                "library-counterparts",
+                "imported from their Flax counterparts (mappings/layers/transformers.yaml): "
+                + ", ".join(dict.fromkeys(redirected)),
+            )
+        )
     for sibling_path, line, col, severity, code_, message in report.diagnostics:
         diagnostics.append(Diagnostic(sibling_path, line, col, severity, code_, message))  # type: ignore[arg-type]
     if report.skipped:
@@ -239,12 +295,18 @@ def _apply_flax_policy(
     """Strip what an earlier run inserted, then apply `policy` to Flax NNX layers."""
     from precision_transpiler.precision import flax_policy
 
+    passes: list[flax_policy.FlaxPolicyPass] = []
+
+    def make_pass(policy: Any, table: MappingSet, module: cst.Module, source: str) -> flax_policy.FlaxPolicyPass:
+        passes.append(flax_policy.FlaxPolicyPass(policy, table, module, source))
+        return passes[-1]
+
     return _apply_layer_policy(
         module,
         policy,
         table,
-        flax_policy.FlaxPolicyPass,
-        lambda p: flax_policy.helper_block(p, nan_fallback),
+        make_pass,
+        lambda p: flax_policy.helper_block(p, nan_fallback, passes[-1].layer_dtypes()),
         [("jax", "jax"), ("jax.numpy", "jnp")],
     )
 
@@ -338,6 +400,7 @@ def transpile_file(
     device: str = "cpu",
     skip_empty: bool = False,
     nan_fallback: bool = False,
+    entry: str | None = None,
 ) -> TranspileResult:
     """Transpile one file (read only: writing is the caller's choice)."""
     _check_framework(to, "to", allow_none=False)
@@ -363,6 +426,7 @@ def transpile_file(
         path=display,
         device=device,
         nan_fallback=nan_fallback,
+        entry=entry,
     )
 
 
@@ -376,6 +440,7 @@ class _Job:
     skip_empty: bool = False
     nan_fallback: bool = False
     loaded: MappingSet | None = None
+    entry: str | None = None
 
     def __call__(self, item: tuple[Path, bool]) -> TranspileResult:
         path, from_walk = item
@@ -388,6 +453,7 @@ class _Job:
             device=self.device,
             skip_empty=self.skip_empty or from_walk,
             nan_fallback=self.nan_fallback,
+            entry=self.entry,
         )
 
 
@@ -403,6 +469,7 @@ def transpile_paths(
     skip_empty: bool = False,
     exclude: Sequence[str] = (),
     nan_fallback: bool = False,
+    entry: str | None = None,
 ) -> list[TranspileResult]:
     """Transpile files and directory trees (recursively, `*.py`), in parallel with `jobs > 1`.
 
@@ -428,6 +495,7 @@ def transpile_paths(
         skip_empty,
         nan_fallback,
         mappings if isinstance(mappings, MappingSet) else None,
+        entry,
     )
     del loaded
     if jobs > 1 and len(items) > 1 and job.loaded is None:

@@ -205,6 +205,7 @@ def _run(args: argparse.Namespace) -> int:
                 path="<stdin>",
                 device=settings["device"],
                 nan_fallback=settings["nan_fallback"],
+                entry=getattr(args, "entry", None),
             )
         ]
     else:
@@ -222,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
             skip_empty=settings["skip_empty"],
             exclude=settings["exclude"],
             nan_fallback=settings["nan_fallback"],
+            entry=getattr(args, "entry", None),
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
 
@@ -272,6 +274,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         mappings=settings["mappings"],
         device=settings["device"],
         nan_fallback=settings["nan_fallback"],
+        entry=args.entry,
     )
     exit_code = _finish(args, settings, results, from_stdin=False)
     result = results[0]

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
 
 def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("verification (runs both models; imports the frameworks)")
-    group.add_argument("--entry", metavar="EXPR", help="expression that builds the model, e.g. 'resnet18()'")
+    group.add_argument(
+        "--entry",
+        metavar="EXPR",
+        help="expression that builds the model, e.g. 'resnet18()' or a bare NAME; when converting, only the "
+        "top-level definitions it reaches are converted",
+    )
     group.add_argument(
         "--input",
         dest="inputs",

@@ -30,42 +30,24 @@ from precision_transpiler.weights import (  # noqa: E402
     load_torch_state_dict,
     torch_keys_to_flax_paths,
 )
+from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_level_definitions  # noqa: E402
 
-TOL = 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same':UserWarning")  # torch's own note
 
 
 def rel_err(got: Any, want: Any) -> float:
     got = np.asarray(got, np.float64)
     want = want.detach().numpy().astype(np.float64) if isinstance(want, torch.Tensor) else np.asarray(want, np.float64)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    scale = np.linalg.norm(want)
-    return float(np.linalg.norm(got - want) / (scale if scale > 0 else 1.0))
+    return relative_l2(got, want)
 
 
 def close(got: Any, want: Any, tol: float = TOL) -> None:
-    err = rel_err(got, want)
-    assert err <= tol, f"relative L2 error {err:.3g} > {tol}"
-
-
-def rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    assert_within(rel_err(got, want), tol)
 
 
 def pair(*shape: int, seed: int = 0) -> tuple[Any, Any]:
     x = rand(*shape, seed=seed)
     return torch.from_numpy(x.copy()), jnp.asarray(x)
-
-
-def perturb(module: Any, seed: int = 0) -> Any:
-    """Randomise every floating parameter and buffer, constant-initialised ones included."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, tensor in module.state_dict().items():
-            if tensor.is_floating_point():
-                noise = torch.randn(tensor.shape, generator=gen, dtype=tensor.dtype)
-                tensor.copy_(noise.abs() + 0.5 if name.endswith("running_var") else noise)
-    return module
 
 
 def transfer(torch_module: Any, factory: Any) -> Any:
@@ -907,19 +889,6 @@ def test_load_state_dict_direct_nnx_layers() -> None:
 # the module is copyable definition by definition
 
 
-def _top_level_definitions(tree: ast.Module) -> dict[str, ast.stmt]:
-    defs: dict[str, ast.stmt] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            defs[node.name] = node
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    defs[target.id] = node
-    return defs
-
-
 def test_shim_module_imports_only_the_allowed_modules() -> None:
     tree = ast.parse(inspect.getsource(S))
     imports = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
@@ -941,13 +910,13 @@ def _shim_source() -> tuple[str, ast.Module]:
 
 def _public_names() -> list[str]:
     tree = _shim_source()[1]
-    return [n for n in _top_level_definitions(tree) if not n.startswith("_") and n != "SHIM_IMPORTS"]
+    return [n for n in top_level_definitions(tree) if not n.startswith("_") and n != "SHIM_IMPORTS"]
 
 
 @pytest.mark.parametrize("name", _public_names())
 def test_definition_is_copyable(name: str) -> None:
     source, tree = _shim_source()
-    defs = _top_level_definitions(tree)
+    defs = top_level_definitions(tree)
     needed: list[str] = []
     todo = [name]
     while todo:

@@ -31,6 +31,7 @@ import torch
 
 from precision_transpiler import load_mappings, transpile
 from precision_transpiler.rules import op_patterns
+from tests.compare import assert_max_relative, run_both
 
 RTOL = 1e-6
 HEADER = "import torch\nimport torch.nn.functional as F\n\n\n"
@@ -77,14 +78,6 @@ def BOOL(*shape: int) -> Arr:
     return Arr(shape, "bool")
 
 
-def _for_torch(value: Any) -> Any:
-    return torch.from_numpy(value.copy()) if isinstance(value, np.ndarray) else value
-
-
-def _for_jax(value: Any) -> Any:
-    return jnp.asarray(value) if isinstance(value, np.ndarray) else value
-
-
 # ----------------------------------------------------------------------------------------------
 # Comparing results of the two frameworks
 # ----------------------------------------------------------------------------------------------
@@ -116,24 +109,15 @@ def assert_same(got: Any, ref: Any, path: str = "result") -> None:
         assert got.dtype.kind == ref.dtype.kind, f"{path}: dtype {got.dtype} vs {ref.dtype}"
         if ref.dtype.kind == "f":
             assert got.dtype == ref.dtype, f"{path}: dtype {got.dtype} vs {ref.dtype}"
-            assert_close(got, ref, path)
+            assert_max_relative(got, ref, path, RTOL)
         else:
             np.testing.assert_array_equal(got, ref, err_msg=path)
         return
     if isinstance(ref, float):
         assert isinstance(got, float), f"{path}: {got!r} vs {ref!r}"
-        assert_close(np.asarray(got), np.asarray(ref), path)
+        assert_max_relative(np.asarray(got), np.asarray(ref), path, RTOL)
         return
     assert type(got) is type(ref) and got == ref, f"{path}: {got!r} vs {ref!r}"
-
-
-def assert_close(got: np.ndarray, ref: np.ndarray, path: str) -> None:
-    finite = np.isfinite(ref)
-    np.testing.assert_array_equal(got[~finite], ref[~finite], err_msg=path)  # inf, -inf, nan alike
-    got, ref = got[finite], ref[finite]
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
-    assert (err == 0.0) if scale == 0.0 else err / scale <= RTOL, f"{path}: relative error {err / (scale or 1):.3g}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -530,6 +514,73 @@ CASES = [
         "return x.sum().item(), x[0, 0].item(), x.tolist(), (x > 0).tolist()",
         F32(2, 3),
     ),
+    # -- matrix products with scaling, losses, devices and grad/autocast plumbing
+    C(
+        "addmm-baddbmm-beta-alpha",
+        "b, m1, m2, bb, b1, b2",
+        "return torch.addmm(b, m1, m2), torch.addmm(b + 1, m1, m2, beta=0.5, alpha=2.0), "
+        "torch.baddbmm(bb, b1, b2), bb.baddbmm(b1, b2, beta=2)",
+        F32(3, 5),
+        F32(3, 4),
+        F32(4, 5),
+        F32(2, 3, 5),
+        F32(2, 3, 4),
+        F32(2, 4, 5),
+        expect=("b + jnp.matmul(m1, m2)", "0.5 * (b + 1) + 2.0 * jnp.matmul(m1, m2)"),
+    ),
+    C(
+        "losses-with-torch-options",
+        "x, y, t, logits",
+        "return (F.mse_loss(x, y), F.l1_loss(x, y, reduction='sum'), "
+        "F.binary_cross_entropy_with_logits(x, torch.sigmoid(y), pos_weight=torch.full((4,), 2.0)), "
+        "F.nll_loss(F.log_softmax(logits, dim=1), t, ignore_index=1))",
+        F32(3, 4),
+        F32(3, 4),
+        I64(6, high=5),
+        F32(6, 5),
+    ),
+    C(
+        "from-numpy-device-cuda-queries",
+        "x",
+        """
+        import numpy as np
+        base = torch.from_numpy(np.arange(6, dtype=np.float32))
+        z = torch.zeros(2, device=x.device) + torch.cuda.device_count()
+        return base, z, torch.cuda.is_available()
+        """,
+        F32(2),
+    ),
+    C(
+        "round-divide-diff-checkpoint",
+        "x, y",
+        """
+        import torch.utils.checkpoint as cp
+        rounded = (torch.round(x * 3), (x * 300).round(decimals=-2))
+        divided = (torch.divide(x, y), torch.div(x, y, rounding_mode="floor"), x.div(y, rounding_mode="trunc"))
+        checkpointed = cp.checkpoint(lambda a, b: a * b, x, y, use_reentrant=False)
+        arithmetic = (torch.add(x, y), torch.add(x, y, alpha=2), torch.sub(x, y, alpha=0.5), torch.mul(x, y), x.mul(2))
+        return rounded, divided, torch.diff(x), x.diff(dim=0), checkpointed, arithmetic
+        """,
+        F32(3, 4),
+        POS(3, 4),
+        expect=(
+            "jnp.floor_divide(x, y)",
+            "jnp.trunc(jnp.true_divide(x, y))",
+            "jnp.diff(x, axis=0)",
+            "jnp.add(x, 2 * y)",
+        ),
+    ),
+    C(
+        "autocast-disabled-region",
+        "x",
+        """
+        with torch.autocast("cpu", enabled=False):
+            y = x * 2
+        return y
+        """,
+        F32(3),
+        expect=("with autocast_disabled():",),
+    ),
 ]
 
 
@@ -545,16 +596,7 @@ def test_converted_code_computes_what_torch_computes(case: Case) -> None:
     for text in case.said:
         assert any(text in m for m in messages), (text, messages)
 
-    rng = np.random.default_rng(sum(map(ord, case.id)))
-    inputs = [v.make(rng) if isinstance(v, Arr) else v for v in case.inputs]
-    reference: dict[str, Any] = {}
-    exec(compile(case.source, "torch_case.py", "exec"), reference)
-    converted: dict[str, Any] = {}
-    exec(compile(result.code, "converted.py", "exec"), converted)
-    with torch.no_grad():
-        expected = reference["f"](*[_for_torch(v) for v in inputs])
-    got = converted["f"](*[_for_jax(v) for v in inputs])
-    assert_same(got, expected)
+    assert_same(*run_both(case.id, case.source, result.code, case.inputs))
 
 
 def test_max_dim_result_has_values_and_indices() -> None:

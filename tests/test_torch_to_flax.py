@@ -163,15 +163,16 @@ def test_mixed_policy_applies_to_the_converted_flax_model(rel: str, entry: str, 
     assert 1e-4 < verdict.max_rel_err <= verdict.tolerance["max_rel_err"]
 
 
-def test_relative_imports_and_foreign_bases_are_reported_not_crashed_on(tmp_path: Path) -> None:
-    """transformers' BERT: `from . import x` imports, and `PreTrainedModel` (a base from the
-    rest of the library) which is too large to bring in: it stays imported, with a warning, and
-    the output stays bounded."""
+def test_relative_imports_and_library_bases(tmp_path: Path) -> None:
+    """transformers' BERT, whole file: `PreTrainedModel` (a base from the rest of the library,
+    too large to convert) comes from its Flax counterpart (mappings/layers/transformers.yaml),
+    and the output stays bounded. Then `from . import x` imports in a package of our own."""
     original = package_file("transformers", "models/bert/modeling_bert.py")
     result = transpile(original.read_text(), to="jax", path=str(original))
     assert not result.errors, [d.format() for d in result.errors]
-    warning = next(d for d in result.diagnostics if d.code == "siblings-not-converted")
-    assert "transformers.modeling_utils.PreTrainedModel" in warning.message
+    note = next(d for d in result.diagnostics if d.code == "library-counterparts")
+    assert "transformers.modeling_utils.PreTrainedModel" in note.message
+    assert "class PreTrainedModel(nnx.Module)" in result.code
     assert result.code.count("\n") < 6000
     package = tmp_path / "pkg"
     package.mkdir()
@@ -256,6 +257,31 @@ def _torch_net(source: str):
         # imports StochasticDepth through torchvision.ops' re-exports: followed to its module
         ("models/efficientnet.py", "efficientnet_b0(num_classes=10)", "float32[2,3,64,64]"),
         ("models/mnasnet.py", "mnasnet0_5(num_classes=10)", "float32[2,3,64,64]"),
+        # a ModuleDict subclass filled with add_module, a Sequential subclass with attribute children,
+        # torch.utils.checkpoint, TorchScript overload stubs
+        (
+            "models/densenet.py",
+            "DenseNet(growth_rate=8, block_config=(2, 3), num_init_features=16, bn_size=2, num_classes=10)",
+            "float32[2,3,32,32]",
+        ),
+        # `self.proj = None`, then a block: nnx.data(None); torch.round/divide/diff in the config code
+        ("models/regnet.py", "regnet_y_400mf(num_classes=10)", "float32[2,3,32,32]"),
+        (
+            "models/googlenet.py",
+            "googlenet(num_classes=10, aux_logits=False, init_weights=False)",
+            "float32[2,3,64,64]",
+        ),
+        (
+            "models/inception.py",
+            "inception_v3(num_classes=10, aux_logits=False, init_weights=False)",
+            "float32[1,3,80,80]",
+        ),
+        # LayerNorm2d(nn.LayerNorm) reads torch's `self.weight`; layer scale parameters; StochasticDepth
+        (
+            "models/convnext.py",
+            "ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)], num_classes=10)",
+            "float32[2,3,32,32]",
+        ),
     ],
 )
 def test_more_torchvision_models_convert_as_they_are(rel: str, entry: str, spec: str) -> None:

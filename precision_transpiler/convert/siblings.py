@@ -88,6 +88,8 @@ def inline_siblings(
     convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
     *,
     max_rounds: int = 6,
+    redirect: Callable[[str], str] | None = None,
+    known: frozenset[str] = frozenset(),
 ) -> tuple[str, SiblingReport]:
     """Inline sibling definitions that `code` (the converted text of `path`) imports.
 
@@ -99,7 +101,9 @@ def inline_siblings(
         return code, report
     cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]] = {}
     for _ in range(max_rounds):
-        new_code = _one_round(file, code, convert, cache, report)
+        if redirect is not None:  # library infrastructure copied code imports (library_imports.py)
+            code = redirect(code)
+        new_code = _one_round(file, code, convert, cache, report, known=known)
         if new_code == code:
             break
         code = new_code
@@ -124,6 +128,7 @@ def _one_round(
     cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]],
     report: SiblingReport,
     budget: int = BUDGET,
+    known: frozenset[str] = frozenset(),
 ) -> str:
     module = cst.parse_module(code)
     defined = _top_names(module)
@@ -168,7 +173,9 @@ def _one_round(
             continue  # plain Python (after re-exports were followed): it can stay imported
         models = _model_names(original_tree)
         candidates = [
-            (name, local) for name, local in wanted if name in _ast_defs(original_tree) and local not in defined
+            (name, local)
+            for name, local in wanted
+            if name in _ast_defs(original_tree) and local not in defined and f"{sibling_name}.{name}" not in known
         ]
         if not candidates:
             continue

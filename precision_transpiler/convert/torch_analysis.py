@@ -48,6 +48,7 @@ class ModelAnalysis:
     public: set[str] = field(default_factory=set)  # builders that get `rngs=None` (entry points)
     factories: dict[str, set[str]] = field(default_factory=dict)  # builder -> factory names
     uses_training: set[str] = field(default_factory=set)  # module classes reading `self.training`
+    buffers: dict[str, set[str]] = field(default_factory=dict)  # module class -> registered buffer names
 
     def needs_rngs(self, key: str) -> bool:
         return key in self.builders
@@ -142,6 +143,22 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             for n in ast.walk(cls)
         ):
             result.uses_training.add(cls.name)
+    for cls in classes:
+        if cls.name in result.module_classes:
+            names = {
+                n.args[0].value
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "register_buffer"
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == "self"
+                and n.args
+                and isinstance(n.args[0], ast.Constant)
+                and isinstance(n.args[0].value, str)
+            }
+            if names:
+                result.buffers[cls.name] = names
     return result
 
 

@@ -3,9 +3,18 @@
 Rules emit shims as qualified names (`precision_transpiler.shims.flax_nn.Conv2d`), which the
 import machinery spells `import precision_transpiler` + a dotted reference. This step replaces
 each reference by the bare name (`Conv2d`), removes that import, and inserts the definitions
-(with the shim-module helpers they use, in the shim module's order, and the imports they need)
-after the file's imports, under a marker comment. The shim modules are read as text: nothing is
-imported.
+(with the shim-module helpers they use and the imports they need) after the file's imports, under
+a marker comment. The shim modules are read as text: nothing is imported.
+
+A shim module may take helpers from another one with a module-level
+`from precision_transpiler.shims.<other> import _helper, Thing` (unaliased): a copied definition
+that names `_helper` brings `<other>`'s definition along, with its own closure, across any number
+of modules; every definition is copied once and the import line itself never is. Order: the
+modules a shim module imports from come before it (depth-first, in the order the converted code
+first names them), each module's definitions in its source order -- so, as when Python imports
+them, class bases, decorators, default values and module-level assignments are defined before
+their users. Should a cycle between modules put a definition ahead of what it needs at import
+time, it is moved after it.
 """
 
 from __future__ import annotations
@@ -21,6 +30,9 @@ from precision_transpiler.rewrite.templates import dotted_name
 
 PACKAGE = "precision_transpiler.shims"
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)"
+SHIM_DIR = Path(__file__).resolve().parent.parent / "shims"
+
+_Key = tuple[str, str]  # (shim module, top-level name)
 
 
 @dataclass(frozen=True)
@@ -28,7 +40,8 @@ class _Definition:
     name: str
     source: str
     order: int
-    uses: frozenset[str]  # top-level names of the same shim module it references
+    uses: frozenset[str]  # top-level names of its shim module, or names imported from other shims, it references
+    eager: frozenset[str]  # the part of `uses` evaluated when the definition itself runs (bases, defaults, values)
     imports: frozenset[str]  # import aliases it references (jax, jnp, nnx, math, ...)
 
 
@@ -36,18 +49,30 @@ class _Definition:
 class _ShimModule:
     definitions: dict[str, _Definition]
     imports: dict[str, str]  # alias -> import statement
+    shim_imports: dict[str, str]  # name imported from another shim module -> that module
 
 
-@lru_cache(maxsize=8)
 def _shim_module(name: str) -> _ShimModule:
-    path = Path(__file__).resolve().parent.parent / "shims" / f"{name}.py"
+    return _parse_shim_module(SHIM_DIR / f"{name}.py")
+
+
+@lru_cache(maxsize=16)
+def _parse_shim_module(path: Path) -> _ShimModule:
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     imports: dict[str, str] = {}
+    shim_imports: dict[str, str] = {}
     tops: dict[str, ast.stmt] = {}
     for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
+        other = _shim_import(node)
+        if other is not None:
+            assert isinstance(node, ast.ImportFrom)
+            for alias in node.names:
+                if alias.asname not in (None, alias.name) or alias.name == "*":
+                    raise ValueError(f"{path}: import shims' names unaliased ({ast.unparse(node)})")
+                shim_imports[alias.name] = other
+        elif isinstance(node, ast.Import | ast.ImportFrom):
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 continue
             for alias in node.names:
@@ -59,21 +84,134 @@ def _shim_module(name: str) -> _ShimModule:
             for target in node.targets:
                 assert isinstance(target, ast.Name)
                 tops[target.id] = node
+    linkable = set(tops) | set(shim_imports)
     definitions: dict[str, _Definition] = {}
     for order, (top_name, node) in enumerate(tops.items()):
         start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
         end = node.end_lineno or node.lineno
         source = "".join(lines[start - 1 : end])
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-        used |= {n.value.id for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        used = _names(node)
         definitions[top_name] = _Definition(
             top_name,
             source,
             order,
-            frozenset(u for u in used if u in tops and u != top_name),
+            frozenset(u for u in used if u in linkable and u != top_name),
+            frozenset(u for u in _eager_names(node) if u in linkable and u != top_name),
             frozenset(u for u in used if u in imports),
         )
-    return _ShimModule(definitions, imports)
+    return _ShimModule(definitions, imports, shim_imports)
+
+
+def _shim_import(node: ast.stmt) -> str | None:
+    """The shim module a `from precision_transpiler.shims.M import ...` (or `from .M import ...`)
+    statement imports from; None for any other statement."""
+    if not isinstance(node, ast.ImportFrom) or node.module is None:
+        return None
+    if node.level == 0 and node.module.startswith(PACKAGE + ".") and node.module.count(".") == 2:
+        return node.module.rsplit(".", 1)[1]
+    if node.level == 1 and "." not in node.module:
+        return node.module
+    return None
+
+
+def _names(node: ast.AST) -> set[str]:
+    used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    used |= {n.value.id for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    return used
+
+
+def _eager_names(node: ast.stmt) -> set[str]:
+    """Names a top-level statement evaluates when it runs: for a function its decorators, defaults
+    and annotations (not its body); for a class its decorators, bases and body, recursively."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        args = node.args
+        parts: list[ast.AST] = [*node.decorator_list, *args.defaults, *[d for d in args.kw_defaults if d]]
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        parts += [a.annotation for a in every if a is not None and a.annotation is not None]
+        parts += [node.returns] if node.returns is not None else []
+        return set().union(*(_names(p) for p in parts)) if parts else set()
+    if isinstance(node, ast.ClassDef):
+        parts = [*node.decorator_list, *node.bases, *node.keywords]
+        eager = set().union(*(_names(p) for p in parts)) if parts else set()
+        for stmt in node.body:
+            eager |= _eager_names(stmt)
+        return eager
+    return _names(node)
+
+
+def _load(name: str) -> _ShimModule | None:
+    try:
+        return _shim_module(name)
+    except OSError:
+        return None
+
+
+def _resolve(module_name: str, name: str, seen: frozenset[_Key] = frozenset()) -> _Key | None:
+    """Where `name`, as seen from shim module `module_name`, is defined (following the shim
+    imports); None when nowhere."""
+    module = _load(module_name)
+    if module is None or (module_name, name) in seen:
+        return None
+    if name in module.definitions:
+        return module_name, name
+    if name in module.shim_imports:
+        return _resolve(module.shim_imports[name], name, seen | {(module_name, name)})
+    return None
+
+
+def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
+    """Every definition the wanted symbols need, across shim modules, each once, in the order the
+    module docstring describes. Unknown modules and names are added to `missing`."""
+    todo: list[_Key] = []
+    for module_name, symbols in wanted.items():
+        for symbol in symbols:
+            key = _resolve(module_name, symbol)
+            if key is None:
+                missing.append(f"{PACKAGE}.{module_name}.{symbol}")
+            else:
+                todo.append(key)
+    needs: dict[_Key, set[_Key]] = {}  # definition -> the definitions it needs at import time
+    definitions: dict[_Key, _Definition] = {}
+    while todo:
+        key = todo.pop()
+        if key in definitions:
+            continue
+        module = _shim_module(key[0])
+        definitions[key] = definition = module.definitions[key[1]]
+        needs[key] = set()
+        for use in sorted(definition.uses):
+            target = _resolve(key[0], use)
+            if target is None:  # imported from a shim module that does not define it
+                absent = f"{PACKAGE}.{module.shim_imports[use]}.{use}"
+                missing += [absent] if absent not in missing else []
+                continue
+            todo.append(target)
+            if use in definition.eager:
+                needs[key].add(target)
+
+    rank: dict[str, int] = {}  # a module ranks after the modules it imports from (depth-first)
+
+    def visit(module_name: str, path: tuple[str, ...]) -> None:
+        module = _load(module_name)
+        if module is None or module_name in rank or module_name in path:
+            return
+        for other in dict.fromkeys(module.shim_imports.values()):
+            visit(other, (*path, module_name))
+        rank[module_name] = len(rank)
+
+    for module_name in wanted:
+        visit(module_name, ())
+    keys = sorted(definitions, key=lambda k: (rank[k[0]], definitions[k].order))
+    # a definition waits for the ones it needs at import time (only a cycle between shim modules
+    # can ask for it); a cycle of such needs keeps the order (Python could not import it either)
+    done: set[_Key] = set()
+    ordered: list[_Key] = []
+    while keys:
+        ready = next((k for k in keys if needs[k] <= done), keys[0])
+        keys.remove(ready)
+        done.add(ready)
+        ordered.append(ready)
+    return ordered
 
 
 def vendor_shims(code: str) -> tuple[str, list[str]]:
@@ -83,6 +221,7 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
         return code, []
     module = cst.parse_module(code)
     wanted: dict[str, list[str]] = {}
+    module, aliases = _take_shim_imports(module, wanted)
 
     class _Refs(cst.CSTTransformer):
         def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -101,31 +240,47 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     missing: list[str] = []
     blocks: list[str] = []
     needed_imports: dict[str, str] = {}
-    for shim_name, symbols in wanted.items():
-        try:
-            shim = _shim_module(shim_name)
-        except OSError:
-            missing += [f"{PACKAGE}.{shim_name}.{s}" for s in symbols]
-            continue
-        missing += [f"{PACKAGE}.{shim_name}.{s}" for s in symbols if s not in shim.definitions]
-        closure: set[str] = set()
-        todo = [s for s in symbols if s in shim.definitions]
-        while todo:
-            current = todo.pop()
-            if current in closure:
-                continue
-            closure.add(current)
-            todo.extend(shim.definitions[current].uses)
-        for definition in sorted((shim.definitions[n] for n in closure), key=lambda d: d.order):
-            blocks.append(definition.source.rstrip("\n"))
-            for alias in definition.imports:
-                needed_imports.setdefault(alias, shim.imports[alias])
+    for shim_name, symbol in _closure(wanted, missing):
+        shim = _shim_module(shim_name)
+        definition = shim.definitions[symbol]
+        blocks.append(definition.source.rstrip("\n"))
+        for alias in definition.imports:
+            needed_imports.setdefault(alias, shim.imports[alias])
     module = _drop_package_import(module)
     existing = _bound_names(module)
     import_lines = [stmt for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
     text = "\n".join(import_lines)
     block = MARKER + "\n" + "\n\n\n".join(blocks) + "\n"
+    if aliases:
+        block += "\n\n" + "\n".join(f"{local} = {name}" for local, name in aliases) + "\n"
     return _insert_after_imports(module, text, block), missing
+
+
+def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tuple[cst.Module, list[tuple[str, str]]]:
+    """Remove `from precision_transpiler.shims.M import N [as L]` statements (written by
+    convert/library_imports.py), adding N to `wanted`; returns the (L, N) aliases to define."""
+    body = []
+    aliases: list[tuple[str, str]] = []
+    for stmt in module.body:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if (
+            isinstance(small, cst.ImportFrom)
+            and small.module is not None
+            and (dotted_name(small.module) or "").startswith(PACKAGE + ".")
+            and not isinstance(small.names, cst.ImportStar)
+        ):
+            shim_module = (dotted_name(small.module) or "").split(".")[2]
+            for alias in small.names:
+                name = dotted_name(alias.name) or ""
+                wanted.setdefault(shim_module, [])
+                if name not in wanted[shim_module]:
+                    wanted[shim_module].append(name)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    if alias.asname.name.value != name:
+                        aliases.append((alias.asname.name.value, name))
+            continue
+        body.append(stmt)
+    return module.with_changes(body=body), aliases
 
 
 def _drop_package_import(module: cst.Module) -> cst.Module:

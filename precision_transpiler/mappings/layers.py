@@ -76,6 +76,8 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 )
             result.layer_symbols.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in per_fw.items()})
     layers = data.get("layers")
+    if layers is None and symbols is not None:
+        return  # a table of symbols only (mappings/layers/transformers.yaml)
     if not hasattr(layers, "items"):
         raise where.error(data.line, "layers", "expected a mapping of torch layer symbols")
     for symbol, spec in layers.items():

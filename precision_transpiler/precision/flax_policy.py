@@ -82,7 +82,7 @@ def _ptranspile_recompute_fp32(call, module, args, kwargs):
 
 def _ptranspile_policy(call):
     """Cast the outermost module's floating outputs to the policy's output dtype."""
-    def run(self, *args, **kwargs):{paths_call}
+    def run(self, *args, **kwargs):{layers_call}{paths_call}
         _PTRANSPILE_DEPTH[0] += 1
         try:
             out = call(self, *args, **kwargs)
@@ -98,7 +98,37 @@ def _ptranspile_policy(call):
     run.__name__ = call.__name__
     run.__wrapped__ = call
     return run
-{paths_helpers}'''
+{layers_helpers}{paths_helpers}'''
+
+# Emitted only when the file builds layers through factories the static pass cannot see into
+# (`norm_layer(dim)`, `partial(nn.Conv2d, ...)`, a `layer=nn.Linear` parameter), so that other
+# generated code stays as it was.
+LAYERS_CALL = """
+        if not _PTRANSPILE_DEPTH[0]:
+            _ptranspile_apply_layer_dtypes(self)"""
+
+LAYERS_HELPERS = '''
+
+_PTRANSPILE_LAYER_DTYPES = {layer_dtypes}
+_PTRANSPILE_LAYERS_DONE = []  # weak references to the modules the layer dtypes were applied to
+
+
+def _ptranspile_apply_layer_dtypes(module):
+    """Layers built through factories got no dtype from the converter: each takes its class's
+    policy dtype (only where none was set), once per outermost module."""
+    import weakref
+
+    from flax import nnx
+
+    _PTRANSPILE_LAYERS_DONE[:] = [ref for ref in _PTRANSPILE_LAYERS_DONE if ref() is not None]
+    if any(ref() is module for ref in _PTRANSPILE_LAYERS_DONE):
+        return
+    _PTRANSPILE_LAYERS_DONE.append(weakref.ref(module))
+    for _, sub in nnx.iter_modules(module):
+        dtype = _PTRANSPILE_LAYER_DTYPES.get(type(sub).__name__)
+        if dtype is not None and "dtype" in vars(sub) and sub.dtype is None:
+            object.__setattr__(sub, "dtype", dtype)
+'''
 
 # Emitted only when the policy has `path:` overrides with `compute: float32`, so that every other
 # policy's generated code stays as it was.
@@ -146,6 +176,8 @@ class FlaxPolicyPass(PolicyPass):
     def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str) -> None:
         super().__init__(policy, module, source)
         self.symbols = {normalise(k): v for k, v in mappings.symbol_to_precision_class.get("jax", {}).items()}
+        self.factory_calls = False
+        self.module_code = source
 
     def _qualified(self, node: cst.BaseExpression) -> str | None:
         q = self.qualified(node)
@@ -162,13 +194,35 @@ class FlaxPolicyPass(PolicyPass):
         decorator = cst.Decorator(decorator=cst.Name("_ptranspile_policy"))
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
 
+    def layer_dtypes(self) -> dict[str, str]:
+        """Class name -> dtype constant for the layer classes this file names, when it builds
+        layers through factories (empty otherwise)."""
+        if not self.factory_calls:
+            return {}
+        from precision_transpiler.rewrite.import_editor import used_names
+
+        mentioned = used_names(self.module_code) | {
+            n.rsplit(".", 1)[1]
+            for n in self.symbols
+            if n.startswith("precision_transpiler.shims.") and n.rsplit(".", 1)[1] in self.module_code
+        }
+        table: dict[str, str] = {}
+        for name, op_class in self.symbols.items():
+            layer = name.rsplit(".", 1)[1]
+            if not layer[:1].isupper() or layer not in mentioned:
+                continue
+            decision = self.policy.precision_for(op_class, class_name=layer)
+            table[layer] = "_PTRANSPILE_FLOAT32" if decision.compute == "float32" else "_PTRANSPILE_COMPUTE"
+        return table
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         name = self._qualified(original_node.func)
-        if name is None:
-            return updated_node
-        op_class = self.symbols.get(name)
+        op_class = self.symbols.get(name) if name is not None else None
         if op_class is None:
+            if any(a.keyword is not None and a.keyword.value == "rngs" for a in original_node.args):
+                self.factory_calls = True  # `layer(8, 4, rngs=rngs)`: a layer of unknown class
             return updated_node
+        assert name is not None
         layer = name.rsplit(".", 1)[1]
         is_layer = layer[:1].isupper()
         decision = self.policy.precision_for(op_class, class_name=layer)
@@ -200,10 +254,16 @@ class FlaxPolicyPass(PolicyPass):
         return updated_node.with_changes(args=append_keywords(list(updated_node.args), extra))
 
 
-def helper_block(policy: Policy, nan_fallback: bool = False) -> list[cst.BaseStatement]:
+def helper_block(
+    policy: Policy, nan_fallback: bool = False, layer_dtypes: dict[str, str] | None = None
+) -> list[cst.BaseStatement]:
+    """The generated helpers; `layer_dtypes` (class name -> dtype constant) adds the run-time
+    dtype assignment for factory-built layers."""
     output = policy.classes.get("output", {}).get("output", policy.output)
     fp32_paths = fp32_path_overrides(policy)
     paths_helpers = PATHS_HELPERS.format(fp32_paths=repr(fp32_paths)) if fp32_paths else ""
+    table = "{" + ", ".join(f"{k!r}: {v}" for k, v in sorted((layer_dtypes or {}).items())) + "}"
+    layers_helpers = LAYERS_HELPERS.format(layer_dtypes=table) if layer_dtypes else ""
     return helper_statements(
         HELPERS.format(
             name=policy.name,
@@ -213,6 +273,8 @@ def helper_block(policy: Policy, nan_fallback: bool = False) -> list[cst.BaseSta
             nan_fallback=nan_fallback,
             paths_call=PATHS_CALL if fp32_paths else "",
             paths_helpers=paths_helpers,
+            layers_call=LAYERS_CALL if layer_dtypes else "",
+            layers_helpers=layers_helpers,
         )
     )
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 _X64 = {"int64": "int32", "float64": "float32", "complex128": "complex64", "uint64": "uint32"}
 _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:\d+)?$")
+_DEVICE_PREFIX = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:|$)")
 
 
 def string_value(node: cst.CSTNode) -> str | None:
@@ -126,6 +127,12 @@ class RuleContext:
         if isinstance(node, cst.Call):
             qualified = self.qualified_name(node.func)
             return qualified in {"torch.device", "jax.devices", "tensorflow.device"}
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+            head_text = string_value(node.left)  # "cuda:" + str(index)
+            return head_text is not None and bool(_DEVICE_PREFIX.match(head_text))
+        if isinstance(node, cst.FormattedString):  # f"cuda:{index}"
+            head = node.parts[0] if node.parts else None
+            return isinstance(head, cst.FormattedStringText) and bool(_DEVICE_PREFIX.match(head.value))
         dotted = dotted_name(node)
         if dotted is not None:
             return "device" in dotted.rsplit(".", 1)[-1].lower()

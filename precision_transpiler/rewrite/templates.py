@@ -665,6 +665,54 @@ class _Emitter(cst.CSTTransformer):
             return self.expr_for(dotted)
         return updated_node
 
+    def _operand(self, original: cst.BaseExpression, updated: cst.BaseExpression, rank: int) -> cst.BaseExpression:
+        """A placeholder's value used as an operand binding at `rank`: parenthesized when it binds
+        looser (`{beta} * {input}` with input `a + b` is `beta * (a + b)`)."""
+        if isinstance(original, cst.Name) and original.value in self.pattern.placeholders:
+            if not updated.lpar and _rank(updated) < rank:
+                return updated.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return updated
+
+    def leave_BinaryOperation(
+        self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
+    ) -> cst.BaseExpression:
+        rank = _rank(original_node)
+        power = isinstance(original_node.operator, cst.Power)
+        return updated_node.with_changes(
+            left=self._operand(original_node.left, updated_node.left, rank + 1 if power else rank),
+            right=self._operand(original_node.right, updated_node.right, rank if power else rank + 1),
+        )
+
+    def leave_UnaryOperation(
+        self, original_node: cst.UnaryOperation, updated_node: cst.UnaryOperation
+    ) -> cst.BaseExpression:
+        rank = _rank(original_node)
+        return updated_node.with_changes(
+            expression=self._operand(original_node.expression, updated_node.expression, rank)
+        )
+
+    def leave_Comparison(self, original_node: cst.Comparison, updated_node: cst.Comparison) -> cst.BaseExpression:
+        rank = _RANKS["comparison"] + 1
+        targets = [
+            c.with_changes(comparator=self._operand(o.comparator, c.comparator, rank))
+            for o, c in zip(original_node.comparisons, updated_node.comparisons, strict=True)
+        ]
+        return updated_node.with_changes(
+            left=self._operand(original_node.left, updated_node.left, rank), comparisons=targets
+        )
+
+    def leave_BooleanOperation(
+        self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
+    ) -> cst.BaseExpression:
+        rank = _rank(original_node)
+        return updated_node.with_changes(
+            left=self._operand(original_node.left, updated_node.left, rank),
+            right=self._operand(original_node.right, updated_node.right, rank + 1),
+        )
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.BaseExpression:
+        return updated_node.with_changes(value=self._operand(original_node.value, updated_node.value, _RANKS["atom"]))
+
     def leave_Arg(
         self, original_node: cst.Arg, updated_node: cst.Arg
     ) -> cst.Arg | cst.FlattenSentinel[cst.Arg] | cst.RemovalSentinel:
@@ -684,6 +732,9 @@ class _Emitter(cst.CSTTransformer):
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        updated_node = updated_node.with_changes(
+            func=self._operand(original_node.func, updated_node.func, _RANKS["atom"])  # `(lambda a: a)(x)`
+        )
         # Removed or spread arguments can leave a trailing comma, or none between two: tidy up.
         args = list(updated_node.args)
         if not args:
@@ -696,3 +747,44 @@ class _Emitter(cst.CSTTransformer):
 
 
 _COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+# Python's operator precedence, loosest first (the language reference's table).
+_RANKS = {"lambda": 0, "if": 1, "or": 2, "and": 3, "not": 4, "comparison": 5, "atom": 20}
+_BINARY_RANKS: dict[type, int] = {
+    cst.BitOr: 6,
+    cst.BitXor: 7,
+    cst.BitAnd: 8,
+    cst.LeftShift: 9,
+    cst.RightShift: 9,
+    cst.Add: 10,
+    cst.Subtract: 10,
+    cst.Multiply: 11,
+    cst.Divide: 11,
+    cst.FloorDivide: 11,
+    cst.Modulo: 11,
+    cst.MatrixMultiply: 11,
+    cst.Power: 13,
+}
+
+
+def _rank(node: cst.BaseExpression) -> int:
+    """How tightly `node` binds (higher binds tighter); parenthesized nodes are atoms."""
+    if getattr(node, "lpar", None):
+        return _RANKS["atom"]
+    if isinstance(node, cst.Lambda):
+        return _RANKS["lambda"]
+    if isinstance(node, cst.IfExp):
+        return _RANKS["if"]
+    if isinstance(node, cst.BooleanOperation):
+        return _RANKS["or"] if isinstance(node.operator, cst.Or) else _RANKS["and"]
+    if isinstance(node, cst.UnaryOperation):
+        return _RANKS["not"] if isinstance(node.operator, cst.Not) else 12
+    if isinstance(node, cst.Comparison):
+        return _RANKS["comparison"]
+    if isinstance(node, cst.BinaryOperation):
+        return _BINARY_RANKS[type(node.operator)]
+    if isinstance(node, cst.Await):
+        return 14
+    if isinstance(node, cst.NamedExpr | cst.Yield):
+        return -1
+    return _RANKS["atom"]

@@ -7,6 +7,7 @@ from precision_transpiler.rules.base import RULES, Example, Rule, register
 
 def active_rules() -> list[type[Rule]]:
     """All registered rules, in the order they run."""
+    from precision_transpiler.rules import torch_inplace_ops  # noqa: F401  # isort: skip (before op_patterns)
     from precision_transpiler.rules import (  # noqa: F401  (import registers)
         dtype_identity,
         dtype_string,

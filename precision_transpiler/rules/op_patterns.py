@@ -426,7 +426,12 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
     if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
         return f"cannot be a {kind}"
     if kind == "tensor":
-        return "is a literal, not a tensor" if isinstance(node, _LITERALS) else None
+        if isinstance(node, _LITERALS):
+            return "is a literal, not a tensor"
+        qualified = ctx.qualified_name(node) if isinstance(node, cst.Name | cst.Attribute) else None
+        if qualified is not None and "." not in qualified and qualified in ctx.mappings.all_roots:
+            return "is a module, not a tensor"  # `torch.device(...)`: not `<tensor>.device`
+        return None
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
         return _strict_kind_problem(ctx, node.expression, kind)  # type: ignore[arg-type]
     if kind == "ints" and isinstance(node, cst.Tuple | cst.List):

@@ -119,12 +119,10 @@ class TorchModules(Rule):
     def leave_Attribute(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
-        if not (
-            isinstance(original.value, cst.Name)
-            and original.value.value == "self"
-            and original.attr.value == "training"
-        ):
+        if not (isinstance(original.value, cst.Name) and original.value.value == "self"):
             return None
+        if original.attr.value != "training":
+            return self._buffer_read(ctx, original, updated)
         key = ctx.enclosing_function()
         owner = key.split(".")[0] if key and "." in key else None
         if owner not in analysis_for(ctx).uses_training:
@@ -141,7 +139,51 @@ class TorchModules(Rule):
         ctx.record(self.name, original, new)
         return new
 
+    def leave_Assign(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
+        """`self.proj = None` in a module class -> `self.proj = nnx.data(None)`: nnx makes an
+        attribute first set to None static, and refuses a submodule assigned to it later
+        (torchvision's RegNet sets `self.proj = None`, then a block when shapes differ)."""
+        if not (isinstance(updated.value, cst.Name) and updated.value.value == "None"):
+            return None
+        if not any(
+            isinstance(t.target, cst.Attribute)
+            and isinstance(t.target.value, cst.Name)
+            and t.target.value.value == "self"
+            for t in updated.targets
+        ):
+            return None
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        if owner not in analysis_for(ctx).module_classes:
+            return None
+        value = cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(cst.Name("None"))])
+        new = updated.with_changes(value=value)
+        ctx.record(self.name, original, new)
+        return new
+
     # -- buffers -------------------------------------------------------------------------------
+
+    def _buffer_read(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        """`self.index` of a registered buffer, read as a value -> `self.index[...]`: the array,
+        not the nnx Variable (JAX refuses a Variable as an index, as in Swin's
+        `table[self.relative_position_index]`). Writes, `del`, and reads already indexed
+        (`self.buf[...]`, `self.buf[0]`) stay as they are."""
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        if owner is None or original.attr.value not in analysis_for(ctx).buffers.get(owner, ()):
+            return None
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.AssignTarget | cst.Subscript | cst.Del | cst.Attribute | cst.Call):
+            return None  # a write, an index, `self.buf.shape`, `self.buf.mul_(...)`: leave to others
+        if isinstance(parent, cst.AugAssign | cst.AnnAssign) and parent.target is original:
+            return None
+        new = cst.Subscript(
+            value=updated, slice=[cst.SubscriptElement(cst.Index(cst.Ellipsis()))], lpar=updated.lpar, rpar=updated.rpar
+        )
+        ctx.record(self.name, original, new)
+        return new
 
     def leave_SimpleStatementLine(
         self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
@@ -177,22 +219,24 @@ class TorchModules(Rule):
     def _module_walk(
         self, ctx: RuleContext, original: cst.Call, updated: cst.Call, classes: set[str], key: str | None
     ) -> cst.BaseExpression | None:
-        """`self.modules()` (init loops) -> `modules(self)`: nnx modules have no such method."""
+        """`self.modules()` (init loops) -> `modules(self)`, `self.mlp.children()` ->
+        `children(self.mlp)`, `self.add_module(name, m)` -> `add_module(self, name, m)`: nnx
+        modules have no such methods. Only on `self` and its attributes, inside a class."""
         func = updated.func
         owner = key.split(".")[0] if key and "." in key else None
-        if not (
-            owner is not None
-            and isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == "self"
-            and func.attr.value in _WALKS
-            and not updated.args
-        ):
+        receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        if owner is None or receiver is None or not (receiver == "self" or receiver.startswith("self.")):
             return None
-        new = cst.Call(
-            func=ctx.expr_for(f"precision_transpiler.shims.flax_modules.{func.attr.value}"),
-            args=[cst.Arg(cst.Name("self"))],
-        )
+        assert isinstance(func, cst.Attribute)
+        method = func.attr.value
+        if method in _WALKS and not updated.args:
+            args = [cst.Arg(func.value)]
+        elif method in _REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
+            args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
+            method = "add_module"
+        else:
+            return None
+        new = cst.Call(func=ctx.expr_for(f"precision_transpiler.shims.flax_modules.{method}"), args=args)
         ctx.record(self.name, original, new)
         return new
 
@@ -235,6 +279,7 @@ class TorchModules(Rule):
 
 
 _WALKS = ("modules", "named_modules", "children", "named_children")
+_REGISTERS = ("add_module", "register_module")
 
 
 def _is_this_def(key: str, node: cst.FunctionDef) -> bool:

@@ -88,10 +88,16 @@ class TorchZoo(Rule):
     def leave_Decorator(
         self, ctx: RuleContext, original: cst.Decorator, updated: cst.Decorator
     ) -> cst.RemovalSentinel | None:
-        if _last(original.decorator) not in set(ctx.mappings.zoo.get("decorators", ())):
+        decorators = set(ctx.mappings.zoo.get("decorators", ()))
+        func = original.decorator.func if isinstance(original.decorator, cst.Call) else original.decorator
+        qualified = ctx.qualified_name(func) if isinstance(func, cst.Name | cst.Attribute) else None
+        if _last(original.decorator) not in decorators and (qualified or "") not in decorators:
             return None
         ctx.diagnose(
-            original, "note", "zoo-dropped", f"decorator @{_short(ctx.code(original.decorator))} dropped (model zoo)"
+            original,
+            "note",
+            "zoo-dropped",
+            f"decorator @{_short(ctx.code(original.decorator))} dropped (model-zoo or TorchScript plumbing)",
         )
         ctx.consume(_all_nodes(original))
         return cst.RemovalSentinel.REMOVE
@@ -104,9 +110,9 @@ class TorchZoo(Rule):
         for small in original.body:
             value = getattr(small, "value", None)
             if isinstance(small, cst.Expr) and isinstance(value, cst.Call):
-                if _last(value) in calls:
-                    break
                 qualified = ctx.qualified_name(value.func) or ""
+                if _last(value) in calls or qualified in calls:
+                    break
                 if qualified.startswith("torch.nn.init."):
                     ctx.diagnose(
                         original,
@@ -121,7 +127,12 @@ class TorchZoo(Rule):
                 break
         else:
             return None
-        ctx.diagnose(original, "note", "zoo-dropped", f"`{_short(ctx.code(original.body[0]))}` dropped (model zoo)")
+        ctx.diagnose(
+            original,
+            "note",
+            "zoo-dropped",
+            f"`{_short(ctx.code(original.body[0]))}` dropped (model-zoo or device plumbing)",
+        )
         ctx.consume(_all_nodes(original))
         return cst.SimpleStatementLine([cst.Pass()]) if _only_statement(ctx, original) else cst.RemovalSentinel.REMOVE
 

@@ -292,3 +292,82 @@ def torch_jit_is_scripting():
 def torch_jit_is_tracing():
     """torch.jit.is_tracing(): converted code is never being traced by torch.jit."""
     return False
+
+
+def autocast_disabled():
+    """`torch.autocast(..., enabled=False)`: JAX has no autocast, so the region runs as written."""
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def torch_cuda_device_count():
+    """torch.cuda.device_count(): the GPUs of JAX's default backend (0 on CPU)."""
+    return sum(1 for device in jax.devices() if device.platform == "gpu")
+
+
+def torch_cuda_is_available():
+    """torch.cuda.is_available(): whether JAX's default backend has a GPU."""
+    return torch_cuda_device_count() > 0
+
+
+def tensor_device(x):
+    """torch's `x.device`: the array's device, or None for a traced array under jax.jit (it has
+    none); converted code only passes devices to arguments that are dropped."""
+    try:
+        return x.device
+    except AttributeError:
+        return None
+
+
+class no_grad:
+    """torch.no_grad() / torch.inference_mode(). As a decorator the function's array outputs are
+    cut from differentiation (jax.lax.stop_gradient), as torch records no graph for them. As a
+    context manager it does nothing: JAX differentiates only what jax.grad asks for (wrap values
+    in jax.lax.stop_gradient where gradients must not flow)."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return jax.tree.map(lambda t: jax.lax.stop_gradient(t) if isinstance(t, jax.Array) else t, out)
+
+        return wrapper
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class enable_grad:
+    """torch.enable_grad() / torch.set_grad_enabled(mode): JAX has no global gradient mode, so
+    nothing to switch, as a decorator or a context manager."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, fn):
+        return fn
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def add_module(parent, name, module):
+    """torch's `Module.add_module(name, module)` / `register_module`: an attribute, or the
+    container's own `add_module` (Sequential keeps the order, ModuleDict the key)."""
+    own = getattr(type(parent), "add_module", None)
+    if own is not None:
+        own(parent, name, module)
+    else:
+        setattr(parent, name, module)

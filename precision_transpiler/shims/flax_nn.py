@@ -526,6 +526,19 @@ class _BatchNorm(nnx.Module):
             self.var = nnx.data(None)
             self.num_batches_tracked = nnx.data(None)
 
+    @property
+    def weight(self) -> Any:
+        """torch's names for `scale`, `mean` and `var`, for subclasses that read them."""
+        return self.scale
+
+    @property
+    def running_mean(self) -> Any:
+        return self.mean
+
+    @property
+    def running_var(self) -> Any:
+        return self.var
+
     def __call__(self, x: jax.Array, *, use_running_average: bool | None = None) -> jax.Array:
         eval_mode = self.use_running_average if use_running_average is None else use_running_average
         if x.ndim not in self._input_ndims:
@@ -652,6 +665,11 @@ class GroupNorm(nnx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         return _group_norm(x, self.num_groups, _value(self.scale), _value(self.bias), self.eps, self.dtype)
 
+    @property
+    def weight(self) -> Any:
+        """torch's name for `scale` (subclasses such as torchvision's LayerNorm2d read it)."""
+        return self.scale
+
 
 def group_norm(input: jax.Array, num_groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> jax.Array:
     """torch.nn.functional.group_norm on (N, C, *) inputs (channel groups on axis 1)."""
@@ -707,6 +725,11 @@ class LayerNorm(nnx.Module):
             raise ValueError(f"LayerNorm{self.normalized_shape}: input shape {x.shape} does not end with it")
         n = len(self.normalized_shape)
         return _layer_norm(x, n, _value(self.scale), _value(self.bias), self.eps, self.dtype)
+
+    @property
+    def weight(self) -> Any:
+        """torch's name for `scale` (subclasses such as torchvision's LayerNorm2d read it)."""
+        return self.scale
 
 
 def layer_norm(
@@ -1576,6 +1599,167 @@ def cross_entropy(
     return loss.astype(input.dtype)
 
 
+def _reduce_loss(loss: jax.Array, reduction: str) -> jax.Array:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def mse_loss(
+    input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+) -> jax.Array:
+    """torch.nn.functional.mse_loss (broadcasting input and target, as torch does with a warning)."""
+    return _reduce_loss(jnp.square(input - target), _legacy_reduction(size_average, reduce, reduction))
+
+
+def l1_loss(
+    input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+) -> jax.Array:
+    """torch.nn.functional.l1_loss."""
+    return _reduce_loss(jnp.abs(input - target), _legacy_reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(
+    input: jax.Array,
+    target: jax.Array,
+    weight: Any = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    pos_weight: Any = None,
+) -> jax.Array:
+    """torch.nn.functional.binary_cross_entropy_with_logits, in torch's stable form:
+    (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
+    target = jnp.asarray(target, input.dtype)
+    log_weight = 1.0 if pos_weight is None else 1.0 + (jnp.asarray(pos_weight, input.dtype) - 1.0) * target
+    loss = (1.0 - target) * input + log_weight * jax.nn.softplus(-input)
+    if weight is not None:
+        loss = loss * jnp.asarray(weight, input.dtype)
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def nll_loss(
+    input: jax.Array,
+    target: jax.Array,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> jax.Array:
+    """torch.nn.functional.nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index`
+    targets are excluded, a weighted mean divides by the targets' summed weights."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    class_dim = 0 if input.ndim == 1 else 1
+    target = jnp.asarray(target)
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0)
+    picked = jnp.take_along_axis(input, jnp.expand_dims(safe, class_dim), axis=class_dim).squeeze(class_dim)
+    tw = valid.astype(input.dtype) if weight is None else jnp.where(valid, jnp.take(jnp.asarray(weight), safe), 0.0)
+    loss = -picked * tw
+    if reduction == "mean":
+        return loss.sum() / tw.sum()
+    return _reduce_loss(loss, reduction)
+
+
+class _Loss(nnx.Module):
+    """torch's loss modules: the constructor keeps the options, the call applies the function.
+    A class-weight tensor is a torch buffer (`weight`), so it is module state here too."""
+
+    def __init__(self, weight: Any = None, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
+        self.weight = nnx.data(None) if weight is None else nnx.Variable(jnp.asarray(weight))
+
+
+class CrossEntropyLoss(_Loss):
+    """torch.nn.CrossEntropyLoss(weight, size_average, ignore_index, reduce, reduction, label_smoothing)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return cross_entropy(
+            input,
+            target,
+            _value(self.weight),
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
+
+
+class NLLLoss(_Loss):
+    """torch.nn.NLLLoss(weight, size_average, ignore_index, reduce, reduction)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+    ):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return nll_loss(input, target, _value(self.weight), ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """torch.nn.MSELoss(size_average, reduce, reduction)."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__(None, size_average, reduce, reduction)
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """torch.nn.L1Loss(size_average, reduce, reduction)."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__(None, size_average, reduce, reduction)
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return l1_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """torch.nn.BCEWithLogitsLoss(weight, size_average, reduce, reduction, pos_weight)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        pos_weight: Any = None,
+    ):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.pos_weight = nnx.data(None) if pos_weight is None else nnx.Variable(jnp.asarray(pos_weight))
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return binary_cross_entropy_with_logits(
+            input, target, _value(self.weight), reduction=self.reduction, pos_weight=_value(self.pos_weight)
+        )
+
+
 # ----------------------------------------------------------------------------------------------------
 # interpolation
 
@@ -1729,6 +1913,13 @@ class Sequential(nnx.Module):
         if name not in self._names:
             self._names = (*self._names, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # torch registers a module assigned as an attribute (`self.norm = BatchNorm2d(c)` in a
+        # Sequential subclass such as torchvision's _Transition) as the next child
+        super().__setattr__(name, value)
+        if isinstance(value, nnx.Module) and not name.startswith("_") and name not in self._names:
+            super().__setattr__("_names", (*self._names, name))
+
     def _reset(self, modules: list[Any]) -> None:
         for name in self._names:
             delattr(self, name)
@@ -1758,6 +1949,9 @@ class Sequential(nnx.Module):
     def append(self, module: Any) -> "Sequential":
         self._add(str(len(self)), module)
         return self
+
+    def add_module(self, name: str, module: Any) -> None:
+        self._add(str(name), module)
 
     def extend(self, modules: Any) -> "Sequential":
         for module in modules:
@@ -1833,6 +2027,9 @@ class ModuleDict(nnx.Dict):
 
     def __contains__(self, key: object) -> bool:
         return self._has(key)
+
+    def add_module(self, name: str, module: Any) -> None:
+        setattr(self, str(name), module)
 
 
 class Identity(nnx.Module):
