@@ -138,6 +138,9 @@ def test_torchvision_vit_with_sibling_helpers_converts_and_matches() -> None:
     ("rel", "entry", "spec"),
     [
         ("models/resnet.py", "resnet18(num_classes=10)", "float32[4,3,64,64]"),
+        # uncalibrated, as in the fp32 test: calibrating ResNet-50's BatchNorm on batch 2 amplifies
+        # bf16 rounding to ~0.4 on both sides (measured: 0.37 vs torch.autocast's 0.40)
+        ("models/resnet.py", "resnet50(num_classes=10)", "float32[2,3,64,64]"),
         (
             "models/vision_transformer.py",
             "VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128, "
@@ -155,7 +158,7 @@ def test_mixed_policy_applies_to_the_converted_flax_model(rel: str, entry: str, 
     assert "param_dtype=_PTRANSPILE_PARAM" in result.code and "@_ptranspile_policy" in result.code
     assert any(d.op_class in ("conv", "linear", "attention") and d.compute == "bfloat16" for d in result.precision)
     virtual = original.with_name("mixed_ptranspile_jax_test.py")
-    options = VerifyOptions(entry=entry, inputs=[spec], calibrate_bn=True, layers=False)
+    options = VerifyOptions(entry=entry, inputs=[spec], calibrate_bn="resnet50" not in entry, layers=False)
     verdict = verify_files(original, virtual, options, converted_code=result.code)
     assert verdict.policy == "mixed" and verdict.tolerance["reference"] == "torch.autocast(cpu, bfloat16)"
     assert verdict.passed, verdict.failures
