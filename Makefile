@@ -11,7 +11,7 @@ EXTRAS ?= dev
 help:
 	@echo "make demo   - set up .venv and convert the shipped example model"
 	@echo "make test   - set up .venv and run the test-suite (and ruff)"
-	@echo "make bench  - print transpile throughput"
+	@echo "make bench  - print transpile throughput and the quick real-model corpus (docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build outputs"
 
 $(STAMP): pyproject.toml
@@ -45,6 +45,11 @@ demo: $(STAMP)
 	@$(BIN)/ptranspile examples/attention_block.py --to jax -o out/attention_block_jax.py \
 		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" --max-layers 10
 	@sed -n '/^class AttentionBlock/,$$p' out/attention_block_jax.py
+	@echo
+	@echo "== torch -> Keras 3: the same block as Keras layers, weights copied over, verified"
+	@$(BIN)/ptranspile examples/attention_block.py --to tf -o out/attention_block_tf.py \
+		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" --max-layers 10
+	@sed -n '/^class AttentionBlock/,$$p' out/attention_block_tf.py
 
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples
@@ -57,6 +62,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/transpile_throughput.py
+	$(BIN)/python benchmarks/corpus.py --quick --targets jax,tf --policies fp32,mixed
 
 clean:
 	rm -rf $(VENV) build dist out *.egg-info .pytest_cache .ruff_cache

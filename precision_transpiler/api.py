@@ -182,14 +182,15 @@ def transpile(
             )
         )
     code = new_module.code
-    if to == "jax" and outcome.source == "torch":
+    if to in ("jax", "tf") and outcome.source == "torch":  # model conversion (Flax NNX or Keras)
         from precision_transpiler.convert.cleanup import drop_orphaned_imports
         from precision_transpiler.convert.vendor import vendor_shims
 
         code = drop_orphaned_imports(source, code)
         if _standalone:  # the file itself, not a sibling being converted for it
-            code = _inline_siblings(path, code, table, outcome.diagnostics)
-            if not policy_obj.is_full_precision:
+            code = _inline_siblings(path, code, table, outcome.diagnostics, to)
+            # the Keras policy for converted torch code is not there yet: `policy-not-applied` above
+            if to == "jax" and not policy_obj.is_full_precision:
                 converted, precision = _apply_flax_policy(cst.parse_module(code), policy_obj, table, nan_fallback)
                 code = converted.code
             code, missing = vendor_shims(code)
@@ -211,13 +212,14 @@ def transpile(
     )
 
 
-def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[Diagnostic]) -> str:
-    """Copy converted definitions from sibling modules the file imports (convert/siblings.py)."""
+def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[Diagnostic], target: str) -> str:
+    """Copy converted definitions from sibling modules the file imports (convert/siblings.py),
+    converted to `target` ("jax" or "tf")."""
     from precision_transpiler.convert.siblings import inline_siblings
 
     def convert(sibling_source: str, sibling_path: str) -> tuple[str, list[tuple[int, int, str, str, str]]]:
         sibling = transpile(
-            sibling_source, to="jax", from_="torch", mappings=table, path=sibling_path, _standalone=False
+            sibling_source, to=target, from_="torch", mappings=table, path=sibling_path, _standalone=False
         )
         return sibling.code, [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
 
@@ -226,12 +228,14 @@ def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[
     redirected: list[str] = []
 
     def redirect(text: str) -> str:
-        text, names = redirect_library_imports(path, text, table.layer_symbols, "jax")
+        text, names = redirect_library_imports(path, text, table.layer_symbols, target)
         redirected.extend(names)
         return text
 
     code = redirect(code)
-    code, report = inline_siblings(path, code, convert, redirect=redirect, known=frozenset(table.layer_symbols))
+    # names with a counterpart in this target are imported from it (redirect), not converted
+    known = frozenset(symbol for symbol, targets in table.layer_symbols.items() if target in targets)
+    code, report = inline_siblings(path, code, convert, redirect=redirect, known=known)
     if redirected:
         diagnostics.append(
             Diagnostic(
@@ -240,8 +244,8 @@ def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[
                 1,
                 "note",
                 "library-counterparts",
-                "imported from their Flax counterparts (mappings/layers/transformers.yaml): "
-                + ", ".join(dict.fromkeys(redirected)),
+                f"imported from their {'Flax' if target == 'jax' else 'Keras'} counterparts "
+                "(mappings/layers/transformers.yaml): " + ", ".join(dict.fromkeys(redirected)),
             )
         )
     for sibling_path, line, col, severity, code_, message in report.diagnostics:

@@ -571,6 +571,28 @@ CASES = [
         ),
     ),
     C(
+        "float-predicates-and-bitwise",
+        "x, m, n, i, j",
+        """
+        y = x / (x - x.round())
+        preds = (torch.isinf(y), y.isnan(), torch.isfinite(x), (x * 0).isinf())
+        bits = (torch.bitwise_xor(m, n), m.bitwise_and(n), torch.bitwise_or(m, n), torch.bitwise_not(m))
+        return preds, bits, torch.bitwise_xor(i, j), i.bitwise_and(j), torch.bitwise_not(i)
+        """,
+        F32(3, 4),
+        BOOL(3, 4),
+        BOOL(3, 4),
+        I64(3, 4, high=16),
+        I64(3, 4, high=16),
+    ),
+    C(
+        "linspace",
+        "x",
+        'return torch.linspace(0, 1, 5), torch.linspace(-2.5, x.shape[0], 7, device="cpu"), '
+        "torch.linspace(0, 10, 3, dtype=torch.float32)",
+        F32(4),
+    ),
+    C(
         "autocast-disabled-region",
         "x",
         """

@@ -49,6 +49,9 @@ class ModelAnalysis:
     factories: dict[str, set[str]] = field(default_factory=dict)  # builder -> factory names
     uses_training: set[str] = field(default_factory=set)  # module classes reading `self.training`
     buffers: dict[str, set[str]] = field(default_factory=dict)  # module class -> registered buffer names
+    layer_bases: dict[str, str] = field(default_factory=dict)  # class -> torch layer it derives from
+    # class -> {attribute: torch layer}: `self.fc = nn.Linear(...)` in a module class
+    layer_attrs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def needs_rngs(self, key: str) -> bool:
         return key in self.builders
@@ -107,6 +110,8 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                 continue
             for base in cls.bases:
                 q = resolve(base, bindings)
+                if q is not None and q != "torch.nn.Module" and is_layer_symbol(q):
+                    result.layer_bases[cls.name] = q
                 if (
                     q == "torch.nn.Module"
                     or is_layer_symbol(q)
@@ -159,6 +164,23 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             }
             if names:
                 result.buffers[cls.name] = names
+            layers = {}
+            for n in ast.walk(cls):
+                if (
+                    isinstance(n, ast.Assign)
+                    and isinstance(n.value, ast.Call)
+                    and len(n.targets) == 1
+                    and isinstance(n.targets[0], ast.Attribute)
+                    and isinstance(n.targets[0].value, ast.Name)
+                    and n.targets[0].value.id == "self"
+                ):
+                    q = resolve(n.value.func, bindings)
+                    if q is not None and is_layer_symbol(q):
+                        layers.setdefault(n.targets[0].attr, set()).add(q)
+            # an attribute assigned one layer type only (two types: which attribute names apply is unknown)
+            single = {attr: next(iter(qs)) for attr, qs in layers.items() if len(qs) == 1}
+            if single:
+                result.layer_attrs[cls.name] = single
     return result
 
 

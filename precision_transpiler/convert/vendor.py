@@ -222,6 +222,11 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     module = cst.parse_module(code)
     wanted: dict[str, list[str]] = {}
     module, aliases = _take_shim_imports(module, wanted)
+    # A shim named like something of the user's (transformers' `def f(..., dropout: float = 0.0)`
+    # calling `F.dropout`) is referred to through an alias, so the user's name cannot shadow it.
+    from precision_transpiler.rewrite.import_editor import used_names
+
+    taken = used_names(module.code) | _bound_names(module)
 
     class _Refs(cst.CSTTransformer):
         def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -231,7 +236,12 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
                 wanted.setdefault(shim_module, [])
                 if symbol not in wanted[shim_module]:
                     wanted[shim_module].append(symbol)
-                return cst.Name(symbol, lpar=updated.lpar, rpar=updated.rpar)
+                local = symbol
+                if symbol in taken:
+                    local = f"_ptranspile_{symbol}"
+                    if (local, symbol) not in aliases:
+                        aliases.append((local, symbol))
+                return cst.Name(local, lpar=updated.lpar, rpar=updated.rpar)
             return updated
 
     module = module.visit(_Refs())
@@ -328,7 +338,7 @@ def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
             break
     head = module.with_changes(body=body[:index]).code
     tail = module.with_changes(body=body[index:], header=[]).code
-    if imports:
-        head = head.rstrip("\n") + "\n" + imports + "\n"
+    if imports:  # (no blank first line when the file kept no import of its own)
+        head = (head.rstrip("\n") + "\n" if head.strip() else "") + imports + "\n"
     head = head.rstrip("\n")
     return (head + "\n\n\n" if head else "") + block + "\n\n" + tail.lstrip("\n")

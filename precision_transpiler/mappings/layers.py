@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from precision_transpiler.mappings.model import MappingSet
 
-_TARGET_KEYS = ("call", "shim", "args", "keywords", "defaults", "drop", "reference", "rngs")
+_TARGET_KEYS = ("call", "shim", "args", "keywords", "defaults", "drop", "reference", "rngs", "attributes")
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,10 @@ class LayerTarget:
     defaults: dict[str, str] = field(default_factory=dict)  # target keyword -> code when not given
     drop: frozenset[str] = frozenset()
     reference: str | None = None  # class used where the layer is passed around, not called
-    rngs: bool = True
+    rngs: bool = True  # Flax NNX only: the table's default is True for `jax` targets, False for others
+    # torch attribute read from the layer -> target expression, `{layer}` standing for the layer
+    # (`weight: "{layer}.kernel[...].T"`: torch code that reads `self.fc.weight`)
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @property
     def class_symbol(self) -> str:
@@ -120,6 +123,7 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 defaults={str(k): str(v) for k, v in dict(raw.get("defaults", {})).items()},
                 drop=drop,
                 reference=raw.get("reference"),
-                rngs=bool(raw.get("rngs", True)),
+                rngs=bool(raw.get("rngs", str(fw) == "jax")),  # Keras layers take no rngs
+                attributes={str(k): str(v) for k, v in dict(raw.get("attributes", {})).items()},
             )
         result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")

@@ -8,6 +8,7 @@ from precision_transpiler.rules.base import RULES, Example, Rule, register
 def active_rules() -> list[type[Rule]]:
     """All registered rules, in the order they run."""
     from precision_transpiler.rules import torch_inplace_ops  # noqa: F401  # isort: skip (before op_patterns)
+    from precision_transpiler.rules import torch_random_init  # noqa: F401  # isort: skip (before op_patterns)
     from precision_transpiler.rules import (  # noqa: F401  (import registers)
         dtype_identity,
         dtype_string,
@@ -16,6 +17,7 @@ def active_rules() -> list[type[Rule]]:
         torch_inplace_init,
         torch_layers,
         torch_modules,
+        torch_modules_keras,
         torch_zoo,
     )
 

@@ -120,6 +120,8 @@ class OpPatterns(Rule):
     def leave_Attribute(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
+        if _is_store(ctx, original):
+            return None  # `self.device = x.device`: the target names an attribute, it reads no tensor
         return self._rewrite(ctx, original)
 
     def leave_Comparison(
@@ -343,6 +345,16 @@ _NEEDS_ATOM = (
     cst.Comparison,
     cst.Await,
 )
+
+
+def _is_store(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is (an element of) an assignment or `del` target."""
+    child, parent = node, ctx.parent(node)
+    while isinstance(parent, cst.Element | cst.StarredElement | cst.Tuple | cst.List):
+        child, parent = parent, ctx.parent(parent)
+    if isinstance(parent, cst.AssignTarget | cst.Del):
+        return True
+    return isinstance(parent, cst.AugAssign | cst.AnnAssign) and parent.target is child
 
 
 def _fit_parentheses(ctx: RuleContext, original: cst.CSTNode, replacement: cst.BaseExpression) -> cst.BaseExpression:

@@ -1,9 +1,11 @@
-"""In-place initialisation methods (`t.normal_(std=0.02)`, `t.zero_()`), torch -> Flax NNX.
+"""In-place initialisation methods (`t.normal_(std=0.02)`, `t.zero_()`), torch -> Flax NNX and Keras.
 
-JAX arrays are immutable. Used as a value (`nn.Parameter(torch.empty(1, n, d).normal_(std=0.02))`),
-such a call becomes a function that returns the initialised array (`tensor_normal_(..., rngs=rngs)`,
-drawing from the module's `rngs`). As a statement on an existing parameter (an init loop) it is
-dropped with a note: the converted model's weights come from the torch checkpoint.
+JAX and TensorFlow tensors are immutable. Used as a value
+(`nn.Parameter(torch.empty(1, n, d).normal_(std=0.02))`), such a call becomes a function that
+returns the initialised array (`tensor_normal_(..., rngs=rngs)` for Flax, drawing from the
+module's `rngs`; `tensor_normal_(...)` for Keras, from Keras' global seed). As a statement on an
+existing parameter (an init loop) it is dropped with a note: the converted model's weights come
+from the torch checkpoint.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from precision_transpiler.rules.base import Example, Rule, register
 
 _RANDOM = {"normal_": "tensor_normal_", "uniform_": "tensor_uniform_"}
 _CONSTANT = {"zero_": "tensor_zero_", "fill_": "tensor_fill_"}
-_SHIMS = "precision_transpiler.shims.flax_modules"
+_SHIMS = {"jax": "precision_transpiler.shims.flax_modules", "tf": "precision_transpiler.shims.keras_modules"}
 
 
 @register
@@ -33,7 +35,7 @@ class TorchInplaceInit(Rule):
     )
 
     def applies(self, ctx: RuleContext) -> bool:
-        return ctx.source == "torch" and ctx.target == "jax"
+        return ctx.source == "torch" and ctx.target in _SHIMS
 
     def leave_SimpleStatementLine(
         self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
@@ -45,6 +47,14 @@ class TorchInplaceInit(Rule):
             return None
         if ctx.qualified_name(call.func) is not None:
             return None  # `nn.init.normal_(w)`: a function, dropped by the torch-zoo rule
+        if ctx.target != "jax" and _method(call) in _CONSTANT:
+            # for Flax the torch-inplace-ops rule takes `h.zero_()` on a local tensor first; for
+            # Keras, where that rule does not run yet, such a statement stays (and is reported)
+            from precision_transpiler.rules.torch_inplace_ops import _is_initialisation
+
+            assert isinstance(call.func, cst.Attribute)
+            if not _is_initialisation(ctx, call.func.value, call):
+                return None
         text = " ".join(ctx.code(call).split())
         ctx.diagnose(
             original,
@@ -68,7 +78,7 @@ class TorchInplaceInit(Rule):
             return None  # a statement: leave_SimpleStatementLine drops it
         assert isinstance(updated.func, cst.Attribute)
         args = [cst.Arg(updated.func.value), *updated.args]
-        if method in _RANDOM:
+        if method in _RANDOM and ctx.target == "jax":
             key = ctx.enclosing_function()
             in_builder = key is not None and key in analysis_for(ctx).builders
             rngs = cst.Name("rngs") if in_builder else cst.Name("None")
@@ -80,13 +90,15 @@ class TorchInplaceInit(Rule):
                 )
             )
             shim = _RANDOM[method]
+        elif method in _RANDOM:
+            shim = _RANDOM[method]
         else:
             shim = _CONSTANT[method]
         args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + args[
             -1:
         ]
-        new = cst.Call(func=ctx.expr_for(f"{_SHIMS}.{shim}"), args=args)
+        new = cst.Call(func=ctx.expr_for(f"{_SHIMS[ctx.target]}.{shim}"), args=args)
         ctx.record(self.name, original, new)
         return new
 

@@ -20,6 +20,10 @@ whose effect can be written as an assignment, and reports the others (never sile
   function binds from a torch call or annotates as `torch.Tensor`; other names (lists, dicts) are
   left alone.
 
+For Keras (`--to tf`) nothing is converted yet: every in-place method call and subscript store
+this rule would convert or report for JAX is reported as unsupported (`inplace-unsupported`,
+`inplace-store`), never left silently.
+
 `zero_()`/`fill_(v)` on a parameter or attribute (an init loop, `p.weight.zero_()`) are
 initialisation, left to the torch-inplace-init rule; this rule takes them only on local tensors,
 so it runs before that rule. It also runs before op-pattern, which never reads the in-place
@@ -122,7 +126,8 @@ class TorchInplaceOps(Rule):
     )
 
     def applies(self, ctx: RuleContext) -> bool:
-        return ctx.source == "torch" and ctx.target == "jax"
+        # Keras (`tf`): no conversion yet, but every in-place form this rule finds is reported
+        return ctx.source == "torch" and ctx.target in ("jax", "tf")
 
     # -- in-place methods --------------------------------------------------------------------------
 
@@ -141,6 +146,14 @@ class TorchInplaceOps(Rule):
         where = _Where.of(ctx, original)
         if method in _INIT and where.kind == "":
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
+        if ctx.target != "jax":
+            return _unsupported(
+                ctx,
+                original,
+                updated,
+                f"{_short(ctx, receiver)}.{method}(...) changes a tensor in place: not converted to "
+                f"{ctx.target} yet (its tensors are immutable; write the new value to a name)",
+            )
         if isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation) and not _may_promote(method, original):
             # `(a - b).abs_()`: a fresh tensor nothing else refers to; its value is all that counts
             value = _value(ctx, state, entries, original)
@@ -251,6 +264,13 @@ class TorchInplaceOps(Rule):
             )
         if _tensor_names(ctx, _Where.scope_of(ctx, line)).get(base.value) is not True:
             return None  # a list, a dict, or a name we cannot tell is a tensor: left as it is
+        if ctx.target != "jax":
+            ctx.unsupported(
+                original,
+                f"assignment into {ctx.code(store)}: not converted to {ctx.target} yet (its tensors are immutable)",
+                "inplace-store",
+            )
+            return None
         new_store = updated.targets[0].target if isinstance(updated, cst.Assign) else updated.target
         assert isinstance(new_store, cst.Subscript)
         at = _at(cst.Name(base.value), new_store)
@@ -288,6 +308,13 @@ class TorchInplaceOps(Rule):
             and _attribute_kind(ctx, base, line) != "unknown"
         ):
             return None  # `d[k][i] = v`, `self.cache[k] = v`, `self.layers[i] = m`: not known to be a tensor
+        if ctx.target != "jax":
+            ctx.unsupported(
+                statement,
+                f"assignment into {ctx.code(store)}: not converted to {ctx.target} yet (its tensors are immutable)",
+                "inplace-store",
+            )
+            return None
         ctx.unsupported(
             statement,
             f"assignment into {ctx.code(store)}: {what}; JAX arrays are immutable: "

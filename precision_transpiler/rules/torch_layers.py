@@ -1,4 +1,4 @@
-"""torch.nn layers through the layer table (mappings/layers/*.yaml), torch -> Flax NNX.
+"""torch.nn layers through the layer table (mappings/layers/*.yaml), torch -> Flax NNX and Keras.
 
 `nn.Linear(512, 10, bias=False)` becomes `nnx.Linear(512, 10, use_bias=False, rngs=rngs)`: the
 torch arguments are bound to torch's signature and emitted under the target's names, with
@@ -6,6 +6,9 @@ target defaults that differ made explicit (`nnx.LayerNorm(d, epsilon=1e-05, ...)
 semantics Flax does not have (NCHW convolutions, torch pooling, BatchNorm momentum) become
 torch-signature shims copied into the converted file (`Conv2d(3, 64, 7, 2, 3, rngs=rngs)`). A
 layer class used as a value (`norm_layer = nn.BatchNorm2d`) becomes the torch-signature class.
+
+For Keras (`--to tf`) every layer is a torch-signature shim (shims/keras_nn.py) and nothing gets
+`rngs`: the table's `tf:` targets drive the same code.
 """
 
 from __future__ import annotations
@@ -32,10 +35,22 @@ class TorchLayers(Rule):
             "        self.fc = nnx.Linear(4, 2, use_bias=False, rngs=rngs)\n",
             to="jax",
         ),
+        Example(
+            "import torch.nn as nn\n\n\ndef head():\n    return nn.ReLU(inplace=True)\n",
+            "from typing import Any\nimport keras\nfrom keras import ops\n\n\n"
+            "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)\n"
+            "class ReLU(keras.layers.Layer):\n"
+            '    """torch.nn.ReLU; `inplace` has no meaning for immutable tensors."""\n\n'
+            "    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:\n"
+            "        super().__init__(**kwargs)\n        self.built = True\n\n"
+            "    def call(self, input: Any) -> Any:\n        return ops.relu(input)\n\n\n"
+            "def head():\n    return ReLU(inplace=True)\n",
+            to="tf",
+        ),
     )
 
     def applies(self, ctx: RuleContext) -> bool:
-        return ctx.source == "torch" and ctx.target == "jax"
+        return ctx.source == "torch" and ctx.target in ("jax", "tf")
 
     def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         qualified = ctx.qualified_name(original.func)

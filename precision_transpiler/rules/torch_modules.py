@@ -119,6 +119,25 @@ class TorchModules(Rule):
     def leave_Attribute(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
+        if original.attr.value == "forward" and _is_super(original.value):
+            new = updated.with_changes(attr=cst.Name("__call__"))  # `super().forward(x)` of a layer subclass
+            ctx.record(self.name, original, new)
+            return new
+        if (
+            original.attr.value == "training"
+            and isinstance(original.value, cst.Name)
+            and original.value.value in _MODULE_NAMES
+            and not isinstance(ctx.parent(original), cst.AssignTarget)
+        ):
+            # `module.training` in a helper taking the module (transformers' eager_attention_forward)
+            new = cst.Call(
+                func=ctx.expr_for("precision_transpiler.shims.flax_modules.is_training"), args=[cst.Arg(updated.value)]
+            )
+            ctx.record(self.name, original, new)
+            return new
+        layer_read = self._layer_attribute(ctx, original, updated)
+        if layer_read is not None:
+            return layer_read
         if not (isinstance(original.value, cst.Name) and original.value.value == "self"):
             return None
         if original.attr.value != "training":
@@ -158,6 +177,30 @@ class TorchModules(Rule):
             return None
         value = cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(cst.Name("None"))])
         new = updated.with_changes(value=value)
+        ctx.record(self.name, original, new)
+        return new
+
+    def _layer_attribute(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        """`self.wo.weight` where `self.wo = nn.Linear(...)`, read -> `self.wo.kernel[...].T`:
+        what the layer table's `attributes:` says torch's name is in the converted layer."""
+        inner = original.value
+        if not (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self"):
+            return None
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        layer = analysis_for(ctx).layer_attrs.get(owner or "", {}).get(inner.attr.value)
+        spec = ctx.mappings.layers.get(layer) if layer else None
+        target = spec.targets.get(ctx.target) if spec is not None else None
+        template = target.attributes.get(original.attr.value) if target is not None else None
+        parent = ctx.parent(original)
+        if template is None or isinstance(parent, cst.AssignTarget | cst.Del):
+            return None
+        if isinstance(parent, cst.Attribute) and parent.value is original and parent.attr.value == "data":
+            return None  # `self.fc.weight.data...`: initialisation, dropped by the init rules
+        # templates are primaries (`{layer}.kernel[...].T`), so `.dtype` can follow without parentheses
+        new = cst.parse_expression(template.replace("{layer}", ctx.code(updated.value)))
         ctx.record(self.name, original, new)
         return new
 
@@ -250,10 +293,15 @@ class TorchModules(Rule):
             return None
         if any(a.keyword is not None and a.keyword.value == "rngs" for a in updated.args):
             return None
+        owner = key.split(".")[0] if "." in key else None
+        if _is_super_init(original) and owner in analysis.layer_bases:
+            # `class OPTLearnedPositionalEmbedding(nn.Embedding)`: the layer's __init__ takes rngs
+            spec = ctx.mappings.layers.get(analysis.layer_bases[owner])
+            target = spec.targets.get(ctx.target) if spec is not None else None
+            return self._with_rngs(ctx, original, updated) if target is not None and target.rngs else None
         text = dotted_name(original.func)
         if text is None:
             return None
-        owner = key.split(".")[0] if "." in key else None
         factories = analysis.factories.get(key, set())
         wants = (
             text in analysis.module_classes
@@ -263,6 +311,9 @@ class TorchModules(Rule):
         )
         if not wants or ctx.qualified_name(original.func) is not None:
             return None
+        return self._with_rngs(ctx, original, updated)
+
+    def _with_rngs(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call:
         args = list(updated.args)
         if args and isinstance(args[-1].comma, cst.MaybeSentinel):
             args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
@@ -280,6 +331,20 @@ class TorchModules(Rule):
 
 _WALKS = ("modules", "named_modules", "children", "named_children")
 _REGISTERS = ("add_module", "register_module")
+
+
+def _is_super(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super"
+
+
+def _is_super_init(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "__init__" and _is_super(func.value)
+
+
+# Parameter names that hold a module in helper functions (`def eager_attention_forward(module, ...)`):
+# their `.training` is the module's mode. Other objects' `.training` (an argparse namespace) is left.
+_MODULE_NAMES = frozenset({"module", "model", "layer", "block", "submodule", "mod"})
 
 
 def _is_this_def(key: str, node: cst.FunctionDef) -> bool:

@@ -51,7 +51,7 @@ class TorchZoo(Rule):
     )
 
     def applies(self, ctx: RuleContext) -> bool:
-        return ctx.source == "torch" and ctx.target == "jax" and bool(ctx.mappings.zoo)
+        return ctx.source == "torch" and ctx.target in ("jax", "tf") and bool(ctx.mappings.zoo)
 
     def _dropped_classes(self, ctx: RuleContext) -> set[str]:
         def build() -> set[str]:

@@ -211,6 +211,16 @@ class Embedding(nnx.Embed):
     ):
         super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
+    @property
+    def weight(self):
+        """torch's name for the table (subclasses such as Bart's positional embedding read it;
+        tying code assigns it)."""
+        return self.embedding
+
+    @weight.setter
+    def weight(self, value):
+        self.embedding = value
+
 
 class Dropout(nnx.Dropout):
     """torch.nn.Dropout(p=0.5)'s signature on nnx.Dropout (deterministic after `model.eval()`)."""
@@ -264,6 +274,21 @@ def _init_key(rngs):
     return rngs.params() if rngs is not None else jax.random.key(0)
 
 
+def _size(size):
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)
+
+
+def torch_randn(*size, dtype=None, rngs=None):
+    """torch.randn(*size) while building layers: standard normal values from the module's rngs
+    (JAX has no global generator; the torch checkpoint replaces them)."""
+    return jax.random.normal(_init_key(rngs), _size(size), dtype or jnp.float32)
+
+
+def torch_rand(*size, dtype=None, rngs=None):
+    """torch.rand(*size) while building layers: uniform [0, 1) values from the module's rngs."""
+    return jax.random.uniform(_init_key(rngs), _size(size), dtype or jnp.float32)
+
+
 def tensor_normal_(tensor, mean=0.0, std=1.0, *, rngs=None):
     """torch's in-place `t.normal_(mean, std)` as a value: normal samples of t's shape."""
     return mean + std * jax.random.normal(_init_key(rngs), tensor.shape, tensor.dtype)
@@ -311,13 +336,28 @@ def torch_cuda_is_available():
     return torch_cuda_device_count() > 0
 
 
+class TorchDevice(tuple):
+    """What torch's `x.device` gives code to look at: `.type` ("cpu", "cuda" for a GPU) and
+    `.index`. Converted code drops device arguments, so nothing is placed with it."""
+
+    type = property(lambda self: self[0])
+    index = property(lambda self: self[1])
+
+    def __str__(self):
+        return self[0] if self[1] is None else f"{self[0]}:{self[1]}"
+
+
 def tensor_device(x):
-    """torch's `x.device`: the array's device, or None for a traced array under jax.jit (it has
-    none); converted code only passes devices to arguments that are dropped."""
+    """torch's `x.device` on a JAX array (JAX's default device for a traced array under jax.jit,
+    which has none); any other object's own `.device`."""
     try:
-        return x.device
+        device = x.device
     except AttributeError:
-        return None
+        device = jax.devices()[0]
+    if not hasattr(device, "platform"):
+        return device
+    kind = {"gpu": "cuda"}.get(device.platform, device.platform)
+    return TorchDevice((kind, None if kind == "cpu" else device.id))
 
 
 class no_grad:
@@ -371,3 +411,9 @@ def add_module(parent, name, module):
         own(parent, name, module)
     else:
         setattr(parent, name, module)
+
+
+def is_training(module):
+    """torch's `module.training` on a converted module: nnx's eval()/train() flip `deterministic`
+    on modules that read their mode; one without that flag has no mode of its own: False."""
+    return not getattr(module, "deterministic", True)

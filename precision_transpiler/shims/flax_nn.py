@@ -240,6 +240,13 @@ class _ConvNd(nnx.Module):
         self.kernel = nnx.Param(_uniform(rngs.params(), shape, param_dtype, bound))
         self.bias = nnx.Param(_uniform(rngs.params(), (out_channels,), param_dtype, bound)) if bias else nnx.data(None)
 
+    @property
+    def weight(self) -> jax.Array:
+        """torch's `weight` (out, in/groups, *kernel), read-only: the kernel in torch's layout, for
+        code that reads it (`conv.weight.dtype`, `F.conv2d(x, conv.weight)`)."""
+        n = len(self.kernel_size)
+        return jnp.transpose(self.kernel[...], (n + 1, n, *range(n)))
+
     def __call__(self, x: jax.Array) -> jax.Array:
         pairs = _conv_padding_pairs(self.padding, self.kernel_size, self.dilation)
         return _conv_nd(

@@ -325,12 +325,14 @@ def _prepare_4d_attention_mask_for_sdpa(mask, dtype, tgt_len=None):
 _prepare_4d_attention_mask = _prepare_4d_attention_mask_for_sdpa  # the same mask: always materialised
 
 
-def _causal_additive_mask(batch, query_length, key_length, dtype, attention_mask=None):
-    """Additive (batch, 1, q, k) mask: causal (queries are the last `query_length` positions)
-    and, when given, a (batch, k) 1/0 padding mask."""
+def _causal_additive_mask(batch, query_length, key_length, dtype, attention_mask=None, sliding_window=None):
+    """Additive (batch, 1, q, k) mask: causal (queries are the last `query_length` positions),
+    within `sliding_window` positions back when given, and a (batch, k) 1/0 padding mask."""
     offset = key_length - query_length
     rows = jnp.arange(query_length)[:, None] + offset
     allowed = jnp.arange(key_length)[None, :] <= rows
+    if sliding_window is not None:
+        allowed = allowed & (jnp.arange(key_length)[None, :] > rows - sliding_window)
     allowed = jnp.broadcast_to(allowed[None, None], (batch, 1, query_length, key_length))
     if attention_mask is not None:
         padding = jnp.asarray(attention_mask)[:, None, None, :key_length].astype(jnp.bool_)
@@ -348,11 +350,8 @@ def _prepare_4d_causal_attention_mask_for_sdpa(attention_mask, input_shape, inpu
 _prepare_4d_causal_attention_mask = _prepare_4d_causal_attention_mask_for_sdpa  # the same mask, materialised
 
 
-def create_causal_mask(
-    config, input_embeds, attention_mask, cache_position, past_key_values, position_ids=None, **kwargs
-):
-    """transformers' masking_utils.create_causal_mask: an additive (batch, 1, q, k) causal mask
-    with the padding of a 2D `attention_mask`; a 4D mask is passed through."""
+def _model_mask(input_embeds, attention_mask, past_key_values, sliding_window=None):
+    """The (batch, 1, q, k) additive mask of a decoder call: a 4D mask passes through."""
     if attention_mask is not None and jnp.ndim(attention_mask) == 4:
         return attention_mask
     batch, query_length = input_embeds.shape[0], input_embeds.shape[1]
@@ -360,7 +359,28 @@ def create_causal_mask(
     key_length = past + query_length
     if attention_mask is not None:
         key_length = max(key_length, jnp.shape(attention_mask)[-1])
-    return _causal_additive_mask(batch, query_length, key_length, input_embeds.dtype, attention_mask)
+    return _causal_additive_mask(batch, query_length, key_length, input_embeds.dtype, attention_mask, sliding_window)
+
+
+def create_causal_mask(
+    config, input_embeds, attention_mask, cache_position, past_key_values, position_ids=None, **kwargs
+):
+    """transformers' masking_utils.create_causal_mask: an additive (batch, 1, q, k) causal mask
+    with the padding of a 2D `attention_mask`; a 4D mask is passed through."""
+    return _model_mask(input_embeds, attention_mask, past_key_values)
+
+
+def create_sliding_window_causal_mask(
+    config, input_embeds, attention_mask, cache_position, past_key_values, position_ids=None, **kwargs
+):
+    """transformers' create_sliding_window_causal_mask: causal, and each query sees at most
+    `config.sliding_window` positions back (Mistral); additive, materialised."""
+    return _model_mask(input_embeds, attention_mask, past_key_values, getattr(config, "sliding_window", None))
+
+
+def use_kernel_forward_from_hub(layer_name):
+    """transformers' hub-kernel decorator: the converted layer keeps its own forward."""
+    return lambda cls: cls
 
 
 def sdpa_attention_forward(
@@ -384,3 +404,23 @@ def sdpa_attention_forward(
 
 
 ALL_ATTENTION_FUNCTIONS = {"sdpa": sdpa_attention_forward}
+
+
+def _compute_default_rope_parameters(config=None, device=None, seq_len=None):
+    """transformers' default RoPE inverse frequencies (and attention factor 1.0)."""
+    base = config.rope_theta
+    partial_rotary_factor = getattr(config, "partial_rotary_factor", 1.0)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dim = int(head_dim * partial_rotary_factor)
+    inv_freq = 1.0 / (base ** (jnp.arange(0, dim, 2).astype(jnp.float32) / dim))
+    return inv_freq, 1.0
+
+
+def _compute_linear_scaling_rope_parameters(config=None, device=None, seq_len=None):
+    """transformers' linear RoPE scaling: the default frequencies divided by the factor."""
+    inv_freq, attention_factor = _compute_default_rope_parameters(config, device, seq_len)
+    return inv_freq / config.rope_scaling["factor"], attention_factor
+
+
+# The RoPE types converted so far; others raise KeyError naming these.
+ROPE_INIT_FUNCTIONS = {"default": _compute_default_rope_parameters, "linear": _compute_linear_scaling_rope_parameters}

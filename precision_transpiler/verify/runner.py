@@ -93,9 +93,20 @@ def weight_transfer(source: str, target: str) -> Any:
                 raise VerifyError(f"the converted model does not take the original's weights: {exc}") from None
 
         return torch_to_flax
+    if (source, target) == ("torch", "tf"):
+
+        def torch_to_keras(original: Any, converted: Any) -> None:
+            from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras
+
+            try:
+                load_torch_state_dict_keras(converted, original.state_dict())
+            except ValueError as exc:
+                raise VerifyError(f"the converted model does not take the original's weights: {exc}") from None
+
+        return torch_to_keras
     raise VerifyError(
         f"verifying {source} -> {target} needs a weight transfer between those frameworks, which ptranspile "
-        "does not have yet (torch -> jax and conversions within one framework are verified)"
+        "does not have yet (torch -> jax, torch -> tf and conversions within one framework are verified)"
     )
 
 

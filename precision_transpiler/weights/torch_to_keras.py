@@ -62,14 +62,28 @@ def resolve_torch_key(model: Any, key: str) -> Any:
     return obj
 
 
+def _non_persistent_buffers(model: Any) -> set[int]:
+    """Variables of `register_buffer(..., persistent=False)` in converted modules (TorchModule
+    keeps their names in `_torch_non_persistent`): torch's state_dict leaves them out."""
+    flatten = getattr(model, "_flatten_layers", None)
+    layers = list(flatten(include_self=True, recursive=True)) if callable(flatten) else [model]
+    out: set[int] = set()
+    for layer in layers:
+        for name in getattr(layer, "_torch_non_persistent", ()):
+            variable = getattr(layer, name, None)
+            if variable is not None:
+                out.add(id(variable))
+    return out
+
+
 def load_torch_state_dict_keras(model: Any, state_dict: Mapping[str, Any], *, strict: bool = True) -> list[str]:
     """Assign every entry of a torch `state_dict` to the same-named variable of a Keras model.
 
     Shape mismatches always raise; with `strict` (torch's default) so do keys without a Keras
     variable and Keras weights (`model.weights`: parameters and non-trainable buffers, not
-    seed-generator state) that no key assigned. The ValueError lists every problem, and is raised
-    before anything is assigned. Returns the paths of the Keras weights left unassigned (empty when
-    strict).
+    seed-generator state; not the non-persistent buffers of converted modules) that no key
+    assigned. The ValueError lists every problem, and is raised before anything is assigned.
+    Returns the paths of the Keras weights left unassigned (empty when strict).
     """
     from keras import ops
 
@@ -87,7 +101,7 @@ def load_torch_state_dict_keras(model: Any, state_dict: Mapping[str, Any], *, st
             problems.append(f"{key}: torch shape {tuple(array.shape)} != Keras shape {tuple(variable.shape)}")
             continue
         pending.append((variable, array))
-    assigned = {id(v) for v, _ in pending}
+    assigned = {id(v) for v, _ in pending} | _non_persistent_buffers(model)
     missing = [w.path for w in model.weights if id(w) not in assigned]
     if strict and missing:
         problems += [f"Keras weight {path!r} has no torch key" for path in missing]

@@ -11,6 +11,9 @@ Conventions (shared with the other adapters, so that the verifier pairs things b
     functional model index 0 is the InputLayer, which is never called);
   - subclassed models and layers: attribute names as written (`blocks.0.attn`, `head`), public
     attributes first, then private ones (`attn._query_dense` inside a Keras MultiHeadAttention);
+  - the torch-semantics containers of converted torch models (shims/keras_nn.py's Sequential,
+    ModuleList, ModuleDict): their children by torch's names (`layer1.0.conv1`), as torch spells
+    the same path;
   - nested: `layers.3.dense`, `backbone.layers.12`.
   The generated Keras policy code walks the same way, so a path the verifier reports is a path a
   policy file's `overrides:` can name.
@@ -111,10 +114,16 @@ def sublayers(layer: Any) -> list[tuple[str, Any]]:
     if _is_graph_model(layer):
         return [(f"layers.{i}", sub) for i, sub in enumerate(layer.layers)]
     found: list[tuple[str, Any]] = []
+    containers = getattr(layer, "_torch_modules", None)
+    if isinstance(containers, list | dict):  # torch-semantics Sequential/ModuleList/ModuleDict: torch's names
+        named = enumerate(containers) if isinstance(containers, list) else containers.items()
+        found += [(str(key), v) for key, v in named if isinstance(v, keras.layers.Layer)]
     items = list(vars(layer).items())
     for private in (False, True):
         for name, value in items:
             if name.startswith("_") != private or name in _INTERNAL or name.startswith("_self_"):
+                continue
+            if name == "_torch_modules" and isinstance(containers, list | dict):
                 continue
             if isinstance(value, keras.layers.Layer):
                 found.append((name, value))
@@ -313,6 +322,11 @@ class KerasAdapter:
 
 
 def _child(node: Any, part: str) -> Any:
+    containers = getattr(node, "_torch_modules", None)
+    if isinstance(containers, dict) and part in containers:
+        return containers[part]
+    if isinstance(containers, list) and part.isdigit():
+        return containers[int(part)] if int(part) < len(containers) else None
     if part.isdigit() and isinstance(node, list | tuple):
         index = int(part)
         return node[index] if index < len(node) else None

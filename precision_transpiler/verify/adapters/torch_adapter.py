@@ -59,9 +59,12 @@ class TorchAdapter:
         torch = _torch()
         if perturb:
             gen = torch.Generator().manual_seed(seed)
+            # Only what the state_dict carries: a non-persistent buffer (Llama's rotary `inv_freq`)
+            # is computed by each side's constructor and never transferred, so it is not perturbed.
+            saved = set(model.state_dict().keys())
             with torch.no_grad():
                 for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
-                    if not tensor.is_floating_point():
+                    if not tensor.is_floating_point() or name not in saved:
                         continue
                     noise = torch.randn(tensor.shape, generator=gen, dtype=torch.float32).to(tensor.dtype)
                     if name.endswith("running_var"):

@@ -1,0 +1,223 @@
+"""torch model structure -> Keras 3: module classes, `forward`, module walks.
+
+* `class Net(nn.Module)` -> `class Net(TorchModule)` (through the `symbols:` of the layer table;
+  `TorchModule` is a `keras.layers.Layer` with torch's Module behaviour, shims/keras_modules.py).
+  A class deriving from a torch layer (`class Stage(nn.Sequential)`, `class LayerNorm2d(nn.LayerNorm)`)
+  derives from its torch-signature Keras shim and gets `TorchModule` as a second base, so it has
+  torch's module methods, mode and buffers too.
+* `def forward` -> `def call` (Keras calls `call`), and `self.forward(...)` /
+  `super().forward(...)` in module classes and `Net.forward(self, x)` -> `.call(...)`;
+  `TorchModule.forward` calls `call`, so `model.forward(x)` from outside still works.
+* `self.modules()` / `named_modules()` / `children()` / `named_children()` / `add_module(name, m)`
+  on `self` and its attributes -> `modules(self)`, ... (shims/keras_modules.py): the attribute may
+  be a Keras shim (`Sequential`) that has no such method.
+* `isinstance(m, nn.Module)` -> `isinstance(m, keras.layers.Layer)`: converted layers are Keras
+  layers, only converted module classes are `TorchModule`s.
+
+Assignments to attributes that keras.layers.Layer owns (`self.dtype = ...`, a read-only property)
+are reported (`keras-reserved-attribute`). Nothing else needs rewriting: Keras layers take no
+`rngs`, `self.training` is a property of `TorchModule`, and `self.register_buffer(...)` /
+`self.register_parameter(...)` are its methods.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.rules.base import Example, Rule, register
+
+_SHIMS = "precision_transpiler.shims.keras_modules"
+#: read-only properties of keras.layers.Layer (Keras 3.15): `self.dtype = ...` raises AttributeError
+#: (`input` and `output` too, but TorchModule makes them assignable: BERT's `self.output`)
+_KERAS_READ_ONLY = frozenset(
+    {
+        "compute_dtype", "dtype", "input_dtype", "losses", "metrics", "metrics_variables",
+        "non_trainable_variables", "non_trainable_weights", "path", "quantization_mode",
+        "trainable_variables", "trainable_weights", "variable_dtype", "variables", "weights",
+    }
+)  # fmt: skip
+#: attributes Keras reads itself: assigning them changes how the layer behaves
+_KERAS_SETTINGS = frozenset({"trainable", "dtype_policy", "input_spec", "supports_masking", "built", "autocast"})
+_WALKS = ("modules", "named_modules", "children", "named_children")
+_REGISTERS = ("add_module", "register_module")
+
+
+@register
+class TorchModulesKeras(Rule):
+    name = "torch-module-keras"
+    summary = "Turn nn.Module classes into Keras layers with torch's module behaviour (forward -> call)."
+    EXAMPLES = (
+        # (class conversions carry the whole TorchModule shim: tests/test_torch_to_keras.py)
+        Example(
+            "import torch.nn as nn\n\n\ndef is_layer(m):\n    return isinstance(m, (nn.Module, int))\n",
+            "import keras\n\n\ndef is_layer(m):\n    return isinstance(m, (keras.layers.Layer, int))\n",
+            to="tf",
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "tf"
+
+    @staticmethod
+    def _owner(ctx: RuleContext) -> str | None:
+        key = ctx.enclosing_function()
+        return key.split(".")[0] if key and "." in key else None
+
+    # -- classes -------------------------------------------------------------------------------
+
+    def leave_ClassDef(
+        self, ctx: RuleContext, original: cst.ClassDef, updated: cst.ClassDef
+    ) -> cst.BaseStatement | None:
+        """A module class deriving from a torch layer (and from no module class of the file)
+        gets `TorchModule` as a last base."""
+        analysis = analysis_for(ctx)
+        if original.name.value not in analysis.module_classes:
+            return None
+        layer_base = False
+        for arg in original.bases:
+            qualified = ctx.qualified_name(arg.value)
+            if qualified in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                return None
+            if dotted_name(arg.value) in analysis.module_classes:
+                return None
+            if qualified is not None and qualified in ctx.mappings.layers:
+                layer_base = True
+        if not layer_base or any(a.keyword is not None or a.star for a in updated.bases):
+            return None
+        bases = list(updated.bases)
+        bases[-1] = bases[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        bases.append(cst.Arg(ctx.expr_for(f"{_SHIMS}.TorchModule")))
+        new = updated.with_changes(bases=bases)
+        ctx.record(self.name, original.name, new.name)
+        return new
+
+    # -- forward -> call -----------------------------------------------------------------------
+
+    def leave_FunctionDef(
+        self, ctx: RuleContext, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.BaseStatement | None:
+        key = ctx.enclosing_function()
+        if key is None or key.rsplit(".", 1)[-1] != original.name.value or original.name.value != "forward":
+            return None
+        if self._owner(ctx) not in analysis_for(ctx).module_classes:
+            return None
+        new = updated.with_changes(name=cst.Name("call"))
+        ctx.record(self.name, original.name, new.name)
+        return new
+
+    def leave_Attribute(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        """`self.forward`, `super().forward` inside a module class and `Net.forward` of a module
+        class of the file -> `.call` (`super().forward(x)` in a subclass would otherwise reach
+        `TorchModule.forward`, which calls the subclass's own `call` again)."""
+        if original.attr.value != "forward":
+            return None
+        value = original.value
+        classes = analysis_for(ctx).module_classes
+        is_self = isinstance(value, cst.Name) and value.value == "self" and self._owner(ctx) in classes
+        is_super = (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "super"
+            and self._owner(ctx) in classes
+        )
+        is_class = isinstance(value, cst.Name) and value.value in classes and ctx.qualified_name(value) is None
+        if not (is_self or is_super or is_class):
+            return None
+        new = updated.with_changes(attr=cst.Name("call"))
+        ctx.record(self.name, original, new)
+        return new
+
+    # -- attributes Keras owns ----------------------------------------------------------------
+
+    def leave_Assign(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> None:
+        for target in original.targets:
+            self._check_attribute(ctx, target.target, original)
+
+    def leave_AnnAssign(self, ctx: RuleContext, original: cst.AnnAssign, updated: cst.AnnAssign) -> None:
+        self._check_attribute(ctx, original.target, original)
+
+    def _check_attribute(self, ctx: RuleContext, target: cst.BaseExpression, statement: cst.CSTNode) -> None:
+        """`self.dtype = ...` in a module class: a read-only property of keras.layers.Layer."""
+        if not (
+            isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+        ):
+            return
+        name = target.attr.value
+        if name not in _KERAS_READ_ONLY and name not in _KERAS_SETTINGS:
+            return
+        if self._owner(ctx) not in analysis_for(ctx).module_classes:
+            return
+        if name in _KERAS_READ_ONLY:
+            ctx.unsupported(
+                statement,
+                f"self.{name} is a read-only property of keras.layers.Layer (the base of converted modules): "
+                "rename the attribute in the torch code",
+                "keras-reserved-attribute",
+            )
+        else:
+            ctx.diagnose(
+                statement,
+                "warning",
+                "keras-reserved-attribute",
+                f"self.{name} is a setting of keras.layers.Layer (the base of converted modules): assigning it "
+                "changes how Keras treats the layer; rename the attribute in the torch code",
+            )
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        walked = self._module_walk(ctx, original, updated)
+        if walked is not None:
+            return walked
+        return self._isinstance_module(ctx, original, updated)
+
+    def _module_walk(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        """`self.modules()` -> `modules(self)`, `self.features.children()` -> `children(self.features)`,
+        `self.add_module(name, m)` -> `add_module(self, name, m)`. Only on `self` and its
+        attributes, inside a class."""
+        func = updated.func
+        receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        if self._owner(ctx) is None or receiver is None or not (receiver == "self" or receiver.startswith("self.")):
+            return None
+        assert isinstance(func, cst.Attribute)
+        method = func.attr.value
+        if method in _WALKS and not updated.args:
+            args = [cst.Arg(func.value)]
+        elif method in _REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
+            args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
+            method = "add_module"
+        else:
+            return None
+        new = cst.Call(func=ctx.expr_for(f"{_SHIMS}.{method}"), args=args)
+        ctx.record(self.name, original, new)
+        return new
+
+    def _isinstance_module(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        if not (isinstance(original.func, cst.Name) and original.func.value in ("isinstance", "issubclass")):
+            return None
+        if len(original.args) != 2:
+            return None
+        classes = original.args[1].value
+        targets = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]
+        if not any(ctx.qualified_name(t) in ("torch.nn.Module", "torch.nn.modules.module.Module") for t in targets):
+            return None
+        converted = updated.args[1].value
+        layer = ctx.expr_for("keras.layers.Layer")
+        if isinstance(classes, cst.Tuple) and isinstance(converted, cst.Tuple):
+            elements = [
+                e.with_changes(value=layer)
+                if ctx.qualified_name(o.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
+                else e
+                for o, e in zip(classes.elements, converted.elements, strict=True)
+            ]
+            value: cst.BaseExpression = converted.with_changes(elements=elements)
+        else:
+            value = layer
+        new = updated.with_changes(args=[updated.args[0], updated.args[1].with_changes(value=value)])
+        ctx.record(self.name, original, new)
+        return new

@@ -1,0 +1,399 @@
+"""torch's `nn.Module` behaviour for torch model classes converted to Keras 3 (`--to tf`).
+
+Why this module exists: a converted `class Net(nn.Module)` becomes `class Net(TorchModule)`, a
+`keras.layers.Layer` that also behaves as torch code expects of a module: `forward` is renamed
+`call` by the converter (Keras calls `call`; `TorchModule.forward` calls it, so `model.forward(x)`
+still works), `self.training` and `train()`/`eval()`, `register_buffer`/`register_parameter`,
+`modules()`/`named_modules()`/`children()`/`parameters()`/`buffers()`, `add_module`, `apply`.
+`nn.Parameter(t)` becomes `Parameter(t)`, a trainable `keras.Variable` that the layer it is
+assigned to tracks (Keras tracks variables, layers, and lists/dicts of them set as attributes).
+
+Train and eval mode. torch modules start in training mode; converted models start in inference
+mode (`training` is False), as Keras layers and the torch-semantics shims (keras_nn.py) do: the
+converted model is for inference, and `model(x)` must not update BatchNorm statistics unless
+asked. `model.train()` / `model.eval()` set the mode on every converted module under the model.
+The mode of a call: an explicit Keras `training=` argument wins (`model(x, training=True)`);
+otherwise the `training` of an enclosing Keras call (`model.fit`); otherwise the mode of the
+outermost converted module being called. It reaches every layer of the call through Keras' call
+context (BatchNorm2d and Dropout follow it), and `self.training` inside `call` reads it. One
+simplification: a sub-module's own mode set apart from its parent's (`model.train();
+model.bn.eval()`) is not honoured; the whole call runs in one mode.
+
+Buffers. `self.register_buffer(name, tensor, persistent=True)` stores a non-trainable Keras
+variable under `name` (the weight loader, precision_transpiler.weights.torch_to_keras, fills it
+from the torch state_dict); `persistent=False` buffers are not in torch's state_dict, so the
+loader does not expect them (their names are kept in `_torch_non_persistent`). A buffer read in
+`call` is the variable, which Keras ops take as a tensor.
+
+Rules this source keeps, because the converter copies the definitions a converted file needs into
+that file (precision_transpiler/convert/vendor.py): only `SHIM_IMPORTS` at module level (Keras'
+private call-context state is imported inside the one function that reads it), and every
+top-level definition is copyable alone with the top-level helpers it names.
+"""
+
+from typing import Any
+
+import keras
+import numpy as np
+from keras import ops
+
+SHIM_IMPORTS = "from typing import Any\n\nimport keras\nimport numpy as np\nfrom keras import ops\n"
+
+# Attributes of Keras layers that hold sublayers or variables under another name (Keras' own
+# bookkeeping): a module walk skips them.
+_KERAS_INTERNAL = frozenset(
+    {"_layers", "_tracker", "_functional", "_operations", "_trainable_variables", "_non_trainable_variables"}
+)
+
+
+def _call_training() -> Any:
+    """`training` of the Keras layer call in progress (None outside calls, or when unset).
+
+    Keras keeps it on its call context (`keras.src.backend.common.global_state`, private in
+    Keras 3.0-3.15); without it, every converted module falls back to its own mode."""
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # pragma: no cover - a Keras without that module
+        return None
+    context = global_state.get_global_attribute("current_call_ctx")
+    return None if context is None else getattr(context, "training", None)
+
+
+def _child_items(layer: Any) -> list[tuple[str, Any]]:
+    """torch's `named_children()` of a Keras layer: the torch containers' children by their torch
+    names ("0", "1", ... or keys), else layers held in attributes (and in lists/dicts Keras tracks),
+    in assignment order."""
+    found: list[tuple[str, Any]] = []
+    containers = getattr(layer, "_torch_modules", None)  # keras_nn's Sequential/ModuleList/ModuleDict
+    if containers is not None:
+        items = enumerate(containers) if isinstance(containers, list) else containers.items()
+        found += [(str(name), child) for name, child in items if isinstance(child, keras.layers.Layer)]
+    for name, value in vars(layer).items():
+        if name in _KERAS_INTERNAL or name.startswith("_self_") or name == "_torch_modules":
+            continue
+        if isinstance(value, keras.layers.Layer):
+            found.append((name, value))
+        elif isinstance(value, list | tuple):
+            found += [(f"{name}.{i}", v) for i, v in enumerate(value) if isinstance(v, keras.layers.Layer)]
+        elif isinstance(value, dict):
+            found += [(f"{name}.{k}", v) for k, v in value.items() if isinstance(v, keras.layers.Layer)]
+    return found
+
+
+def named_children(module: Any) -> list[tuple[str, Any]]:
+    """torch's `Module.named_children()`: the direct sublayers with their names, each once."""
+    seen: set[int] = set()
+    out = []
+    for name, child in _child_items(module):
+        if id(child) not in seen:
+            seen.add(id(child))
+            out.append((name, child))
+    return out
+
+
+def children(module: Any) -> list[Any]:
+    """torch's `Module.children()`: the direct sublayers."""
+    return [child for _, child in named_children(module)]
+
+
+def named_modules(module: Any, prefix: str = "", _seen: Any = None) -> list[tuple[str, Any]]:
+    """torch's `Module.named_modules()`: (dotted path, layer) pairs, parents first, each layer once."""
+    seen = set() if _seen is None else _seen
+    if id(module) in seen:
+        return []
+    seen.add(id(module))
+    out = [(prefix, module)]
+    for name, child in named_children(module):
+        out += named_modules(child, f"{prefix}.{name}" if prefix else name, seen)
+    return out
+
+
+def modules(module: Any) -> list[Any]:
+    """torch's `Module.modules()`: the layer and all its sublayers, parents first."""
+    return [layer for _, layer in named_modules(module)]
+
+
+def _own_variables(module: Any, trainable: bool) -> list[tuple[str, Any]]:
+    """Variables held directly in attributes of one layer (torch's parameters or buffers of it)."""
+    return [
+        (name, value)
+        for name, value in vars(module).items()
+        if isinstance(value, keras.Variable) and bool(value.trainable) == trainable and not name.startswith("_")
+    ]
+
+
+def named_parameters(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """torch's `Module.named_parameters()`: trainable variables by torch key, each once."""
+    seen: set[int] = set()
+    out = []
+    for path, layer in named_modules(module, prefix):
+        for name, variable in _own_variables(layer, True):
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                out.append((f"{path}.{name}" if path else name, variable))
+    return out
+
+
+def named_buffers(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """torch's `Module.named_buffers()`: non-trainable variables (BatchNorm statistics, registered
+    buffers) by torch key."""
+    out = []
+    for path, layer in named_modules(module, prefix):
+        for name, variable in _own_variables(layer, False):
+            out.append((f"{path}.{name}" if path else name, variable))
+    return out
+
+
+def add_module(parent: Any, name: str, module: Any) -> None:
+    """torch's `Module.add_module(name, module)` / `register_module`: the container's own
+    `add_module` (Sequential keeps the order) or item (ModuleDict), else an attribute."""
+    own = getattr(type(parent), "add_module", None)
+    if own is not None:
+        own(parent, name, module)
+    elif hasattr(type(parent), "__setitem__") and getattr(parent, "_torch_modules", None) is not None:
+        parent[name] = module
+    else:
+        setattr(parent, name, module)
+
+
+class Parameter(keras.Variable):
+    """torch.nn.Parameter(data, requires_grad=True): a trainable Keras variable holding `data` (its
+    dtype kept). Assigned to a layer attribute, the layer tracks it (`layer.trainable_weights`)."""
+
+    def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
+        if data is None:
+            data = np.zeros((0,), "float32")
+        if isinstance(data, keras.Variable):
+            data = data.value
+        dtype = kwargs.pop("dtype", None) or keras.backend.standardize_dtype(data.dtype)
+        super().__init__(initializer=data, dtype=dtype, trainable=requires_grad, **kwargs)
+
+
+class TorchModule(keras.layers.Layer):
+    """torch.nn.Module for converted classes (see the module docstring): a Keras layer whose
+    `call` is the torch `forward`, with torch's module methods, mode and buffers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # torch passes anything positionally (ints, None, lists, tensors); Keras refuses
+        # non-tensor positional arguments unless told.
+        self._allow_non_tensor_positional_args = True
+        self._torch_training = False
+        self._torch_non_persistent: list[str] = []
+        # torch modules know their shapes from the constructor: nothing to build on first call.
+        self.built = True
+
+    # -- mode ----------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("training") is None and _call_training() is None:
+            kwargs["training"] = self._torch_training  # the outermost call: this module's mode
+        return super().__call__(*args, **kwargs)
+
+    @property
+    def training(self) -> bool:
+        """torch's `self.training`: the mode of the call in progress, else this module's mode."""
+        current = _call_training()
+        return bool(self._torch_training if current is None else current)
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        self._torch_training = bool(mode)
+
+    def train(self, mode: bool = True) -> "TorchModule":
+        """torch's `train(mode)`: set the mode of this module and every converted module under it."""
+        for layer in modules(self):
+            if isinstance(layer, TorchModule):
+                layer._torch_training = bool(mode)
+        return self
+
+    def eval(self) -> "TorchModule":
+        """torch's `eval()`: inference mode (BatchNorm running statistics, no Dropout)."""
+        return self.train(False)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """torch's `module.forward(x)`: the converted forward (`call`), without Keras' `__call__`."""
+        return self.call(*args, **kwargs)
+
+    # -- attribute names torch code uses and Keras defines only for functional models ----------
+
+    @property
+    def input(self) -> Any:
+        """`self.input = ...` (a sublayer, ...) as torch code writes it; else Keras' `input`."""
+        return self.__dict__["input"] if "input" in self.__dict__ else keras.layers.Layer.input.fget(self)
+
+    @input.setter
+    def input(self, value: Any) -> None:
+        self.__dict__["input"] = value
+
+    @input.deleter
+    def input(self) -> None:
+        self.__dict__.pop("input", None)
+
+    @property
+    def output(self) -> Any:
+        """`self.output = BertOutput(config)` as torch code writes it; else Keras' `output`."""
+        return self.__dict__["output"] if "output" in self.__dict__ else keras.layers.Layer.output.fget(self)
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self.__dict__["output"] = value
+
+    @output.deleter
+    def output(self) -> None:
+        self.__dict__.pop("output", None)
+
+    # -- structure -----------------------------------------------------------------------------
+
+    def add_module(self, name: str, module: Any) -> None:
+        """torch's `add_module`: the sublayer as an attribute (Keras tracks it)."""
+        setattr(self, name, module)
+
+    def register_module(self, name: str, module: Any) -> None:
+        self.add_module(name, module)
+
+    def register_buffer(self, name: str, tensor: Any, persistent: bool = True) -> None:
+        """torch's `register_buffer`: a non-trainable Keras variable (None stays None)."""
+        if name in self.__dict__:
+            delattr(self, name)  # untracks a variable registered before under the same name
+        if name in self._torch_non_persistent:
+            self._torch_non_persistent.remove(name)
+        if not persistent:
+            self._torch_non_persistent.append(name)
+        if tensor is None:
+            setattr(self, name, None)
+            return
+        if isinstance(tensor, keras.Variable):
+            tensor = tensor.value
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+        setattr(self, name, keras.Variable(tensor, dtype=dtype, trainable=False, name=name))
+
+    def register_parameter(self, name: str, param: Any) -> None:
+        """torch's `register_parameter`: a trainable variable (a tensor is wrapped), or None."""
+        if name in self.__dict__:
+            delattr(self, name)
+        if param is not None and not isinstance(param, keras.Variable):
+            param = Parameter(param)
+        setattr(self, name, param)
+
+    def modules(self) -> list[Any]:
+        return modules(self)
+
+    def named_modules(self, memo: Any = None, prefix: str = "") -> list[tuple[str, Any]]:
+        return named_modules(self, prefix)
+
+    def children(self) -> list[Any]:
+        return children(self)
+
+    def named_children(self) -> list[tuple[str, Any]]:
+        return named_children(self)
+
+    def parameters(self, recurse: bool = True) -> list[Any]:
+        return [v for _, v in self.named_parameters(recurse=recurse)]
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> list[tuple[str, Any]]:
+        if not recurse:
+            return [(f"{prefix}.{n}" if prefix else n, v) for n, v in _own_variables(self, True)]
+        return named_parameters(self, prefix)
+
+    def buffers(self, recurse: bool = True) -> list[Any]:
+        return [v for _, v in self.named_buffers(recurse=recurse)]
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> list[tuple[str, Any]]:
+        if not recurse:
+            return [(f"{prefix}.{n}" if prefix else n, v) for n, v in _own_variables(self, False)]
+        return named_buffers(self, prefix)
+
+    def apply(self, fn: Any) -> "TorchModule":
+        """torch's `apply(fn)`: `fn` on every sublayer (children first), then on this module."""
+        for child in children(self):
+            if isinstance(child, TorchModule):
+                child.apply(fn)
+            else:
+                for layer in reversed(modules(child)):
+                    fn(layer)
+        fn(self)
+        return self
+
+
+def torch_assert(condition: Any, message: str = "") -> None:
+    """torch._assert: raise AssertionError when `condition` is false (eagerly; a symbolic
+    condition inside tf.function cannot be checked in Python and is skipped)."""
+    try:
+        holds = bool(condition)
+    except Exception:  # a symbolic tensor
+        return
+    if not holds:
+        raise AssertionError(message)
+
+
+def torch_jit_is_scripting() -> bool:
+    """torch.jit.is_scripting(): converted code is never being scripted by TorchScript."""
+    return False
+
+
+def torch_jit_is_tracing() -> bool:
+    """torch.jit.is_tracing(): converted code is never being traced by torch.jit."""
+    return False
+
+
+class no_grad:
+    """torch.no_grad() / torch.inference_mode(). As a decorator the function's tensor outputs are
+    cut from differentiation (`ops.stop_gradient`), as torch records no graph for them. As a context
+    manager it does nothing: TensorFlow differentiates only what a GradientTape records."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, fn: Any) -> Any:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            return keras.tree.map_structure(lambda t: ops.stop_gradient(t) if ops.is_tensor(t) else t, out)
+
+        return wrapper
+
+    def __enter__(self) -> "no_grad":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+class enable_grad:
+    """torch.enable_grad() / torch.set_grad_enabled(mode): nothing to switch in Keras, as a
+    decorator or a context manager."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, fn: Any) -> Any:
+        return fn
+
+    def __enter__(self) -> "enable_grad":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+def tensor_normal_(tensor: Any, mean: float = 0.0, std: float = 1.0) -> Any:
+    """torch's in-place `t.normal_(mean, std)` used as a value: normal samples of t's shape and dtype."""
+    return keras.random.normal(tuple(tensor.shape), mean=mean, stddev=std, dtype=tensor.dtype)
+
+
+def tensor_uniform_(tensor: Any, a: float = 0.0, b: float = 1.0) -> Any:
+    """torch's in-place `t.uniform_(a, b)` used as a value."""
+    return keras.random.uniform(tuple(tensor.shape), minval=a, maxval=b, dtype=tensor.dtype)
+
+
+def tensor_zero_(tensor: Any) -> Any:
+    """torch's in-place `t.zero_()` used as a value."""
+    return ops.zeros_like(tensor)
+
+
+def tensor_fill_(tensor: Any, value: Any) -> Any:
+    """torch's in-place `t.fill_(value)` used as a value."""
+    return ops.full_like(tensor, value)

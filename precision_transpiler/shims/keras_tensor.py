@@ -1,0 +1,585 @@
+"""torch tensor functions and methods whose semantics `keras.ops` has no one expression for.
+
+The op tables (mappings/ops/tensor_ops.yaml) emit `keras.ops` code wherever it computes exactly
+what torch computes; where it does not, they emit these functions: `x.chunk(3)` becomes
+`torch_chunk(x, 3)`, because `keras.ops.split(x, 3)` wants equal pieces while torch makes pieces
+of ceil(n / 3) and may return fewer than three. Each function takes torch's argument names and
+order, and its docstring says which torch behaviour it reproduces. The Keras counterpart of
+precision_transpiler/shims/flax_tensor.py, plus the torch.nn.functional losses and `embedding`
+that precision_transpiler/shims/keras_functional.py does not have.
+
+Like every shim module, the converter copies each top-level definition a converted file uses into
+that file, with the top-level helpers it names (and those it takes from keras_functional through
+the import below): so definitions are self-contained and only use the imports below. The names
+carry a `torch_` prefix because they land in the user's module namespace, where `max`, `split` or
+`chunk` would shadow builtins and common variable names.
+
+Conventions: converted code holds backend tensors (tf.Tensor on TensorFlow) or KerasTensors, which
+have no `.reshape`/`.astype` methods, so everything goes through `keras.ops`. Shapes that decide
+how to split or squeeze must be static (known when tracing), as in keras_functional. torch's int64
+results (indices, integer `arange`/`full`) stay int64: TensorFlow refuses arithmetic that mixes
+int32 and int64, so an int32 index would break the torch code that combines it with int64 tensors.
+"""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from precision_transpiler.shims.keras_functional import _stats_dtype
+
+# ----------------------------------------------------------------------------------------------------
+# shapes and layout
+
+
+def torch_split(tensor, split_size_or_sections, dim=0):
+    """torch.split / Tensor.split: pieces of `split_size` elements along `dim` (the last one
+    smaller when it does not divide), or pieces of the listed sizes, which must add up to the
+    dim's size. `keras.ops.split` takes a number of equal pieces or split *indices* instead."""
+    size = tensor.shape[dim]
+    if isinstance(split_size_or_sections, int | np.integer):
+        step = int(split_size_or_sections)
+        if step <= 0:
+            raise ValueError(f"split expects split_size be positive, but got split_size={step}")
+        sizes = [step] * (size // step) + ([size % step] if size % step or size == 0 else [])
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != size:
+            raise ValueError(
+                f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
+                f"at dimension {dim}), but got split_sizes={sizes}"
+            )
+    pieces = []
+    start = 0
+    axis = dim % len(tensor.shape)
+    for piece in sizes:
+        cut = tuple(slice(start, start + piece) if d == axis else slice(None) for d in range(len(tensor.shape)))
+        pieces.append(tensor[cut])
+        start += piece
+    return tuple(pieces)
+
+
+def torch_chunk(input, chunks, dim=0):
+    """torch.chunk / Tensor.chunk: pieces of ceil(size / chunks) along `dim`, the last one
+    smaller; fewer than `chunks` pieces when that size already covers the dim (10 elements in 4
+    chunks are 3, 3, 3, 1; in 6 chunks, five pieces of 2). `keras.ops.array_split` balances sizes."""
+    if chunks <= 0:
+        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    size = input.shape[dim]
+    if size == 0:
+        return tuple(input for _ in range(chunks))  # torch returns `chunks` empty pieces
+    return torch_split(input, -(-size // chunks), dim)
+
+
+def torch_squeeze(input, dim=None):
+    """torch.squeeze / Tensor.squeeze: removes the given dim(s) only where their size is 1 and
+    leaves the others alone (`keras.ops.squeeze(x, axis)` raises for a dim whose size is not 1);
+    without `dim`, removes every size-1 dim."""
+    if dim is None:
+        return ops.squeeze(input)
+    ndim = len(input.shape)
+    if ndim == 0:
+        return input
+    dims = tuple(dim) if isinstance(dim, tuple | list) else (dim,)
+    axes = tuple(sorted({d % ndim for d in dims if input.shape[d] == 1}))
+    return ops.squeeze(input, axis=axes) if axes else input
+
+
+def torch_expand(input, *sizes):
+    """Tensor.expand(*sizes): broadcast to `sizes`, where -1 keeps the existing size of that dim
+    and extra leading dims may be added (`keras.ops.broadcast_to` has no -1). Takes the sizes as
+    separate arguments or as one sequence, like torch."""
+    if len(sizes) == 1 and isinstance(sizes[0], tuple | list):
+        sizes = tuple(sizes[0])
+    ndim = len(input.shape)
+    lead = len(sizes) - ndim
+    if lead < 0:
+        raise ValueError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
+            f"number of dimensions in the tensor ({ndim})"
+        )
+    current = ops.shape(input)
+    shape = []
+    for i, size in enumerate(sizes):
+        if isinstance(size, int | np.integer) and size == -1:
+            if i < lead:
+                raise ValueError(f"expand: -1 is not allowed in a leading, non-existing dimension ({i})")
+            shape.append(current[i - lead])
+        else:
+            shape.append(size)
+    return ops.broadcast_to(input, tuple(shape))
+
+
+def torch_flatten(input, start_dim=0, end_dim=-1):
+    """torch.flatten / Tensor.flatten: merges dims start_dim..end_dim (inclusive) into one; a
+    0-d tensor becomes 1-d. `keras.ops.ravel` only flattens everything."""
+    ndim = len(input.shape)
+    if ndim == 0:
+        return ops.reshape(input, (1,))
+    start = start_dim % ndim
+    end = end_dim % ndim
+    if start > end:
+        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = ops.shape(input)
+    merged = 1
+    for size in shape[start : end + 1]:
+        merged = merged * size
+    return ops.reshape(input, (*shape[:start], merged, *shape[end + 1 :]))
+
+
+def torch_unflatten(input, dim, sizes):
+    """torch.unflatten / Tensor.unflatten: splits dim `dim` into `sizes` (one entry may be -1)."""
+    ndim = len(input.shape)
+    axis = dim % ndim
+    shape = ops.shape(input)
+    return ops.reshape(input, (*shape[:axis], *tuple(sizes), *shape[axis + 1 :]))
+
+
+def torch_numel(input):
+    """Tensor.numel() / torch.numel: the number of elements as a Python int (`keras.ops.size`
+    returns a tensor); a scalar tensor for dims only known at run time."""
+    count = 1
+    for size in ops.shape(input):
+        count = count * size
+    return count
+
+
+# ----------------------------------------------------------------------------------------------------
+# indexing
+
+
+class TorchValuesIndices(tuple):
+    """What torch.max(x, dim) and torch.min(x, dim) return: a (values, indices) pair that also
+    has `.values` and `.indices`."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def torch_max(input, dim=None, keepdim=False):
+    """torch.max / Tensor.max: with an int `dim`, the maximum along it *and* its int64 index, as
+    (values, indices) with `.values`/`.indices` (first index among equal values, like torch); with
+    a tensor in place of `dim`, the elementwise maximum (torch.max(a, b)); without, the maximum of
+    all elements."""
+    if dim is None:
+        return ops.max(input)
+    if not isinstance(dim, int | np.integer):
+        return ops.maximum(input, dim)
+    return TorchValuesIndices(
+        ops.max(input, axis=dim, keepdims=keepdim), ops.cast(ops.argmax(input, axis=dim, keepdims=keepdim), "int64")
+    )
+
+
+def torch_min(input, dim=None, keepdim=False):
+    """torch.min / Tensor.min: with an int `dim`, the minimum along it *and* its int64 index, as
+    (values, indices) with `.values`/`.indices`; with a tensor in place of `dim`, the elementwise
+    minimum (torch.min(a, b)); without, the minimum of all elements."""
+    if dim is None:
+        return ops.min(input)
+    if not isinstance(dim, int | np.integer):
+        return ops.minimum(input, dim)
+    return TorchValuesIndices(
+        ops.min(input, axis=dim, keepdims=keepdim), ops.cast(ops.argmin(input, axis=dim, keepdims=keepdim), "int64")
+    )
+
+
+def torch_gather(input, dim, index):
+    """torch.gather / Tensor.gather: out[i][j] = input[index[i][j]][j] (for dim 0), where `index`
+    may be smaller than `input` in the other dims; `keras.ops.take_along_axis` needs them to
+    broadcast, so `input` is cut to `index`'s extent first."""
+    ndim = len(input.shape)
+    axis = dim % ndim
+    cut = tuple(slice(None) if d == axis else slice(0, index.shape[d]) for d in range(ndim))
+    return ops.take_along_axis(input[cut], index, axis=axis)
+
+
+def torch_narrow(input, dim, start, length):
+    """torch.narrow / Tensor.narrow: `length` elements of `dim` from `start`, where a negative
+    `start` counts from the end and a tensor `start` is allowed; like torch, a range past the end
+    of the dim is an error (Python slicing would cut it short)."""
+    ndim = len(input.shape)
+    axis = dim % ndim
+    if isinstance(start, int | np.integer):
+        size = input.shape[axis]
+        start = int(start) + (size if start < 0 else 0)
+        if size is not None and not 0 <= start <= size - length:
+            raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        cut = tuple(slice(start, start + length) if d == axis else slice(None) for d in range(ndim))
+        return input[cut]
+    starts = [0] * ndim
+    starts[axis] = start
+    sizes = list(ops.shape(input))
+    sizes[axis] = length
+    return ops.slice(input, starts, sizes)
+
+
+def torch_masked_fill(input, mask, value):
+    """Tensor.masked_fill(mask, value): `value` where `mask` is True, keeping `input`'s dtype
+    (torch casts the value to it: an int tensor filled with 1.5 holds 1; `keras.ops.where` would
+    promote the result to float instead)."""
+    return ops.where(mask, ops.cast(value, input.dtype), input)
+
+
+def torch_nonzero_tuple(condition):
+    """torch.where(condition) with one argument (torch.nonzero(condition, as_tuple=True)): a tuple
+    of int64 index tensors, one per dim (`keras.ops.nonzero` gives a list of int32 ones)."""
+    return tuple(ops.cast(indices, "int64") for indices in ops.nonzero(condition))
+
+
+def torch_equal(input, other):
+    """torch.equal / Tensor.equal: a Python bool, True when both tensors have the same shape and
+    the same values (False for different shapes, where `keras.ops.equal` would broadcast)."""
+    if tuple(ops.shape(input)) != tuple(ops.shape(other)):
+        return False
+    return bool(ops.all(ops.equal(input, other)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# creation
+
+
+def _torch_scalar_dtype(value):
+    """The dtype torch infers from a Python number (or a tensor used as one): bool, int64, the
+    default float dtype (torch.set_default_dtype converts to keras.config.set_floatx), complex64."""
+    if hasattr(value, "dtype"):
+        name = keras.backend.standardize_dtype(value.dtype)
+        if name == "bool":
+            return "bool"
+        if "int" in name:
+            return "int64"
+        return "complex64" if "complex" in name else keras.config.floatx()
+    if isinstance(value, bool | np.bool_):
+        return "bool"
+    if isinstance(value, int | np.integer):
+        return "int64"
+    if isinstance(value, complex | np.complexfloating):
+        return "complex64"
+    return keras.config.floatx()
+
+
+def torch_arange(start, end=None, step=1, dtype=None):
+    """torch.arange: [start, end) by `step` (`torch.arange(end)` counts from 0). Without `dtype`,
+    int64 when start, end and step are all integers, else the default float dtype
+    (`keras.ops.arange` makes int32 from integers)."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        kinds = {_torch_scalar_dtype(v) for v in (start, end, step)}
+        dtype = "int64" if kinds <= {"int64", "bool"} else keras.config.floatx()
+    return ops.arange(start, end, step, dtype=dtype)
+
+
+def torch_full(size, fill_value, dtype=None):
+    """torch.full without dtype: the dtype comes from the fill value as torch infers it (bool,
+    int64 for an integer, the default float dtype for a float); `keras.ops.full` makes floatx
+    whatever the value."""
+    if dtype is None:
+        dtype = _torch_scalar_dtype(fill_value)
+    return ops.full(size, fill_value, dtype=dtype)
+
+
+def torch_new_tensor(data, dtype):
+    """Tensor.new_tensor(data) / torch.tensor(data, dtype=...): `data` converted to `dtype` the
+    way torch does: Python floats are read as float64 and then rounded (or truncated towards zero
+    for an integer dtype), never first squeezed through float32."""
+    if isinstance(data, list | tuple | int | float | bool | np.ndarray | np.generic):
+        data = np.asarray(data)
+    return ops.cast(ops.convert_to_tensor(data), dtype)
+
+
+def torch_tensor_device(x):
+    """torch's `x.device`: the tensor's device string where it has one, else None (a KerasTensor
+    has none); converted code only passes devices to arguments that are dropped."""
+    return getattr(x, "device", None)
+
+
+class _TorchNoAutocast:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+def torch_autocast_disabled():
+    """`torch.autocast(..., enabled=False)`: the region runs as written. Converted code has no
+    autocast region to leave (Keras mixed precision is a per-layer dtype policy; precision comes
+    from --policy)."""
+    return _TorchNoAutocast()
+
+
+def torch_cuda_device_count():
+    """torch.cuda.device_count(): the GPUs TensorFlow sees (0 on CPU)."""
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def torch_cuda_is_available():
+    """torch.cuda.is_available(): whether TensorFlow sees a GPU."""
+    return torch_cuda_device_count() > 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# arithmetic and reductions
+
+
+def torch_diff(input, n=1, dim=-1, prepend=None, append=None):
+    """torch.diff / Tensor.diff with `prepend`/`append`, which are concatenated along `dim` before
+    the n-th forward difference is taken (`keras.ops.diff` has neither)."""
+    parts = [p for p in (prepend, input, append) if p is not None]
+    x = ops.concatenate(parts, axis=dim) if len(parts) > 1 else input
+    return ops.diff(x, n, axis=dim)
+
+
+def torch_round(input, decimals=0):
+    """torch.round / Tensor.round with `decimals`: half to even of input * 10**decimals, divided
+    back, and for negative `decimals` of input / 10**-decimals, multiplied back, as torch does
+    (`keras.ops.round` multiplies by the inexact 10**decimals instead)."""
+    if decimals == 0:
+        return ops.round(input)
+    if decimals > 0:
+        factor = 10.0**decimals
+        return ops.round(input * factor) / factor
+    factor = 10.0 ** (-decimals)
+    return ops.round(input / factor) * factor
+
+
+def _torch_axes(input, dim):
+    """The dims a torch reduction over `dim` (None: all; an int; a sequence) covers, as
+    non-negative ints."""
+    ndim = len(input.shape)
+    if dim is None:
+        return tuple(range(ndim))
+    dims = tuple(dim) if isinstance(dim, tuple | list) else (dim,)
+    return tuple(d % ndim for d in dims) if ndim else ()
+
+
+def torch_var(input, dim=None, correction=1, keepdim=False):
+    """torch.var / Tensor.var: sum of squared deviations / (N - correction), unbiased
+    (correction=1) by default (`keras.ops.var` is the population variance, correction 0); inf or
+    nan where N <= correction, as torch."""
+    axes = _torch_axes(input, dim)
+    axis = None if dim is None else axes
+    mean = ops.mean(input, axis=axis, keepdims=True)
+    total = ops.sum(ops.square(input - mean), axis=axis, keepdims=keepdim)
+    count = 1
+    shape = ops.shape(input)
+    for d in axes:
+        count = count * shape[d]
+    return total / ops.maximum(ops.cast(count - correction, total.dtype), 0)
+
+
+def torch_std(input, dim=None, correction=1, keepdim=False):
+    """torch.std / Tensor.std: the square root of torch_var, unbiased (correction=1) by default
+    (`keras.ops.std` is the population deviation)."""
+    return ops.sqrt(torch_var(input, dim, correction=correction, keepdim=keepdim))
+
+
+def torch_vector_norm(x, ord=2, dim=None, keepdim=False):
+    """torch.linalg.vector_norm (and torch.norm / Tensor.norm with a number or 'fro'): the vector
+    p-norm of the elements over `dim` (all of them when None), whatever the number of dims;
+    `keras.ops.norm` computes a *matrix* norm for two axes or a 2-d input without axis."""
+    if ord == "fro":
+        ord = 2
+    axis = None if dim is None else (tuple(dim) if isinstance(dim, tuple | list) else dim)
+    a = ops.abs(x)
+    if ord == math.inf:
+        return ops.max(a, axis=axis, keepdims=keepdim)
+    if ord == -math.inf:
+        return ops.min(a, axis=axis, keepdims=keepdim)
+    if ord == 0:
+        return ops.sum(ops.cast(ops.not_equal(x, 0), a.dtype), axis=axis, keepdims=keepdim)
+    if ord == 1:
+        return ops.sum(a, axis=axis, keepdims=keepdim)
+    if ord == 2:
+        return ops.sqrt(ops.sum(ops.square(a), axis=axis, keepdims=keepdim))
+    return ops.power(ops.sum(ops.power(a, ord), axis=axis, keepdims=keepdim), 1.0 / ord)
+
+
+# ----------------------------------------------------------------------------------------------------
+# activations and torch.nn.functional
+
+
+def torch_normalize(input, p=2.0, dim=1, eps=1e-12):
+    """torch.nn.functional.normalize: input / max(||input||_p over `dim`, eps)."""
+    norm = torch_vector_norm(input, p, dim, keepdim=True)
+    return input / ops.maximum(norm, eps)
+
+
+def torch_softplus(input, beta=1.0, threshold=20.0):
+    """torch.nn.functional.softplus with torch's `beta` and `threshold`: log(1 + exp(beta * x)) /
+    beta, and x itself where beta * x > threshold (`keras.ops.softplus` has neither)."""
+    scaled = input * beta
+    return ops.where(scaled > threshold, input, ops.log1p(ops.exp(scaled)) / beta)
+
+
+def torch_embedding(
+    input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False
+):
+    """torch.nn.functional.embedding: rows of `weight`; rows at `padding_idx` get no gradient, as
+    in torch. `max_norm` (in-place renormalisation of `weight`) is not supported."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding(max_norm=...) renormalises weights in place; not supported")
+    out = ops.take(weight, input, axis=0)
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        out = ops.where(ops.expand_dims(ops.equal(input, padding_idx), -1), ops.stop_gradient(out), out)
+    return out
+
+
+def _torch_reduction(size_average, reduce, reduction):
+    """torch's legacy `size_average`/`reduce` arguments, when given, override `reduction`."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _torch_reduce(loss, reduction):
+    if reduction == "mean":
+        return ops.mean(loss)
+    if reduction == "sum":
+        return ops.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _torch_pick(values, target, ignore_index, class_dim):
+    """values[target] along the class axis, 0 where target == ignore_index, with the mask."""
+    valid = ops.not_equal(target, ignore_index)
+    safe = ops.where(valid, target, ops.zeros_like(target))
+    picked = ops.take_along_axis(values, ops.expand_dims(safe, class_dim), axis=class_dim)
+    return ops.squeeze(picked, axis=class_dim), valid, safe
+
+
+def torch_cross_entropy(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction="mean",
+    label_smoothing=0.0,
+):
+    """torch.nn.functional.cross_entropy: logits (N, C, *) or (C,), classes on axis 1.
+
+    Class-index targets honour `ignore_index` (excluded from the mean's denominator), `weight`
+    (the mean divides by the summed weights of the targets) and `label_smoothing` with torch's
+    formula; probability targets (float, same shape as input) are supported too. Keras' losses
+    take classes on the last axis and have no ignore_index. Computed in at least float32.
+    """
+    reduction = _torch_reduction(size_average, reduce, reduction)
+    ndim = len(input.shape)
+    class_dim = 0 if ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = ops.log_softmax(ops.cast(input, _stats_dtype(input.dtype)), axis=class_dim)
+    wshape = [1] * ndim
+    wshape[class_dim] = n_classes
+    w = None if weight is None else ops.reshape(ops.cast(weight, logp.dtype), wshape)
+
+    if "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(target).dtype):
+        target = ops.cast(target, logp.dtype)
+        if label_smoothing > 0.0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+        terms = logp * target if w is None else logp * target * w
+        loss = -ops.sum(terms, axis=class_dim)
+        if reduction == "mean":
+            count = torch_numel(loss) if ndim > 1 else 1
+            return ops.cast(ops.sum(loss) / count, input.dtype)
+        if reduction == "sum":
+            return ops.cast(ops.sum(loss), input.dtype)
+        return ops.cast(loss, input.dtype)
+
+    picked, valid, safe = _torch_pick(logp, target, ignore_index, class_dim)
+    if weight is None:
+        tw = ops.cast(valid, logp.dtype)
+    else:
+        tw = ops.where(valid, ops.take(ops.cast(weight, logp.dtype), safe), 0.0)
+    nll = -picked * tw
+    smooth = None
+    if label_smoothing > 0.0:
+        smooth = -(ops.sum(logp, axis=class_dim) if w is None else ops.sum(logp * w, axis=class_dim))
+        smooth = ops.where(valid, smooth, 0.0)
+    if reduction == "mean":
+        denom = ops.sum(tw)
+        loss = ops.sum(nll) / denom
+        if smooth is not None:
+            loss = (1.0 - label_smoothing) * loss + ops.sum(smooth) / denom * (label_smoothing / n_classes)
+    elif reduction == "sum":
+        loss = ops.sum(nll)
+        if smooth is not None:
+            loss = (1.0 - label_smoothing) * loss + ops.sum(smooth) * (label_smoothing / n_classes)
+    elif reduction == "none":
+        loss = nll
+        if smooth is not None:
+            loss = (1.0 - label_smoothing) * loss + smooth * (label_smoothing / n_classes)
+    else:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return ops.cast(loss, input.dtype)
+
+
+def torch_nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """torch.nn.functional.nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index`
+    targets are excluded, a weighted mean divides by the targets' summed weights."""
+    reduction = _torch_reduction(size_average, reduce, reduction)
+    class_dim = 0 if len(input.shape) == 1 else 1
+    picked, valid, safe = _torch_pick(input, target, ignore_index, class_dim)
+    if weight is None:
+        tw = ops.cast(valid, input.dtype)
+    else:
+        tw = ops.where(valid, ops.take(ops.cast(weight, input.dtype), safe), ops.zeros((), input.dtype))
+    loss = -picked * tw
+    if reduction == "mean":
+        return ops.sum(loss) / ops.sum(tw)
+    return _torch_reduce(loss, reduction)
+
+
+def torch_mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """torch.nn.functional.mse_loss (broadcasting input and target, as torch does with a warning)."""
+    return _torch_reduce(ops.square(input - target), _torch_reduction(size_average, reduce, reduction))
+
+
+def torch_l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """torch.nn.functional.l1_loss."""
+    return _torch_reduce(ops.abs(input - target), _torch_reduction(size_average, reduce, reduction))
+
+
+def torch_binary_cross_entropy_with_logits(
+    input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
+):
+    """torch.nn.functional.binary_cross_entropy_with_logits, in torch's stable form:
+    (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
+    target = ops.cast(target, input.dtype)
+    log_weight = 1.0 if pos_weight is None else 1.0 + (ops.cast(pos_weight, input.dtype) - 1.0) * target
+    loss = (1.0 - target) * input + log_weight * ops.softplus(-input)
+    if weight is not None:
+        loss = loss * ops.cast(weight, input.dtype)
+    return _torch_reduce(loss, _torch_reduction(size_average, reduce, reduction))
+
+
+def torch_bitwise(op, x, y=None):
+    """torch.bitwise_and/or/xor/not: on bool tensors they are the logical operations, which
+    TensorFlow's bitwise kernels refuse (integers only)."""
+    x = ops.convert_to_tensor(x)
+    if keras.backend.standardize_dtype(x.dtype) == "bool":
+        logical = {"and": ops.logical_and, "or": ops.logical_or, "xor": ops.logical_xor}
+        return ops.logical_not(x) if op == "not" else logical[op](x, y)
+    bitwise = {"and": ops.bitwise_and, "or": ops.bitwise_or, "xor": ops.bitwise_xor}
+    return ops.bitwise_invert(x) if op == "not" else bitwise[op](x, y)
