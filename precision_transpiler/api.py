@@ -167,8 +167,8 @@ def transpile(
         new_module, precision = _apply_keras_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "jax" and outcome.source in ("jax", None):
         new_module, precision = _apply_flax_policy(new_module, policy_obj, table, nan_fallback)
-    elif to == "jax" and outcome.source == "torch":
-        pass  # model conversion: the Flax policy is applied to the converted code below
+    elif to in ("jax", "tf") and outcome.source == "torch":
+        pass  # model conversion: the Flax or Keras policy is applied to the converted code below
     elif not policy_obj.is_full_precision:
         outcome.diagnostics.append(
             Diagnostic(
@@ -189,9 +189,13 @@ def transpile(
         code = drop_orphaned_imports(source, code)
         if _standalone:  # the file itself, not a sibling being converted for it
             code = _inline_siblings(path, code, table, outcome.diagnostics, to)
-            # the Keras policy for converted torch code is not there yet: `policy-not-applied` above
             if to == "jax" and not policy_obj.is_full_precision:
                 converted, precision = _apply_flax_policy(cst.parse_module(code), policy_obj, table, nan_fallback)
+                code = converted.code
+            elif to == "tf" and not policy_obj.is_full_precision:
+                converted, precision = _apply_keras_torch_policy(
+                    cst.parse_module(code), policy_obj, table, nan_fallback
+                )
                 code = converted.code
             code, missing = vendor_shims(code)
             for symbol in missing:
@@ -289,6 +293,31 @@ def _apply_keras_policy(
         table,
         make_pass,
         lambda p: keras_policy.helper_block(p, table, nan_fallback, passes[-1].needs_runtime),
+        [("keras", "keras")],
+    )
+
+
+def _apply_keras_torch_policy(
+    module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
+) -> tuple[cst.Module, list[Any]]:
+    """Strip what an earlier run inserted, then apply `policy` to torch code converted to Keras
+    (precision/keras_torch_policy.py: torch's model.to + autocast semantics)."""
+    from precision_transpiler.precision import keras_torch_policy
+
+    passes: list[keras_torch_policy.KerasTorchPolicyPass] = []
+
+    def make_pass(
+        policy: Any, table: MappingSet, module: cst.Module, source: str
+    ) -> keras_torch_policy.KerasTorchPolicyPass:
+        passes.append(keras_torch_policy.KerasTorchPolicyPass(policy, table, module, source))
+        return passes[-1]
+
+    return _apply_layer_policy(
+        module,
+        policy,
+        table,
+        make_pass,
+        lambda p: keras_torch_policy.helper_block(p, table, nan_fallback, passes[-1].layer_dtypes()),
         [("keras", "keras")],
     )
 

@@ -1,4 +1,4 @@
-"""`ptranspile weights CKPT --to jax -o OUT`: a torch checkpoint as weights for the converted model.
+"""`ptranspile weights CKPT --to jax|tf -o OUT`: a torch checkpoint as weights for the converted model.
 
 Two outputs, because a checkpoint is wanted at two moments:
 
@@ -7,8 +7,9 @@ Two outputs, because a checkpoint is wanted at two moments:
   and casts at load time. Needs torch (to read CKPT) but neither the model nor JAX.
 - With `--model CONVERTED.py --entry EXPR`, the converted model is built, the weights are loaded
   into it (strict: every name must match, so a wrong checkpoint fails here rather than at serving
-  time) and OUT holds the model's own variables under nnx paths, restored by `load_flax_safetensors`.
-  This runs the converted file, and says so.
+  time) and OUT holds the model's own variables: for Flax under nnx paths in a `.safetensors` file,
+  restored by `load_flax_safetensors`; for Keras (`--to tf`) a Keras `.weights.h5` file, restored by
+  `load_keras_weights` (weights/keras_files.py). This runs the converted file, and says so.
 
 Only this subcommand imports torch, and only to read a `torch.save` file (with `weights_only=True`:
 nothing but tensors and containers is unpickled). Errors are one line, exit 2, and nothing is
@@ -32,8 +33,9 @@ def build_weights_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ptranspile weights",
         description="Convert a torch checkpoint into weights for the converted model: a .safetensors file "
-        "keyed by torch names (loaded with precision_transpiler.weights.load_checkpoint), or, with --model, "
-        "keyed by Flax nnx paths in Flax layouts (loaded with load_flax_safetensors).",
+        "keyed by torch names (loaded with precision_transpiler.weights.load_checkpoint, or load_checkpoint_keras "
+        "for Keras), or, with --model, the model's own variables: keyed by Flax nnx paths (--to jax, loaded with "
+        "load_flax_safetensors) or a Keras .weights.h5 file (--to tf, loaded with load_keras_weights).",
         epilog="Exit codes: 0 written, 2 errors (nothing written).",
     )
     parser.add_argument(
@@ -42,9 +44,15 @@ def build_weights_parser() -> argparse.ArgumentParser:
         help="torch.save file of a state_dict (or of a dict holding one), or a .safetensors file",
     )
     parser.add_argument(
-        "--to", required=True, choices=("jax", "tf"), help="target framework: jax (Flax NNX); tf is not there yet"
+        "--to", required=True, choices=("jax", "tf"), help="target framework: jax (Flax NNX) or tf (Keras 3)"
     )
-    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the .safetensors file to write")
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUT",
+        help="the file to write: OUT.safetensors (OUT.weights.h5 with --to tf --model)",
+    )
     parser.add_argument(
         "--key",
         metavar="KEY",
@@ -54,7 +62,7 @@ def build_weights_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         metavar="CONVERTED",
-        help="the converted model file: load the weights into it and write its nnx state (runs the file)",
+        help="the converted model file: load the weights into it and write its own variables (runs the file)",
     )
     parser.add_argument("--entry", metavar="EXPR", help="with --model: expression that builds the model, e.g. 'Net()'")
     parser.add_argument(
@@ -81,14 +89,15 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Everything that needs no file read: the target, flag combinations, OUT's name."""
     from precision_transpiler.errors import UsageError
 
-    if args.to == "tf":
-        raise UsageError("--to tf: Keras weight export arrives with the torch -> Keras conversion; use --to jax")
     if args.model is None and (args.entry is not None or args.original is not None):
         raise UsageError("--entry and --original apply with --model CONVERTED.py")
     if args.model is not None and not args.entry:
         raise UsageError("--model needs --entry EXPR (the expression that builds the model, e.g. 'Net()')")
     out = Path(args.output)
-    if out.suffix != ".safetensors" and not (out.exists() and not out.is_file()):
+    keras_file = args.to == "tf" and args.model is not None
+    if keras_file and not out.name.endswith(".weights.h5") and not (out.exists() and not out.is_file()):
+        raise UsageError(f"-o {args.output}: --to tf --model writes a Keras weights file; name it OUT.weights.h5")
+    if not keras_file and out.suffix != ".safetensors" and not (out.exists() and not out.is_file()):
         raise UsageError(f"-o {args.output}: the output is a .safetensors file; name it OUT.safetensors")
     inputs = [p for p in (args.checkpoint, args.model, args.original) if p is not None]
     if out.is_file() and any(Path(p).is_file() and out.samefile(p) for p in inputs):
@@ -145,6 +154,37 @@ def _load_into_model(args: argparse.Namespace, arrays: dict[str, Any]) -> Any:
     return load(build())
 
 
+def _write_keras(args: argparse.Namespace, arrays: dict[str, Any]) -> int:
+    """`--to tf --model CONVERTED.py --entry EXPR`: build the Keras model, load the torch-named
+    arrays into it (strict by default) and write its variables as OUT.weights.h5."""
+    import keras
+
+    from precision_transpiler.errors import VerifyError
+    from precision_transpiler.verify.loading import build_model, import_converted
+    from precision_transpiler.weights.files import CheckpointError
+    from precision_transpiler.weights.keras_files import save_keras_weights
+    from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras
+
+    converted = Path(args.model)
+    module = import_converted(converted, Path(args.original) if args.original else converted)
+    model = build_model(module, args.entry, "converted")
+    if not isinstance(model, keras.layers.Layer):
+        raise VerifyError(f"--entry {args.entry!r} returned {type(model).__name__}, not a Keras layer or model")
+    try:
+        missing = load_torch_state_dict_keras(model, arrays, strict=args.strict)
+    except ValueError as exc:
+        raise CheckpointError(f"{args.checkpoint} does not fit {converted}: {' '.join(str(exc).split())}") from None
+    if missing:
+        _note(f"--no-strict: {len(missing)} Keras weight(s) left at their initial values", args.quiet)
+    size = save_keras_weights(model, args.output)
+    _note(
+        f"wrote {args.output}: {type(model).__name__} Keras weights, {size:,} bytes "
+        "(load with precision_transpiler.weights.load_keras_weights)",
+        args.quiet,
+    )
+    return 0
+
+
 def weights_main(argv: Sequence[str]) -> int:
     """`ptranspile weights CKPT --to jax -o OUT [--model CONVERTED.py --entry EXPR]`."""
     from precision_transpiler.weights.files import (
@@ -165,13 +205,16 @@ def weights_main(argv: Sequence[str]) -> int:
     source = {"ptranspile.version": __version__, "ptranspile.source": Path(args.checkpoint).name}
     if args.model is None:
         size = write_safetensors(args.output, arrays, {LAYOUT_KEY: TORCH_LAYOUT, **source})
+        loader = "load_checkpoint_keras" if args.to == "tf" else "load_checkpoint"
         _note(
             f"wrote {args.output}: {len(arrays)} tensors, torch names and layouts, {size:,} bytes "
-            "(load with precision_transpiler.weights.load_checkpoint)",
+            f"(load with precision_transpiler.weights.{loader})",
             args.quiet,
         )
         return 0
     _note(f"importing {args.model} and running {args.entry!r} (runs that file)", args.quiet)
+    if args.to == "tf":
+        return _write_keras(args, arrays)
     model = _load_into_model(args, arrays)
     if not args.strict:
         from precision_transpiler.weights.torch_to_flax import _preview, state_dict_mismatch

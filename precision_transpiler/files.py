@@ -119,8 +119,11 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     try:
         with opened(fd) as fh:
             fh.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        if mode is None:  # a new file: what open() would give it (mkstemp makes it 0600)
+            umask = os.umask(0o022)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -289,9 +289,15 @@ def test_policy_report_json_and_nan_fallback_flag(tmp_path: Path) -> None:
 
 
 def test_policy_not_applied_across_frameworks_is_reported(tmp_path: Path) -> None:
-    src = tmp_path / "block.py"
-    src.write_text(POLICY_SRC)
+    """Policies apply within one framework and on torch models converted to JAX or Keras; other
+    directions (JAX code converted to tf) say so."""
+    src = tmp_path / "f.py"
+    src.write_text("import jax.numpy as jnp\n\n\ndef f(x):\n    return x.astype(jnp.float16)\n")
     r = run_cli(str(src), "--to", "tf", "--policy", "mixed", cwd=tmp_path)
     assert r.code == 1
     assert "policy-not-applied" not in r.err  # the code is internal; the message is what users read
-    assert "precision policy 'mixed' is not applied when converting torch to tf yet" in r.err
+    assert "precision policy 'mixed' is not applied when converting jax to tf yet" in r.err
+    block = tmp_path / "block.py"
+    block.write_text(POLICY_SRC)
+    r = run_cli(str(block), "--to", "tf", "--policy", "mixed", cwd=tmp_path)
+    assert r.code == 0 and "@_ptranspile_module" in r.out, r.err

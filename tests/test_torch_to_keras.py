@@ -245,13 +245,6 @@ def test_torchvision_resnet50_bottlenecks() -> None:
     assert verdict.passed, verdict.failures  # measured 1.8e-6
 
 
-def test_policy_is_reported_not_applied_for_keras_yet() -> None:
-    """The Keras precision policy for converted torch code is not there yet: said, not silent."""
-    result = transpile(SMALL_CNN, to="tf", policy="mixed")
-    assert [d.code for d in result.unsupported] == ["policy-not-applied"]
-    assert "class Net(TorchModule)" in result.code
-
-
 @pytest.mark.parametrize("to", ["jax", "tf"])
 def test_torch_layers_get_rngs_only_for_flax(to: str) -> None:
     code = transpile("import torch.nn as nn\n\n\ndef head():\n    return nn.Linear(4, 2)\n", to=to).code
@@ -305,14 +298,15 @@ class Net(nn.Module):
 
 
 def test_what_is_not_converted_is_said() -> None:
-    """In-place tensor operations and attributes keras.layers.Layer owns are reported, never
-    left silently; `self.output` (BERT) is fine: TorchModule makes it assignable."""
+    """Attributes keras.layers.Layer owns are reported, never left silently; in-place tensor
+    operations are converted (rules/torch_inplace_ops.py); `self.output` (BERT) is fine:
+    TorchModule makes it assignable."""
     result = transpile(UNSUPPORTED, to="tf")
     messages = {d.code: d.message for d in result.unsupported}
-    assert set(messages) == {"inplace-unsupported", "inplace-store", "keras-reserved-attribute"}, messages
-    assert "h.add_(...) changes a tensor in place" in messages["inplace-unsupported"]
+    assert set(messages) == {"keras-reserved-attribute"}, messages
     assert "self.dtype is a read-only property" in messages["keras-reserved-attribute"]
-    assert result.code.count("# ptranspile: unsupported:") == 3
+    assert result.code.count("# ptranspile: unsupported:") == 1
+    assert "h = keras.ops.add(h, 1)" in result.code and "g = torch_at(g)[0].set(2.0)" in result.code
 
 
 @pytest.mark.parametrize("to", ["jax", "tf"])

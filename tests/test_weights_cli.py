@@ -244,7 +244,10 @@ def _error_cases(case: Case) -> dict[str, tuple[list[str], str]]:
         ),
         "bad entry": ([ckpt, "--to", "jax", *model, "--entry", "Nett()"], "NameError: name 'Nett' is not defined"),
         "unknown --to": ([ckpt, "--to", "mxnet"], "argument --to: invalid choice: 'mxnet'"),
-        "--to tf": ([ckpt, "--to", "tf"], "Keras weight export arrives with the torch -> Keras conversion"),
+        "--to tf --model, not .weights.h5": (
+            [ckpt, "--to", "tf", *model, "--entry", "Net()"],
+            "--to tf --model writes a Keras weights file; name it OUT.weights.h5",
+        ),
         "--entry without --model": ([ckpt, "--to", "jax", "--entry", "Net()"], "apply with --model"),
     }
 
@@ -258,8 +261,8 @@ ERROR_NAMES = [
     "mismatching model",
     "wrong shapes",
     "bad entry",
+    "--to tf --model, not .weights.h5",
     "unknown --to",
-    "--to tf",
     "--entry without --model",
 ]
 
@@ -309,3 +312,39 @@ def test_safetensors_checkpoint_needs_no_torch(case: Case) -> None:
     (copied, meta), (original, _) = read_tensors(out), read_tensors(source)
     assert meta["ptranspile.source"] == "from_torch.safetensors" and copied.keys() == original.keys()
     assert all(np.array_equal(copied[k], original[k]) for k in copied)
+
+
+def test_keras_weights_file_round_trips(case: Case) -> None:
+    """`--to tf`: the torch-named file loads into the converted Keras model, and `--model` writes a
+    Keras `.weights.h5` that restores it (no torch names left)."""
+    import keras
+
+    from precision_transpiler.verify.loading import import_converted
+    from precision_transpiler.weights import load_checkpoint_keras, load_keras_weights
+
+    converted = case.folder / "small_cnn_tf.py"
+    converted.write_text(transpile(SMALL_CNN, to="tf", path=str(case.original)).code)
+    module = import_converted(converted, case.original)
+
+    def rel_l2(model: Any) -> float:
+        got = np.asarray(keras.ops.convert_to_numpy(model(case.x)))
+        return float(np.linalg.norm(got - case.expected) / np.linalg.norm(case.expected))
+
+    named = case.folder / "keras_named.safetensors"
+    run = run_cli("weights", str(case.checkpoint), "--to", "tf", "-o", str(named))
+    assert run.code == 0 and "load_checkpoint_keras" in run.err, run.err
+    model = module.Net()
+    assert load_checkpoint_keras(model, named) == []
+    assert rel_l2(model) <= 1e-5
+
+    h5 = case.folder / "small_cnn.weights.h5"
+    run = run_cli(
+        "weights", str(case.checkpoint), "--to", "tf", "-o", str(h5),
+        "--model", str(converted), "--entry", "Net()", "--original", str(case.original),
+    )  # fmt: skip
+    assert run.code == 0 and "load_keras_weights" in run.err, run.err
+    restored = module.Net()
+    load_keras_weights(restored, h5)
+    assert rel_l2(restored) <= 1e-5
+    with pytest.raises(Exception, match="does not fit"):
+        load_keras_weights(module.Net(depth=3), h5)

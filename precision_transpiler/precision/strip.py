@@ -3,7 +3,8 @@
 Everything the policy passes insert is recognisable by name: module-level definitions named
 `_ptranspile_*`/`_PTRANSPILE_*`, decorators `@_ptranspile_*` (on functions and classes),
 keyword arguments with such a value, and calls that wrap the user's expression as their first
-argument (`_ptranspile_fp32(x)`, `_ptranspile_compute(self.norm(x), self)`). Removing exactly
+argument (`_ptranspile_fp32(x)`, `_ptranspile_compute(self.norm(x), self)`), and
+`_ptranspile_autocast(op, *args)`, which calls the user's op on the user's arguments. Removing exactly
 those restores the user's code byte for byte, because the passes never touch anything else.
 """
 
@@ -84,6 +85,10 @@ class StripInserted(cst.CSTTransformer):
             if args:
                 args[-1] = args[-1].with_changes(comma=trailing)
             updated_node = updated_node.with_changes(args=args)
+        if isinstance(updated_node.func, cst.Name) and updated_node.func.value == "_ptranspile_autocast" and args:
+            # `_ptranspile_autocast(op, *args)` (keras_torch_policy): the op called on its arguments
+            self.removed += 1
+            return cst.Call(func=args[0].value, args=args[1:])
         if (
             _generated_name(updated_node.func)
             and updated_node.args

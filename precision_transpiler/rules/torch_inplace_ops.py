@@ -1,4 +1,4 @@
-"""In-place tensor operations made functional, torch -> JAX (`x.add_(y)` -> `x = jnp.add(x, y)`).
+"""In-place tensor operations made functional, torch -> JAX and Keras (`x.add_(y)` -> `x = jnp.add(x, y)`).
 
 JAX arrays are immutable; torch code mutates tensors in place. This rule converts the forms
 whose effect can be written as an assignment, and reports the others (never silently wrong):
@@ -20,9 +20,10 @@ whose effect can be written as an assignment, and reports the others (never sile
   function binds from a torch call or annotates as `torch.Tensor`; other names (lists, dicts) are
   left alone.
 
-For Keras (`--to tf`) nothing is converted yet: every in-place method call and subscript store
-this rule would convert or report for JAX is reported as unsupported (`inplace-unsupported`,
-`inplace-store`), never left silently.
+For Keras (`--to tf`) the same forms are converted the same way, with TensorFlow spellings:
+values from the table's `tf` patterns (`keras.ops.add(x, y)`), `keras.ops.cast(value, x.dtype)`
+for the dtype, `x = torch_at(x)[i].set(v)` for stores (shims/keras_tensor.py: JAX's `.at` for
+TensorFlow tensors), and `self.buf.assign(value)` for a buffer or parameter (a Keras variable).
 
 `zero_()`/`fill_(v)` on a parameter or attribute (an init loop, `p.weight.zero_()`) are
 initialisation, left to the torch-inplace-init rule; this rule takes them only on local tensors,
@@ -79,7 +80,7 @@ _INIT_WORDS = ("init", "reset")
 @register
 class TorchInplaceOps(Rule):
     name = "torch-inplace-ops"
-    summary = "Turn in-place tensor operations (x.add_(y), x[i] = v, x[i] += v) into assignments for JAX."
+    summary = "Turn in-place tensor operations (x.add_(y), x[i] = v, x[i] += v) into assignments for JAX and Keras."
     EXAMPLES = (
         Example(
             "import torch\n\n\ndef f(x, y):\n    h = x * 2\n    h.add_(y)\n    h.clamp_(0, 1)\n    return h\n",
@@ -116,6 +117,12 @@ class TorchInplaceOps(Rule):
             to="jax",
         ),
         Example(
+            "import torch\n\n\ndef f(x, y):\n    h = x * 2\n    h.add_(y)\n    h.mul_(3)\n    return h\n",
+            "import keras\n\n\ndef f(x, y):\n    h = x * 2\n    h = keras.ops.cast(keras.ops.add(h, y), h.dtype)\n"
+            "    h = keras.ops.multiply(h, 3)\n    return h\n",
+            to="tf",
+        ),
+        Example(
             "import torch\n\n\ndef f(x, y):\n    h = x * 2\n    return g(h.add_(y))\n",
             "def f(x, y):\n    h = x * 2\n"
             "    # ptranspile: unsupported: h.add_(...) used inside an expression: torch mutates h and JAX cannot; "
@@ -146,14 +153,6 @@ class TorchInplaceOps(Rule):
         where = _Where.of(ctx, original)
         if method in _INIT and where.kind == "":
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
-        if ctx.target != "jax":
-            return _unsupported(
-                ctx,
-                original,
-                updated,
-                f"{_short(ctx, receiver)}.{method}(...) changes a tensor in place: not converted to "
-                f"{ctx.target} yet (its tensors are immutable; write the new value to a name)",
-            )
         if isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation) and not _may_promote(method, original):
             # `(a - b).abs_()`: a fresh tensor nothing else refers to; its value is all that counts
             value = _value(ctx, state, entries, original)
@@ -171,15 +170,21 @@ class TorchInplaceOps(Rule):
         if isinstance(receiver, cst.Subscript):
             base = receiver.value
             assert isinstance(base, cst.Name)
-            at = _at(cst.Name(base.value), ctx.updated(receiver))  # type: ignore[arg-type]
+            at = _at(ctx, cst.Name(base.value), ctx.updated(receiver))  # type: ignore[arg-type]
             value = cst.Call(cst.Attribute(at, cst.Name("set")), [cst.Arg(value)])
             target = cst.Name(base.value)
         elif isinstance(receiver, cst.Attribute):
             kind = _attribute_kind(ctx, receiver, original)
-            if kind == "variable":
+            if kind == "variable" and ctx.target == "jax":
                 target = cst.Subscript(target, [cst.SubscriptElement(cst.Index(cst.Ellipsis()))])  # type: ignore[arg-type]
+        if kind == "variable" and ctx.target == "tf":
+            # a Keras variable: `self.buf.assign(value)` in its dtype (Variable.assign refuses another)
+            value = _cast_like(ctx, value, ctx.updated(receiver)) if _may_promote(method, original) else value
+            state.plans[where.statement] = (target, "assign-variable")
+            ctx.record(self.name, original, value)
+            return value
         if kind != "variable" and not isinstance(receiver, cst.Subscript) and _may_promote(method, original):
-            value = _cast_like(value, ctx.updated(receiver))  # type: ignore[arg-type]
+            value = _cast_like(ctx, value, ctx.updated(receiver))  # type: ignore[arg-type]
         if isinstance(receiver, cst.Name) and receiver.value in where.parameters:
             key = (id(where.scope), receiver.value)
             if key not in state.said_parameter:
@@ -264,22 +269,17 @@ class TorchInplaceOps(Rule):
             )
         if _tensor_names(ctx, _Where.scope_of(ctx, line)).get(base.value) is not True:
             return None  # a list, a dict, or a name we cannot tell is a tensor: left as it is
-        if ctx.target != "jax":
-            ctx.unsupported(
-                original,
-                f"assignment into {ctx.code(store)}: not converted to {ctx.target} yet (its tensors are immutable)",
-                "inplace-store",
-            )
-            return None
         new_store = updated.targets[0].target if isinstance(updated, cst.Assign) else updated.target
         assert isinstance(new_store, cst.Subscript)
-        at = _at(cst.Name(base.value), new_store)
+        at = _at(ctx, cst.Name(base.value), new_store)
         if isinstance(original, cst.Assign):
             value: cst.BaseExpression = cst.Call(cst.Attribute(at, cst.Name("set")), [cst.Arg(updated.value)])
         else:
             operator = type(original.operator)
             method = _AUG_AT.get(operator)  # type: ignore[call-overload]
-            if method is not None and _basic_index(store):
+            # torch_at's updates (Keras) gather, combine and scatter: with repeated positions they
+            # do not accumulate, as torch's `x[i] += v`; JAX's `.at[].add` would, so it only takes basic indices
+            if method is not None and (_basic_index(store) or ctx.target == "tf"):
                 value = cst.Call(cst.Attribute(at, cst.Name(method)), [cst.Arg(updated.value)])
             elif _pure_index(store):
                 binary = _AUG_BINARY[operator]()  # type: ignore[index]
@@ -308,17 +308,13 @@ class TorchInplaceOps(Rule):
             and _attribute_kind(ctx, base, line) != "unknown"
         ):
             return None  # `d[k][i] = v`, `self.cache[k] = v`, `self.layers[i] = m`: not known to be a tensor
-        if ctx.target != "jax":
-            ctx.unsupported(
-                statement,
-                f"assignment into {ctx.code(store)}: not converted to {ctx.target} yet (its tensors are immutable)",
-                "inplace-store",
-            )
-            return None
+        framework, at = (
+            ("JAX arrays", "name.at[index]") if ctx.target == "jax" else ("TensorFlow tensors", "torch_at(name)[index]")
+        )
         ctx.unsupported(
             statement,
-            f"assignment into {ctx.code(store)}: {what}; JAX arrays are immutable: "
-            "bind the array to a name and write name = name.at[index].set(value)",
+            f"assignment into {ctx.code(store)}: {what}; {framework} are immutable: "
+            f"bind the tensor to a name and write name = {at}.set(value)",
             "inplace-store",
         )
         return None
@@ -381,7 +377,7 @@ def _value(
         return value
     ctx.unsupported(
         call,
-        f".{pattern.method_name}(...) call could not be converted to jax: its arguments match no "
+        f".{pattern.method_name}(...) call could not be converted to {ctx.target}: its arguments match no "
         f"form of the in-place table ({pattern.text})",
         "unsupported-call",
     )
@@ -865,6 +861,11 @@ def _assign_back(
     if kind == "statement":
         assert isinstance(statement, cst.Expr)
         return cst.Assign([cst.AssignTarget(target)], statement.value)
+    if kind == "assign-variable":  # Keras: `self.buf.assign(value)`
+        assert isinstance(statement, cst.Expr)
+        return statement.with_changes(
+            value=cst.Call(cst.Attribute(target, cst.Name("assign")), [cst.Arg(statement.value)])
+        )  # type: ignore[arg-type]
     assert isinstance(statement, cst.Assign)
     targets = list(statement.targets)
     if not (len(targets) == 1 and targets[0].target.deep_equals(target)):
@@ -872,13 +873,21 @@ def _assign_back(
     return statement.with_changes(targets=targets)
 
 
-def _at(base: cst.Name, subscript: cst.Subscript) -> cst.Subscript:
-    """`x.at[<subscript's index>]`."""
+def _at(ctx: RuleContext, base: cst.Name, subscript: cst.Subscript) -> cst.Subscript:
+    """`x.at[<subscript's index>]` (JAX); `torch_at(x)[<index>]` (Keras: shims/keras_tensor.py),
+    which has the same `.set`/`.add`/... updates for TensorFlow tensors."""
+    if ctx.target == "tf":
+        at = cst.Call(ctx.expr_for("precision_transpiler.shims.keras_tensor.torch_at"), [cst.Arg(base)])
+        return cst.Subscript(at, subscript.slice)
     return cst.Subscript(cst.Attribute(base, cst.Name("at")), subscript.slice)
 
 
-def _cast_like(value: cst.BaseExpression, receiver: cst.BaseExpression) -> cst.BaseExpression:
+def _cast_like(ctx: RuleContext, value: cst.BaseExpression, receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """`value.astype(x.dtype)` (JAX); `keras.ops.cast(value, x.dtype)` (Keras)."""
     dtype = cst.Attribute(receiver, cst.Name("dtype"))
+    if ctx.target == "tf":
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return cst.Call(ctx.expr_for("keras.ops.cast"), [cst.Arg(value, comma=comma), cst.Arg(dtype)])
     return cst.Call(cst.Attribute(parenthesize(value), cst.Name("astype")), [cst.Arg(dtype)])
 
 

@@ -948,6 +948,13 @@ class Sequential(keras.layers.Layer):
         for i, module in enumerate(modules):
             self.add_module(str(i), module)
 
+    def __getattr__(self, name: str) -> Any:
+        """torch reads named children as attributes (`self.heads.head` of an OrderedDict Sequential)."""
+        modules = self.__dict__.get("_torch_modules")
+        if modules is not None and name in modules:
+            return modules[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __len__(self) -> int:
         return len(self._torch_modules)
 

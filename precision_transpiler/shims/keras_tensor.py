@@ -232,6 +232,89 @@ def torch_masked_fill(input, mask, value):
     return ops.where(mask, ops.cast(value, input.dtype), input)
 
 
+def _torch_index_numpy(index):
+    """A torch index with its tensors read as NumPy arrays (eager values; an index that is only
+    known when the graph runs cannot be turned into positions here)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    out = []
+    for part in parts:
+        if hasattr(part, "shape") and hasattr(part, "dtype") and not isinstance(part, np.ndarray):
+            try:
+                part = np.asarray(part)
+            except Exception as error:  # a symbolic tensor (tf.function, KerasTensor)
+                raise TypeError(
+                    "assignment into a tensor at an index computed in the graph: only indices known "
+                    "when the assignment runs (eager, or Python values) are supported"
+                ) from error
+        out.append(part)
+    return tuple(out) if isinstance(index, tuple) else out[0]
+
+
+def _torch_index_update(x, index, value, combine):
+    """`x[index] = combine(x[index], value)` as a new tensor: the positions `index` selects are
+    found by indexing a grid of flat positions with NumPy (torch's basic and advanced indexing
+    are NumPy's), then scattered into. A boolean mask of x's shape is a `where`."""
+    if hasattr(index, "dtype") and keras.backend.standardize_dtype(index.dtype) == "bool":
+        if tuple(index.shape) == tuple(x.shape):
+            old = x
+            new = ops.broadcast_to(ops.cast(value, x.dtype), ops.shape(x))
+            if combine is not None:
+                new = ops.cast(combine(old, new), x.dtype)
+            return ops.where(index, new, x)
+    shape = tuple(x.shape)
+    if any(d is None for d in shape):
+        raise TypeError(f"assignment into a tensor of unknown shape {shape}: its shape must be static")
+    positions = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[_torch_index_numpy(index)]
+    flat = ops.reshape(x, (-1,))
+    where = positions.reshape(-1, 1)
+    new = ops.broadcast_to(ops.cast(value, x.dtype), positions.shape)
+    if combine is not None:
+        new = ops.cast(combine(ops.reshape(ops.take(flat, positions.reshape(-1)), positions.shape), new), x.dtype)
+    return ops.reshape(ops.scatter_update(flat, where, ops.reshape(new, (-1,))), shape)
+
+
+class _TorchAtIndex:
+    """`torch_at(x)[index]`: the updates of `x` at `index` (see torch_at)."""
+
+    def __init__(self, x, index):
+        self.x = x
+        self.index = index
+
+    def set(self, value):
+        return _torch_index_update(self.x, self.index, value, None)
+
+    def add(self, value):
+        return _torch_index_update(self.x, self.index, value, ops.add)
+
+    def subtract(self, value):
+        return _torch_index_update(self.x, self.index, value, ops.subtract)
+
+    def multiply(self, value):
+        return _torch_index_update(self.x, self.index, value, ops.multiply)
+
+    def divide(self, value):
+        return _torch_index_update(self.x, self.index, value, ops.true_divide)
+
+    def power(self, value):
+        return _torch_index_update(self.x, self.index, value, ops.power)
+
+
+class torch_at:
+    """torch's assignment into a tensor, for immutable TensorFlow tensors, written as JAX does it:
+    `x[:, 0] = v` becomes `x = torch_at(x)[:, 0].set(v)` and `x[i] += v` becomes
+    `x = torch_at(x)[i].add(v)`: a new tensor equal to x except at the index. The value is cast
+    to x's dtype and broadcast to the indexed shape, as torch does. Basic and advanced indices
+    (slices, ints, None, `...`, integer and boolean arrays) follow torch, which follows NumPy;
+    tensor indices must hold values when the assignment runs (eager), and x's shape must be
+    static. With repeated positions in an integer index the last value wins, as in torch."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, index):
+        return _TorchAtIndex(self.x, index)
+
+
 def torch_nonzero_tuple(condition):
     """torch.where(condition) with one argument (torch.nonzero(condition, as_tuple=True)): a tuple
     of int64 index tensors, one per dim (`keras.ops.nonzero` gives a list of int32 ones)."""
@@ -299,10 +382,25 @@ def torch_new_tensor(data, dtype):
     return ops.cast(ops.convert_to_tensor(data), dtype)
 
 
+class TorchDevice(tuple):
+    """What torch's `x.device` gives code to look at: `.type` ("cpu", "cuda" for a GPU) and
+    `.index` (transformers' rotary embeddings read `x.device.type`). Converted code drops device
+    arguments, so nothing is placed with it."""
+
+    type = property(lambda self: self[0])
+    index = property(lambda self: self[1])
+
+    def __str__(self):
+        return self[0] if self[1] is None else f"{self[0]}:{self[1]}"
+
+
 def torch_tensor_device(x):
-    """torch's `x.device`: the tensor's device string where it has one, else None (a KerasTensor
-    has none); converted code only passes devices to arguments that are dropped."""
-    return getattr(x, "device", None)
+    """torch's `x.device` from a TensorFlow device string ("/job:localhost/.../device:GPU:0" ->
+    cuda:0); "cpu" for a tensor without one (a KerasTensor, a tensor placed nowhere yet)."""
+    device = getattr(x, "device", None)
+    if not isinstance(device, str) or ":GPU:" not in device.upper():
+        return TorchDevice(("cpu", None))
+    return TorchDevice(("cuda", int(device.rsplit(":", 1)[1])))
 
 
 class _TorchNoAutocast:
