@@ -28,7 +28,7 @@ def test_every_rule_has_examples() -> None:
 
 @pytest.mark.parametrize(("rule", "example"), CASES)
 def test_rule_example(rule, example) -> None:
-    result = transpile(example.before, to=example.to, from_=example.from_)
+    result = transpile(example.before, to=example.to, from_=example.from_, _standalone=example.vendored)
     if example.after is None:
         # Unchanged by this rule: no rewrite may be attributed to it.
         assert not [r for r in result.rewrites if r.rule == rule.name]

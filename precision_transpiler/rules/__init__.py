@@ -7,17 +7,18 @@ from precision_transpiler.rules.base import RULES, Example, Rule, register
 
 def active_rules() -> list[type[Rule]]:
     """All registered rules, in the order they run."""
-    from precision_transpiler.rules import torch_inplace_ops  # noqa: F401  # isort: skip (before op_patterns)
-    from precision_transpiler.rules import torch_random_init  # noqa: F401  # isort: skip (before op_patterns)
-    from precision_transpiler.rules import (  # noqa: F401  (import registers)
+    from precision_transpiler.rules import (  # noqa: F401  (import registers; `Rule.order` orders)
         dtype_identity,
         dtype_string,
         dtype_symbol,
         op_patterns,
         torch_inplace_init,
+        torch_inplace_ops,
         torch_layers,
         torch_modules,
         torch_modules_keras,
+        torch_random_init,
+        torch_tensor_index_tf,
         torch_zoo,
     )
 

@@ -28,6 +28,8 @@ class Example:
     from_: str | None = None
     #: substrings that must each appear in some diagnostic (e.g. "unsupported")
     diagnostics: tuple[str, ...] = ()
+    #: False: `after` shows shims imported, not copied in (keeps an example about a shim short)
+    vendored: bool = True
 
 
 class Rule:
@@ -36,6 +38,9 @@ class Rule:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
+    #: rules run in ascending `order`, then in import order: a rule that takes over calls another
+    #: rule would report (in-place ops, random init before op-pattern) gets a lower one
+    order: ClassVar[int] = 100
 
     def applies(self, ctx: RuleContext) -> bool:
         """Whether the rule has anything to do for this source/target pair."""
@@ -46,8 +51,10 @@ RULES: list[type[Rule]] = []
 
 
 def register(cls: type[Rule]) -> type[Rule]:
-    """Class decorator adding a rule to the engine, in import order."""
+    """Class decorator adding a rule to the engine (RULES stays sorted by `order`, then import
+    order, so that which module happened to be imported first never changes the result)."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} needs a name")
     RULES.append(cls)
+    RULES.sort(key=lambda rule: rule.order)  # stable: import order within one `order`
     return cls

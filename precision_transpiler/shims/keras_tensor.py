@@ -273,12 +273,43 @@ def _torch_index_update(x, index, value, combine):
     return ops.reshape(ops.scatter_update(flat, where, ops.reshape(new, (-1,))), shape)
 
 
+def _torch_is_array(part):
+    return (hasattr(part, "shape") and hasattr(part, "dtype")) or isinstance(part, list | np.ndarray)
+
+
+def _torch_index_read(x, index):
+    """`x[index]` with torch's (NumPy's) advanced indexing: one integer array on one axis among
+    full slices is a gather (which also runs in graphs, negative indices counted from the end);
+    other array indices select flat positions found with NumPy (eager values, static shape);
+    indices without arrays are TensorFlow's own."""
+    parts = index if isinstance(index, tuple) else (index,)
+    arrays = [i for i, part in enumerate(parts) if _torch_is_array(part)]
+    if not arrays:
+        return x[index]
+    full = slice(None)
+    if len(arrays) == 1 and all(isinstance(p, slice) and p == full for i, p in enumerate(parts) if i != arrays[0]):
+        axis, indices = arrays[0], parts[arrays[0]]
+        indices = ops.convert_to_tensor(indices)
+        if keras.backend.standardize_dtype(indices.dtype) != "bool":
+            size = ops.shape(x)[axis]
+            indices = ops.where(indices < 0, indices + ops.cast(size, indices.dtype), indices)
+            return ops.take(x, indices, axis=axis)
+    shape = tuple(x.shape)
+    if any(d is None for d in shape):
+        raise TypeError(f"a tensor of unknown shape {shape} read at a tensor index: its shape must be static")
+    positions = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[_torch_index_numpy(index)]
+    return ops.reshape(ops.take(ops.reshape(x, (-1,)), positions.reshape(-1)), positions.shape)
+
+
 class _TorchAtIndex:
     """`torch_at(x)[index]`: the updates of `x` at `index` (see torch_at)."""
 
     def __init__(self, x, index):
         self.x = x
         self.index = index
+
+    def get(self):
+        return _torch_index_read(self.x, self.index)
 
     def set(self, value):
         return _torch_index_update(self.x, self.index, value, None)
@@ -300,7 +331,9 @@ class _TorchAtIndex:
 
 
 class torch_at:
-    """torch's assignment into a tensor, for immutable TensorFlow tensors, written as JAX does it:
+    """torch's indexing of tensors by tensors (`torch_at(x)[idx].get()`: TensorFlow tensors take
+    only ints, slices, None and `...`), and assignment into a tensor, for immutable TensorFlow
+    tensors, written as JAX does it:
     `x[:, 0] = v` becomes `x = torch_at(x)[:, 0].set(v)` and `x[i] += v` becomes
     `x = torch_at(x)[i].add(v)`: a new tensor equal to x except at the index. The value is cast
     to x's dtype and broadcast to the indexed shape, as torch does. Basic and advanced indices

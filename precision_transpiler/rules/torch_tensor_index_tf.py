@@ -1,0 +1,85 @@
+"""Reads of a tensor at a tensor index, torch -> Keras (`table[index]` -> `torch_at(table)[index].get()`).
+
+torch indexes tensors with integer and boolean tensors (`bias_table[relative_position_index]` in
+Swin, `x[mask]`, `x[:, idx]`), as NumPy does; TensorFlow tensors take only ints, slices, `None`
+and `...` (a TypeError when run). JAX arrays index like NumPy, so only the Keras target needs
+this rule. It rewrites a subscript read whose base is known to be a tensor (a name the function
+binds to torch calls or annotates `torch.Tensor`, a registered buffer or parameter `self.<name>`)
+and whose index holds something that may be a tensor (such a name or buffer, a torch call, a
+comparison): `torch_at(x)[index].get()` (shims/keras_tensor.py) gathers exactly what torch's
+advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
+to be basic. Subscripts that are stored into are the in-place rule's (rules/torch_inplace_ops.py);
+bases that may be lists or dicts are left alone.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.torch_inplace_ops import _attribute_kind, _tensor_names, _torch_value, _Where
+
+_AT = "precision_transpiler.shims.keras_tensor.torch_at"
+
+
+@register
+class TorchTensorIndexTf(Rule):
+    name = "torch-tensor-index-tf"
+    summary = "Turn reads at tensor indices (x[idx], x[mask]) into gathers TensorFlow can run."
+    EXAMPLES = (
+        Example(
+            "import torch\n\n\ndef f(table: torch.Tensor, index: torch.Tensor, x):\n"
+            "    n = x.shape[0]\n    return table[index], table[:n]\n",
+            # before the shim is copied into the file (vendored=False): its qualified name
+            "import tensorflow as tf\nimport precision_transpiler\n\n\n"
+            "def f(table: tf.Tensor, index: tf.Tensor, x):\n    n = x.shape[0]\n"
+            "    return precision_transpiler.shims.keras_tensor.torch_at(table)[index].get(), table[:n]\n",
+            to="tf",
+            vendored=False,
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "tf"
+
+    def leave_Subscript(
+        self, ctx: RuleContext, original: cst.Subscript, updated: cst.Subscript
+    ) -> cst.BaseExpression | None:
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.AssignTarget | cst.AugAssign | cst.Del) or (
+            isinstance(parent, cst.Attribute) and isinstance(ctx.parent(parent), cst.Call)
+        ):
+            return None  # a store (the in-place rule's), or the receiver of a method call (`x[i].add_(1)`)
+        if not self._tensor(ctx, original.value, original):
+            return None
+        if not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
+            return None
+        at = cst.Call(ctx.expr_for(_AT), [cst.Arg(updated.value)])
+        value = cst.Call(cst.Attribute(cst.Subscript(at, updated.slice), cst.Name("get")), [])
+        ctx.record(self.name, original, value)
+        return value
+
+    def _tensor(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """A name bound only to tensors, or a registered buffer/parameter of self."""
+        if isinstance(node, cst.Name):
+            return _tensor_names(ctx, _Where.scope_of(ctx, anchor)).get(node.value) is True
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return _attribute_kind(ctx, node, anchor) == "variable"
+        return _torch_value(ctx, node)
+
+    def _may_be_tensor(self, ctx: RuleContext, piece: cst.BaseSlice, anchor: cst.CSTNode) -> bool:
+        if not isinstance(piece, cst.Index):
+            return False  # a slice: ints (or None)
+        return self._tensor_expr(ctx, piece.value, anchor)
+
+    def _tensor_expr(self, ctx: RuleContext, value: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """A tensor, or arithmetic/comparison with a tensor operand (`i - 3`, `x > 0`, `~mask`)."""
+        if isinstance(value, cst.Comparison):
+            parts = [value.left, *(c.comparator for c in value.comparisons)]
+            return any(self._tensor_expr(ctx, part, anchor) for part in parts)
+        if isinstance(value, cst.BinaryOperation):
+            return self._tensor_expr(ctx, value.left, anchor) or self._tensor_expr(ctx, value.right, anchor)
+        if isinstance(value, cst.UnaryOperation):
+            return self._tensor_expr(ctx, value.expression, anchor)
+        return self._tensor(ctx, value, anchor)
