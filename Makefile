@@ -66,3 +66,21 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist out *.egg-info .pytest_cache .ruff_cache
+
+# Ivy side by side (docs/benchmarks.md): Ivy's transpiler in its own venv (its output fails on
+# this project's jax/keras), ptranspile in .venv, the same cases, one merged table. Slow
+# (minutes per Ivy transpile) and a ~2.5 GB venv, so it is not part of `make test` or `make bench`.
+IVY_VENV ?= .venv-ivy
+IVY_OUT ?= out/ivy_baseline
+
+$(IVY_VENV)/.installed: benchmarks/ivy_baseline/requirements.txt
+	bash benchmarks/ivy_baseline/setup.sh $(IVY_VENV)
+	@touch $@
+
+.PHONY: bench-ivy
+bench-ivy: $(STAMP) $(IVY_VENV)/.installed
+	@mkdir -p $(IVY_OUT)
+	$(IVY_VENV)/bin/python benchmarks/ivy_baseline/run_ivy.py --json $(IVY_OUT)/ivy.json --markdown $(IVY_OUT)/ivy.md
+	$(BIN)/python benchmarks/ivy_baseline/ours.py --json $(IVY_OUT)/ours.json --markdown $(IVY_OUT)/ours.md
+	$(BIN)/python benchmarks/ivy_baseline/compare.py --ivy $(IVY_OUT)/ivy.json --ours $(IVY_OUT)/ours.json \
+		--markdown $(IVY_OUT)/side_by_side.md

@@ -8,8 +8,13 @@ Markdown table (per case and direction: converted, unsupported constructs, verif
 against the tolerance, transpile time, the first diagnostic of a failure) and the overall rates,
 and can write the same as JSON.
 
-    python benchmarks/corpus.py [--quick] [--targets jax,tf] [--policies fp32,mixed]
+    python benchmarks/corpus.py [--quick] [--targets jax,tf] [--policies fp32,mixed] [--time N]
                                 [--cases SUBSTRING] [--json OUT.json] [--markdown OUT.md]
+
+With `--time N` it also reports, for every verified case, one forward of the original (torch
+eager under no_grad), of the converted model (`jax.jit`, `tf.function`) and, under a mixed
+policy, of the original under torch autocast, as ratios to the torch fp32 forward (medians of N
+after warm-up, measured side by side in one process), and the parameter bytes ratio.
 
 Failures are data, not crashes: an exception while converting or verifying a case is recorded
 as that case's first diagnostic and the run goes on.
@@ -62,6 +67,12 @@ class Outcome:
     lines_out: int = 0
     first_problem: str = ""
     notes: list[str] = field(default_factory=list)
+    # with --time N (verified cases): median seconds of one forward, measured side by side
+    forward_original_s: float | None = None
+    forward_converted_s: float | None = None
+    forward_reference_s: float | None = None  # the original under torch autocast (mixed policies)
+    param_bytes_original: int | None = None
+    param_bytes_converted: int | None = None
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -83,7 +94,7 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_case(case: Case, target: str, policy: str) -> Outcome:
+def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
     outcome = Outcome(case.name, target, policy)
     try:
         original = package_file(case.package, case.file)
@@ -107,9 +118,18 @@ def run_case(case: Case, target: str, policy: str) -> Outcome:
     start = time.perf_counter()
     try:
         virtual = original.with_name(f"{original.stem}_ptranspile_corpus_{target}_{policy}.py")
-        options = VerifyOptions(entry=case.entry, inputs=case.inputs, calibrate_bn=case.calibrate_bn, layers=False)
+        options = VerifyOptions(
+            entry=case.entry, inputs=case.inputs, calibrate_bn=case.calibrate_bn, layers=False, timing=timing
+        )
         verdict = verify_files(original, virtual, options, converted_code=result.code)
         outcome.verified = verdict.passed
+        if verdict.timing:
+            outcome.forward_original_s = verdict.timing.get("original")
+            outcome.forward_converted_s = verdict.timing.get("converted")
+            outcome.forward_reference_s = verdict.timing.get("reference")
+        if verdict.param_bytes:
+            outcome.param_bytes_original = verdict.param_bytes.get("original")
+            outcome.param_bytes_converted = verdict.param_bytes.get("converted")
         outcome.max_rel_err = verdict.max_rel_err
         outcome.tolerance = verdict.tolerance.get("max_rel_err")
         if not verdict.passed:
@@ -122,19 +142,34 @@ def run_case(case: Case, target: str, policy: str) -> Outcome:
     return outcome
 
 
+def _ratio(value: float | None, base: float | None) -> str:
+    return "-" if value is None or not base else f"{value / base:.2f}"
+
+
 def markdown(outcomes: list[Outcome], header: str) -> str:
+    timed = any(o.forward_original_s for o in outcomes)
+    extra = " fwd torch (ms) | converted / torch | torch autocast / torch | params converted / torch |" if timed else ""
     rows = [
         header,
         "",
-        "| case | to | policy | converted | unsupported | verified | rel err / tolerance | transpile (s) "
-        "| first diagnostic |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| case | to | policy | converted | unsupported | verified | rel err / tolerance | transpile (s) |"
+        + extra
+        + " first diagnostic |",
+        "|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if timed else "") + "---|",
     ]
     for o in outcomes:
         err = "-" if o.max_rel_err is None else f"{o.max_rel_err:.1e} / {o.tolerance:.1e}"
+        speed = ""
+        if timed:
+            base = o.forward_original_s
+            speed = (
+                f" {'-' if base is None else f'{base * 1e3:.1f}'} | {_ratio(o.forward_converted_s, base)} | "
+                f"{_ratio(o.forward_reference_s, base)} | {_ratio(o.param_bytes_converted, o.param_bytes_original)} |"
+            )
         rows.append(
             f"| {o.case} | {o.target} | {o.policy} | {'yes' if o.converted else 'no'} | {o.unsupported} | "
-            f"{'yes' if o.verified else 'no'} | {err} | {o.transpile_s:.2f} | {o.first_problem.replace('|', '/')} |"
+            f"{'yes' if o.verified else 'no'} | {err} | {o.transpile_s:.2f} |{speed} "
+            f"{o.first_problem.replace('|', '/')} |"
         )
     rows += [
         "",
@@ -175,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="", help="only cases whose name contains one of these (comma-separated)")
     parser.add_argument("--targets", default="jax")
     parser.add_argument("--policies", default="fp32,mixed")
+    parser.add_argument(
+        "--time",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time one forward of the original, the converted model and (mixed) torch autocast: "
+        "medians of N runs after warm-up, side by side in one process (torch eager, jax.jit, tf.function)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
@@ -189,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         for target in args.targets.split(","):
             for policy in args.policies.split(","):
-                outcome = run_case(case, target, policy)
+                outcome = run_case(case, target, policy, args.time)
                 outcomes.append(outcome)
                 status = "verified" if outcome.verified else ("converted" if outcome.converted else "failed")
                 print(f"{case.name} -> {target} {policy}: {status} {outcome.first_problem}", file=sys.stderr)

@@ -59,6 +59,14 @@ def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-perturb", action="store_true", help="do not perturb the random weights (may hide branches)"
     )
     group.add_argument("--no-layers", action="store_true", help="compare outputs only (no per-layer report)")
+    group.add_argument(
+        "--time",
+        type=int,
+        metavar="N",
+        default=0,
+        help="also time one forward of each model (torch under no_grad, jax.jit, tf.function; with a "
+        "low-precision policy also torch autocast): medians of N runs after warm-up, in the report",
+    )
     group.add_argument("--max-layers", type=int, metavar="N", help="layers shown in the terminal tree (default 40)")
     group.add_argument("--report-html", metavar="FILE", help="write the verification report as a web page")
     group.add_argument("--emit-test", metavar="FILE", help="write a pytest file that repeats this verification")
@@ -112,6 +120,7 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
         fp32_tolerance=float(pick(args.fp32_tolerance, "fp32-tolerance", DEFAULT_FP32_TOLERANCE)),
         mixed_factor=float(pick(args.mixed_factor, "mixed-factor", DEFAULT_MIXED_FACTOR)),
         layers=not args.no_layers,
+        timing=max(0, getattr(args, "time", 0) or 0),
     )
     for name, value in (("--tolerance", options.tolerance), ("--fp32-tolerance", options.fp32_tolerance)):
         if value is not None and value < 0:

@@ -67,3 +67,20 @@ def test_corpus_runner_on_a_tiny_corpus(tmp_path: Path, capsys) -> None:
     assert "| torchvision squeezenet1_1 | jax | fp32 | yes | 0 | yes |" in table
     assert "| jax | fp32 | 2 | 1 (50%) | 1 (50%) | 1 (50%) |" in table
     assert data["versions"]["torch"].startswith("2.")
+
+
+def test_corpus_times_the_models_side_by_side(tmp_path: Path) -> None:
+    """--time: the forward of the original, the converted model (jax.jit / tf.function) and, under
+    the mixed policy, torch autocast, medians in one process; ratios in the table."""
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(CASES.split("  - name: a file")[0])
+    out_json, out_md = tmp_path / "corpus.json", tmp_path / "corpus.md"
+    corpus = _corpus()
+    argv = ["--cases-file", str(cases), "--targets", "tf", "--policies", "mixed", "--time", "2"]
+    assert corpus.main([*argv, "--json", str(out_json), "--markdown", str(out_md)]) == 0
+    (outcome,) = json.loads(out_json.read_text())["outcomes"]
+    assert outcome["verified"], outcome["first_problem"]
+    for key in ("forward_original_s", "forward_converted_s", "forward_reference_s"):
+        assert outcome[key] is not None and outcome[key] > 0, key
+    assert outcome["param_bytes_converted"] == outcome["param_bytes_original"]  # mixed keeps float32 variables
+    assert "| converted / torch | torch autocast / torch |" in out_md.read_text()

@@ -159,3 +159,18 @@ def test_thresholds_come_from_pyproject_and_flags_override_them(tmp_path: Path) 
     (tmp_path / "pyproject.toml").write_text("[tool.ptranspile]\nmixed-factor = 'two'\n")
     bad = run_cli("mlp.py", "--to", "torch", "--verify", *ENTRY, cwd=tmp_path)
     assert bad.code == 2 and "'mixed-factor' has the wrong type" in bad.err
+
+
+def test_time_reports_forward_speed_side_by_side(tmp_path: Path) -> None:
+    """`--time N`: medians of one forward of the original and of the converted model (jax.jit
+    here), and under a mixed policy of torch autocast, in the terminal summary and the JSON."""
+    original = _model(tmp_path)
+    report = tmp_path / "r.json"
+    run = run_cli(
+        str(original), "--to", "jax", "--policy", "mixed", "-o", str(tmp_path / "mlp_jax.py"), "--verify",
+        *ENTRY, "--time", "3", "--no-layers", "--report-json", str(report),
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "forward       original" in run.err and "original's own mixed precision" in run.err
+    timing = json.loads(report.read_text())["timing"]
+    assert timing["repeat"] == 3 and all(timing[k] > 0 for k in ("original", "converted", "reference"))

@@ -323,6 +323,17 @@ def render_text(report: dict[str, Any], *, color: bool = False, max_layers: int 
         summary.append(
             ("parameters", f"{_fmt_bytes(sizes[0])} -> {_fmt_bytes(sizes[1])}" + (f" ({ratio})" if ratio else ""))
         )
+    timing = report.get("timing")
+    if isinstance(timing, Mapping) and _num(timing.get("original")):
+        base = float(timing["original"])
+        parts = [
+            f"original {base * 1e3:.1f} ms",
+            f"converted {float(timing['converted']) * 1e3:.1f} ms (x{float(timing['converted']) / base:.3g})",
+        ]
+        if _num(timing.get("reference")):
+            ref = float(timing["reference"])
+            parts.append(f"original's own mixed precision {ref * 1e3:.1f} ms (x{ref / base:.3g})")
+        summary.append(("forward", ", ".join(parts) + f"; medians of {int(timing.get('repeat', 0))}"))
     out.append(st.bold("Summary"))
     out.extend(f"  {label:<13} {value}" for label, value in summary)
 

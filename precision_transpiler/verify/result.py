@@ -75,6 +75,8 @@ class VerificationResult:
     first_bad_source: str | None = None
     notes: list[str] = field(default_factory=list)
     param_bytes: dict[str, int] | None = None  # {"original": ..., "converted": ...} after the runs
+    # --time N: median seconds of one compiled forward {"original", "converted", "reference", "repeat"}
+    timing: dict[str, float] | None = None
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:

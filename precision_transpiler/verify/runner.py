@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class VerifyOptions:
     fp32_tolerance: float = DEFAULT_FP32_TOLERANCE
     mixed_factor: float = DEFAULT_MIXED_FACTOR
     layers: bool = True
+    timing: int = 0  # > 0: time one forward of each model (medians of this many runs after warm-up)
     source: str | None = None  # frameworks; None: detected from the files' imports
     target: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -233,6 +235,10 @@ def _compare_models(
     measure = getattr(adapter, "param_bytes", None)
     if measure is not None and measure_source is not None:
         verdict.param_bytes = {"original": measure_source(reference_model), "converted": measure(converted_model)}
+    if options.timing > 0:
+        verdict.timing = _time_models(
+            options.timing, inputs, source_adapter, reference_model, adapter, converted_model, compute if low else None
+        )
     verdict.notes.append(
         (
             f"ran both models on {target}"
@@ -245,6 +251,39 @@ def _compare_models(
     )
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+def _median_seconds(forward: Any, repeat: int) -> float:
+    """Median wall time of `forward()` over `repeat` runs, after two warm-up runs (compilation,
+    caches). Medians, because these machines are shared and single runs swing."""
+    for _ in range(2):
+        forward()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        forward()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _time_models(
+    repeat: int,
+    inputs: list[np.ndarray],
+    source_adapter: Adapter,
+    reference_model: Any,
+    adapter: Adapter,
+    converted_model: Any,
+    compute: str | None,
+) -> dict[str, float]:
+    """Forward times of the original, the converted model and (for a low-precision policy) the
+    original under its framework's own mixed precision, measured side by side in this process."""
+    timing: dict[str, float] = {"repeat": repeat}
+    timing["original"] = _median_seconds(source_adapter.timed_forward(reference_model, inputs), repeat)
+    timing["converted"] = _median_seconds(adapter.timed_forward(converted_model, inputs), repeat)
+    if compute is not None and source_adapter.name == "torch":
+        forward = source_adapter.timed_forward(reference_model, inputs, compute=compute)
+        timing["reference"] = _median_seconds(forward, repeat)
+    return timing
 
 
 def _judge(

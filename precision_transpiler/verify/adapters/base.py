@@ -82,6 +82,12 @@ class Adapter(Protocol):
         `param` != "float32" means parameters are stored in low precision too (pure bf16/fp16).
         `model` must be left as it was."""
 
+    def timed_forward(self, model: Any, inputs: list[np.ndarray], *, compute: str | None = None) -> Callable[[], Any]:
+        """A zero-argument function running one inference forward the way the framework is
+        deployed (torch eager under no_grad, `jax.jit`, `tf.function`) and waiting for its result:
+        what `--time` measures. `compute` (torch): under autocast to that dtype."""
+        raise NotImplementedError
+
     def layer_source(self, model: Any, path: str) -> str | None:
         """`file:line` where the layer at `path` is created (the `self.x = ...` line), if known."""
 

@@ -270,6 +270,24 @@ class FlaxAdapter:
         result.outputs = [(name, to_numpy(a), dtype_name(a)) for name, a in flatten(out)]
         return result
 
+    def timed_forward(self, model: Any, inputs: list[np.ndarray], *, compute: str | None = None) -> Callable[[], Any]:
+        """The model under `jax.jit` (its graph and state split, as deployed code runs it)."""
+        import jax
+        from flax import nnx
+
+        model.eval()
+        graphdef, state = nnx.split(model)
+        arrays = self._inputs(inputs)
+
+        @jax.jit
+        def run(state: Any, *args: Any) -> Any:
+            return nnx.merge(graphdef, state)(*args)
+
+        def forward() -> Any:
+            return jax.block_until_ready(run(state, *arrays))
+
+        return forward
+
     def _captured(self, model: Any, arrays: list[Any], result: Capture) -> Any:
         paths: dict[int, str] = {}
         swapped: list[tuple[Any, type]] = []

@@ -173,6 +173,23 @@ class KerasAdapter:
         keras = _keras()
         return [keras.ops.convert_to_tensor(np.ascontiguousarray(a)) for a in inputs]
 
+    def timed_forward(self, model: Any, inputs: list[np.ndarray], *, compute: str | None = None) -> Callable[[], Any]:
+        """The model called through `tf.function` (a graph, as `model.predict` runs it) on the
+        TensorFlow backend; eagerly on others."""
+        keras = _keras()
+        tensors = self._tensors(inputs)
+        call = lambda *args: self._forward(model, list(args))  # noqa: E731
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            call = tf.function(call)
+
+        def forward() -> Any:
+            out = call(*tensors)
+            return [np.asarray(t) for t in keras.tree.flatten(out) if hasattr(t, "dtype")]
+
+        return forward
+
     def _forward(self, model: Any, tensors: list[Any], *, training: bool = False) -> Any:
         """A functional model with several inputs takes them as one list; anything else as
         positional arguments. Keras always accepts `training=` in `__call__`."""

@@ -166,6 +166,20 @@ class TorchAdapter:
         tensors = [t.to(low) if t.is_floating_point() else t for t in tensors]
         return self._run(pure, tensors, capture=capture)
 
+    def timed_forward(self, model: Any, inputs: list[np.ndarray], *, compute: str | None = None) -> Callable[[], Any]:
+        torch = _torch()
+        tensors = self._inputs(inputs)
+        model.eval()
+
+        def forward() -> Any:
+            with torch.no_grad():
+                if compute is None:
+                    return model(*tensors)
+                with torch.autocast("cpu", dtype=getattr(torch, compute)):
+                    return model(*tensors)
+
+        return forward
+
     def param_bytes(self, model: Any) -> int:
         """Bytes of parameters and buffers as the model holds them now (after a forward, so a
         policy's one-time parameter cast has happened)."""
