@@ -276,23 +276,15 @@ def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[
 def _apply_keras_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
 ) -> tuple[cst.Module, list[Any]]:
-    """Strip what an earlier run inserted, then apply `policy` to Keras layers. The helper block
-    depends on what the pass found (subclassed layers, models to check for NaN), so the pass
-    made by `_apply_layer_policy` is kept here for it."""
-    from precision_transpiler.precision import keras_policy
-
-    passes: list[keras_policy.KerasPolicyPass] = []
-
-    def make_pass(policy: Any, table: MappingSet, module: cst.Module, source: str) -> keras_policy.KerasPolicyPass:
-        passes.append(keras_policy.KerasPolicyPass(policy, table, module, source, nan_fallback))
-        return passes[-1]
+    """Strip what an earlier run inserted, then apply `policy` to Keras layers (the helper block
+    depends on what the pass found: subclassed layers, models to check for NaN)."""
+    from precision_transpiler.precision import keras_policy as kp
 
     return _apply_layer_policy(
         module,
         policy,
-        table,
-        make_pass,
-        lambda p: keras_policy.helper_block(p, table, nan_fallback, passes[-1].needs_runtime),
+        lambda module, source: kp.KerasPolicyPass(policy, table, module, source, nan_fallback),
+        lambda done: kp.helper_block(policy, table, nan_fallback, done.needs_runtime),
         [("keras", "keras")],
     )
 
@@ -302,22 +294,13 @@ def _apply_keras_torch_policy(
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to torch code converted to Keras
     (precision/keras_torch_policy.py: torch's model.to + autocast semantics)."""
-    from precision_transpiler.precision import keras_torch_policy
-
-    passes: list[keras_torch_policy.KerasTorchPolicyPass] = []
-
-    def make_pass(
-        policy: Any, table: MappingSet, module: cst.Module, source: str
-    ) -> keras_torch_policy.KerasTorchPolicyPass:
-        passes.append(keras_torch_policy.KerasTorchPolicyPass(policy, table, module, source))
-        return passes[-1]
+    from precision_transpiler.precision import keras_torch_policy as ktp
 
     return _apply_layer_policy(
         module,
         policy,
-        table,
-        make_pass,
-        lambda p: keras_torch_policy.helper_block(p, table, nan_fallback, passes[-1].layer_dtypes()),
+        lambda module, source: ktp.KerasTorchPolicyPass(policy, table, module, source),
+        lambda done: ktp.helper_block(policy, table, nan_fallback, done.layer_dtypes()),
         [("keras", "keras")],
     )
 
@@ -326,40 +309,35 @@ def _apply_flax_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to Flax NNX layers."""
-    from precision_transpiler.precision import flax_policy
-
-    passes: list[flax_policy.FlaxPolicyPass] = []
-
-    def make_pass(policy: Any, table: MappingSet, module: cst.Module, source: str) -> flax_policy.FlaxPolicyPass:
-        passes.append(flax_policy.FlaxPolicyPass(policy, table, module, source))
-        return passes[-1]
+    from precision_transpiler.precision import flax_policy as fp
 
     return _apply_layer_policy(
         module,
         policy,
-        table,
-        make_pass,
-        lambda p: flax_policy.helper_block(p, nan_fallback, passes[-1].layer_dtypes()),
+        lambda module, source: fp.FlaxPolicyPass(policy, table, module, source),
+        lambda done: fp.helper_block(policy, nan_fallback, done.layer_dtypes()),
         [("jax", "jax"), ("jax.numpy", "jnp")],
     )
 
 
 def _apply_layer_policy(
-    module: cst.Module, policy: Any, table: MappingSet, pass_type: Any, helpers: Any, imports: list[tuple[str, str]]
+    module: cst.Module, policy: Any, make_pass: Any, helpers: Any, imports: list[tuple[str, str]]
 ) -> tuple[cst.Module, list[Any]]:
+    """Strip what an earlier run inserted, run the pass `make_pass(module, source)` makes, and
+    put `helpers(the pass, after its run)` after the leading imports when it decided anything."""
     from precision_transpiler.precision.strip import strip_inserted
 
     if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
         module, _ = strip_inserted(module)
     if policy.is_full_precision:
         return module, []
-    policy_pass = pass_type(policy, table, module, module.code)
+    policy_pass = make_pass(module, module.code)
     module = module.visit(policy_pass)
     if not policy_pass.decisions:
         return module, []
     body = list(module.body)
     index = _after_leading_imports(body)
-    body[index:index] = helpers(policy)
+    body[index:index] = helpers(policy_pass)
     return _with_helper_imports(module.with_changes(body=body), imports), policy_pass.decisions
 
 
@@ -382,22 +360,15 @@ def _apply_torch_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32)."""
-    from precision_transpiler.precision.strip import strip_inserted
     from precision_transpiler.precision.torch_policy import TorchPolicyPass, helper_block
 
-    if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
-        module, _ = strip_inserted(module)
-    if policy.is_full_precision:
-        return module, []
-    source = module.code
-    policy_pass = TorchPolicyPass(policy, table, module, source, nan_fallback)
-    module = module.visit(policy_pass)
-    if not policy_pass.decisions:
-        return module, []
-    body = list(module.body)
-    index = _after_leading_imports(body)
-    body[index:index] = helper_block(policy, table, nan_fallback)
-    return _with_helper_imports(module.with_changes(body=body), [("torch", "torch")]), policy_pass.decisions
+    return _apply_layer_policy(
+        module,
+        policy,
+        lambda module, source: TorchPolicyPass(policy, table, module, source, nan_fallback),
+        lambda done: helper_block(policy, table, nan_fallback),
+        [("torch", "torch")],
+    )
 
 
 def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnostic:
