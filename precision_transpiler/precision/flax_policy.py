@@ -37,8 +37,8 @@ _PTRANSPILE_NAN_FALLBACK = {nan_fallback}
 
 
 def _ptranspile_fp32(x):
-    """fp32 island for an op the policy keeps in float32."""
-    return x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
+    """fp32 island for an op the policy keeps in float32 (Python numbers pass as they are)."""
+    return x.astype(jnp.float32) if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating) else x
 
 
 def _ptranspile_output(t):
