@@ -14,6 +14,7 @@ def active_rules() -> list[type[Rule]]:
         op_patterns,
         torch_inplace_init,
         torch_inplace_ops,
+        torch_int_promotion_tf,
         torch_layers,
         torch_modules,
         torch_modules_keras,
