@@ -319,3 +319,50 @@ def test_attribute_patterns_leave_assignment_targets_alone(to: str) -> None:
     )
     code = transpile(source, to=to).code
     assert "self.dtype, self.device = k.dtype, " in code
+
+
+DENSE_PATTERNS = """
+import torch
+import torch.nn as nn
+
+
+class Transition(nn.Sequential):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.norm = nn.BatchNorm2d(cin)
+        self.relu = nn.ReLU()
+        self.conv = nn.Conv2d(cin, cout, 1)
+
+
+class Block(nn.ModuleDict):
+    def __init__(self, n, c):
+        super().__init__()
+        for i in range(n):
+            self.add_module("layer%d" % (i + 1), nn.Conv2d(c, c, 3, padding=1))
+
+    def forward(self, x):
+        for name, layer in self.items():
+            x = x + layer(x)
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block(2, 4)
+        self.trans = Transition(4, 8)
+
+    def forward(self, x):
+        return self.trans(self.block(x))
+"""
+
+
+def test_children_added_to_module_dicts_and_assigned_in_sequentials(tmp_path: Path) -> None:
+    """torchvision DenseNet's patterns: `add_module` on a ModuleDict subclass makes entries that
+    `items()` walks, and layers assigned as attributes of a Sequential subclass are its children,
+    run in assignment order; torch's state_dict names reach them."""
+    original, converted, code = _convert(DENSE_PATTERNS, tmp_path, "dense")
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4,8,8]"])
+    verdict = verify_files(original, converted, options, converted_code=code)
+    assert verdict.passed, verdict.failures
+    assert {"block.layer1", "block.layer2", "trans.norm", "trans.conv"} <= {layer.path for layer in verdict.layers}

@@ -948,6 +948,16 @@ class Sequential(keras.layers.Layer):
         for i, module in enumerate(modules):
             self.add_module(str(i), module)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A layer assigned as an attribute of a Sequential (subclass: torchvision's DenseNet
+        `_Transition` sets `self.norm = nn.BatchNorm2d(...)`) is a child, run in assignment
+        order, as torch registers it."""
+        if isinstance(value, keras.layers.Layer) and not name.startswith("_") and "_torch_modules" in self.__dict__:
+            self.__dict__.pop(name, None)
+            self.add_module(name, value)
+            return
+        super().__setattr__(name, value)
+
     def __getattr__(self, name: str) -> Any:
         """torch reads named children as attributes (`self.heads.head` of an OrderedDict Sequential)."""
         modules = self.__dict__.get("_torch_modules")
@@ -1082,6 +1092,13 @@ class ModuleDict(keras.layers.Layer):
             self._torch_modules.update(dict(items))
         else:
             self._torch_modules[key] = module
+
+    def add_module(self, name: str, module: Any) -> None:
+        """torch's `add_module` on a ModuleDict (and classes deriving from it, DenseNet's
+        `_DenseBlock`): the child is an entry, so `items()` and torch's key paths see it."""
+        self[name] = module
+
+    register_module = add_module
 
     def __delitem__(self, key: str) -> None:
         self._torch_modules.pop(key)
