@@ -185,6 +185,8 @@ def _ptranspile_module(cls):
     import functools
     import inspect
 
+    if not issubclass(cls, keras.layers.Layer):  # a class deriving from a library counterpart (ModelOutput)
+        return cls
     init = cls.__init__
 
     @functools.wraps(init)

@@ -156,16 +156,23 @@ def _conv_nd(
     y = ops.conv(_channels_last(x), kernel, strides=1 if both else stride, padding="valid", dilation_rate=dilation)
     if both:
         y = y[(slice(None), *(slice(None, None, s) for s in stride), slice(None))]
-    if bias is not None:
-        y = y + bias
-    y = _channels_first(y)
+    y = _channels_first(_add_bias(y, bias))
     return y[0] if unbatched else y
+
+
+def _add_bias(y: Any, bias: Any) -> Any:
+    """y + bias; in float32 when y is 16-bit, rounded once: torch's fused bias add (addmm, oneDNN
+    convolutions) does not round the bias to 16 bits nor the sum twice."""
+    if bias is None:
+        return y
+    if keras.backend.standardize_dtype(y.dtype) in ("bfloat16", "float16"):
+        return ops.cast(ops.cast(y, "float32") + ops.cast(bias, "float32"), y.dtype)
+    return y + bias
 
 
 def _linear(x: Any, weight: Any, bias: Any) -> Any:
     """x @ W.T + b with torch's (out, in) weight layout (Keras Dense: kernel (in, out))."""
-    y = ops.matmul(x, ops.transpose(weight))
-    return y if bias is None else y + bias
+    return _add_bias(ops.matmul(x, ops.transpose(weight)), bias)
 
 
 def _lowest(dtype: Any) -> float:

@@ -156,6 +156,23 @@ def add_module(parent: Any, name: str, module: Any) -> None:
         setattr(parent, name, module)
 
 
+def _var_keyword_extras(layer: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pop and return the keyword arguments only `call`'s `**kwargs` takes that are not tensors
+    (None stays: Keras accepts it anywhere)."""
+    parameters = layer._call_signature.parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return {}
+    named = {name for name, p in parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    extras = {}
+    for name in list(kwargs):
+        value = kwargs[name]
+        if name in named or name in layer._call_context_args or value is None:
+            continue
+        if not (ops.is_tensor(value) or isinstance(value, keras.KerasTensor)):
+            extras[name] = kwargs.pop(name)
+    return extras
+
+
 class Parameter(keras.Variable):
     """torch.nn.Parameter(data, requires_grad=True): a trainable Keras variable holding `data` (its
     dtype kept). Assigned to a layer attribute, the layer tracks it (`layer.trainable_weights`)."""
@@ -188,7 +205,27 @@ class TorchModule(keras.layers.Layer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("training") is None and _call_training() is None:
             kwargs["training"] = self._torch_training  # the outermost call: this module's mode
-        return super().__call__(*args, **kwargs)
+        hidden = _var_keyword_extras(self, kwargs)
+        if not hidden:
+            return super().__call__(*args, **kwargs)
+        # Keras refuses a `**kwargs` bundle mixing tensors and other values (`position_ids=t,
+        # use_cache=False` into transformers' `**kwargs`): those values reach `call` around
+        # Keras' argument checks, through an instance `call` (which Keras' __call__ invokes)
+        # that adds them; the previous one is restored after.
+        saved = self.__dict__.get("call")
+        inner = self.call
+
+        def call_with_extras(*call_args: Any, **call_kwargs: Any) -> Any:
+            return inner(*call_args, **call_kwargs, **hidden)
+
+        object.__setattr__(self, "call", call_with_extras)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            if saved is None:
+                self.__dict__.pop("call", None)
+            else:
+                object.__setattr__(self, "call", saved)
 
     @property
     def training(self) -> bool:
@@ -214,6 +251,11 @@ class TorchModule(keras.layers.Layer):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """torch's `module.forward(x)`: the converted forward (`call`), without Keras' `__call__`."""
         return self.call(*args, **kwargs)
+
+    def compute_mask(self, inputs: Any, previous_mask: Any) -> None:
+        """No Keras mask metadata on outputs: a torch `mask` argument is the module's own input
+        (DistilBERT's attention mask), which Keras would otherwise warn it "destroys"."""
+        return None
 
     # -- attribute names torch code uses and Keras defines only for functional models ----------
 

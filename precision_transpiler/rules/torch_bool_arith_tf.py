@@ -1,0 +1,89 @@
+"""Arithmetic with a boolean tensor comparison, torch -> Keras (`x *= a > b` -> `keras.ops.multiply`).
+
+torch promotes a bool tensor in arithmetic (`float_mask * (arange > pos)` is float, as in NumPy
+and JAX), and transformers builds its causal masks that way (`causal_mask *= torch.arange(n) >
+cache_position.reshape(-1, 1)` in OPT, Bart, GPT-Neo and many more). TensorFlow's operators do
+not promote: `float_tensor * bool_tensor` silently falls back to the bool operand's `__rmul__`,
+which casts the float mask to bool, and the next addition fails (or, worse, a bool mask flows on).
+`keras.ops.multiply`/`add`/`subtract` promote as torch does (float32 * bool -> float32, and a
+Python number stays weakly typed). So for the Keras target this rule rewrites `x op= <comparison>`
+(op `*`, `+`, `-`; `x` a name or attribute) into `x = keras.ops.<op>(x, <comparison>)`, and the
+binary operation `y op <comparison>` (either side) into `keras.ops.<op>(y, <comparison>)`, when the
+comparison has an operand known to be a tensor (a torch call, a name bound only to tensors, a
+registered buffer or parameter). Comparisons of plain Python values are left alone.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.torch_inplace_ops import _attribute_kind, _tensor_names, _torch_value, _Where
+
+_OPS: dict[type[cst.BaseBinaryOp], str] = {
+    cst.Multiply: "keras.ops.multiply",
+    cst.Add: "keras.ops.add",
+    cst.Subtract: "keras.ops.subtract",
+}
+_AUG_OPS: dict[type[cst.BaseAugOp], str] = {
+    cst.MultiplyAssign: "keras.ops.multiply",
+    cst.AddAssign: "keras.ops.add",
+    cst.SubtractAssign: "keras.ops.subtract",
+}
+
+
+@register
+class TorchBoolArithTf(Rule):
+    name = "torch-bool-arith-tf"
+    summary = "Promote boolean tensor comparisons in arithmetic (x *= a > b) as torch does, with keras.ops."
+    EXAMPLES = (
+        Example(
+            "import torch\n\n\ndef f(mask: torch.Tensor, pos: torch.Tensor, n: int):\n"
+            "    mask *= pos > 0\n    return mask + (pos > 1), n * (n > 1)\n",
+            "import tensorflow as tf\nimport keras\n\n\ndef f(mask: tf.Tensor, pos: tf.Tensor, n: int):\n"
+            "    mask = keras.ops.multiply(mask, pos > 0)\n    return keras.ops.add(mask, (pos > 1)), n * (n > 1)\n",
+            to="tf",
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "tf"
+
+    def leave_AugAssign(self, ctx: RuleContext, original: cst.AugAssign, updated: cst.AugAssign) -> cst.Assign | None:
+        op = _AUG_OPS.get(type(original.operator))
+        if op is None or not isinstance(original.target, cst.Name | cst.Attribute):
+            return None
+        if not self._tensor_comparison(ctx, original.value, original):
+            return None
+        call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.target), cst.Arg(updated.value)])  # type: ignore[arg-type]
+        replacement = cst.Assign([cst.AssignTarget(updated.target)], call)  # type: ignore[arg-type]
+        ctx.record(self.name, original, replacement)
+        return replacement
+
+    def leave_BinaryOperation(
+        self, ctx: RuleContext, original: cst.BinaryOperation, updated: cst.BinaryOperation
+    ) -> cst.BaseExpression | None:
+        op = _OPS.get(type(original.operator))
+        if op is None:
+            return None
+        if not any(self._tensor_comparison(ctx, side, original) for side in (original.left, original.right)):
+            return None
+        call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.right)])
+        replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        ctx.record(self.name, original, replacement)
+        return replacement
+
+    def _tensor_comparison(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """A comparison (parenthesised or not) with an operand known to be a tensor."""
+        if not isinstance(node, cst.Comparison):
+            return False
+        return any(self._tensor(ctx, part, anchor) for part in (node.left, *(c.comparator for c in node.comparisons)))
+
+    def _tensor(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """A name bound only to tensors, a registered buffer/parameter of self, or a torch call."""
+        if isinstance(node, cst.Name):
+            return _tensor_names(ctx, _Where.scope_of(ctx, anchor)).get(node.value) is True
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return _attribute_kind(ctx, node, anchor) == "variable"
+        return _torch_value(ctx, node)
