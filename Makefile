@@ -50,6 +50,10 @@ demo: $(STAMP)
 	@$(BIN)/ptranspile examples/attention_block.py --to tf -o out/attention_block_tf.py \
 		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" --max-layers 10
 	@sed -n '/^class AttentionBlock/,$$p' out/attention_block_tf.py
+	@echo
+	@echo "== torch -> Keras 3 under --policy mixed (torch's autocast semantics as Keras dtype policies), verified"
+	@$(BIN)/ptranspile examples/attention_block.py --to tf --policy mixed -o out/attention_block_tf_mixed.py \
+		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" --no-layers
 
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples
