@@ -189,6 +189,7 @@ def transpile(
         code = drop_orphaned_imports(source, code)
         if _standalone:  # the file itself, not a sibling being converted for it
             code = _inline_siblings(path, code, table, outcome.diagnostics, to)
+            unpoliced = code
             if to == "jax" and not policy_obj.is_full_precision:
                 converted, precision = _apply_flax_policy(cst.parse_module(code), policy_obj, table, nan_fallback)
                 code = converted.code
@@ -198,6 +199,8 @@ def transpile(
                 )
                 code = converted.code
             code, missing = vendor_shims(code)
+            if precision:  # decisions name lines of the converted code before the policy and the copy-in
+                precision = _follow_lines(precision, unpoliced, code)
             for symbol in missing:
                 outcome.diagnostics.append(
                     Diagnostic(
@@ -214,6 +217,37 @@ def transpile(
         precision=tuple(precision),
         policy_info=policy_obj.to_json(),
     )
+
+
+def _follow_lines(decisions: list[Any], before: str, after: str) -> list[Any]:
+    """Decisions with their lines moved from `before` to `after`, a version of the same code with
+    blocks inserted (policy helpers, decorators, shims copied in), import lines taken out and some
+    lines edited (`dtype=` added): lines are matched, and an edited line keeps its distance to
+    the last matched line above it."""
+    import bisect
+    import difflib
+    import re
+    from dataclasses import replace
+
+    moved: dict[int, int] = {}
+    old_lines = before.splitlines()
+    shim = re.compile(r"precision_transpiler\.shims\.\w+\.")  # copied in: the bare name remains
+    matcher = difflib.SequenceMatcher(None, [shim.sub("", t) for t in old_lines], after.splitlines(), autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            if old_lines[block.a + k].strip():  # a blank line matches anywhere: not evidence
+                moved[block.a + k + 1] = block.b + k + 1
+    known = sorted(moved)
+
+    def follow(line: int) -> int:
+        while 0 < line < len(old_lines) and not old_lines[line - 1].strip():
+            line += 1  # a definition's position can be its leading blank lines
+        if line in moved:
+            return moved[line]
+        i = bisect.bisect_left(known, line) - 1
+        return line if i < 0 else moved[known[i]] + (line - known[i])
+
+    return [replace(d, line=follow(d.line)) for d in decisions]
 
 
 def _inline_siblings(path: str, code: str, table: MappingSet, diagnostics: list[Diagnostic], target: str) -> str:

@@ -413,9 +413,13 @@ def _precision_report(results: list[TranspileResult]) -> str:
         )
         if not result.precision:
             out.append("   (nothing touched)")
+        # a model converted to another framework: the policy was applied to the converted code
+        where = result.path if result.source_framework in (None, result.target_framework) else "converted"
+        if where == "converted" and result.precision:
+            out.append("   (positions are lines of the converted code)")
         for d in sorted(result.precision, key=lambda d: (d.line, d.col)):
             out.append(
-                f"   {result.path}:{d.line}:{d.col}  {d.where:32s} {d.op:38s} {d.op_class:16s} "
+                f"   {where}:{d.line}:{d.col}  {d.where:32s} {d.op:38s} {d.op_class:16s} "
                 f"param={d.param} compute={d.compute} output={d.output}  [{d.action}; {d.rule}]"
             )
         param = info.get("param", "float32")

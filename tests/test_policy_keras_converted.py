@@ -132,3 +132,17 @@ def test_torchvision_resnet18_mixed_verifies() -> None:
     )
     verdict = verify_files(original, virtual, options, converted_code=result.code)
     assert verdict.passed, verdict.failures
+
+
+@pytest.mark.parametrize("to", ["tf", "jax"])
+def test_report_positions_are_lines_of_the_converted_output(to: str) -> None:
+    """A policy on a converted model decides on the converted code: its report lines point at
+    the written output (after the policy helpers and shims were put in), not at the input."""
+    result = transpile(BLOCKS, to=to, policy="mixed")
+    lines = result.code.splitlines()
+    linear = sorted(d.line for d in result.precision if d.op.endswith("Linear"))
+    assert "self.fc = " in lines[linear[0] - 1] and "self.head = " in lines[linear[-1] - 1], linear
+    (block,) = [d.line for d in result.precision if d.op == "Block"]
+    assert lines[block - 1].strip().startswith(("class Block", "@_ptranspile", "def __call__")), lines[block - 1]
+    (softmax,) = [d.line for d in result.precision if "softmax" in d.op]
+    assert "softmax(_ptranspile_fp32(a)" in lines[softmax - 1]
