@@ -218,13 +218,33 @@ def main(argv: list[str] | None = None) -> int:
         help="also time one forward of the original, the converted model and (mixed) torch autocast: "
         "medians of N runs after warm-up, side by side in one process (torch eager, jax.jit, tf.function)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run torch, TensorFlow and XLA with N threads each (0: their defaults). On a shared machine "
+        "1 keeps a busy core from stalling one framework's timing more than another's",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
 
+    if args.threads > 0:  # before any framework is imported: TF and XLA read these at start-up
+        import os
+
+        os.environ["TF_NUM_INTRAOP_THREADS"] = os.environ["TF_NUM_INTEROP_THREADS"] = str(args.threads)
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "")
+            + f" --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={args.threads}"
+        ).strip()
     from tests.real_models import import_torchvision
 
     import_torchvision()  # before transformers: torchvision's register_fake work-around
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
     wanted = [w for w in args.cases.split(",") if w] or [""]
     cases = [c for c in load_cases(args.cases_file) if (c.quick or not args.quick) and any(w in c.name for w in wanted)]
     outcomes: list[Outcome] = []
@@ -238,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.name} -> {target} {policy}: {status} {outcome.first_problem}", file=sys.stderr)
     elapsed = time.perf_counter() - started
     stamp = time.strftime("%Y-%m-%d")
-    header = f"Corpus run {stamp}, {len(cases)} cases, {elapsed:.0f} s; " + ", ".join(
+    threads = f", {args.threads} thread(s) per framework" if args.threads > 0 else ""
+    header = f"Corpus run {stamp}, {len(cases)} cases, {elapsed:.0f} s{threads}; " + ", ".join(
         f"{k} {v}" for k, v in versions().items()
     )
     table = markdown(outcomes, header)
