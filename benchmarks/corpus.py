@@ -230,21 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
 
-    if args.threads > 0:  # before any framework is imported: TF and XLA read these at start-up
-        import os
+    from benchmarks.threads import limit_threads
 
-        os.environ["TF_NUM_INTRAOP_THREADS"] = os.environ["TF_NUM_INTEROP_THREADS"] = str(args.threads)
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "")
-            + f" --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={args.threads}"
-        ).strip()
+    limit_threads(args.threads)  # before TensorFlow and JAX start
     from tests.real_models import import_torchvision
 
     import_torchvision()  # before transformers: torchvision's register_fake work-around
-    if args.threads > 0:
-        import torch
-
-        torch.set_num_threads(args.threads)
     wanted = [w for w in args.cases.split(",") if w] or [""]
     cases = [c for c in load_cases(args.cases_file) if (c.quick or not args.quick) and any(w in c.name for w in wanted)]
     outcomes: list[Outcome] = []

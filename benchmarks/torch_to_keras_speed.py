@@ -40,7 +40,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--cases", default="", help="only cases whose name contains one of these (comma-separated)")
+    parser.add_argument("--threads", type=int, default=0, help="threads per framework (0: their defaults)")
     args = parser.parse_args()
+    from benchmarks.threads import limit_threads
+
+    limit_threads(args.threads)  # before TensorFlow starts
 
     import_torchvision()
     import keras
@@ -99,7 +103,8 @@ def main() -> int:
         )
         print(rows[-1], file=sys.stderr, flush=True)
     print(
-        f"## torch original vs converted Keras, batch {args.batch}, torch {torch.__version__}, "
+        f"## torch original vs converted Keras, batch {args.batch}, "
+        f"{args.threads or 'default'} thread(s) per framework, torch {torch.__version__}, "
         f"tensorflow {tf.__version__}, keras {keras.__version__}\n"
     )
     print("\n".join(rows))
