@@ -601,7 +601,7 @@ CASES = [
         return y
         """,
         F32(3),
-        expect=("with autocast_disabled():",),
+        expect=('with torch_autocast(None, "bfloat16", enabled=False):',),  # rules/torch_autocast.py
     ),
 ]
 

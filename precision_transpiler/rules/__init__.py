@@ -12,6 +12,7 @@ def active_rules() -> list[type[Rule]]:
         dtype_string,
         dtype_symbol,
         op_patterns,
+        torch_autocast,
         torch_bool_arith_tf,
         torch_inplace_init,
         torch_inplace_ops,

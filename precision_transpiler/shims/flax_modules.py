@@ -326,6 +326,98 @@ def autocast_disabled():
     return contextlib.nullcontext()
 
 
+# Active torch.autocast regions, innermost last: the compute dtype of an enabled region, None for
+# a disabled one. Module-level (like torch's thread-local autocast state) so that
+# `torch_autocast_call` sees the region its op runs in, whichever function opened it.
+_TORCH_AUTOCAST_STACK = []
+# torch autocast's lower-precision layer classes, matched by class name through the MRO: the
+# torch-signature shims (flax_nn, this module) and the flax.nnx layers they correspond to.
+_TORCH_AUTOCAST_LAYERS = frozenset(
+    {
+        "Linear",
+        "Bilinear",
+        "Conv1d",
+        "Conv2d",
+        "Conv3d",
+        "ConvTranspose1d",
+        "ConvTranspose2d",
+        "ConvTranspose3d",
+        "MultiheadAttention",
+        "LinearGeneral",
+        "Einsum",
+        "Conv",
+        "ConvTranspose",
+        "MultiHeadAttention",
+    }
+)
+
+
+class torch_autocast:
+    """`with torch.autocast(device_type, dtype=..., enabled=...)` (also torch.amp.autocast,
+    torch.cpu.amp.autocast, torch.cuda.amp.autocast) in converted code: a context manager.
+
+    `module` is the converted module whose method opened the region (None in plain functions).
+    On entry, every layer under `module` whose class (or a base class) is one of torch autocast's
+    lower-precision classes (Linear, Conv*, ConvTranspose*, MultiheadAttention, Bilinear, and
+    nnx's Linear/LinearGeneral/Einsum/Conv/ConvTranspose/MultiHeadAttention) computes in `dtype`
+    (its `dtype` attribute, the compute dtype; parameters stay float32), so its results are in
+    `dtype` as torch's are (jnp promotes `bfloat16 + float32` to float32 as torch does); on exit
+    (exceptions included) each layer's `dtype` is restored exactly. An `enabled=False` region
+    inside an enabled one puts the layers under `module` back to float32 for its body, as torch
+    does. The attributes are set with `object.__setattr__`, so this also works while `jax.jit`
+    traces (the change happens at trace time; nnx refuses ordinary assignment to a module made
+    outside the trace). Matmul-class functional ops written inside the region run through
+    `torch_autocast_call`."""
+
+    def __init__(self, module, dtype="bfloat16", enabled=True):
+        self.module = module
+        self.dtype = jnp.dtype(dtype if dtype is not None else "bfloat16")
+        self.enabled = enabled
+        self._saved = []
+
+    def __enter__(self):
+        enabled = bool(self.enabled)
+        inside_enabled = any(d is not None for d in _TORCH_AUTOCAST_STACK)
+        saved = []
+        self._saved.append(saved)
+        _TORCH_AUTOCAST_STACK.append(self.dtype if enabled else None)
+        if isinstance(self.module, nnx.Module) and (enabled or inside_enabled):
+            compute = self.dtype if enabled else jnp.dtype(jnp.float32)
+            try:
+                for _, layer in nnx.iter_graph(self.module):
+                    if not isinstance(layer, nnx.Module) or "dtype" not in vars(layer):
+                        continue
+                    if any(c.__name__ in _TORCH_AUTOCAST_LAYERS for c in type(layer).__mro__):
+                        saved.append((layer, vars(layer)["dtype"]))
+                        object.__setattr__(layer, "dtype", compute)
+            except BaseException:
+                self.__exit__()
+                raise
+        return self
+
+    def __exit__(self, *exc):
+        _TORCH_AUTOCAST_STACK.pop()
+        for layer, dtype in reversed(self._saved.pop()):
+            object.__setattr__(layer, "dtype", dtype)
+        return False
+
+
+def torch_autocast_call(op, *args, **kwargs):
+    """A matmul-class op (matmul, einsum, linear, conv, scaled_dot_product_attention) written in a
+    torch.autocast region: inside an enabled region its floating array inputs are cast to the
+    region's dtype and its result stays in that dtype, as torch's does (jnp promotes it with
+    float32 as torch does); elsewhere it runs as written."""
+    dtype = _TORCH_AUTOCAST_STACK[-1] if _TORCH_AUTOCAST_STACK else None
+    if dtype is None:
+        return op(*args, **kwargs)
+
+    def cast(t):
+        floating = hasattr(t, "astype") and hasattr(t, "dtype") and jnp.issubdtype(t.dtype, jnp.floating)
+        return jnp.asarray(t).astype(dtype) if floating and t.dtype != dtype else t  # arrays and NumPy arrays
+
+    return op(*jax.tree.map(cast, args), **jax.tree.map(cast, kwargs))
+
+
 def torch_cuda_device_count():
     """torch.cuda.device_count(): the GPUs of JAX's default backend (0 on CPU)."""
     return sum(1 for device in jax.devices() if device.platform == "gpu")

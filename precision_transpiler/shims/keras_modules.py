@@ -439,3 +439,147 @@ def tensor_zero_(tensor: Any) -> Any:
 def tensor_fill_(tensor: Any, value: Any) -> Any:
     """torch's in-place `t.fill_(value)` used as a value."""
     return ops.full_like(tensor, value)
+
+
+# ------------------------------------------------------------------------------------------------
+# torch.autocast regions in converted code (rules/torch_autocast.py)
+
+# Active regions, innermost last: the compute dtype of an enabled region, None for a disabled one.
+# Module-level (like torch's thread-local autocast state) so that `torch_autocast_call` sees the
+# region its op runs in, whichever function the region was opened in.
+_TORCH_AUTOCAST_STACK = []  # type: ignore[var-annotated]
+# torch autocast's lower-precision layer classes, matched by class name through the MRO: the
+# torch-signature shims (keras_nn) and the Keras layers they correspond to.
+_TORCH_AUTOCAST_LAYERS = frozenset(
+    {
+        "Linear",
+        "Bilinear",
+        "Conv1d",
+        "Conv2d",
+        "Conv3d",
+        "ConvTranspose1d",
+        "ConvTranspose2d",
+        "ConvTranspose3d",
+        "MultiheadAttention",
+        "Dense",
+        "EinsumDense",
+        "Conv1D",
+        "Conv2D",
+        "Conv3D",
+        "Conv1DTranspose",
+        "Conv2DTranspose",
+        "Conv3DTranspose",
+        "DepthwiseConv2D",
+        "SeparableConv2D",
+        "MultiHeadAttention",
+    }
+)
+# What a region changes on each such layer, and restores.
+_TORCH_AUTOCAST_ATTRS = ("_dtype_policy", "call", "_convert_input_args")
+
+
+def _torch_autocast_cast(value: Any, dtype: str) -> Any:
+    """The floating tensors of a (nested) value in `dtype`; everything else as it is."""
+
+    def cast(t: Any) -> Any:
+        if not hasattr(t, "dtype") or isinstance(t, str):
+            return t
+        have = keras.backend.standardize_dtype(t.dtype)
+        return ops.cast(t, dtype) if keras.backend.is_float_dtype(have) and have != dtype else t
+
+    return keras.tree.map_structure(cast, value)
+
+
+def _torch_autocast_first_dtype(args: Any, kwargs: Any) -> Any:
+    """The dtype of the first floating tensor among a call's arguments (None: there is none)."""
+    for t in keras.tree.flatten((args, kwargs)):
+        if hasattr(t, "dtype") and not isinstance(t, str):
+            dtype = keras.backend.standardize_dtype(t.dtype)
+            if keras.backend.is_float_dtype(dtype):
+                return dtype
+    return None
+
+
+def _torch_autocast_layer_call(layer: Any, call: Any) -> Any:
+    """`call` of `layer` as an autocast boundary: floating inputs in the layer's compute dtype,
+    floating results back in the dtype of the first floating input. TensorFlow refuses
+    `bfloat16 + float32`, which torch promotes, so the code around the layer must keep seeing its
+    own dtype (the values are the low-precision ones, as torch's)."""
+    import functools
+
+    @functools.wraps(call)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        dtype = _torch_autocast_first_dtype(args, kwargs)
+        compute = layer.compute_dtype
+        out = call(*_torch_autocast_cast(args, compute), **_torch_autocast_cast(kwargs, compute))
+        return out if dtype is None else _torch_autocast_cast(out, dtype)
+
+    return run
+
+
+class torch_autocast:
+    """`with torch.autocast(device_type, dtype=..., enabled=...)` (also torch.amp.autocast,
+    torch.cpu.amp.autocast, torch.cuda.amp.autocast) in converted code: a context manager.
+
+    `module` is the converted module whose method opened the region (None in plain functions).
+    On entry, every layer under `module` whose class (or a base class) is one of torch autocast's
+    lower-precision classes (Linear, Conv*, ConvTranspose*, MultiheadAttention, Bilinear and their
+    Keras counterparts) computes in `dtype` ("mixed_<dtype>" dtype policy: variables stay float32)
+    and hands its floating results back in its input's dtype; on exit (exceptions included) each
+    layer's dtype policy and `call` are restored exactly. An `enabled=False` region inside an
+    enabled one puts the layers under `module` back to float32 compute for its body, as torch does.
+    Matmul-class functional ops written inside the region run through `torch_autocast_call`.
+    Unlike torch, a layer's result comes back in its input's dtype (float32 for float32 inputs):
+    TensorFlow refuses the `bfloat16 + float32` arithmetic torch would do next."""
+
+    def __init__(self, module: Any, dtype: Any = "bfloat16", enabled: Any = True) -> None:
+        self.module = module
+        self.dtype = keras.backend.standardize_dtype(dtype if dtype is not None else "bfloat16")
+        self.enabled = enabled
+        self._saved: list[list[tuple[Any, dict[str, Any]]]] = []
+
+    def __enter__(self) -> "torch_autocast":
+        enabled = bool(self.enabled)
+        saved: list[tuple[Any, dict[str, Any]]] = []
+        inside_enabled = any(d is not None for d in _TORCH_AUTOCAST_STACK)
+        self._saved.append(saved)
+        _TORCH_AUTOCAST_STACK.append(self.dtype if enabled else None)
+        if isinstance(self.module, keras.layers.Layer) and (enabled or inside_enabled):
+            policy = keras.dtype_policies.get("mixed_" + self.dtype if enabled else "float32")
+            try:
+                for layer in self.module._flatten_layers(include_self=True, recursive=True):
+                    if not any(c.__name__ in _TORCH_AUTOCAST_LAYERS for c in type(layer).__mro__):
+                        continue
+                    own = vars(layer)
+                    saved.append((layer, {k: own[k] for k in _TORCH_AUTOCAST_ATTRS if k in own}))
+                    object.__setattr__(layer, "_dtype_policy", policy)
+                    object.__setattr__(layer, "call", _torch_autocast_layer_call(layer, layer.call))
+                    # the boundary casts the inputs itself, keeping their dtype for the results
+                    object.__setattr__(layer, "_convert_input_args", False)
+            except BaseException:
+                self.__exit__()
+                raise
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        _TORCH_AUTOCAST_STACK.pop()
+        for layer, own in reversed(self._saved.pop()):
+            for key in _TORCH_AUTOCAST_ATTRS:
+                if key in own:
+                    object.__setattr__(layer, key, own[key])
+                elif key in vars(layer):
+                    object.__delattr__(layer, key)
+        return False
+
+
+def torch_autocast_call(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """A matmul-class op (matmul, einsum, linear, conv, scaled_dot_product_attention) written in a
+    torch.autocast region: inside an enabled region its floating inputs are cast to the region's
+    dtype, and its floating results come back in the first floating input's dtype (TensorFlow
+    refuses the `bfloat16 + float32` arithmetic torch would do next); elsewhere it runs as written."""
+    dtype = _TORCH_AUTOCAST_STACK[-1] if _TORCH_AUTOCAST_STACK else None
+    if dtype is None:
+        return op(*args, **kwargs)
+    first = _torch_autocast_first_dtype(args, kwargs)
+    out = op(*_torch_autocast_cast(args, dtype), **_torch_autocast_cast(kwargs, dtype))
+    return out if first is None else _torch_autocast_cast(out, first)

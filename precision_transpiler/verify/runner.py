@@ -172,10 +172,13 @@ def verify_files(
                 f"not a {kind.name} model"
             )
     inputs = make_inputs(specs, options.seed)
+    # a torch original with autocast regions has their low-precision error by design (static and
+    # cheap: the conversion notes each region as `autocast-region`)
+    regions = source == "torch" and "autocast(" in original_code
     try:
         return _compare_models(
             options, specs, policy, source, target, original, converted, original_module, reference_model,
-            converted_model, inputs, adapter, source_adapter, transfer, started,
+            converted_model, inputs, adapter, source_adapter, transfer, started, autocast_regions=regions,
         )  # fmt: skip
     except VerifyError:
         raise
@@ -201,6 +204,8 @@ def _compare_models(
     source_adapter: Adapter,
     transfer: Any,
     started: float,
+    *,
+    autocast_regions: bool = False,
 ) -> VerificationResult:
     source_adapter.prepare(
         reference_model, inputs, seed=options.seed, perturb=options.perturb, calibrate_bn=options.calibrate_bn
@@ -223,14 +228,19 @@ def _compare_models(
         reference = source_adapter.run_reference(
             reference_model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
         )
-    verdict = _judge(base, result, reference, policy, options, target, source)
+    regions: Capture | None = None
+    if autocast_regions:  # the yardstick of the regions' own error: the original without them
+        with _torch_autocast_disabled():
+            regions = source_adapter.run(reference_model, inputs, capture=options.layers)
+    verdict = _judge(base, result, reference, policy, options, target, source, regions)
     verdict.source, verdict.target = source, target
     verdict.original, verdict.converted = str(original), str(converted)
     verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
     if options.layers:
         _judge_layers(
-            verdict, base, result, reference, options, low, adapter, converted_model, reference_model, source_adapter
-        )
+            verdict, base, result, reference or regions, options, low or regions is not None, adapter,
+            converted_model, reference_model, source_adapter,
+        )  # fmt: skip
     measure_source = getattr(source_adapter, "param_bytes", None)
     measure = getattr(adapter, "param_bytes", None)
     if measure is not None and measure_source is not None:
@@ -251,6 +261,45 @@ def _compare_models(
     )
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+@contextlib.contextmanager
+def _torch_autocast_disabled() -> Any:
+    """torch's autocast regions switched off while the block runs: `torch.autocast`,
+    `torch.amp.autocast`, `torch.cpu.amp.autocast` and `torch.cuda.amp.autocast` replaced by a
+    context manager (and decorator) that does nothing, and the autocast class's own
+    `__enter__`/`__exit__` too, which covers what was bound before the run: `@torch.autocast(...)`
+    decorators (made when the model's file was imported) and `from torch import autocast`."""
+    import torch
+
+    class _Disabled:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> bool:
+            return False
+
+        def __call__(self, func: Any) -> Any:
+            return func
+
+    base = torch.amp.autocast_mode.autocast
+    owners = [(torch, "autocast"), (torch.amp, "autocast"), (torch.cpu.amp, "autocast"), (torch.cuda.amp, "autocast")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in owners if hasattr(owner, name)]
+    methods = {name: base.__dict__[name] for name in ("__enter__", "__exit__")}
+    try:
+        for owner, name, _ in saved:
+            setattr(owner, name, _Disabled)
+        base.__enter__ = lambda self: self  # type: ignore[method-assign]
+        base.__exit__ = lambda self, *exc: False  # type: ignore[method-assign]
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        for name, method in methods.items():
+            setattr(base, name, method)
 
 
 def _median_seconds(forward: Any, repeat: int) -> float:
@@ -294,11 +343,16 @@ def _judge(
     options: VerifyOptions,
     target: str,
     source: str,
+    regions: Capture | None = None,
 ) -> VerificationResult:
+    """`regions`: the original run with its torch.autocast regions disabled (None: it has none);
+    its error against the original is the regions' own, and the tolerance grows with it as with
+    a mixed policy."""
     failures: list[str] = []
     base_out = {name: (array, dtype) for name, array, dtype in base.outputs}
     conv_out = {name: (array, dtype) for name, array, dtype in result.outputs}
     ref_out = {name: array for name, array, _ in reference.outputs} if reference else {}
+    region_out = {name: array for name, array, _ in regions.outputs} if regions else {}
     if not base_out:
         failures.append("the original model returned no tensors")
     missing = [n for n in base_out if n not in conv_out]
@@ -307,6 +361,7 @@ def _judge(
         failures.append(f"output structure differs: missing {missing or '[]'}, unexpected {extra or '[]'}")
     tolerance: dict[str, Any] = {"fp32": options.fp32_tolerance}
     ref_err = 0.0
+    region_err = 0.0
     records: list[OutputRecord] = []
     for name, (array, dtype) in base_out.items():
         if name not in conv_out:
@@ -345,14 +400,35 @@ def _judge(
             record.reference_err = ref.rel_err
             if ref.rel_err is not None:
                 ref_err = max(ref_err, ref.rel_err)
+        if name in region_out and region_out[name].shape == array.shape:
+            own = compare(array, region_out[name]).rel_err
+            if own is not None:
+                region_err = max(region_err, own)
+                record.reference_err = max(record.reference_err or 0.0, own)
+    factor = options.mixed_factor
     if reference is not None:
-        derived = options.mixed_factor * ref_err + options.fp32_tolerance
+        derived = factor * max(ref_err, region_err) + options.fp32_tolerance
         compute = policy.compute if policy.compute != "float32" else "bfloat16"
         tolerance.update(
             reference=_REFERENCE_NAMES.get(source, "framework mixed precision").format(compute=compute),
             reference_err=ref_err,
-            factor=options.mixed_factor,
-            rule=f"{options.mixed_factor:g} x the reference's error ({ref_err:.3g}) + {options.fp32_tolerance:g}",
+            factor=factor,
+            rule=f"{factor:g} x the reference's error ({ref_err:.3g}) + {options.fp32_tolerance:g}",
+        )
+        if regions is not None and region_err > ref_err:
+            tolerance.update(
+                reference_err=region_err,
+                rule=f"original has autocast regions: {factor:g} x its error against a run with them disabled "
+                f"({region_err:.3g}, above the reference's {ref_err:.3g}) + {options.fp32_tolerance:g}",
+            )
+    elif regions is not None:
+        derived = factor * region_err + options.fp32_tolerance
+        tolerance.update(
+            reference="the original with its torch.autocast regions disabled",
+            reference_err=region_err,
+            factor=factor,
+            rule=f"original has autocast regions: {factor:g} x its error against a run with them disabled "
+            f"({region_err:.3g}) + {options.fp32_tolerance:g}",
         )
     else:
         derived = options.fp32_tolerance
