@@ -246,16 +246,30 @@ def markers_in(source: str) -> list[str]:
     return [m for m in PRECISION_MARKERS if re.search(rf"(?<![a-z0-9]){m}(?![a-z0-9])", source, re.IGNORECASE)]
 
 
-def precision_verdict(case: Case, ran: bool, rel_err: float | None, effect: float | None, dtype_ok: bool) -> str:
+def precision_verdict(
+    case: Case,
+    ran: bool,
+    rel_err: float | None,
+    effect: float | None,
+    dtype_ok: bool,
+    rel_to_fp32: float | None = None,
+) -> str:
     """Did the conversion keep the case's precision constructs? Judged from the run, not the text:
     the output dtype must match torch's, and the converted output must be much closer to the
-    original than the fp32 version is (`effect`)."""
+    original than the fp32 version is (`effect`). When the distance of the converted output from
+    the fp32 version is known (`rel_to_fp32`), a conversion that computes in low precision with
+    its own rounding (farther from torch's low-precision output than half the effect, but as far
+    from the fp32 version as torch is) counts as kept, and one that equals the fp32 version not."""
     if not case.precision:
         return "-"
     if not ran or rel_err is None:
         return "n/a"
     if not dtype_ok:
         return "no (output dtype)"
+    if rel_to_fp32 is not None and effect:
+        if rel_to_fp32 < 0.25 * effect:
+            return f"no (matches the fp32 version: {rel_to_fp32:.1e} from it, effect {effect:.1e})"
+        return f"yes (low precision: {rel_to_fp32:.1e} from the fp32 version, torch {effect:.1e})"
     if effect is not None and rel_err > 0.5 * effect:
         return f"no (matches the fp32 version: effect {effect:.1e})"
     return "yes"

@@ -72,7 +72,15 @@ def run_case(case: shared.Case, target: str, out_dir: Path) -> dict[str, Any]:
         if not verdict.passed:
             problems.append(shared.first_line("; ".join(verdict.failures) or "verification failed"))
         dtype_ok = row["out_dtype"] == row["torch_dtype"]
-        row["precision_kept"] = shared.precision_verdict(case, True, row["rel_err"], row["lowp_effect"], dtype_ok)
+        rel_to_fp32 = None
+        if case.precision:  # the same comparison against the original with its precision constructs off
+            with shared.without_precision_constructs():
+                plain = verify_files(case.file, out, options)
+            rel_to_fp32 = plain.max_rel_err
+            row["lowp_effect"] = verdict.tolerance.get("reference_err") or row["lowp_effect"]
+        row["precision_kept"] = shared.precision_verdict(
+            case, True, row["rel_err"], row["lowp_effect"], dtype_ok, rel_to_fp32
+        )
     except Exception as exc:  # VerifyError and model errors alike: recorded, the run goes on
         problems.append(f"{type(exc).__name__}: {shared.first_line(str(exc))}")
         row["precision_kept"] = shared.precision_verdict(case, False, None, None, False)
