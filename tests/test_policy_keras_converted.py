@@ -146,3 +146,22 @@ def test_report_positions_are_lines_of_the_converted_output(to: str) -> None:
     assert lines[block - 1].strip().startswith(("class Block", "@_ptranspile", "def __call__")), lines[block - 1]
     (softmax,) = [d.line for d in result.precision if "softmax" in d.op]
     assert "softmax(_ptranspile_fp32(a)" in lines[softmax - 1]
+
+
+@pytest.mark.parametrize("policy", ["fp32", "mixed"])
+def test_torchvision_vision_transformer(policy: str) -> None:
+    """torchvision's VisionTransformer (class token, encoder blocks built in a loop over an
+    OrderedDict, MultiheadAttention, a zero-initialised head) on Keras, fp32 and mixed."""
+    original = package_file("torchvision", "models/vision_transformer.py")
+    entry = (
+        "VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128, "
+        "num_classes=10)"
+    )
+    result = transpile(original.read_text(), to="tf", policy=policy, path=str(original), entry=entry)
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    virtual = original.with_name(f"vision_transformer_ptranspile_tf_{policy}_test.py")
+    options = VerifyOptions(entry=entry, inputs=["float32[2,3,32,32]"], policy=policy, layers=False)
+    verdict = verify_files(original, virtual, options, converted_code=result.code)
+    assert verdict.passed, verdict.failures
+    if policy == "fp32":
+        assert verdict.max_rel_err is not None and verdict.max_rel_err <= 1e-5

@@ -245,3 +245,18 @@ def test_torch_module_takes_tensors_and_flags_together_in_var_keywords() -> None
         out = model(x, position_ids=ops.arange(3), use_cache=True)
     np.testing.assert_allclose(np.asarray(out), np.tile(np.arange(3.0) + 1.0, (2, 1)))
     assert "call" not in model.__dict__ and "call" not in model.inner.__dict__
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_transformers_model_under_the_mixed_policy(name: str) -> None:
+    """`--policy mixed` on a converted transformers model: Keras dtype policies and autocast
+    regions (precision/keras_torch_policy.py), within 2x torch autocast's own error."""
+    rel, entry, inputs = CASES[name]
+    original = package_file("transformers", rel)
+    result = transpile(original.read_text(), to="tf", path=str(original), entry=entry, policy="mixed")
+    assert not result.errors and "@_ptranspile_module" in result.code
+    virtual = original.with_name(f"{original.stem}_ptranspile_tf_mixed_test.py")
+    options = VerifyOptions(entry=entry, inputs=inputs, layers=False, policy="mixed")
+    verdict = verify_files(original, virtual, options, converted_code=result.code)
+    assert verdict.passed, verdict.failures
+    assert verdict.max_rel_err is not None and verdict.max_rel_err > 1e-5  # bfloat16 did happen
