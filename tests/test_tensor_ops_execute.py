@@ -603,6 +603,17 @@ CASES = [
         F32(3),
         expect=('with torch_autocast(None, "bfloat16", enabled=False):',),  # rules/torch_autocast.py
     ),
+    C(
+        "autocast-disabled-object",  # not a `with` item: the op table's autocast_disabled
+        "x",
+        """
+        ctx = torch.autocast("cpu", enabled=False)
+        with ctx:
+            y = x * 2
+        return y
+        """,
+        F32(3),
+    ),
 ]
 
 
