@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -146,16 +147,24 @@ def _ratio(value: float | None, base: float | None) -> str:
     return "-" if value is None or not base else f"{value / base:.2f}"
 
 
+def _site(text: str) -> str:
+    """A diagnostic without the installation prefix of the package it names (shorter, and the same
+    on every machine)."""
+    return re.sub(r"\S*/site-packages/", "", text)
+
+
 def markdown(outcomes: list[Outcome], header: str) -> str:
     timed = any(o.forward_original_s for o in outcomes)
-    extra = " fwd torch (ms) | converted / torch | torch autocast / torch | params converted / torch |" if timed else ""
+    sized = any(o.param_bytes_original for o in outcomes)
+    extra = " fwd torch (ms) | converted / torch | torch autocast / torch |" if timed else ""
+    extra += " params converted / torch |" if sized else ""
     rows = [
         header,
         "",
         "| case | to | policy | converted | unsupported | verified | rel err / tolerance | transpile (s) |"
         + extra
         + " first diagnostic |",
-        "|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if timed else "") + "---|",
+        "|---|---|---|---|---|---|---|---|" + "---|" * extra.count("|") + "---|",
     ]
     for o in outcomes:
         err = "-" if o.max_rel_err is None else f"{o.max_rel_err:.1e} / {o.tolerance:.1e}"
@@ -164,12 +173,14 @@ def markdown(outcomes: list[Outcome], header: str) -> str:
             base = o.forward_original_s
             speed = (
                 f" {'-' if base is None else f'{base * 1e3:.1f}'} | {_ratio(o.forward_converted_s, base)} | "
-                f"{_ratio(o.forward_reference_s, base)} | {_ratio(o.param_bytes_converted, o.param_bytes_original)} |"
+                f"{_ratio(o.forward_reference_s, base)} |"
             )
+        if sized:
+            speed += f" {_ratio(o.param_bytes_converted, o.param_bytes_original)} |"
         rows.append(
             f"| {o.case} | {o.target} | {o.policy} | {'yes' if o.converted else 'no'} | {o.unsupported} | "
             f"{'yes' if o.verified else 'no'} | {err} | {o.transpile_s:.2f} |{speed} "
-            f"{o.first_problem.replace('|', '/')} |"
+            f"{_site(o.first_problem).replace('|', '/')} |"
         )
     rows += [
         "",
@@ -227,8 +238,22 @@ def main(argv: list[str] | None = None) -> int:
         "1 keeps a busy core from stalling one framework's timing more than another's",
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--render", type=Path, metavar="JSON", help="only print (and --markdown) the tables of an earlier run's --json"
+    )
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
+    if args.render is not None:
+        data = json.loads(args.render.read_text(encoding="utf-8"))
+        versions_text = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+        cases = len({o["case"] for o in data["outcomes"]})
+        threads = f", {data['threads']} thread(s) per framework" if data.get("threads") else ""
+        header = f"Corpus run {data['date']}, {cases} cases, {data['seconds']:.0f} s{threads}; {versions_text}"
+        table = markdown([Outcome(**o) for o in data["outcomes"]], header)
+        print(table)
+        if args.markdown:
+            args.markdown.write_text(table, encoding="utf-8")
+        return 0
 
     from benchmarks.threads import limit_threads
 
@@ -258,7 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(table, encoding="utf-8")
     if args.json:
-        payload = {"date": stamp, "seconds": elapsed, "versions": versions(), "outcomes": [asdict(o) for o in outcomes]}
+        payload = {
+            "date": stamp,
+            "seconds": elapsed,
+            "threads": args.threads,
+            "versions": versions(),
+            "outcomes": [asdict(o) for o in outcomes],
+        }
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -82,5 +82,6 @@ def test_corpus_times_the_models_side_by_side(tmp_path: Path) -> None:
     assert outcome["verified"], outcome["first_problem"]
     for key in ("forward_original_s", "forward_converted_s", "forward_reference_s"):
         assert outcome[key] is not None and outcome[key] > 0, key
+    assert outcome["param_bytes_original"]  # measured, not missing
     assert outcome["param_bytes_converted"] == outcome["param_bytes_original"]  # mixed keeps float32 variables
     assert "| converted / torch | torch autocast / torch |" in out_md.read_text()

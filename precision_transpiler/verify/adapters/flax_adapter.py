@@ -288,6 +288,18 @@ class FlaxAdapter:
 
         return forward
 
+    def param_bytes(self, model: Any) -> int:
+        """Bytes of the model's variables (parameters, batch statistics, buffers) as it holds them
+        now; random-number state is not counted (torch has none in its state_dict)."""
+        from flax import nnx
+
+        total = 0
+        for _, variable in nnx.to_flat_state(nnx.state(model)):
+            if isinstance(variable, nnx.RngState):
+                continue
+            total += int(np.asarray(variable.get_raw_value()).nbytes)
+        return total
+
     def _captured(self, model: Any, arrays: list[Any], result: Capture) -> Any:
         paths: dict[int, str] = {}
         swapped: list[tuple[Any, type]] = []

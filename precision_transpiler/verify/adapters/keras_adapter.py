@@ -190,6 +190,12 @@ class KerasAdapter:
 
         return forward
 
+    def param_bytes(self, model: Any) -> int:
+        """Bytes of the model's variables (parameters and buffers) as it holds them now, each
+        shared variable once (GPT-2's tied head)."""
+        unique = {id(v): v for v in model.weights}
+        return sum(int(np.asarray(v.numpy()).nbytes) for v in unique.values())
+
     def _forward(self, model: Any, tensors: list[Any], *, training: bool = False) -> Any:
         """A functional model with several inputs takes them as one list; anything else as
         positional arguments. Keras always accepts `training=` in `__call__`."""
