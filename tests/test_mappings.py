@@ -55,6 +55,30 @@ def test_extra_directory_adds_a_mapping(tmp_path: Path) -> None:
     assert r.code == 0 and "jax.lax.digamma(x)" in r.out
 
 
+def test_pattern_warn_if_missing_is_said_for_its_target_only(tmp_path: Path) -> None:
+    """A `warn_if_missing` written on a target pattern concerns that target (JAX's int32 without
+    x64): converting to another framework does not say it."""
+    (tmp_path / "ones.yaml").write_text(
+        textwrap.dedent(
+            """\
+            kind: ops
+            ops:
+              myones:
+                params: {n: any, dtype: dtype}
+                torch: ["torch.myones({n}, dtype={dtype?})"]
+                jax: [{pattern: "jax.numpy.ones({n}, dtype={dtype?})", warn_if_missing: {dtype: JAX-only note}}]
+                tf: ["keras.ops.ones({n}, dtype={dtype?})"]
+            """
+        )
+    )
+    src = "import torch\ny = torch.myones(3)\n"
+    jax = transpile(src, to="jax", mappings=[tmp_path])
+    assert [(d.code, d.message) for d in jax.diagnostics] == [("implicit-dtype", "JAX-only note")]
+    assert "JAX-only note" not in [d.message for d in transpile(src, to="tf", mappings=[tmp_path]).diagnostics]
+    given = transpile("import torch\ny = torch.myones(3, dtype=torch.int32)\n", to="jax", mappings=[tmp_path])
+    assert not given.diagnostics
+
+
 def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
     (tmp_path / "dtypes.yaml").write_text(
         "kind: dtypes\nsymbols:\n  jax:\n    float16: [jax.numpy.half, jax.numpy.float16]\n"
@@ -73,6 +97,11 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
         (
             "kind: ops\nops:\n  digamma:\n    torch: '{x}.digamma()'\n",
             ":4: ops.digamma.torch: placeholder(s) ['x'] not declared",
+        ),
+        (
+            "kind: ops\nops:\n  a:\n    params: {x: any}\n    torch: ['{x}.a()']\n"
+            "    jax: [{pattern: 'jax.a({x})', warn_if_missing: {y: hi}}]\n",
+            ":6: ops.a.jax.warn_if_missing: ['y'] not declared in params",
         ),
         ("kind: nonsense\n", ":1: kind: expected one of"),
         (

@@ -481,6 +481,16 @@ CASES = [
         expect=("jax.nn.gelu(x, approximate=False)", "jax.nn.gelu(x, approximate=True)"),
     ),
     C(
+        # keyword arguments only: the pass-through pattern's `{*args}` takes none of them
+        "sdpa-keyword-arguments-only",
+        "q, k, v",
+        "return F.scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True)",
+        F32(2, 3, 5, 4),
+        F32(2, 3, 5, 4),
+        F32(2, 3, 5, 4),
+        expect=("scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True)",),
+    ),
+    C(
         "sigmoid-tanh-softplus",
         "x",
         "return torch.sigmoid(x), x.sigmoid(), F.sigmoid(x), torch.tanh(x), x.tanh(), F.tanh(x), "
@@ -661,6 +671,11 @@ SHIMMED = [
         "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
         "scaled_dot_product_attention(q, k, v, is_causal=True)",
     ),
+    (
+        "F.scaled_dot_product_attention(query=q, key=k, value=v)",
+        "scaled_dot_product_attention(query=q, key=k, value=v)",
+    ),
+    ("F.pad(**opts)", "pad(**opts)"),
     ('F.interpolate(x, scale_factor=2, mode="nearest")', 'interpolate(x, scale_factor=2, mode="nearest")'),
     ("F.pad(x, (1, 1, 2, 0), value=0.5)", "pad(x, (1, 1, 2, 0), value=0.5)"),
     ("F.dropout(x, p=0.1, training=self_training)", "dropout(x, p=0.1, training=self_training)"),

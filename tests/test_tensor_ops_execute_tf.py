@@ -245,6 +245,25 @@ def test_int64_where_torch_makes_int64() -> None:
     assert [str(g.dtype) for g in flat_got] == [str(r.dtype).removeprefix("torch.") for r in flat_ref]
 
 
+@pytest.mark.parametrize("call", ["torch.arange(5)", "torch.arange(1, n)", "torch.full((2,), 3)"])
+def test_jax_x64_warnings_are_said_for_jax_only(call: str) -> None:
+    """The int32-without-jax_enable_x64 warnings are written under the JAX patterns: the Keras
+    shims keep torch's int64, so converting to tf says nothing about it."""
+    src = f"{HEADER}def f(n):\n    return {call}\n"
+    jax_messages = [d.message for d in transpile(src, to="jax").diagnostics if d.code == "implicit-dtype"]
+    tf_messages = [d.message for d in convert(src).diagnostics]
+    assert any("jax_enable_x64" in m for m in jax_messages), jax_messages
+    assert not any("jax_enable_x64" in m or "jax.numpy" in m for m in tf_messages), tf_messages
+
+
+def test_dropout_generator_warning_names_each_targets_remedy() -> None:
+    src = HEADER + "y = F.dropout(x, 0.5)\n"
+    jax_warnings = [d.message for d in transpile(src, to="jax").diagnostics if d.severity == "warning"]
+    tf_warnings = [d.message for d in convert(src).diagnostics if d.severity == "warning"]
+    assert any("rngs=" in m for m in jax_warnings) and not any("rngs=" in m for m in tf_warnings)
+    assert any("seed=" in m for m in tf_warnings), tf_warnings
+
+
 def test_max_dim_result_has_values_and_indices() -> None:
     src = HEADER + "def f(x):\n    return x.max(1)\n"
     ns: dict[str, Any] = {}

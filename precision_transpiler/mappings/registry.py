@@ -389,15 +389,24 @@ def _patterns(
     for item, item_line in items:
         bind: dict[str, object] = {}
         warn: str | None = None
+        missing: dict[str, str] = {}
         item_emit_only = emit_only
         if isinstance(item, LineDict):
-            _unknown_keys(where, item, ("pattern", "bind", "warn", "emit_only"), f"{ctx}.")
+            _unknown_keys(where, item, ("pattern", "bind", "warn", "warn_if_missing", "emit_only"), f"{ctx}.")
             item_emit_only = item.get("emit_only", emit_only)
             if not isinstance(item_emit_only, bool):
                 raise where.error(item_line, f"{ctx}.emit_only", "expected true or false")
             warn = item.get("warn")
             if warn is not None and not isinstance(warn, str):
                 raise where.error(item_line, f"{ctx}.warn", "expected a message string")
+            # per pattern, so a warning about one target (JAX's int32 without x64) is said only there
+            raw_missing = item.get("warn_if_missing", {})
+            if not isinstance(raw_missing, dict) or not all(isinstance(v, str) for v in raw_missing.values()):
+                raise where.error(item_line, f"{ctx}.warn_if_missing", "expected param: message")
+            if set(raw_missing) - params:
+                unknown_params = sorted(set(raw_missing) - params)
+                raise where.error(item_line, f"{ctx}.warn_if_missing", f"{unknown_params} not declared in params")
+            missing = dict(raw_missing)
             text = item.get("pattern")
             raw_bind = item.get("bind", {})
             if not isinstance(raw_bind, dict) or not all(_is_bind_value(v) for v in raw_bind.values()):
@@ -411,7 +420,7 @@ def _patterns(
         if not isinstance(text, str):
             raise where.error(item_line, ctx, f"expected a pattern string, got {_show(text)}")
         try:
-            pattern = parse_pattern(text, bind, warn, emit_only=item_emit_only)
+            pattern = parse_pattern(text, bind, warn, emit_only=item_emit_only, warn_if_missing=missing)
         except ValueError as exc:
             raise where.error(item_line, ctx, str(exc)) from None
         unknown = (pattern.params | set(bind)) - params

@@ -11,8 +11,9 @@ LibCST expression and then serves two purposes:
 Placeholder syntax: `{name}`, `{name:keyword}` (the argument's keyword in this framework differs
 from the op's parameter name), `{name?}` (optional), `{name!str}` (emit as a string literal),
 `{name=literal}` (optional, with the value it has when absent), `{*name}` (all remaining
-positional arguments: `x.view(a, b)` and `x.view((a, b))` alike) and `{**name}` (all keyword
-arguments no other placeholder takes, passed through).
+positional arguments: `x.view(a, b)` and `x.view((a, b))` alike; at least one, unless the call's
+keyword arguments go to a `{**name}` beside it) and `{**name}` (all keyword arguments no other
+placeholder takes, passed through).
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ class Pattern:
     placeholders: Mapping[str, Placeholder]  # placeholder identifier -> spec
     bind: Mapping[str, object] = field(default_factory=dict)  # constants the pattern implies
     warn: str | None = None  # said (as a warning) whenever this pattern is emitted
+    #: parameter -> warning said when this pattern is emitted without that argument: beside the
+    #: op's own `warn_if_missing`, for a concern of this target only (JAX's int32 without x64)
+    warn_if_missing: Mapping[str, str] = field(default_factory=dict)
     #: used only to emit code: source code is never read with it (`{x}.shape` for `x.size()`)
     emit_only: bool = False
 
@@ -261,7 +265,12 @@ def _root_placeholder(node: cst.BaseExpression, placeholders: Mapping[str, Place
 
 
 def parse_pattern(
-    text: str, bind: Mapping[str, object] | None = None, warn: str | None = None, *, emit_only: bool = False
+    text: str,
+    bind: Mapping[str, object] | None = None,
+    warn: str | None = None,
+    *,
+    emit_only: bool = False,
+    warn_if_missing: Mapping[str, str] | None = None,
 ) -> Pattern:
     """Parse a pattern; raises ValueError with a readable reason."""
     placeholders: dict[str, Placeholder] = {}
@@ -304,7 +313,13 @@ def parse_pattern(
     except cst.ParserSyntaxError as exc:
         raise ValueError(f"pattern {text!r} is not a Python expression: {exc.message}") from None
     pattern = Pattern(
-        text=text, expr=expr, placeholders=placeholders, bind=dict(bind or {}), warn=warn, emit_only=emit_only
+        text=text,
+        expr=expr,
+        placeholders=placeholders,
+        bind=dict(bind or {}),
+        warn=warn,
+        emit_only=emit_only,
+        warn_if_missing=dict(warn_if_missing or {}),
     )
     names = [ph.name for ph in placeholders.values()]
     for ident, ph in placeholders.items():
@@ -533,6 +548,13 @@ def _match_args(
             if rest:
                 m.sequences[ph.name] = rest
                 m.bindings[ph.name] = ArgList(tuple(rest)).as_expression()
+            elif extra and kw_index is not None and not ph.optional:
+                # A pass-through (`f({*args}, {**kwargs})`) called with keywords only, as in
+                # `F.scaled_dot_product_attention(query=q, key=k, value=v)`: the arguments are
+                # all in `{**kwargs}`, and `{*args}` is bound to none so the target's `{*args}`
+                # is emitted as nothing rather than the call being left unconverted.
+                m.sequences[ph.name] = []
+                m.bindings[ph.name] = ArgList(()).as_expression()
             elif not ph.optional:
                 return False
             continue

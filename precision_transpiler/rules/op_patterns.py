@@ -194,7 +194,7 @@ class OpPatterns(Rule):
                 for message in (op.warn, target.warn):
                     if message:
                         self._warn(ctx, op, original, "semantics-differ", message)
-                for name, message in op.warn_if_missing.items():
+                for name, message in {**op.warn_if_missing, **target.warn_if_missing}.items():
                     if name not in bound or name in match.defaulted:
                         self._warn(ctx, op, original, "implicit-dtype", message)
             return _fit_parentheses(ctx, original, replacement)
@@ -413,7 +413,7 @@ def _kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match, *, method: bool) 
             if name in match.defaulted:
                 continue
             args = match.sequences.get(name)
-            if args is not None and (len(args) > 1 or args[0].star):
+            if args is not None and (len(args) != 1 or args[0].star):  # none: a keyword-only pass-through
                 element_kind = "tensor" if kind == "tensor" else "int"
                 checked = [a.value for a in args if not a.star]
             else:
