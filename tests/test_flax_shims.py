@@ -90,6 +90,26 @@ def test_conv2d(kwargs: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("kwargs", "size"),
+    [
+        (dict(kernel_size=3, padding=1), (2, 2)),  # ResNet's last stage: the kernel is larger than the image
+        (dict(kernel_size=3, padding=1, stride=2, bias=False), (2, 1)),
+        (dict(kernel_size=(3, 5), padding=(1, 4), dilation=(1, 2)), (1, 3)),
+        (dict(kernel_size=7, padding=3, padding_mode="reflect"), (4, 4)),
+    ],
+    ids=str,
+)
+def test_conv2d_on_images_smaller_than_the_kernel(kwargs: dict[str, Any], size: tuple[int, int]) -> None:
+    """The patches-times-kernel path (XLA's CPU convolution is ~8x slower there) computes what
+    torch computes, unbatched too."""
+    ref = nn.Conv2d(4, 8, **kwargs)
+    shim = transfer(ref, lambda: S.Conv2d(4, 8, **kwargs, rngs=nnx.Rngs(0)))
+    xt, xj = pair(2, 4, *size)
+    close(shim(xj), ref(xt))
+    close(shim(xj[0]), ref(xt[0]))
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [
         dict(kernel_size=3),
