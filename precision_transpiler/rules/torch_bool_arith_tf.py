@@ -19,7 +19,7 @@ import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.torch_inplace_ops import _attribute_kind, _tensor_names, _torch_value, _Where
+from precision_transpiler.rules.torch_inplace_ops import known_tensor
 
 _OPS: dict[type[cst.BaseBinaryOp], str] = {
     cst.Multiply: "keras.ops.multiply",
@@ -78,12 +78,4 @@ class TorchBoolArithTf(Rule):
         """A comparison (parenthesised or not) with an operand known to be a tensor."""
         if not isinstance(node, cst.Comparison):
             return False
-        return any(self._tensor(ctx, part, anchor) for part in (node.left, *(c.comparator for c in node.comparisons)))
-
-    def _tensor(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
-        """A name bound only to tensors, a registered buffer/parameter of self, or a torch call."""
-        if isinstance(node, cst.Name):
-            return _tensor_names(ctx, _Where.scope_of(ctx, anchor)).get(node.value) is True
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-            return _attribute_kind(ctx, node, anchor) == "variable"
-        return _torch_value(ctx, node)
+        return any(known_tensor(ctx, part, anchor) for part in (node.left, *(c.comparator for c in node.comparisons)))

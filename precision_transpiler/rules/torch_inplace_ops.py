@@ -610,6 +610,17 @@ def _torch_value(ctx: RuleContext, value: cst.BaseExpression) -> bool:
     return method in ctx.mappings.method_names.get("torch", ()) or method in _index(ctx.mappings)
 
 
+def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+    """Whether `node` is known to be a tensor: a name its function binds only to tensors, a
+    registered buffer or parameter `self.<name>`, or a torch call (shared by the Keras rules that
+    rewrite only what holds tensors: torch_tensor_index_tf, torch_bool_arith_tf)."""
+    if isinstance(node, cst.Name):
+        return _tensor_names(ctx, _Where.scope_of(ctx, anchor)).get(node.value) is True
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return _attribute_kind(ctx, node, anchor) == "variable"
+    return _torch_value(ctx, node)
+
+
 def _tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool | None]:
     """Names of a function (or module) -> True when it binds them only to tensors (a torch call,
     a `torch.Tensor` annotation) and at least once so; False when some binding is not a tensor

@@ -18,7 +18,7 @@ import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.torch_inplace_ops import _attribute_kind, _tensor_names, _torch_value, _Where
+from precision_transpiler.rules.torch_inplace_ops import known_tensor
 
 _AT = "precision_transpiler.shims.keras_tensor.torch_at"
 
@@ -51,7 +51,7 @@ class TorchTensorIndexTf(Rule):
             isinstance(parent, cst.Attribute) and isinstance(ctx.parent(parent), cst.Call)
         ):
             return None  # a store (the in-place rule's), or the receiver of a method call (`x[i].add_(1)`)
-        if not self._tensor(ctx, original.value, original):
+        if not known_tensor(ctx, original.value, original):
             return None
         if not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
             return None
@@ -59,14 +59,6 @@ class TorchTensorIndexTf(Rule):
         value = cst.Call(cst.Attribute(cst.Subscript(at, updated.slice), cst.Name("get")), [])
         ctx.record(self.name, original, value)
         return value
-
-    def _tensor(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
-        """A name bound only to tensors, or a registered buffer/parameter of self."""
-        if isinstance(node, cst.Name):
-            return _tensor_names(ctx, _Where.scope_of(ctx, anchor)).get(node.value) is True
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-            return _attribute_kind(ctx, node, anchor) == "variable"
-        return _torch_value(ctx, node)
 
     def _may_be_tensor(self, ctx: RuleContext, piece: cst.BaseSlice, anchor: cst.CSTNode) -> bool:
         if not isinstance(piece, cst.Index):
@@ -82,4 +74,4 @@ class TorchTensorIndexTf(Rule):
             return self._tensor_expr(ctx, value.left, anchor) or self._tensor_expr(ctx, value.right, anchor)
         if isinstance(value, cst.UnaryOperation):
             return self._tensor_expr(ctx, value.expression, anchor)
-        return self._tensor(ctx, value, anchor)
+        return known_tensor(ctx, value, anchor)
