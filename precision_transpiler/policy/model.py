@@ -19,7 +19,7 @@ from typing import Any
 
 from precision_transpiler.errors import PolicyError
 
-DEVICES = ("cpu", "gpu", "tpu")
+DEVICES = ("auto", "cpu", "gpu", "tpu")
 DTYPES = ("float32", "bfloat16", "float16", "float64", "half")
 OP_CLASSES = (
     "linear",
@@ -88,7 +88,10 @@ class Policy:
     param: str = "float32"
     compute: str = "float32"
     output: str = "float32"
-    device: str = "cpu"
+    device: str = "auto"
+    # the low-precision dtype as the policy spells it (half / bfloat16 / float16; "" when it has
+    # none): under device "auto" the generated code decides from it where it runs
+    requested: str = ""
     description: str = ""
     classes: dict[str, dict[str, str]] = field(default_factory=dict)
     keep_fp32: tuple[str, ...] = ()
@@ -129,6 +132,7 @@ class Policy:
             "compute": self.compute,
             "output": self.output,
             "device": self.device,
+            "requested": self.requested,
             "classes": self.classes,
             "keep_fp32": list(self.keep_fp32),
             "promote": list(self.promote),
@@ -205,6 +209,8 @@ def _dtype(value: Any, where: str) -> str:
 
 
 def _resolve(dtype: str, device: str) -> str:
+    """`half` as jmp resolves it: float16 on GPUs, bfloat16 elsewhere. Under "auto" the static
+    passes plan with bfloat16 and the generated code picks the real dtype where it runs."""
     if dtype == "half":
         return "float16" if device == "gpu" else "bfloat16"
     return dtype
@@ -276,6 +282,7 @@ def _build(
     return Policy(
         name=name,
         device=device,
+        requested=_requested(spec, base, where),
         description=str(spec.get("description", base.description if base else "")),
         classes=classes,
         keep_fp32=keep,
@@ -283,6 +290,22 @@ def _build(
         overrides=tuple(overrides),
         **values,
     )
+
+
+def _requested(spec: dict[str, Any], base: Policy | None, where: str) -> str:
+    """The policy's low-precision dtype as spelled (`half` stays `half`): its own `compute` when
+    low, else its parent's, else the first low dtype among its classes and overrides."""
+    if "compute" in spec:
+        compute = _dtype(spec["compute"], f"{where}: compute")
+        if compute in ("half", "bfloat16", "float16"):
+            return compute
+    if base is not None and base.requested:
+        return base.requested
+    raw = [v for d in (spec.get("classes") or {}).values() if isinstance(d, dict) for v in d.values()]
+    raw += [v for o in spec.get("overrides") or [] if isinstance(o, dict) for k, v in o.items() if k in _FIELDS]
+    raw += [spec.get("param")]
+    spelled = [_DTYPE_ALIASES.get(str(v).strip().lower()) for v in raw if v is not None]
+    return next((d for d in spelled if d in ("half", "bfloat16", "float16")), "")
 
 
 def _policy(name: str, device: str, seen: tuple[str, ...] = ()) -> Policy:
@@ -331,7 +354,7 @@ def _parse_jmp(text: str, device: str) -> Policy:
     return _build(text, spec, device, f"policy string {text!r}", ())
 
 
-def resolve_policy(spec: str, *, device: str = "cpu") -> Policy:
+def resolve_policy(spec: str, *, device: str = "auto") -> Policy:
     """Turn a policy name, jmp string or YAML path into a Policy; raise PolicyError if unknown."""
     if device not in DEVICES:
         raise PolicyError(f"unknown device {device!r} (choose from {', '.join(DEVICES)})")

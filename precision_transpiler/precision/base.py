@@ -80,6 +80,28 @@ class PolicyPass(cst.CSTTransformer):
         )
 
 
+def auto_device(policy: Policy) -> bool:
+    """Whether the generated code decides the compute dtype where it runs (`--device auto` and a
+    policy with a low-precision dtype) rather than taking the one resolved here."""
+    return policy.device == "auto" and bool(policy.requested)
+
+
+def with_device_helpers(code: str, policy: Policy, shim_module: str, function: str, binding: str) -> str:
+    """A helper block for `--device auto`: after its leading comment lines, the decision helpers
+    copied from the real shim module (`shims/device.py` and its framework half) and
+    `binding = function("half")`, decided once, when the converted module is imported. Other
+    policies' blocks are returned as they are."""
+    if not auto_device(policy):
+        return code
+    from precision_transpiler.convert.vendor import shim_source
+
+    lines = code.lstrip("\n").splitlines(keepends=True)
+    head = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    decided = f'{binding} = {function}("{policy.requested}")  # where this runs decides (--device auto)\n'
+    device = shim_source(shim_module, [function]) + "\n\n" + decided
+    return "".join(lines[:head]) + device + "".join(lines[head:])
+
+
 def island(expr: cst.BaseExpression) -> cst.Call:
     """`_ptranspile_fp32(expr)`: the generated helper that puts an op's input in float32."""
     return cst.Call(func=cst.Name("_ptranspile_fp32"), args=[cst.Arg(value=expr)])

@@ -19,7 +19,14 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import PolicyPass, append_keywords, helper_statements, island
+from precision_transpiler.precision.base import (
+    PolicyPass,
+    append_keywords,
+    auto_device,
+    helper_statements,
+    island,
+    with_device_helpers,
+)
 
 _ACCUMULATING = frozenset({"linear", "conv", "attention"})
 _ACCUM_LAYERS = frozenset(
@@ -28,8 +35,8 @@ _ACCUM_LAYERS = frozenset(
 
 HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
-_PTRANSPILE_COMPUTE = jnp.{compute}
-_PTRANSPILE_PARAM = jnp.{param}
+_PTRANSPILE_COMPUTE = {compute}
+_PTRANSPILE_PARAM = {param}
 _PTRANSPILE_FLOAT32 = jnp.float32
 _PTRANSPILE_OUTPUT = jnp.{output}
 _PTRANSPILE_DEPTH = [0]
@@ -264,19 +271,23 @@ def helper_block(
     paths_helpers = PATHS_HELPERS.format(fp32_paths=repr(fp32_paths)) if fp32_paths else ""
     table = "{" + ", ".join(f"{k!r}: {v}" for k, v in sorted((layer_dtypes or {}).items())) + "}"
     layers_helpers = LAYERS_HELPERS.format(layer_dtypes=table) if layer_dtypes else ""
-    return helper_statements(
-        HELPERS.format(
-            name=policy.name,
-            compute=policy.compute,
-            param=policy.param,
-            output=output,
-            nan_fallback=nan_fallback,
-            paths_call=PATHS_CALL if fp32_paths else "",
-            paths_helpers=paths_helpers,
-            layers_call=LAYERS_CALL if layer_dtypes else "",
-            layers_helpers=layers_helpers,
-        )
+    compute, param = f"jnp.{policy.compute}", f"jnp.{policy.param}"
+    if auto_device(policy):  # decided where the code runs
+        compute = "_PTRANSPILE_DEVICE_DTYPE"
+        param = compute if policy.param != "float32" else param
+    code = HELPERS.format(
+        name=policy.name,
+        compute=compute,
+        param=param,
+        output=output,
+        nan_fallback=nan_fallback,
+        paths_call=PATHS_CALL if fp32_paths else "",
+        paths_helpers=paths_helpers,
+        layers_call=LAYERS_CALL if layer_dtypes else "",
+        layers_helpers=layers_helpers,
     )
+    code = with_device_helpers(code, policy, "flax_device", "_ptranspile_flax_device", "_PTRANSPILE_DEVICE_DTYPE")
+    return helper_statements(code)
 
 
 def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:

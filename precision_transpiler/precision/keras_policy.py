@@ -40,7 +40,14 @@ from precision_transpiler.errors import PolicyError
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
 from precision_transpiler.policy.model import Precision
-from precision_transpiler.precision.base import PolicyPass, append_keywords, helper_statements, island
+from precision_transpiler.precision.base import (
+    PolicyPass,
+    append_keywords,
+    auto_device,
+    helper_statements,
+    island,
+    with_device_helpers,
+)
 
 _NOT_LAYERS = frozenset({"Input", "InputLayer", "InputSpec"})
 _MODEL_CALLS = frozenset(
@@ -71,7 +78,7 @@ _MODEL_BASES = _LAYER_BASES - {"keras.Layer", "keras.layers.Layer"}
 
 HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
-_PTRANSPILE_LOW = "{low}"
+_PTRANSPILE_LOW = {low}
 _PTRANSPILE_FP32 = "float32"
 
 
@@ -569,6 +576,22 @@ def keras_policy_name(policy: Policy, mappings: MappingSet) -> str:
     )
 
 
+def low_policy_expr(policy: Policy, mappings: MappingSet) -> str:
+    """The generated expression for the Keras dtype policy of low-precision layers: a literal
+    (`"mixed_bfloat16"`), or under `--device auto` one built from the compute dtype decided where
+    the code runs (`_PTRANSPILE_DEVICE_DTYPE`; "float32" when it is float32)."""
+    if not auto_device(policy):
+        return f'"{keras_policy_name(policy, mappings)}"'
+    if policy.param != "float32":  # 16-bit variables too: the policy is named by the dtype
+        return "_PTRANSPILE_DEVICE_DTYPE"
+    return '"float32" if _PTRANSPILE_DEVICE_DTYPE == "float32" else "mixed_" + _PTRANSPILE_DEVICE_DTYPE'
+
+
+def keras_device_helpers(code: str, policy: Policy) -> str:
+    """`code` with the `--device auto` decision (`_PTRANSPILE_DEVICE_DTYPE`) made first."""
+    return with_device_helpers(code, policy, "keras_device", "_ptranspile_keras_device", "_PTRANSPILE_DEVICE_DTYPE")
+
+
 def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:
     """The globs of `path:` overrides that keep a layer in float32 (applied at run time)."""
     return tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
@@ -589,12 +612,11 @@ def helper_block(
             nan_check=NAN_CHECK if nan_fallback else "",
             nan_helpers=NAN_HELPERS.format(name=policy.name) if nan_fallback else "",
         )
-    return helper_statements(
-        HELPERS.format(
-            name=policy.name,
-            low=keras_policy_name(policy, mappings),
-            output=output,
-            runtime_helpers=runtime_helpers,
-            paths_helpers=paths_helpers,
-        )
+    code = HELPERS.format(
+        name=policy.name,
+        low=low_policy_expr(policy, mappings),
+        output=output,
+        runtime_helpers=runtime_helpers,
+        paths_helpers=paths_helpers,
     )
+    return helper_statements(keras_device_helpers(code, policy))

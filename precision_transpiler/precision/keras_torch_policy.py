@@ -39,8 +39,12 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import PolicyPass, append_keywords, helper_statements, island
-from precision_transpiler.precision.keras_policy import fp32_path_overrides, keras_policy_name
+from precision_transpiler.precision.base import PolicyPass, append_keywords, auto_device, helper_statements, island
+from precision_transpiler.precision.keras_policy import (
+    fp32_path_overrides,
+    keras_device_helpers,
+    low_policy_expr,
+)
 
 _SHIMS = "precision_transpiler.shims."
 # Bases whose subclasses in the converted file are the model's own classes (get @_ptranspile_module):
@@ -52,12 +56,12 @@ _AUTOCAST_CLASSES = frozenset({"linear", "conv", "matmul", "attention"})
 
 HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
-# As torch runs it: the model in {param} (model.to), low-precision layers in an autocast region
-# computing in {compute}; float32 islands for norms, softmax and reductions; outputs in {output}.
-_PTRANSPILE_LOW = "{low}"
+# As torch runs it: the model in {param_text} (model.to), low-precision layers in an autocast region
+# computing in {compute_text}; float32 islands for norms, softmax and reductions; outputs in {output}.
+_PTRANSPILE_LOW = {low}
 _PTRANSPILE_FP32 = "float32"
-_PTRANSPILE_BASE = "{param}"
-_PTRANSPILE_COMPUTE = "{compute}"
+_PTRANSPILE_BASE = {param}
+_PTRANSPILE_COMPUTE = {compute}
 _PTRANSPILE_OUTPUT = "{output}"
 _PTRANSPILE_NAN_FALLBACK = {nan_fallback}
 # Layer classes (or their bases) -> dtype policy, for layers the converter did not see being built.
@@ -345,15 +349,20 @@ def helper_block(
     """The generated helpers (see the module docstring)."""
     output = policy.classes.get("output", {}).get("output", policy.output)
     table = "{" + ", ".join(f"{k!r}: {v}" for k, v in sorted((layer_dtypes or {}).items())) + "}"
-    return helper_statements(
-        HELPERS.format(
-            name=policy.name,
-            low=keras_policy_name(policy, mappings),
-            param=policy.param,
-            compute=policy.compute,
-            output=output,
-            nan_fallback=nan_fallback,
-            layer_dtypes=table,
-            fp32_paths=repr(fp32_path_overrides(policy)),
-        )
+    compute, param = f'"{policy.compute}"', f'"{policy.param}"'
+    if auto_device(policy):  # decided where the code runs
+        compute = "_PTRANSPILE_DEVICE_DTYPE"
+        param = compute if policy.param != "float32" else param
+    code = HELPERS.format(
+        name=policy.name,
+        low=low_policy_expr(policy, mappings),
+        param=param,
+        compute=compute,
+        param_text=policy.param if param != "_PTRANSPILE_DEVICE_DTYPE" else "the compute dtype",
+        compute_text=policy.compute if compute != "_PTRANSPILE_DEVICE_DTYPE" else "the dtype decided where it runs",
+        output=output,
+        nan_fallback=nan_fallback,
+        layer_dtypes=table,
+        fp32_paths=repr(fp32_path_overrides(policy)),
     )
+    return helper_statements(keras_device_helpers(code, policy))

@@ -18,11 +18,19 @@ first, which makes applying a policy twice give the same file.
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import PolicyPass, helper_statements, island
+from precision_transpiler.precision.base import (
+    PolicyPass,
+    auto_device,
+    helper_statements,
+    island,
+    with_device_helpers,
+)
 from precision_transpiler.rewrite.templates import dotted_name
 
 ISLAND = "_ptranspile_fp32"
@@ -33,7 +41,7 @@ HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
 _PTRANSPILE_POLICY = {{
     "name": "{name}",
-    "device": "{device_type}",
+    "device": {device_type},
     "param": {param},
     "compute": {compute},
     "output": {output},
@@ -123,7 +131,7 @@ def _ptranspile_policy(forward):
             args, kwargs = _ptranspile_cast((args, kwargs), policy["compute"])
         state["depth"] += 1
         try:
-            low = not _ptranspile_fp32_module(self, policy)
+            low = policy["compute"] != torch.float32 and not _ptranspile_fp32_module(self, policy)
             with torch.autocast(device_type=device, dtype=policy["compute"], enabled=low):
                 if not low:
                     args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
@@ -216,6 +224,9 @@ class TorchPolicyPass(PolicyPass):
         if original_node.name.value != "forward":
             return updated_node
         decision = self.policy.precision_for(None, class_name=cls.name.value)
+        # the wrapper casts the outermost call's floating outputs to the policy's output dtype
+        output = self.policy.classes.get("output", {}).get("output", self.policy.output)
+        decision = dataclasses.replace(decision, output=output)
         self.decide(original_node, cls.name.value, "module", decision, "autocast region", f"{cls.name.value}.forward")
         decorator = cst.Decorator(decorator=cst.Name(DECORATOR))
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
@@ -331,15 +342,22 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
     ]
     fp32_paths = tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
     fp32_classes = {o.class_name for o in policy.overrides if o.class_name and o.values.get("compute") == "float32"}
+    param = _torch_dtype(mappings, policy.param)
+    compute = _torch_dtype(mappings, policy.compute)
+    device_type = '"cuda"' if policy.device == "gpu" else '"cpu"'
+    if auto_device(policy):  # decided where the code runs: (device type, compute dtype)
+        device_type, compute = "_PTRANSPILE_DEVICE[0]", "_PTRANSPILE_DEVICE[1]"
+        param = compute if policy.param != "float32" else param
     code = HELPERS.format(
         name=policy.name,
-        device_type="cuda" if policy.device == "gpu" else "cpu",
-        param=_torch_dtype(mappings, policy.param),
-        compute=_torch_dtype(mappings, policy.compute),
+        device_type=device_type,
+        param=param,
+        compute=compute,
         output=_torch_dtype(mappings, policy.classes.get("output", {}).get("output", policy.output)),
         nan_fallback=nan_fallback,
         fp32_paths=repr(fp32_paths),
         fp32_classes=repr(tuple(sorted(fp32_classes))),
         fp32_modules="".join(f"{m}, " for m in keep_modules),
     )
+    code = with_device_helpers(code, policy, "torch_device", "_ptranspile_torch_device", "_PTRANSPILE_DEVICE")
     return helper_statements(code)

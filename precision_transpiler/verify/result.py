@@ -45,8 +45,9 @@ class LayerRecord:
     share: float | None  # the error this layer may have (see docs/verification.md)
     exceeded: bool
     nonfinite: bool  # the converted layer produced inf/nan where the original did not
-    source: str | None  # file:line where the layer is created
+    source: str | None  # file:line where the original model creates the layer (the user's own code)
     note: str | None = None  # "missing in converted", "shape (2, 3) vs (2, 4)", ...
+    converted_source: str | None = None  # file:line where the converted model creates it
 
 
 @dataclass
@@ -72,11 +73,14 @@ class VerificationResult:
     outputs: list[OutputRecord] = field(default_factory=list)
     layers: list[LayerRecord] = field(default_factory=list)
     first_bad_layer: str | None = None
-    first_bad_source: str | None = None
+    first_bad_source: str | None = None  # in the original file
+    first_bad_converted_source: str | None = None  # in the converted file
     notes: list[str] = field(default_factory=list)
     param_bytes: dict[str, int] | None = None  # {"original": ..., "converted": ...} after the runs
     # --time N: median seconds of one compiled forward {"original", "converted", "reference", "repeat"}
     timing: dict[str, float] | None = None
+    # --device auto: what the converted code decided where it ran ({"device", "requested", "compute", "reason"})
+    device: dict[str, str] | None = None
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
