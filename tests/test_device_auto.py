@@ -136,7 +136,8 @@ def test_the_fp32_policy_removes_the_device_helpers_exactly(to: str) -> None:
         ("half", "cpu", False, True, "bfloat16"),
         ("bfloat16", "cpu", False, True, "bfloat16"),
         ("half", "cpu", False, False, "float32"),
-        ("float16", "cpu", False, False, "float32"),
+        ("float16", "cpu", False, False, "float16"),
+        ("bfloat16", "cpu", False, False, "float32"),
     ],
 )
 def test_decision_table(

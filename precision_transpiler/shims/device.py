@@ -7,6 +7,8 @@ these functions once, when the converted module is imported, and keeps the answe
 
 * CUDA GPU: float16; bfloat16 when the policy asks for bfloat16 and the GPU has it (compute
   capability 8.0 and newer).
+* A policy that asks for float16 by name (`mixed-fp16`, `fp16`) gets it on every device: only
+  `half` and bfloat16 are the machine's to decide.
 * TPU: bfloat16.
 * CPU: bfloat16 only with native bf16 kernels (AVX512-BF16 or AMX on x86, the BF16 extension on
   Arm); otherwise float32, with the policy's structure (fp32 islands, output casts) kept. Without
@@ -79,6 +81,8 @@ def _ptranspile_pick(framework, requested, where, gpu_bf16=False, cpu_bf16=None)
     forced = forced if forced in ("bfloat16", "float16", "float32") else ""
     if forced:
         compute, reason = forced, "PTRANSPILE_COMPUTE_DTYPE is set"
+    elif requested == "float16":
+        compute, reason = "float16", "the policy asks for float16 on every device"
     elif where == "gpu":
         if requested == "bfloat16" and gpu_bf16:
             compute, reason = "bfloat16", "GPU with bfloat16 support"
