@@ -1,0 +1,162 @@
+"""The documentation's examples are tests: every command and Python example of README.md and
+docs/*.md runs, and what the page shows must be what it prints.
+
+Conventions (also in docs/architecture.md, "Documentation examples are tests"):
+
+- **```console blocks** are terminal sessions. A line starting with `$ ` is a command (a line
+  ending in `\\` continues it on the next line); the lines up to the next `$ ` are its output,
+  stdout and stderr together in the order a terminal shows them. The commands of a block run one
+  after another in bash as one session would (`cd` and `$?` carry over), with `.venv/bin` first on
+  PATH, so `ptranspile` and `python` are the project's. A command must print exactly what is shown:
+  nothing shown means it prints nothing, and it must then exit 0 unless the next command reads
+  `$?` (`echo $?`).
+- **`...`** in shown output stands for any text (doctest's ELLIPSIS); a line holding only `...`
+  for any number of lines. Use it to abbreviate long output and to hide what varies (times,
+  temporary paths). Trailing spaces and leading or trailing blank lines are not compared.
+- **```python blocks** run in one Python process per page, in page order, sharing one namespace
+  (a fresh one per page), in the page's directory. A block of `>>>` lines is a doctest (ELLIPSIS
+  on). What a block prints (stdout and stderr) is compared only with an `output` block.
+- **Each page has its own temporary directory**, with the repository's `examples/` copied in;
+  files written by earlier blocks of the page (commands, `file=` blocks, Python) are there for
+  later ones. `$ cat FILE` of a FILE that does not exist yet introduces it: the shown text is
+  written to FILE first (so pages show their inputs as a terminal would).
+- **Directives**: an HTML comment right above a block, `<!-- docs-test: KEY=VALUE ... -->`
+  (values with spaces in quotes; several comments add up):
+  - `file=PATH`: write the block's text to PATH (a model file, a policy file, a table) instead of
+    running it;
+  - `output`: the block is what the closest Python block above it prints;
+  - `output-of="CMD"` (with `exit=N` when CMD fails on purpose): the block is what the shell
+    command CMD prints, for generated code and reports shown with syntax highlighting;
+  - `setup="CMD"`: a shell command run in the page directory before the block, which must succeed
+    (`$REPO` is the repository root);
+  - `cwd=DIR`: the directory, relative to the page directory, a console block starts in;
+  - `signature=MODULE`: the block's `def`/`class` stubs are checked against MODULE's real
+    functions (parameter names, kinds, defaults, annotations) and dataclasses (fields, flags);
+  - `excerpt=PATH`: every line of the block except those with `...` appears in PATH (relative to
+    the repository), in this order;
+  - `timeout=SECONDS` per command (default 300); `slow`: the block is marked `@pytest.mark.slow`;
+  - `skip reason="..."`: not run. Rare, reasoned (a GPU, the network, hours of run time) and
+    counted: at most `MAX_SKIPPED` blocks may be skipped, and the list is printed by
+    `test_skipped_blocks_are_few_and_reasoned`.
+
+Blocks of other languages (```text, ```json, ```yaml, ```toml) are prose unless a directive uses them.
+Each block is one test, named after its page and line: `pytest tests/test_docs.py -k cli.md`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.docs_examples import PAGES, REPO, Block, Page, all_blocks, matches, parse_page
+
+MAX_SKIPPED = 3
+
+BLOCKS = all_blocks()
+RUN_BLOCKS = [b for b in BLOCKS if b.kind != "ignored"]
+
+
+def _param(block: Block) -> pytest.param:
+    marks = [pytest.mark.slow] if "slow" in block.directives else []
+    return pytest.param(block, id=block.id, marks=marks)
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Page]]:
+    root = tmp_path_factory.mktemp("docs")
+    opened: dict[str, Page] = {}
+
+    class Pages(dict):
+        def __missing__(self, page: str) -> Page:
+            workdir = root / re.sub(r"[^A-Za-z0-9]+", "-", page)
+            workdir.mkdir()
+            opened[page] = Page(page, [b for b in BLOCKS if b.page == page], workdir)
+            self[page] = opened[page]
+            return opened[page]
+
+    yield Pages()
+    for page in opened.values():
+        page.close()
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in RUN_BLOCKS])
+def test_doc_block(block: Block, pages: dict[str, Page]) -> None:
+    if block.kind == "skip":
+        pytest.skip(f"{block.id}: {block.directives['reason']}")
+    pages[block.page].run_up_to(block)
+
+
+def test_skipped_blocks_are_few_and_reasoned() -> None:
+    skipped = [b for b in BLOCKS if b.kind == "skip"]
+    listing = "\n".join(f"  {b.id}: {b.directives['reason']}" for b in skipped)
+    print(f"\n{len(skipped)} documentation block(s) skipped:\n{listing}")
+    assert len(skipped) <= MAX_SKIPPED, f"too many skipped documentation blocks:\n{listing}"
+
+
+def test_every_page_has_examples() -> None:
+    for page in PAGES:
+        assert any(b.page == page and b.kind != "ignored" for b in BLOCKS), page
+
+
+# --------------------------------------------------------------------- the conventions themselves
+
+
+def test_matching_conventions() -> None:
+    assert matches("a\nb", "a\nb  \n\n")
+    assert not matches("a\nb", "a\nc")
+    assert matches("took ... s", "took 1.5 s")
+    assert matches("head\n...\ntail", "head\ntail")
+    assert matches("head\n...\ntail", "head\n1\n2\ntail")
+    assert not matches("head\n...\ntail", "head\n1\n2\ntai")
+    assert matches("a...", "a\nb\nc")
+
+
+def test_parsing_conventions(tmp_path: Path) -> None:
+    text = (
+        'intro\n\n<!-- docs-test: setup="touch x" cwd=sub -->\n```console\n$ echo a \\\n  b\nab\n$ false\n'
+        '$ echo $?\n1\n```\n\n```text\nprose\n```\n<!-- docs-test: skip reason="needs a GPU" -->\n'
+        "```python\nimport cupy\n```\n"
+    )
+    console, prose, skipped = parse_page("x.md", text)
+    assert console.directives == {"setup": "touch x", "cwd": "sub"} and console.kind == "console"
+    commands = console.commands()
+    assert [c.text for c in commands] == ["echo a \\\n  b", "false", "echo $?"]
+    assert commands[0].shown == ["ab"] and commands[1].shown == [] and commands[2].shown == ["1"]
+    assert commands[0].line == 5
+    assert prose.kind == "ignored" and skipped.kind == "skip"
+    with pytest.raises(ValueError, match="unknown docs-test key"):
+        parse_page("x.md", "<!-- docs-test: skp -->\n```python\n```\n")
+    with pytest.raises(ValueError, match="needs reason"):
+        parse_page("x.md", "<!-- docs-test: skip -->\n```python\n```\n")
+
+
+# ------------------------------------------------------------------ no pointers users cannot follow
+
+CHECKED_TREES = ("README.md", "docs", "precision_transpiler", "mappings", "benchmarks", "examples")
+TEXT_SUFFIXES = {".md", ".py", ".yaml", ".yml", ".toml", ".txt", ".sh", ".cfg", ".ini"}
+FORBIDDEN = re.compile(r"REFERENCE\.md|\.\./shared|\bissues? #?\d+", re.IGNORECASE)
+
+
+def _shipped_text_files() -> Iterator[Path]:
+    for name in CHECKED_TREES:
+        path = REPO / name
+        if path.is_file():
+            yield path
+            continue
+        for file in sorted(path.rglob("*")):
+            if file.is_file() and file.suffix in TEXT_SUFFIXES and "__pycache__" not in file.parts:
+                yield file
+
+
+def test_no_pointers_to_files_users_do_not_have() -> None:
+    """Facts the project relies on are in docs/background.md with their original sources: nothing
+    points at a file outside the repository or at issue numbers users cannot look up."""
+    found = []
+    for file in _shipped_text_files():
+        for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if FORBIDDEN.search(line):
+                found.append(f"{file.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
