@@ -578,10 +578,11 @@ def _annotation(node: ast.expr | None) -> str | None:
     return None if node is None else ast.unparse(node)
 
 
-def _compare_function(where: str, name: str, stub: ast.FunctionDef, real: Any, skip_self: bool) -> list[str]:
+def _compare_function(where: str, name: str, stub: ast.FunctionDef, real: Any) -> list[str]:
     problems: list[str] = []
     sig = inspect.signature(real)
-    real_params = list(sig.parameters.values())
+    # Private parameters (`_name`) are not part of the documented interface.
+    real_params = [p for p in sig.parameters.values() if not p.name.startswith("_")]
     args = stub.args
     stub_params: list[tuple[str, str, ast.expr | None, ast.expr | None]] = []
     positional = args.posonlyargs + args.args
@@ -594,8 +595,6 @@ def _compare_function(where: str, name: str, stub: ast.FunctionDef, real: Any, s
         stub_params.append((arg.arg, "KEYWORD_ONLY", default, arg.annotation))
     if args.kwarg:
         stub_params.append((args.kwarg.arg, "VAR_KEYWORD", None, args.kwarg.annotation))
-    if skip_self and stub_params and stub_params[0][0] == "self":
-        stub_params = stub_params[1:]
     documented = [p[0] for p in stub_params]
     actual = [p.name for p in real_params]
     if documented != actual:
@@ -656,7 +655,7 @@ def check_signatures(block: Block, module_name: str) -> None:
             if real is None:
                 problems.append(f"{where}: {module_name} has no {node.name}")
                 continue
-            problems += _compare_function(where, node.name, node, real, skip_self=False)
+            problems += _compare_function(where, node.name, node, real)
         elif isinstance(node, ast.ClassDef):
             real = getattr(module, node.name, None)
             if real is None:
@@ -679,7 +678,7 @@ def check_signatures(block: Block, module_name: str) -> None:
                     if method is None:
                         problems.append(f"{where}: {node.name} has no method {item.name}")
                     else:
-                        problems += _compare_function(where, f"{node.name}.{item.name}", item, method, skip_self=True)
+                        problems += _compare_function(where, f"{node.name}.{item.name}", item, method)
         elif isinstance(node, ast.ImportFrom | ast.Import | ast.Expr):
             continue
         else:
