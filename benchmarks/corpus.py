@@ -1,8 +1,8 @@
 """Real-world corpus: convert and verify model files from installed packages, as they are.
 
 For every case of a YAML list (benchmarks/corpus.yaml: package file, entry expression, inputs)
-and every target framework and policy asked for, this converts the file with `--entry` (what
-`ptranspile FILE --to T --policy P --entry EXPR` does), then verifies the converted model against
+and every target framework and policy asked for, this converts what the entry reaches (what
+`ptranspile FILE --to T --policy P --entry EXPR --prune-to-entry` does), then verifies the converted model against
 the original on identical random weights and inputs (what `ptranspile verify` does). It prints a
 Markdown table (per case and direction: converted, unsupported constructs, verified, error
 against the tolerance, transpile time, the first diagnostic of a failure) and the overall rates,
@@ -102,7 +102,7 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
         source = original.read_text(encoding="utf-8")
         outcome.lines_in = source.count("\n")
         start = time.perf_counter()
-        result = transpile(source, to=target, policy=policy, path=str(original), entry=case.entry)
+        result = transpile(source, to=target, policy=policy, path=str(original), entry=case.entry, prune_to_entry=True)
         outcome.transpile_s = time.perf_counter() - start
     except Exception as exc:  # recorded, not raised: one broken case must not stop the corpus
         outcome.first_problem = f"conversion raised {type(exc).__name__}: {_short(str(exc))}"

@@ -252,7 +252,8 @@ def _converted(case: Case, path: Path, target: str, policy: str) -> Any:
     from precision_transpiler import transpile
     from precision_transpiler.verify.loading import build_model, import_converted
 
-    code = transpile(path.read_text(encoding="utf-8"), to=target, policy=policy, path=str(path), entry=case.entry).code
+    source = path.read_text(encoding="utf-8")
+    code = transpile(source, to=target, policy=policy, path=str(path), entry=case.entry, prune_to_entry=True).code
     module = import_converted(path.with_name(f"{path.stem}_memory_{target}_{policy}.py"), path, code)
     return build_model(module, case.entry, "converted")
 

@@ -1,7 +1,7 @@
 """Forward speed of converted JAX (Flax NNX) models beside their torch originals.
 
 Converts torchvision's resnet.py and vision_transformer.py and transformers' BERT and GPT-2 with
-`ptranspile --to jax --entry ...`, copies
+`ptranspile --to jax --entry ... --prune-to-entry`, copies
 the torch weights into the converted models, and times in one process (medians after warm-up,
 same inputs): the torch original in eval mode under `torch.no_grad()`, and the converted model
 under `jax.jit` (fp32, and with `--policy mixed`). Ratios are to the torch fp32 forward.
@@ -108,7 +108,8 @@ def main() -> int:
         cells = []
         error = None
         for policy in ("fp32", "mixed"):
-            code = transpile(path.read_text(), to="jax", policy=policy, path=str(path), entry=entry).code
+            prune = {"entry": entry, "prune_to_entry": True}
+            code = transpile(path.read_text(), to="jax", policy=policy, path=str(path), **prune).code
             module = import_converted(path.with_name(f"bench_{policy}.py"), path, code)
             model = build_model(module, entry, "converted")
             load_torch_state_dict(model, state)

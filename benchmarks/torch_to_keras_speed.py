@@ -1,7 +1,7 @@
 """Forward speed of converted Keras 3 models beside their torch originals (issue 6).
 
 The cases of torch_to_jax_speed.py (torchvision ResNet-18/50 and ViT, transformers BERT and
-GPT-2) are converted with `ptranspile --to tf --entry ...` (fp32, and `--policy mixed`), the
+GPT-2) are converted with `ptranspile --to tf --entry ... --prune-to-entry` (fp32, and `--policy mixed`), the
 torch weights are copied in (`load_torch_state_dict_keras`), and in one process, on the same
 inputs, medians after warm-up are taken of: the torch original in eval mode under
 `torch.no_grad()` (fp32, and under `torch.autocast("cpu", torch.bfloat16)`, the reference the
@@ -81,7 +81,8 @@ def main() -> int:
         cells, errors = [], []
         for policy in ("fp32", "mixed"):
             try:
-                code = transpile(path.read_text(), to="tf", policy=policy, path=str(path), entry=entry).code
+                prune = {"entry": entry, "prune_to_entry": True}
+                code = transpile(path.read_text(), to="tf", policy=policy, path=str(path), **prune).code
                 module = import_converted(path.with_name(f"bench_tf_{policy}.py"), path, code)
                 model = build_model(module, entry, "converted")
                 load_torch_state_dict_keras(model, state)

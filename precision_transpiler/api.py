@@ -84,6 +84,18 @@ class TranspileResult:
         }
 
 
+def _check_entry(entry: str | None, prune_to_entry: bool) -> None:
+    """Pruning is asked for explicitly: `entry` alone changes nothing in a conversion (it is what
+    verification builds), so it is refused rather than ignored."""
+    if prune_to_entry and not entry:
+        raise UsageError("prune_to_entry=True needs entry= (the name or expression whose reach is kept)")
+    if entry and not prune_to_entry:
+        raise UsageError(
+            f"entry={entry!r} alone changes nothing in a conversion: pass prune_to_entry=True to convert only "
+            "the top-level definitions it reaches"
+        )
+
+
 def _check_framework(value: str | None, option: str, allow_none: bool) -> None:
     if value is None and allow_none:
         return
@@ -102,21 +114,25 @@ def transpile(
     device: str = "cpu",
     nan_fallback: bool = False,
     entry: str | None = None,
+    prune_to_entry: bool = False,
     _standalone: bool = True,
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
     `to`/`from_` are "torch", "jax", "tf" or "numpy" (`from_=None` detects the source).
     `policy` names a precision policy (see docs/policies.md); `mappings` adds table directories
-    (or passes an already loaded MappingSet). `entry` (a name or an expression such as
-    "BertModel(BertConfig())") converts only the top-level definitions it reaches
-    (convert/entry.py); UsageError when the file defines none of its names.
+    (or passes an already loaded MappingSet). `prune_to_entry=True` with `entry` (a name or an
+    expression such as "BertModel(BertConfig())") converts only the top-level definitions the
+    entry reaches (convert/entry.py); UsageError when the file defines none of its names, and
+    when one of the two comes without the other. Positions in the result always name lines of
+    `source`, pruned or not.
     """
     # Imported here so that `import precision_transpiler` stays cheap for --help.
     from precision_transpiler.rewrite.engine import EngineOptions, run_engine
 
     _check_framework(to, "to", allow_none=False)
     _check_framework(from_, "from", allow_none=True)
+    _check_entry(entry, prune_to_entry)
     policy_obj = resolve_policy(policy, device=device)
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
 
@@ -132,7 +148,7 @@ def transpile(
     except cst.ParserSyntaxError as exc:
         return result(source, source_framework=from_, diagnostics=(_syntax_error(source, path, exc),))
     pruned = None
-    if entry:
+    if entry and prune_to_entry:
         from precision_transpiler.convert.entry import prune_source
 
         pruned = prune_source(source, entry, path)
@@ -161,6 +177,7 @@ def transpile(
             )
         )
     precision: list[Any] = []
+    policed = new_module.code  # what a policy within one framework sees
     if to == "torch" and outcome.source in ("torch", None):
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "tf" and outcome.source in ("tf", None):
@@ -181,6 +198,8 @@ def transpile(
                 f"{outcome.source or 'this code'} to {to} yet (policies apply within one framework)",
             )
         )
+    if precision and pruned is not None:  # a policy within one framework saw the pruned code
+        precision = _follow_lines(precision, policed, original_source)
     code = new_module.code
     if to in ("jax", "tf") and outcome.source == "torch":  # model conversion (Flax NNX or Keras)
         from precision_transpiler.convert.cleanup import drop_orphaned_imports
@@ -361,18 +380,23 @@ def _apply_layer_policy(
     put `helpers(the pass, after its run)` after the leading imports when it decided anything."""
     from precision_transpiler.precision.strip import strip_inserted
 
-    if "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code:
+    given = module.code
+    if "_ptranspile_" in given or "_PTRANSPILE_" in given:
         module, _ = strip_inserted(module)
     if policy.is_full_precision:
         return module, []
     policy_pass = make_pass(module, module.code)
+    seen = module.code
     module = module.visit(policy_pass)
     if not policy_pass.decisions:
         return module, []
     body = list(module.body)
     index = _after_leading_imports(body)
     body[index:index] = helpers(policy_pass)
-    return _with_helper_imports(module.with_changes(body=body), imports), policy_pass.decisions
+    decisions = policy_pass.decisions
+    if seen != given:  # an earlier run's insertions were stripped: name the given code's lines
+        decisions = _follow_lines(decisions, seen, given)
+    return _with_helper_imports(module.with_changes(body=body), imports), decisions
 
 
 def _with_helper_imports(module: cst.Module, wanted: list[tuple[str, str]]) -> cst.Module:
@@ -439,10 +463,12 @@ def transpile_file(
     skip_empty: bool = False,
     nan_fallback: bool = False,
     entry: str | None = None,
+    prune_to_entry: bool = False,
 ) -> TranspileResult:
     """Transpile one file (read only: writing is the caller's choice)."""
     _check_framework(to, "to", allow_none=False)
     _check_framework(from_, "from", allow_none=True)
+    _check_entry(entry, prune_to_entry)
     resolve_policy(policy, device=device)
     display = os.fspath(path)
     try:
@@ -465,6 +491,7 @@ def transpile_file(
         device=device,
         nan_fallback=nan_fallback,
         entry=entry,
+        prune_to_entry=prune_to_entry,
     )
 
 
@@ -479,6 +506,7 @@ class _Job:
     nan_fallback: bool = False
     loaded: MappingSet | None = None
     entry: str | None = None
+    prune_to_entry: bool = False
 
     def __call__(self, item: tuple[Path, bool]) -> TranspileResult:
         path, from_walk = item
@@ -492,6 +520,7 @@ class _Job:
             skip_empty=self.skip_empty or from_walk,
             nan_fallback=self.nan_fallback,
             entry=self.entry,
+            prune_to_entry=self.prune_to_entry,
         )
 
 
@@ -508,6 +537,7 @@ def transpile_paths(
     exclude: Sequence[str] = (),
     nan_fallback: bool = False,
     entry: str | None = None,
+    prune_to_entry: bool = False,
 ) -> list[TranspileResult]:
     """Transpile files and directory trees (recursively, `*.py`), in parallel with `jobs > 1`.
 
@@ -518,6 +548,7 @@ def transpile_paths(
     """
     _check_framework(to, "to", allow_none=False)
     _check_framework(from_, "from", allow_none=True)
+    _check_entry(entry, prune_to_entry)
     resolve_policy(policy, device=device)
     loaded = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)  # fail early, once
     items = list(iter_python_files(paths, exclude=exclude))
@@ -534,6 +565,7 @@ def transpile_paths(
         nan_fallback,
         mappings if isinstance(mappings, MappingSet) else None,
         entry,
+        prune_to_entry,
     )
     del loaded
     if jobs > 1 and len(items) > 1 and job.loaded is None:

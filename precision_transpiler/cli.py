@@ -102,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify",
         action="store_true",
         help="after converting one file, run it against the original (needs --entry and --input; "
-        "see also `ptranspile verify --help`)",
+        "see also `ptranspile verify --help`); the output is written only when verification passes",
+    )
+    parser.add_argument(
+        "--prune-to-entry",
+        action="store_true",
+        help="convert only the top-level definitions that --entry EXPR reaches (the rest is left out, with a note)",
     )
     parser.add_argument(
         "--policy-out",
@@ -183,8 +188,17 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from precision_transpiler import api
 
-    if args.verify or settings["policy"] == "auto" or args.emit_test or args.report_html:
-        return _run_verified(args, settings)
+    verifying = args.verify or settings["policy"] == "auto" or args.emit_test or args.report_html
+    if args.prune_to_entry and not args.entry:
+        raise _usage("--prune-to-entry needs --entry EXPR (the model whose reach is kept)")
+    if args.entry and not (verifying or args.prune_to_entry):
+        raise _usage(
+            "--entry alone changes nothing in a conversion: add --prune-to-entry to convert only what it reaches, "
+            "or --verify --input SPEC to run the model"
+        )
+    prune = {"entry": args.entry, "prune_to_entry": True} if args.prune_to_entry else {}
+    if verifying:
+        return _run_verified(args, settings, prune)
 
     stdin = [p for p in args.paths if p == "-"]
     if stdin and len(args.paths) > 1:
@@ -205,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
                 path="<stdin>",
                 device=settings["device"],
                 nan_fallback=settings["nan_fallback"],
-                entry=getattr(args, "entry", None),
+                **prune,
             )
         ]
     else:
@@ -223,13 +237,17 @@ def _run(args: argparse.Namespace) -> int:
             skip_empty=settings["skip_empty"],
             exclude=settings["exclude"],
             nan_fallback=settings["nan_fallback"],
-            entry=getattr(args, "entry", None),
+            **prune,
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
 
 
-def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """Convert one file, then verify it (`--verify`, `--policy auto`, `--emit-test`, `--report-html`)."""
+def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dict[str, Any]) -> int:
+    """Convert one file, then verify it (`--verify`, `--policy auto`, `--emit-test`, `--report-html`).
+
+    Verification observes the conversion and never changes it: the code verified (in memory, as
+    if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
+    written (or printed) only when verification passes."""
     from precision_transpiler import api
     from precision_transpiler.cli_verify import announce, publish, verify_options
     from precision_transpiler.config import load_config
@@ -245,7 +263,8 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         raise _usage(f"{original}: no such file")
     options = verify_options(args, load_config(Path.cwd()).values, None)
     options.device = settings["device"]
-    if settings["policy"] == "auto":
+    searched = settings["policy"] == "auto"
+    if searched:
         from precision_transpiler.verify.search import search_policy
 
         announce(f"--policy auto: searching layer precisions for {original} (runs the model many times)", args.quiet)
@@ -255,6 +274,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             to=settings["to"],
             device=settings["device"],
             log=None if args.quiet else lambda m: print(f"ptranspile: {m}", file=sys.stderr),
+            prune_to_entry=bool(prune),
         )
         policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
         write_atomic(policy_out, found.policy_yaml)
@@ -274,14 +294,19 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         mappings=settings["mappings"],
         device=settings["device"],
         nan_fallback=settings["nan_fallback"],
-        entry=args.entry,
+        **prune,
     )
-    exit_code = _finish(args, settings, results, from_stdin=False)
     result = results[0]
+    target = None
+    if args.output:  # where the code goes; checked before anything runs
+        target = Path(args.output)
+        target = target / original.name if target.is_dir() else target
+        if not result.errors:
+            _refuse_overwriting_input(target, result)
+    exit_code = _finish(args, settings, results, from_stdin=False, write=False)
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
-    converted = Path(args.output) if args.output else original.with_name(f"{original.stem}_ptranspile.py")
-    announce(f"running {original} and the converted code (imports the frameworks and the model file)", args.quiet)
+    converted = target or original.with_name(f"{original.stem}_ptranspile.py")
     verification = verify_files(original, converted, options, converted_code=result.code)
     if not args.output:
         verification.notes.append("the converted code was verified in memory (no -o given)")
@@ -292,8 +317,25 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         extra_json=_report(settings, results),
         policy_spec=settings["policy"],
         calibrate_bn=options.calibrate_bn,
+        emit=verification.passed,
     )
-    return exit_code if verification.passed else EXIT_FINDINGS
+    if verification.passed:
+        if not (settings["strict"] and result.unsupported):
+            _write_outputs(args, [result], from_stdin=False, total=1)
+        return exit_code
+    held = [str(target) if target else "the converted code"] + ([args.emit_test] if args.emit_test else [])
+    asked = [("--verify", args.verify), ("--emit-test", args.emit_test), ("--report-html", args.report_html)]
+    flags = [flag for flag, given in asked if given]
+    how = [f"without {' and '.join(flags)}"] if flags else []
+    if searched:
+        how.append(f"with --policy {settings['policy']} instead of auto")
+    done, verb = ("written", "write") if target else ("printed", "print")
+    print(
+        f"ptranspile: verification failed: {' and '.join(held)} not {done} "
+        f"(run {' and '.join(how)} to {verb} it anyway)",
+        file=sys.stderr,
+    )
+    return EXIT_FINDINGS
 
 
 def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
@@ -304,8 +346,14 @@ def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
 
 
 def _finish(
-    args: argparse.Namespace, settings: dict[str, Any], results: list[TranspileResult], from_stdin: bool
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    results: list[TranspileResult],
+    from_stdin: bool,
+    write: bool = True,
 ) -> int:
+    """Print the diagnostics, write the outputs (unless `write` is False: the caller writes them
+    once verification passed) and the reports; the exit code of the conversion."""
     strict = settings["strict"]
     exit_code = EXIT_OK
     for result in results:
@@ -336,7 +384,7 @@ def _finish(
             exit_code = EXIT_FINDINGS
     elif blocked:
         print("ptranspile: --strict: unsupported constructs found, nothing written", file=sys.stderr)
-    else:
+    elif write:
         _write_outputs(args, writable, from_stdin, len(results))
     if args.report:
         print(_precision_report(results), file=sys.stderr)

@@ -27,8 +27,8 @@ def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--entry",
         metavar="EXPR",
-        help="expression that builds the model, e.g. 'resnet18()' or a bare NAME; when converting, only the "
-        "top-level definitions it reaches are converted",
+        help="expression that builds the model for verification, e.g. 'resnet18()' (with --prune-to-entry, "
+        "a bare NAME also works: only the top-level definitions it reaches are converted)",
     )
     group.add_argument(
         "--input",
@@ -147,8 +147,10 @@ def publish(
     extra_json: dict[str, Any] | None = None,
     policy_spec: str,
     calibrate_bn: bool,
+    emit: bool = True,
 ) -> None:
-    """Print the terminal report and write the JSON, HTML and generated test the flags ask for."""
+    """Print the terminal report and write the JSON, HTML and generated test the flags ask for
+    (the test only when `emit`: `--verify` does not write one for a conversion that failed)."""
     from precision_transpiler.files import write_atomic
     from precision_transpiler.verify.render import render_html, render_text
 
@@ -165,7 +167,7 @@ def publish(
         write_atomic(Path(report_json), json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     if args.report_html:
         write_atomic(Path(args.report_html), render_html(report))
-    if args.emit_test:
+    if args.emit_test and emit:
         from precision_transpiler.verify.emit import emit_test
 
         target = Path(args.emit_test)

@@ -288,6 +288,23 @@ def test_policy_report_json_and_nan_fallback_flag(tmp_path: Path) -> None:
     assert actions == [("Block", "autocast region"), ("Tensor.softmax", "fp32 island"), ("self.norm", "fp32 island")]
 
 
+@pytest.mark.parametrize(
+    ("policy", "output"),
+    [("mixed", "float32"), ("bf16", "bfloat16"), ("params=float32,compute=bfloat16,output=float16", "float16")],
+)
+def test_policy_report_model_row_shows_the_policy_output_dtype(tmp_path: Path, policy: str, output: str) -> None:
+    """The model row (`autocast region`) is the generated wrapper, which casts the outermost
+    call's outputs to the policy's output dtype: its `output=` is that dtype, as in the header."""
+    src = tmp_path / "block.py"
+    src.write_text(POLICY_SRC)
+    r = run_cli(str(src), "--to", "torch", "--policy", policy, "--report", "-o", str(tmp_path / "out.py"))
+    assert r.code == 0, r.err
+    assert f"output {output})" in r.err.splitlines()[0]  # the header
+    (row,) = [line for line in r.err.splitlines() if "[autocast region;" in line]
+    assert f" output={output} " in row, row
+    assert "compute=bfloat16" in row
+
+
 def test_policy_not_applied_across_frameworks_is_reported(tmp_path: Path) -> None:
     """Policies apply within one framework and on torch models converted to JAX or Keras; other
     directions (JAX code converted to tf) say so."""

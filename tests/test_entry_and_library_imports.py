@@ -4,6 +4,7 @@ factory-built layers under a Flax policy."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,7 @@ def test_pruning_keeps_line_numbers_and_what_the_entry_reaches() -> None:
     assert "def helper" in pruned.source and "__all__" not in pruned.source
     assert pruned.dropped == ["Head", "__all__"] and set(pruned.kept) == {"Net", "helper"}
     assert pruned.import_names == {"CrossEntropyLoss"}
-    result = transpile(MODEL, to="jax", entry="Net")
+    result = transpile(MODEL, to="jax", entry="Net", prune_to_entry=True)
     assert MARKER not in result.code and "\n\n\n\n" not in result.code
     assert "class Head" not in result.code and "CrossEntropyLoss" not in result.code
     # diagnostics point at the original file's lines
@@ -73,21 +74,100 @@ def test_pruning_keeps_line_numbers_and_what_the_entry_reaches() -> None:
     assert any(d.code == "entry-pruned" and "left out 2 (Head, __all__)" in d.message for d in result.diagnostics)
 
 
-def test_cli_entry_converts_only_what_it_reaches(tmp_path: Path) -> None:
+def test_cli_prune_to_entry_converts_only_what_it_reaches(tmp_path: Path) -> None:
     source = tmp_path / "model.py"
     source.write_text(MODEL.replace("torch.digamma", "torch.relu"))
     out = tmp_path / "model_jax.py"
     cli = [sys.executable, "-m", "precision_transpiler"]
     done = subprocess.run(
-        [*cli, str(source), "--to", "jax", "--entry", "Net", "-o", str(out)], capture_output=True, text=True
+        [*cli, str(source), "--to", "jax", "--entry", "Net", "--prune-to-entry", "-o", str(out)],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     assert "class Net(nnx.Module)" in out.read_text() and "Head" not in out.read_text()
     bad = subprocess.run(
-        [*cli, str(source), "--to", "jax", "--entry", "Nope", "-o", str(out)], capture_output=True, text=True
+        [*cli, str(source), "--to", "jax", "--entry", "Nope", "--prune-to-entry", "-o", str(out)],
+        capture_output=True,
+        text=True,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "defines none of Nope" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_entry_alone_does_not_prune(tmp_path: Path) -> None:
+    """Pruning is its own flag (`--prune-to-entry`, `prune_to_entry=True`): `--entry` only names
+    what verification builds, so it never changes the converted code by itself."""
+    with pytest.raises(UsageError, match="prune_to_entry=True"):
+        transpile(MODEL, to="jax", entry="Net")
+    with pytest.raises(UsageError, match="needs entry="):
+        transpile(MODEL, to="jax", prune_to_entry=True)
+    source = tmp_path / "model.py"
+    source.write_text(MODEL)
+    cli = [sys.executable, "-m", "precision_transpiler", str(source), "--to", "jax"]
+    alone = subprocess.run([*cli, "--entry", "Net"], capture_output=True, text=True)
+    assert alone.returncode == 2 and alone.stdout == "", alone.stderr
+    assert alone.stderr.count("\n") == 1 and "--prune-to-entry" in alone.stderr, alone.stderr
+    without = subprocess.run([*cli, "--prune-to-entry"], capture_output=True, text=True)
+    assert without.returncode == 2 and without.stderr.count("\n") == 1 and "--entry" in without.stderr
+
+
+PRUNED_POLICY = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def unused(x):
+    # a helper the entry does not reach: pruning leaves it out
+    y = x * 2
+    return y.half()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        x = x.double().float()
+        return F.softmax(self.norm(self.fc(x)), dim=-1)
+"""
+
+
+def test_report_positions_are_input_lines_when_pruned(tmp_path: Path) -> None:
+    """Diagnostics, rewrites and precision decisions of a pruned conversion (and the `--report`
+    table and --report-json made from them) name lines of the input file, not of the pruned code."""
+    lines = PRUNED_POLICY.splitlines()
+    softmax = lines.index("        return F.softmax(self.norm(self.fc(x)), dim=-1)") + 1
+    forward = lines.index("    def forward(self, x):") + 1
+    double = lines.index("        x = x.double().float()") + 1
+    result = transpile(PRUNED_POLICY, to="torch", policy="mixed", entry="Net()", prune_to_entry=True, path="m.py")
+    assert "def unused" not in result.code
+    found = {(d.op_class, d.line) for d in result.precision}
+    assert found == {("module", forward), ("softmax", softmax), ("norm", softmax)}, found
+    # an input holding an earlier run's helpers: the decisions name its lines, not the stripped code's
+    again, written = transpile(result.code, to="torch", policy="mixed", path="m.py"), result.code.splitlines()
+    code_of = {"module": "def forward", "softmax": "F.softmax(", "norm": "self.norm("}
+    assert again.code == result.code
+    assert all(code_of[d.op_class] in written[d.line - 1] for d in again.precision), again.precision
+    jax = transpile(PRUNED_POLICY, to="jax", entry="Net()", prune_to_entry=True, path="m.py")
+    assert "def unused" not in jax.code
+    assert {r.line for r in jax.rewrites if "double" in r.before} == {double}
+    source = tmp_path / "m.py"
+    source.write_text(PRUNED_POLICY)
+    report = tmp_path / "r.json"
+    cli = [sys.executable, "-m", "precision_transpiler", str(source), "--to", "torch", "--policy", "mixed"]
+    done = subprocess.run(
+        [*cli, "--entry", "Net()", "--prune-to-entry", "--report", "--report-json", str(report), "-o",
+         str(tmp_path / "out.py")],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"{source}:{softmax}:" in done.stderr and f"{source}:{forward}:" in done.stderr, done.stderr
+    (entry,) = json.loads(report.read_text())["files"]
+    assert {p["line"] for p in entry["precision"]} == {softmax, forward}
 
 
 def test_library_imports_resolve_relative_modules(tmp_path: Path) -> None:

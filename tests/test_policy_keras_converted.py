@@ -157,7 +157,9 @@ def test_torchvision_vision_transformer(policy: str) -> None:
         "VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128, "
         "num_classes=10)"
     )
-    result = transpile(original.read_text(), to="tf", policy=policy, path=str(original), entry=entry)
+    result = transpile(
+        original.read_text(), to="tf", policy=policy, path=str(original), entry=entry, prune_to_entry=True
+    )
     assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
     virtual = original.with_name(f"vision_transformer_ptranspile_tf_{policy}_test.py")
     options = VerifyOptions(entry=entry, inputs=["float32[2,3,32,32]"], policy=policy, layers=False)

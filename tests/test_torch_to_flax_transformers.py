@@ -35,7 +35,9 @@ CASES = {
 def _convert(name: str, policy: str = "fp32") -> tuple[Path, str, tuple[str, ...]]:
     rel, entry, _ = CASES[name]
     original = package_file("transformers", rel)
-    result = transpile(original.read_text(), to="jax", policy=policy, path=str(original), entry=entry)
+    result = transpile(
+        original.read_text(), to="jax", policy=policy, path=str(original), entry=entry, prune_to_entry=True
+    )
     assert not result.errors, [d.format() for d in result.errors]
     return original, result.code, tuple(d.format() for d in result.diagnostics)
 

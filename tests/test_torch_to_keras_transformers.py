@@ -96,7 +96,7 @@ CASES = {
 def _convert(name: str) -> tuple[Path, str, tuple[str, ...]]:
     rel, entry, _ = CASES[name]
     original = package_file("transformers", rel)
-    result = transpile(original.read_text(), to="tf", path=str(original), entry=entry)
+    result = transpile(original.read_text(), to="tf", path=str(original), entry=entry, prune_to_entry=True)
     assert not result.errors, [d.format() for d in result.errors]
     return original, result.code, tuple(d.format() for d in result.diagnostics)
 
@@ -253,7 +253,9 @@ def test_transformers_model_under_the_mixed_policy(name: str) -> None:
     regions (precision/keras_torch_policy.py), within 2x torch autocast's own error."""
     rel, entry, inputs = CASES[name]
     original = package_file("transformers", rel)
-    result = transpile(original.read_text(), to="tf", path=str(original), entry=entry, policy="mixed")
+    result = transpile(
+        original.read_text(), to="tf", path=str(original), entry=entry, prune_to_entry=True, policy="mixed"
+    )
     assert not result.errors and "@_ptranspile_module" in result.code
     virtual = original.with_name(f"{original.stem}_ptranspile_tf_mixed_test.py")
     options = VerifyOptions(entry=entry, inputs=inputs, layers=False, policy="mixed")

@@ -108,7 +108,9 @@ def test_flax_wrong_layernorm_epsilon_is_named_with_its_line(tmp_path: Path) -> 
     assert not result.passed
     assert result.first_bad_layer == "blocks.0.norm2"
     line = next(i for i, text in enumerate(broken.splitlines(), 1) if "epsilon=0.5" in text)
-    assert result.first_bad_source == f"{converted}:{line}"
+    assert result.first_bad_converted_source == f"{converted}:{line}"
+    line = next(i for i, text in enumerate(VIT.splitlines(), 1) if "self.norm2 = nnx.LayerNorm(" in text)
+    assert result.first_bad_source == f"{original}:{line}"  # the user's own line
 
 
 @pytest.mark.parametrize("policy", ["fp32", "mixed"])

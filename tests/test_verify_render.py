@@ -243,6 +243,28 @@ def test_text_layer_lines_show_kind_error_share_reference_and_markers() -> None:
     assert len({re.search(r"(Conv2d|BatchNorm2d|ReLU|Linear)\b", r).start() for r in rows}) == 1
 
 
+def test_sources_are_the_original_line_with_the_converted_one_beside_it() -> None:
+    """`source` is the user's line (the original model), `converted_source` the converted file's;
+    the terminal and the page show both, and a report from before `converted_source` still renders."""
+    report = failing_report()
+    assert "converted_source" in report["layers"][0] and "first_bad_converted_source" in report
+    bad = next(layer for layer in report["layers"] if layer["path"] == "layer1.0.bn1")
+    bad["source"], bad["converted_source"] = "models/resnet.py:12", "models/resnet_jax.py:455"
+    report["first_bad_source"], report["first_bad_converted_source"] = bad["source"], bad["converted_source"]
+    text = render_text(report)
+    both = "models/resnet.py:12 (converted models/resnet_jax.py:455)"
+    assert f"first layer over its share: layer1.0.bn1 at {both}" in text
+    assert next(line for line in text.splitlines() if "|-- bn1" in line and "!!" in line).endswith(f"({both})")
+    page = render_html(report)
+    assert f"created at <code>{both}</code>" in page
+    assert "<dt>converted source</dt><dd>models/resnet_jax.py:455</dd>" in page
+    assert "<dt>source</dt><dd>models/resnet.py:12</dd>" in page
+    for layer in report["layers"]:
+        layer.pop("converted_source")
+    report.pop("first_bad_converted_source")
+    assert "at models/resnet.py:12\n" in render_text(report) and "<dt>converted source</dt>" not in render_html(report)
+
+
 def test_text_passing_report_without_reference_errors() -> None:
     text = render_text(passing_report())
     assert text.startswith("PASSED  torch -> tf  policy=mixed  entry=MLP.forward")

@@ -66,7 +66,9 @@ def test_resnet18_policies_pass(policy: str) -> None:
     paths = [layer.path for layer in result.layers]
     assert paths[:2] == ["conv1", "bn1"] and "layer4.1.conv2" in paths and paths[-1] == "fc"
     conv = next(layer for layer in result.layers if layer.path == "layer1.0.conv1")
-    assert conv.source is not None and conv.source.endswith(f":{_line_of(code, 'self.conv1 = conv3x3')}")
+    # the line of torchvision's own file, the converted code's beside it
+    assert conv.source == f"{original}:{_line_of(original.read_text(), 'self.conv1 = conv3x3')}"
+    assert conv.converted_source == f"{_virtual(original)}:{_line_of(code, 'self.conv1 = conv3x3')}"
     if policy == "fp32":
         assert result.max_rel_err == 0.0 and result.tolerance["max_rel_err"] == 1e-5
         assert all(layer.rel_err == 0.0 for layer in result.layers)
@@ -108,7 +110,10 @@ def test_wrong_layernorm_eps_is_caught_and_the_layer_named() -> None:
     assert any("relative error" in f for f in result.failures)
     assert result.first_bad_layer == "encoder.layer.0.attention.output.LayerNorm"
     line = broken[:at].count("\n") + 1
-    assert result.first_bad_source is not None and result.first_bad_source.endswith(f":{line}")
+    assert result.first_bad_converted_source is not None and result.first_bad_converted_source.endswith(f":{line}")
+    text = original.read_text()
+    line = text[: text.index(needle, text.index("class BertSelfOutput"))].count("\n") + 1
+    assert result.first_bad_source == f"{original}:{line}"  # transformers' own line
     earlier = [layer for layer in result.layers if layer.order < 5]
     assert earlier and all(layer.rel_err == 0.0 for layer in earlier)
 
@@ -127,7 +132,8 @@ def test_fp16_attention_overflow_is_caught_and_the_layer_named(tmp_path: Path) -
     assert result.nonfinite > 0 and any("non-finite" in f for f in result.failures)
     assert result.first_bad_layer == "attn"
     attn = next(layer for layer in result.layers if layer.path == "attn")
-    assert attn.nonfinite and attn.source == f"{converted}:{_line_of(code, 'self.attn = Attention()')}"
+    assert attn.nonfinite and attn.source == f"{original}:{_line_of(OVERFLOW_MODEL, 'self.attn = Attention()')}"
+    assert attn.converted_source == f"{converted}:{_line_of(code, 'self.attn = Attention()')}"
     json.dumps(result.to_json())  # the report is plain JSON
 
 

@@ -5,8 +5,8 @@ Run it with the project's environment (torch, jax, flax, tensorflow, keras and t
     python benchmarks/ivy_baseline/ours.py [--cases mlp] [--targets jax,tf] [--out-dir DIR]
         [--json ours.json] [--markdown ours.md]
 
-Per case and target this does what `ptranspile FILE --to T --entry CLS -o OUT --verify
---input SPEC --report-json R` does, through the library (`transpile`, then `verify_files` on the
+Per case and target this does what `ptranspile FILE --to T --entry CLS --prune-to-entry -o OUT
+--verify --input SPEC --report-json R` does, through the library (`transpile`, then `verify_files` on the
 written file): convert only what the entry class reaches, write it, and run the converted model
 against the torch original on identical, perturbed weights. The transpile time is the
 `transpile()` call alone (no framework is imported by it); the numbers come from the
@@ -42,7 +42,7 @@ def run_case(case: shared.Case, target: str, out_dir: Path) -> dict[str, Any]:
     try:
         source = case.file.read_text(encoding="utf-8")
         started = time.perf_counter()
-        result = transpile(source, to=target, path=str(case.file), entry=f"{case.cls}()")
+        result = transpile(source, to=target, path=str(case.file), entry=f"{case.cls}()", prune_to_entry=True)
         row["transpile_s"] = round(time.perf_counter() - started, 2)
         row["transpiled"] = not result.errors
         row["files"] = row["files_all"] = 1

@@ -136,6 +136,20 @@ def _ratio(err: Any, share: Any) -> float | None:
     return e / s
 
 
+def _where(source: Any, converted: Any) -> str | None:
+    """`model.py:12 (converted model_jax.py:455)`: the user's own line (the original model's),
+    the converted file's beside it; either alone when the other is unknown."""
+    if source and converted and converted != source:
+        return f"{source} (converted {converted})"
+    if source:
+        return str(source)
+    return f"converted {converted}" if converted else None
+
+
+def _first_bad_where(report: Mapping[str, Any]) -> str | None:
+    return _where(report.get("first_bad_source"), report.get("first_bad_converted_source"))
+
+
 def _is_bad(layer: Mapping[str, Any]) -> bool:
     return bool(layer.get("exceeded")) or bool(layer.get("nonfinite"))
 
@@ -399,7 +413,7 @@ def _text_layers(
     head += ", reference err)" if with_ref else ")"
     lines = [st.bold(head)]
     if first_bad:
-        where = report.get("first_bad_source")
+        where = _first_bad_where(report)
         lines.append("  first layer over its share: " + st.yellow(str(first_bad)) + (f" at {where}" if where else ""))
 
     root = _build_tree(shown)
@@ -438,7 +452,7 @@ def _text_layers(
         if layer.get("note"):
             marks.append(f"[{layer['note']}]")
         if first_bad is not None and layer.get("path") == first_bad:
-            src = layer.get("source") or report.get("first_bad_source")
+            src = _where(layer.get("source"), layer.get("converted_source")) or _first_bad_where(report)
             marks.append(st.yellow(_FIRST_BAD_TEXT + (f" ({src})" if src else "")))
         line = "  " + label + pad + "  " + "  ".join(cols) + ("  " + "  ".join(marks) if marks else "")
         lines.append(line.rstrip())
@@ -587,6 +601,7 @@ def _html_node(node: _Node, t: _HtmlTree, depth: int) -> str:
         facts = [
             ("path", node.path or "(model)"),
             ("source", str(layer.get("source") or _DASH)),
+            *([("converted source", str(layer["converted_source"]))] if layer.get("converted_source") else []),
             ("order", str(layer.get("order", _DASH))),
             ("calls", str(layer.get("calls", _DASH))),
             ("shape", _fmt_shape(layer.get("shape"))),
@@ -704,7 +719,7 @@ def render_html(report: dict[str, Any]) -> str:
 
     if first_bad:
         node_id = next((ids[id(n)] for n in _iter_nodes(root) if n.layer and n.layer.get("path") == first_bad), None)
-        where = report.get("first_bad_source")
+        where = _first_bad_where(report)
         link = f'<a href="#{node_id}">{_E(str(first_bad))}</a>' if node_id else f"<code>{_E(str(first_bad))}</code>"
         parts.append(
             f'<section class="firstbad"><span class="tag first">first layer over its share</span> {link}'

@@ -540,12 +540,11 @@ def _judge_layers(
             record.share = threshold
         record.exceeded = bad or record.nonfinite or (record.rel_err is not None and record.rel_err > record.share)
     first = next((r for r in verdict.layers if r.exceeded), None)
+    for record in verdict.layers:
+        if record.exceeded or len(verdict.layers) <= 400:
+            # the user's own line (where the original model creates the layer), the converted file's beside it
+            record.source = (source_adapter or adapter).layer_source(original_model, record.path)
+            record.converted_source = adapter.layer_source(converted_model, record.path)
     if first is not None:
         verdict.first_bad_layer = first.path
-        first.source = adapter.layer_source(converted_model, first.path) or (source_adapter or adapter).layer_source(
-            original_model, first.path
-        )
-        verdict.first_bad_source = first.source
-    for record in verdict.layers:
-        if record.source is None and (record.exceeded or len(verdict.layers) <= 400):
-            record.source = adapter.layer_source(converted_model, record.path)
+        verdict.first_bad_source, verdict.first_bad_converted_source = first.source, first.converted_source

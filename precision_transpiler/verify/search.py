@@ -83,7 +83,10 @@ def search_policy(
     device: str = "cpu",
     name: str | None = None,
     log: Callable[[str], None] | None = None,
+    prune_to_entry: bool = False,
 ) -> SearchResult:
+    """`prune_to_entry`: convert each candidate as `--prune-to-entry` does (only what
+    `options.entry` reaches), so every run verifies the code that would be written."""
     from precision_transpiler.api import transpile
 
     source = original.read_text(encoding="utf-8")
@@ -94,7 +97,8 @@ def search_policy(
     def verify(policy_file: str, layers: bool, opts: VerifyOptions) -> VerificationResult:
         nonlocal runs
         runs += 1
-        code = transpile(source, to=to, policy=policy_file, device=device, path=str(original)).code
+        prune = {"entry": options.entry, "prune_to_entry": True} if prune_to_entry else {}
+        code = transpile(source, to=to, policy=policy_file, device=device, path=str(original), **prune).code
         return verify_files(
             original, virtual, dataclasses.replace(opts, policy=policy_file, layers=layers), converted_code=code
         )
