@@ -1,6 +1,6 @@
 """Parameter bytes and peak memory of one inference forward: torch vs converted JAX and Keras, fp32 vs mixed.
 
-Issue 7, item 2(c). For each model (torchvision ResNet-50 and a 4-layer ViT, transformers BERT
+For each model (torchvision ResNet-50 and a 4-layer ViT, transformers BERT
 with 4 layers of width 256: the entries of torch_to_jax_speed.py) and each of
 
     torch fp32          eager, eval mode, under torch.no_grad()

@@ -1,7 +1,7 @@
 """Speed of precision policies: forward time of the converted model / the fp32 original.
 
 Measured side by side in one process (medians after warm-up), because absolute times on these
-shared machines swing 2-4x. Targets on the project's CPU (issue 3): ResNet-18 batch 8 under
+shared machines swing 2-4x. Target on the project's CPU: ResNet-18 batch 8 under
 `--policy mixed` <= 0.5 of fp32.
 
     python benchmarks/policy_speed.py [--repeat N] [--batch N] [--size N]

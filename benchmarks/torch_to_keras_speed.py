@@ -1,4 +1,4 @@
-"""Forward speed of converted Keras 3 models beside their torch originals (issue 6).
+"""Forward speed of converted Keras 3 models beside their torch originals.
 
 The cases of torch_to_jax_speed.py (torchvision ResNet-18/50 and ViT, transformers BERT and
 GPT-2) are converted with `ptranspile --to tf --entry ... --prune-to-entry` (fp32, and `--policy mixed`), the

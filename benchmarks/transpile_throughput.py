@@ -1,6 +1,6 @@
 """Transpile throughput: how fast `ptranspile` converts source, and how fast the CLI starts.
 
-Prints a Markdown table. Targets (issue 2, on the project's 2-core machine): a 1,000-line model
+Prints a Markdown table. Targets (on the project's 2-core machine): a 1,000-line model
 file in under 0.5 s; `ptranspile --help` and a small file's `--check` in under 0.3 s wall.
 Times are medians of several runs measured in this one process (machines here are shared and
 noisy: compare rows with each other, not with yesterday's numbers).

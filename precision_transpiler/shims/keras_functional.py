@@ -2,7 +2,7 @@
 
 Why this module exists: converted torch code keeps its channels-first (NCHW / NCL) tensors and
 torch's defaults, and the Keras/TensorFlow API differs silently in exactly those places
-(../../shared/REFERENCE.md section 4): Keras pooling and convolutions default to channels-last and
+(docs/background.md#framework-defaults-that-differ): Keras pooling and convolutions default to channels-last and
 'valid' padding, TensorFlow's CPU kernels reject channels-first convolution and pooling, `ops.gelu`
 defaults to the tanh approximation, `ops.pad` on TensorFlow knows neither 'replicate' nor
 'circular', TensorFlow refuses strided and dilated convolutions together, ... Each function below

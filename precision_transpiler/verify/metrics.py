@@ -2,7 +2,8 @@
 
 Relative L2 (`||converted - original|| / ||original||`) is the headline metric: absolute
 differences mean nothing on random-init models whose activations vanish or explode
-(REFERENCE.md section 3). Non-finite values are counted separately and excluded from the norms.
+(docs/background.md#verification-with-random-weights). Non-finite values are counted separately and
+excluded from the norms.
 """
 
 from __future__ import annotations
