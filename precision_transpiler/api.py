@@ -96,18 +96,34 @@ def _check_entry(entry: str | None, prune_to_entry: bool) -> None:
         )
 
 
-def _check_framework(value: str | None, option: str, allow_none: bool) -> None:
+def _check_framework(value: str | Sequence[str] | None, option: str, allow_none: bool) -> None:
     if value is None and allow_none:
         return
-    if value not in FRAMEWORKS:
-        raise UsageError(f"unknown framework {value!r} for {option} (choose from {', '.join(FRAMEWORKS)})")
+    for name in _source_list(value) or ("",) if option == "from" else (value,):
+        if name not in FRAMEWORKS:
+            raise UsageError(f"unknown framework {name!r} for {option} (choose from {', '.join(FRAMEWORKS)})")
+
+
+def _source_list(from_: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """The source frameworks `from_` names: "torch", "torch,numpy" or ("torch", "jax"); None for
+    any. One name is the file's source; with several, the source is detected among them and a
+    file written for none of them is left unchanged (with a `source-not-selected` note)."""
+    if from_ is None:
+        return None
+    names = from_.split(",") if isinstance(from_, str) else list(from_)
+    return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
+
+
+def _single_source(from_: str | Sequence[str] | None) -> str | None:
+    sources = _source_list(from_)
+    return sources[0] if sources and len(sources) == 1 else None
 
 
 def transpile(
     source: str,
     *,
     to: str,
-    from_: str | None = None,
+    from_: str | Sequence[str] | None = None,
     policy: str = "fp32",
     mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
     path: str = "<string>",
@@ -119,7 +135,9 @@ def transpile(
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
-    `to`/`from_` are "torch", "jax", "tf" or "numpy" (`from_=None` detects the source).
+    `to`/`from_` are "torch", "jax", "tf" or "numpy" (`from_=None` detects the source; several,
+    as "torch,jax" or a sequence, detect it among those and leave other files unchanged).
+    A file with a `# ptranspile: skip-file` comment comes back unchanged, `skipped` saying why.
     `policy` names a precision policy (see docs/policies.md); `mappings` adds table directories
     (or passes an already loaded MappingSet). `prune_to_entry=True` with `entry` (a name or an
     expression such as "BertModel(BertConfig())") converts only the top-level definitions the
@@ -146,7 +164,7 @@ def transpile(
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        return result(source, source_framework=from_, diagnostics=(_syntax_error(source, path, exc),))
+        return result(source, source_framework=_single_source(from_), diagnostics=(_syntax_error(source, path, exc),))
     pruned = None
     if entry and prune_to_entry:
         from precision_transpiler.convert.entry import prune_source
@@ -154,8 +172,19 @@ def transpile(
         pruned = prune_source(source, entry, path)
         source = pruned.source
         module = cst.parse_module(source)
-    options = EngineOptions(target=to, source=from_, path=path, mappings=table)
+    sources = _source_list(from_)
+    options = EngineOptions(
+        target=to,
+        source=_single_source(sources),
+        path=path,
+        mappings=table,
+        allowed=sources if sources and len(sources) > 1 else None,
+    )
     new_module, outcome = run_engine(module, source, options)
+    if outcome.unchanged:  # skipped by a comment, or not written for one of the sources asked for
+        return result(
+            original_source, source_framework=None, diagnostics=tuple(outcome.diagnostics), skipped=outcome.skipped
+        )
     if pruned is not None:
         from precision_transpiler.convert.entry import finish_pruned, prune_imports
 
@@ -456,7 +485,7 @@ def transpile_file(
     path: str | os.PathLike[str],
     *,
     to: str,
-    from_: str | None = None,
+    from_: str | Sequence[str] | None = None,
     policy: str = "fp32",
     mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
     device: str = "cpu",
@@ -475,12 +504,16 @@ def transpile_file(
         text = read_source(Path(path))
     except ReadError as exc:
         diag = Diagnostic(display, exc.line, 1, "error", exc.code, exc.message)
-        return TranspileResult(display, "", "", from_, to, policy, diagnostics=(diag,), skipped=exc.message)
+        return TranspileResult(
+            display, "", "", _single_source(from_), to, policy, diagnostics=(diag,), skipped=exc.message
+        )
     if not text.strip() and skip_empty:
-        return TranspileResult(display, text, text, from_, to, policy, skipped="empty file")
+        return TranspileResult(display, text, text, _single_source(from_), to, policy, skipped="empty file")
     if not text.strip():
         diag = Diagnostic(display, 1, 1, "error", "empty-file", "file is empty: nothing to transpile")
-        return TranspileResult(display, text, text, from_, to, policy, diagnostics=(diag,), skipped="empty file")
+        return TranspileResult(
+            display, text, text, _single_source(from_), to, policy, diagnostics=(diag,), skipped="empty file"
+        )
     return transpile(
         text,
         to=to,
@@ -498,7 +531,7 @@ def transpile_file(
 @dataclass
 class _Job:
     to: str
-    from_: str | None
+    from_: str | Sequence[str] | None
     policy: str
     mapping_dirs: tuple[str, ...]
     device: str
@@ -528,7 +561,7 @@ def transpile_paths(
     paths: Iterable[str | os.PathLike[str]],
     *,
     to: str,
-    from_: str | None = None,
+    from_: str | Sequence[str] | None = None,
     policy: str = "fp32",
     mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
     device: str = "cpu",

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from precision_transpiler.api import TranspileResult
 
 FRAMEWORK_CHOICES = ("torch", "jax", "tf", "numpy")
+# What is converted without --from: model code. NumPy code (data loaders, utilities) only when
+# --from names numpy, so that a hook run over a whole repository leaves NumPy code alone.
+DEFAULT_SOURCES = ("torch", "jax", "tf")
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -46,7 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
-    parser.add_argument("--from", dest="from_", choices=FRAMEWORK_CHOICES, help="source framework (default: detect)")
+    parser.add_argument(
+        "--from",
+        dest="from_",
+        type=_framework_list,
+        metavar="{torch,jax,tf,numpy}[,...]",
+        help="source framework(s), comma-separated; a file is converted only from these "
+        "(default: torch,jax,tf, detected per file; NumPy code is converted only when named)",
+    )
     parser.add_argument(
         "--policy",
         help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
@@ -97,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--exclude", action="append", metavar="GLOB", default=None, help="skip matching paths")
     parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    parser.add_argument(
+        "--output-format",
+        choices=("text", "github"),
+        default="text",
+        help="how problems in files are printed: text (default; PATH:LINE:COL: SEVERITY: MESSAGE on stderr) or "
+        "github (GitHub Actions annotations, ::error file=...::..., on stdout)",
+    )
     parser.add_argument("--version", action="version", version=f"ptranspile {__version__}")
     parser.add_argument(
         "--verify",
@@ -118,6 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verification_arguments(parser)
     return parser
+
+
+def _framework_list(value: str) -> str:
+    """`--from torch,jax`: known names, comma-separated (argparse reports an error as usual)."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    for name in names or [value]:
+        if name not in FRAMEWORK_CHOICES:
+            choices = ", ".join(repr(c) for c in FRAMEWORK_CHOICES)
+            raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {choices})")
+    return ",".join(dict.fromkeys(names))
 
 
 def _err(message: str) -> None:
@@ -162,6 +189,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
         "to": args.to or config.get("to"),
         "from_": args.from_ or config.get("from"),
+        "sources": tuple((args.from_ or config.get("from") or ",".join(DEFAULT_SOURCES)).split(",")),
         "policy": args.policy or config.get("policy", "fp32"),
         "device": args.device or config.get("device", "cpu"),
         "mappings": (args.mappings or []) + list(config.get("mappings", [])),
@@ -188,6 +216,11 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from precision_transpiler import api
 
+    if args.output_format == "github" and not (args.output or args.in_place or args.check or args.diff):
+        raise _usage(
+            "--output-format github prints annotations on stdout, where the converted code would go: "
+            "add -o OUT, --in-place, --check or --diff"
+        )
     verifying = args.verify or settings["policy"] == "auto" or args.emit_test or args.report_html
     if args.prune_to_entry and not args.entry:
         raise _usage("--prune-to-entry needs --entry EXPR (the model whose reach is kept)")
@@ -213,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
             api.transpile(
                 text,
                 to=settings["to"],
-                from_=settings["from_"],
+                from_=settings["sources"],
                 policy=settings["policy"],
                 mappings=settings["mappings"],
                 path="<stdin>",
@@ -229,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:
         results = api.transpile_paths(
             args.paths,
             to=settings["to"],
-            from_=settings["from_"],
+            from_=settings["sources"],
             policy=settings["policy"],
             mappings=settings["mappings"],
             device=settings["device"],
@@ -356,19 +389,31 @@ def _finish(
     once verification passed) and the reports; the exit code of the conversion."""
     strict = settings["strict"]
     exit_code = EXIT_OK
+    github = args.output_format == "github"
+    many = len(results) > 1 or any(p != "-" and Path(p).is_dir() for p in args.paths)
     for result in results:
         for diag in result.diagnostics:
+            if args.quiet and diag.severity not in ("error", "unsupported"):
+                continue
+            if many and diag.code == "source-not-selected":
+                continue  # a hook or a directory: other frameworks' files are left alone quietly
+            if github:  # workflow commands are read from stdout
+                print(diag.format_github(), file=sys.stdout)
+                continue
             line = diag.format()
             if strict and diag.severity == "unsupported":
                 line = line.replace(": unsupported: ", ": error: unsupported: ", 1)
-            if not args.quiet or diag.severity in ("error", "unsupported"):
-                print(line, file=sys.stderr)
+            print(line, file=sys.stderr)
         if result.errors:
             exit_code = EXIT_ERROR
         elif result.unsupported and exit_code == EXIT_OK:
             exit_code = EXIT_FINDINGS
+    from precision_transpiler.rewrite.engine import SKIPPED_BY_COMMENT
+
     writable = [
-        r for r in results if not r.errors and (r.skipped is None or (r.skipped == "empty file" and args.output))
+        r
+        for r in results
+        if not r.errors and (r.skipped in (None, SKIPPED_BY_COMMENT) or (r.skipped == "empty file" and args.output))
     ]
     blocked = strict and any(r.unsupported for r in results)
     if args.report_json:
@@ -378,6 +423,8 @@ def _finish(
         for result in changed:
             if args.diff:
                 sys.stdout.writelines(_diff(result))
+            elif github:
+                print(_github_would_change(result), file=sys.stdout)
             elif not args.quiet:
                 print(f"would change: {result.path}", file=sys.stderr)
         if args.check and changed and exit_code == EXIT_OK:
@@ -391,6 +438,12 @@ def _finish(
     if not args.quiet and len(results) > 1:
         print(_summary(results), file=sys.stderr)
     return exit_code
+
+
+def _github_would_change(result: TranspileResult) -> str:
+    from precision_transpiler.diagnostics import github_annotation
+
+    return github_annotation("error", "would change", path=result.path, title="ptranspile check")
 
 
 def _diff(result: TranspileResult) -> list[str]:

@@ -13,6 +13,7 @@ import ast
 
 import libcst as cst
 
+from precision_transpiler.rewrite.skips import marker_in
 from precision_transpiler.rewrite.templates import dotted_name
 
 
@@ -111,6 +112,13 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
     orphaned = before - after
 
     class _T(cst.CSTTransformer):
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            # `from torch import nn  # ptranspile: skip` stays as written (rewrite/skips.py)
+            return not (
+                any(isinstance(small, cst.ImportFrom) for small in node.body)
+                and marker_in(cst.Module([]).code_for_node(node.with_changes(leading_lines=()))) == "skip"
+            )
+
         def leave_ImportFrom(
             self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
         ) -> cst.ImportFrom | cst.RemovalSentinel:

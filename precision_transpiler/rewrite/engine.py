@@ -22,10 +22,12 @@ from precision_transpiler.rewrite.import_editor import edit_imports
 from precision_transpiler.rewrite.imports import ImportNamer
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
+from precision_transpiler.rewrite.skips import scan_skips
 from precision_transpiler.rewrite.templates import code_of
 from precision_transpiler.rules import active_rules
 
 MARKER = "# ptranspile:"
+SKIPPED_BY_COMMENT = "`# ptranspile: skip-file` comment"  # EngineResult.skipped of such a file
 
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement, cst.ExceptHandler, cst.ExceptStarHandler)
 DL_FRAMEWORKS = ("torch", "jax", "tf")
@@ -33,10 +35,13 @@ DL_FRAMEWORKS = ("torch", "jax", "tf")
 
 @dataclass
 class EngineOptions:
+    """`source` None: detected, among the frameworks of `allowed` (None: among all of them)."""
+
     target: str
     source: str | None
     path: str
     mappings: MappingSet
+    allowed: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -53,6 +58,10 @@ class EngineResult:
     rewrites: list[Rewrite] = field(default_factory=list)
     imports_added: list[str] = field(default_factory=list)
     imports_removed: list[str] = field(default_factory=list)
+    # The file must come back exactly as it was: skipped by a comment (`skipped` says so), or
+    # written for a framework that is not among the allowed sources.
+    unchanged: bool = False
+    skipped: str | None = None
 
 
 def run_engine(module: cst.Module, source: str, options: EngineOptions) -> tuple[cst.Module, EngineResult]:
@@ -64,7 +73,7 @@ def run_engine(module: cst.Module, source: str, options: EngineOptions) -> tuple
         additions = list(transformer.namer.pending)
         info = options.mappings.frameworks[options.source]
         roots = (*info.roots, *info.companions)
-        new_module, removed, added = edit_imports(new_module, roots, additions)
+        new_module, removed, added = edit_imports(new_module, roots, additions, transformer.skips.skip_ids)
         result.imports_added = added
         result.imports_removed = removed
     return new_module, result
@@ -89,12 +98,34 @@ class Transpiler(cst.CSTTransformer):
         self._orphans: list[_Candidate] = []
         self._diagnostic_nodes: list[tuple[cst.CSTNode, Diagnostic]] = []
         self._handlers: dict[type, list[Callable[..., cst.CSTNode | None]]] = {}
+        self.skips = scan_skips(module, source)
+        self._skipped = self.skips.statements  # id(statement) -> (line, col): left as written
 
     # -- setup ---------------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> bool:
         options = self.options
+        if self._opt_out():
+            return False
         detected = detect_source(self.names, options.mappings)
+        if options.source is None and options.allowed is not None:
+            chosen = detect_source(self.names, options.mappings, among=options.allowed)
+            if chosen is None and detected is not None:
+                label = "NumPy-only file" if detected == "numpy" else f"{detected} code"
+                self.result.diagnostics.append(
+                    Diagnostic(
+                        options.path,
+                        1,
+                        1,
+                        "note",
+                        "source-not-selected",
+                        f"{label} left unchanged: the source frameworks are {', '.join(options.allowed)} "
+                        f"(pass --from {detected} to convert it)",
+                    )
+                )
+                self.result.unchanged = True
+                return False
+            detected = chosen
         if options.source is None:
             options.source = detected
             self.result.source = options.source
@@ -131,6 +162,20 @@ class Transpiler(cst.CSTTransformer):
         self._active = True
         return True
 
+    def _opt_out(self) -> bool:
+        """Report the opt-out comments; True when the whole file is skipped."""
+        path = self.options.path
+        for line, col, why in self.skips.stray:
+            self.result.diagnostics.append(Diagnostic(path, line, col, "warning", "skip-comment-ignored", why))
+        if self.skips.file_line is None:
+            return False
+        self.result.diagnostics.append(
+            Diagnostic(path, self.skips.file_line, 1, "note", "skipped-file", "file skipped: `# ptranspile: skip-file`")
+        )
+        self.result.unchanged = True
+        self.result.skipped = SKIPPED_BY_COMMENT
+        return True
+
     def _framework_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for qualified in self.names.module_bindings.values():
@@ -144,6 +189,13 @@ class Transpiler(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Import | cst.ImportFrom):
             return False
+        if self._skipped and id(node) in self._skipped:
+            # `# ptranspile: skip`: no rule sees the statement, nothing in it is reported or marked
+            line, col = self._skipped[id(node)]
+            self.result.diagnostics.append(
+                Diagnostic(self.options.path, line, col, "note", "skipped", "left as written: `# ptranspile: skip`")
+            )
+            return False
         if not super().on_visit(node):
             return False
         self.stack.append(node)
@@ -152,6 +204,8 @@ class Transpiler(cst.CSTTransformer):
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         if not self._active or isinstance(original_node, cst.Import | cst.ImportFrom):
             return updated_node
+        if self._skipped and id(original_node) in self._skipped:
+            return updated_node  # not visited: the original statement, exactly
         ctx = self.ctx
         assert ctx is not None
         updated: cst.CSTNode = updated_node
@@ -292,14 +346,15 @@ def _subtree_ids(node: cst.CSTNode) -> set[int]:
     return ids
 
 
-def detect_source(names: NameResolver, mappings: MappingSet) -> str | None:
+def detect_source(names: NameResolver, mappings: MappingSet, among: tuple[str, ...] | None = None) -> str | None:
     """The framework a module is written for: the deep-learning framework whose imports it
-    uses most (counting references); NumPy only when it imports no deep-learning framework."""
+    uses most (counting references); NumPy only when it imports no deep-learning framework.
+    `among` restricts the choice to those frameworks (`--from torch,numpy`)."""
     counts: Counter[str] = Counter()
     for local, references in names.reference_counts().items():
         qualified = names.module_bindings.get(local)
         fw = mappings.framework_of(qualified) if qualified else None
-        if fw is not None:
+        if fw is not None and (among is None or fw in among):
             counts[fw] += 1 + references
     dl = [(counts[fw], fw) for fw in DL_FRAMEWORKS if counts[fw]]
     if dl:

@@ -7,11 +7,16 @@ metadata: the converter has already resolved names, so "unused" only needs the s
 the converted module still mentions.
 
 Contract:
-* an import of a source-framework module is removed when none of its local names is used any
-  more (a name used anywhere, even shadowed, keeps it: removal errs on the side of keeping);
-* new imports replace the first removed top-level import line (same place, same blank lines and
-  comments above it), or else go after the module's leading import block;
-* a block emptied by removals gets `pass`.
+* a source-framework name is removed from its import when it is not used any more (a name used
+  anywhere, even shadowed, keeps it: removal errs on the side of keeping); the other names of a
+  multi-name import stay (`import os, torch` -> `import os`), and an import left empty goes;
+* new imports go where the first top-level import line lost a name: in its place when the whole
+  line went (same blank lines and comments above it), before the code of a line such as
+  `import torch; x = torch.half`, after what remains of `import os, torch`. Not there when module
+  code above that place already uses a new name; then, and when no top-level import changed,
+  after the module's leading import block;
+* a block emptied by removals gets `pass` (also `if c: import torch` -> `if c: pass`);
+* statements in `keep` (`# ptranspile: skip`) are left exactly as they are.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ def used_names(code: str) -> set[str]:
     after_dot = False
     in_import = False
     at_line_start = True
+    after_colon = False  # `if c: import torch`: a statement can start after a `:`
     in_all = False  # inside `__all__ = [...]`: its strings name re-exported imports
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
@@ -43,7 +49,8 @@ def used_names(code: str) -> set[str]:
                 value = tok.string.strip("\"'")
                 if value.isidentifier():
                     names.add(value)
-            if kind in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            if kind in (tokenize.NEWLINE, tokenize.ENDMARKER) or (kind == tokenize.OP and tok.string == ";"):
+                # `import torch; x = jnp.float16`: a `;` starts a statement as a new line does
                 in_import = False
                 in_all = False
                 at_line_start = True
@@ -54,9 +61,12 @@ def used_names(code: str) -> set[str]:
                 at_line_start = False
                 in_import = kind == tokenize.NAME and tok.string in ("import", "from")
                 in_all = kind == tokenize.NAME and tok.string == "__all__"
+            elif after_colon and kind == tokenize.NAME and tok.string in ("import", "from"):
+                in_import = True  # `import` and `from` are keywords: after `:` only a statement
             if kind == tokenize.NAME and not in_import and not after_dot:
                 names.add(tok.string)
             after_dot = kind == tokenize.OP and tok.string == "."
+            after_colon = kind == tokenize.OP and tok.string == ":"
     except (tokenize.TokenError, SyntaxError):  # pragma: no cover - generated code always tokenizes
         pass
     return names
@@ -89,13 +99,23 @@ def _import_line(module: str, alias: str) -> cst.SimpleStatementLine:
 
 
 class ImportEditor(cst.CSTTransformer):
-    """Remove unused imports of `remove_roots`, add `additions` (module, alias) pairs."""
+    """Remove unused imports of `remove_roots`, add `additions` (module, alias) pairs.
 
-    def __init__(self, remove_roots: Iterable[str], additions: Sequence[tuple[str, str]], used: set[str]) -> None:
+    `keep` holds the ids of statements to leave exactly as they are (`# ptranspile: skip`)."""
+
+    def __init__(
+        self,
+        remove_roots: Iterable[str],
+        additions: Sequence[tuple[str, str]],
+        used: set[str],
+        keep: frozenset[int] = frozenset(),
+    ) -> None:
         super().__init__()
         self.remove_roots = frozenset(remove_roots)
         self.additions = list(additions)
+        self.aliases = frozenset(a.split(".")[0] for _, a in self.additions)
         self.used = used
+        self.keep = keep
         self.removed: list[str] = []
         self._placed = False
 
@@ -112,41 +132,78 @@ class ImportEditor(cst.CSTTransformer):
         names = small.names
         assert not isinstance(names, cst.ImportStar)
         keep = []
+        gone = []
         for alias in names:
             module = _module_of(small, alias)
             local = _local_name(alias, is_from)
             if module.split(".")[0] in self.remove_roots and local is not None and local not in self.used:
-                self.removed.append(cst.Module([]).code_for_node(small) if len(names) == 1 else local)
+                gone.append(local)
                 continue
             keep.append(alias)
-        if len(keep) == len(names):
+        if not gone:
             return small
         if not keep:
+            self.removed.append(cst.Module([]).code_for_node(small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)))
             return None
+        self.removed.extend(gone)
+        if isinstance(small, cst.ImportFrom) and small.lpar is not None and isinstance(names[-1].comma, cst.Comma):
+            # `from torch import (\n    a,\n    b,  # note\n)`: one name a line, each keeps its own
+            # comma and comment; the new last one takes the indentation of the `)` line
+            last, closing = keep[-1].comma, names[-1].comma.whitespace_after
+            if (
+                keep[-1] is not names[-1]
+                and isinstance(last, cst.Comma)
+                and isinstance(last.whitespace_after, cst.ParenthesizedWhitespace)
+                and isinstance(closing, cst.ParenthesizedWhitespace)
+            ):
+                after = last.whitespace_after.with_changes(indent=closing.indent, last_line=closing.last_line)
+                keep[-1] = keep[-1].with_changes(comma=last.with_changes(whitespace_after=after))
+            return small.with_changes(names=keep)
         keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         if is_from and isinstance(small, cst.ImportFrom) and small.lpar is not None and len(keep) == 1:
             return small.with_changes(names=keep, lpar=None, rpar=None)
         return small.with_changes(names=keep)
+
+    def _trim_all(self, body: Sequence[cst.BaseSmallStatement]) -> list[cst.BaseSmallStatement] | None:
+        """`body` with imports trimmed; None when nothing changed."""
+        kept = [t for s in body if (t := self._trim(s)) is not None]
+        if len(kept) == len(body) and all(a is b for a, b in zip(kept, body, strict=True)):
+            return None
+        if kept:
+            kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        return kept
 
     def _edit_body(self, body: Sequence[cst.BaseStatement], top: bool) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
         carry: list[cst.EmptyLine] = []
         dropped = False
         for stmt in body:
-            if isinstance(stmt, cst.SimpleStatementLine) and any(
-                isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
+            if (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and id(stmt) not in self.keep
+                and any(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
             ):
-                kept = [t for s in stmt.body if (t := self._trim(s)) is not None]
-                if not kept:
+                kept = self._trim_all(stmt.body)
+                if kept is not None and not kept:
                     dropped = True
                     carry.extend(stmt.leading_lines)
-                    if top and not self._placed and self.additions:
+                    if top and self._can_place(out):
                         out.extend(self._new_lines(carry))
                         carry = []
                     continue
-                if len(kept) != len(stmt.body):
-                    kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+                if kept is not None:
                     stmt = stmt.with_changes(body=kept)
+                    if top and self._can_place(out):
+                        if all(isinstance(s, cst.Import | cst.ImportFrom) for s in kept):
+                            # `import os, torch` -> `import os`, the new imports after it
+                            out.append(_with_carried_lines(stmt, carry) if carry else stmt)
+                            carry = []
+                            out.extend(self._new_lines([]))
+                            continue
+                        # `import torch; x = torch.half`: the new imports go before the code
+                        out.extend(self._new_lines([*carry, *stmt.leading_lines]))
+                        carry = []
+                        stmt = stmt.with_changes(leading_lines=[])
             if carry:
                 stmt = _with_carried_lines(stmt, carry)
                 carry = []
@@ -159,6 +216,15 @@ class ImportEditor(cst.CSTTransformer):
             out.append(stmt)
         return out
 
+    def _can_place(self, before: list[cst.BaseStatement]) -> bool:
+        """Whether the new imports may go after the statements `before`: not yet placed, and none
+        of those statements uses a new name (module code above the place of a removed import
+        that needs the new import: `if c:\n    import torch\n    y = torch.half` first)."""
+        if self._placed or not self.additions:
+            return False
+        code = [s for s in before if not _is_import_line(s) and not _is_docstring(s)]
+        return not code or not (used_names(cst.Module(body=code).code) & self.aliases)
+
     def _new_lines(self, leading: list[cst.EmptyLine]) -> list[cst.BaseStatement]:
         self._placed = True
         lines: list[cst.BaseStatement] = [_import_line(m, a) for m, a in self.additions]
@@ -167,8 +233,10 @@ class ImportEditor(cst.CSTTransformer):
         return lines
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        # Imports are statements: never descend into expressions.
+        # Imports are statements: never descend into expressions, nor into statements to keep.
         if isinstance(node, cst.BaseExpression | cst.SimpleStatementLine | cst.Decorator | cst.Parameters):
+            return False
+        if id(node) in self.keep:
             return False
         return super().on_visit(node)
 
@@ -179,6 +247,17 @@ class ImportEditor(cst.CSTTransformer):
         if not body:
             body = [cst.SimpleStatementLine([cst.Pass()])]
         return updated_node.with_changes(body=body)
+
+    def leave_SimpleStatementSuite(
+        self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
+    ) -> cst.SimpleStatementSuite:
+        """`if c: import torch` (the block on the line of its header)."""
+        if not any(isinstance(s, cst.Import | cst.ImportFrom) for s in updated_node.body):
+            return updated_node
+        kept = self._trim_all(updated_node.body)
+        if kept is None:
+            return updated_node
+        return updated_node.with_changes(body=kept or [cst.Pass()])
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         body = self._edit_body(updated_node.body, top=True)
@@ -230,14 +309,18 @@ def _after_leading_imports(body: list[cst.BaseStatement]) -> int:
 
 
 def edit_imports(
-    tree: cst.Module, remove_roots: Iterable[str], additions: Sequence[tuple[str, str]]
+    tree: cst.Module,
+    remove_roots: Iterable[str],
+    additions: Sequence[tuple[str, str]],
+    keep: frozenset[int] = frozenset(),
 ) -> tuple[cst.Module, list[str], list[str]]:
     """Apply the contract above; returns the new module, the imports removed and those added.
 
     Additions whose alias the converted code does not use (emitted, then dropped again) are skipped.
+    `keep`: ids of statements of `tree` left exactly as they are (`# ptranspile: skip`).
     """
     used = used_names(tree.code)
     wanted = [(m, a) for m, a in additions if a.split(".")[0] in used]
-    editor = ImportEditor(remove_roots, wanted, used)
+    editor = ImportEditor(remove_roots, wanted, used, keep)
     added = [m if a == m else f"{m} as {a}" for m, a in wanted]
     return tree.visit(editor), editor.removed, added

@@ -19,6 +19,10 @@ def adapter_for(framework: str) -> Adapter:
     if framework not in _ADAPTERS:
         raise VerifyError(f"verification is not available for {framework!r} models (torch, jax and tf are)")
     module_name, class_name = _ADAPTERS[framework]
+    if framework == "tf":  # before anything imports TensorFlow: no start-up log lines
+        from precision_transpiler.verify.quiet import import_tensorflow_quietly
+
+        import_tensorflow_quietly()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
