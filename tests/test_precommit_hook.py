@@ -26,6 +26,8 @@ TORCH_SOURCE = "import torch\nx = torch.half\n"
 JAX_SOURCE = "import jax.numpy as jnp\nx = jnp.float16\n"
 # A Python file that uses no framework: every hook leaves it alone.
 PLAIN_SOURCE = "def add_one(a):\n    return a + 1\n"
+# NumPy-only code (a data loader): not model code, so the hooks leave it alone without `--from numpy`.
+NUMPY_SOURCE = "import numpy as np\n\n\ndef load(arr):\n    return arr.astype(np.float32)\n"
 
 # Installing the hook environment (a virtualenv and `pip install` of the package) dominates.
 TIMEOUT = 600
@@ -173,6 +175,7 @@ def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
             "model/__init__.py": "",  # pre-commit passes empty files too: --skip-empty
             "model/layers.py": TORCH_SOURCE,
             "model/helpers.py": PLAIN_SOURCE,
+            "data/loader.py": NUMPY_SOURCE,
             "README.md": "import torch\nx = torch.half\n",  # not Python: never passed to the hooks
         },
     )
@@ -194,6 +197,7 @@ def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
     )
     assert diff in check.stdout, check.stdout
     assert "helpers.py" not in check.stdout and "__init__.py" not in check.stdout, check.stdout
+    assert "loader.py" not in check.stdout, check.stdout
     assert "README.md" not in check.stdout, check.stdout
     assert (project / "model/layers.py").read_text(encoding="utf-8") == TORCH_SOURCE  # check writes nothing
     assert len(_py_envs(pre_commit_home)) == 1, _py_envs(pre_commit_home)
@@ -204,6 +208,7 @@ def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
     assert "- files were modified by this hook" in fix.stdout, fix.stdout
     assert (project / "model/layers.py").read_text(encoding="utf-8") == JAX_SOURCE
     assert (project / "model/helpers.py").read_text(encoding="utf-8") == PLAIN_SOURCE
+    assert (project / "data/loader.py").read_text(encoding="utf-8") == NUMPY_SOURCE
     assert (project / "model/__init__.py").read_text(encoding="utf-8") == ""
     assert (project / "README.md").read_text(encoding="utf-8") == TORCH_SOURCE
     changed = _git(project, env, "status", "--porcelain").splitlines()
