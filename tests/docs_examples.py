@@ -222,14 +222,37 @@ def normalize(text: str) -> str:
     return "\n".join(lines)
 
 
-def _pattern(expected: str) -> re.Pattern[str]:
-    parts: list[str] = []
+def _literal_parts(expected: str) -> list[str]:
+    """The literal text between the `...` wildcards of normalized expected output (each line ends
+    in a newline; a line of just `...` is a wildcard that may also match no line)."""
+    parts = [""]
     for line in expected.split("\n"):
         if line.strip() == "...":
-            parts.append(r"(?:[^\n]*\n)*?")
-        else:
-            parts.append(".*?".join(re.escape(piece) for piece in line.split("...")) + r"\n")
-    return re.compile("".join(parts), re.DOTALL)
+            parts.append("")
+            continue
+        pieces = line.split("...")
+        parts[-1] += pieces[0]
+        parts.extend(pieces[1:])
+        parts[-1] += "\n"
+    return parts
+
+
+def _glob_match(parts: list[str], text: str) -> bool:
+    """Whether `text` is parts[0] ANY parts[1] ANY ... parts[-1]. With `*`-only patterns, taking
+    each middle part at its leftmost place is optimal, so this is linear (no backtracking)."""
+    if len(parts) == 1:
+        return text == parts[0]
+    first, last = parts[0], parts[-1]
+    end = len(text) - len(last)
+    if not text.startswith(first) or not text.endswith(last) or end < len(first):
+        return False
+    position = len(first)
+    for middle in parts[1:-1]:
+        found = text.find(middle, position, end)
+        if found < 0:
+            return False
+        position = found + len(middle)
+    return True
 
 
 def matches(expected: str, actual: str) -> bool:
@@ -237,7 +260,7 @@ def matches(expected: str, actual: str) -> bool:
     exp, act = normalize(expected), normalize(actual)
     if "..." not in exp:
         return exp == act
-    return _pattern(exp).fullmatch(act + "\n") is not None
+    return _glob_match(_literal_parts(exp), act + "\n")
 
 
 def literal_text(shown: str) -> str:

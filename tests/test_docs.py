@@ -112,6 +112,7 @@ def test_matching_conventions() -> None:
     assert matches("head\n...\ntail", "head\n1\n2\ntail")
     assert not matches("head\n...\ntail", "head\n1\n2\ntai")
     assert matches("a...", "a\nb\nc")
+    assert not matches("x...y...z...w...v...u", "x" + "y z " * 5000)  # linear: no regex backtracking
 
 
 def test_parsing_conventions(tmp_path: Path) -> None:
