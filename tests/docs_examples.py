@@ -16,6 +16,7 @@ The conventions a page can use are described in tests/test_docs.py and docs/arch
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import inspect
 import json
@@ -464,10 +465,8 @@ class Page:
         while self.next < index:
             earlier = self.blocks[self.next]
             self.next += 1
-            try:
+            with contextlib.suppress(Exception):
                 self._run(earlier)
-            except Exception:
-                pass
         if self.next > index:
             raise DocsExampleError(f"{block.id}: already run (tests of one page must run in page order)")
         self.next = index + 1
@@ -637,9 +636,8 @@ def _compare_function(where: str, name: str, stub: ast.FunctionDef, real: Any) -
             except ValueError:
                 documented_default = ast.unparse(default)
             if real_default is inspect.Parameter.empty or documented_default != real_default:
-                problems.append(
-                    f"{where}: {name}: parameter {pname} defaults to {real_default!r}, documented {ast.unparse(default)}"
-                )
+                shown = ast.unparse(default)
+                problems.append(f"{where}: {name}: parameter {pname} defaults to {real_default!r}, documented {shown}")
         if annotation is not None and param.annotation is not inspect.Parameter.empty:
             real_ann = (
                 param.annotation if isinstance(param.annotation, str) else inspect.formatannotation(param.annotation)
