@@ -7,18 +7,20 @@ Conventions (also in docs/architecture.md, "Documentation examples are tests"):
   ending in `\\` continues it on the next line); the lines up to the next `$ ` are its output,
   stdout and stderr together in the order a terminal shows them. The commands of a block run one
   after another in bash as one session would (`cd` and `$?` carry over), with `.venv/bin` first on
-  PATH, so `ptranspile` and `python` are the project's. A command must print exactly what is shown:
-  nothing shown means it prints nothing, and it must then exit 0 unless the next command reads
-  `$?` (`echo $?`).
+  PATH, so `ptranspile` and `python` are the project's (PYTHONUNBUFFERED=1, so stdout and stderr
+  interleave as on a terminal; COLUMNS=80). A command must print exactly what is shown: nothing
+  shown means it prints nothing. A command that exits non-zero must show some of what it printed
+  literally (the error, `would change: ...`) or be followed by a command that reads `$?`.
 - **`...`** in shown output stands for any text (doctest's ELLIPSIS); a line holding only `...`
   for any number of lines. Use it to abbreviate long output and to hide what varies (times,
-  temporary paths). Trailing spaces and leading or trailing blank lines are not compared.
+  temporary paths). Trailing spaces and leading or trailing blank lines are not compared, and the
+  start-up log lines of TensorFlow and XLA (absl format) are left out of the actual output.
 - **```python blocks** run in one Python process per page, in page order, sharing one namespace
   (a fresh one per page), in the page's directory. A block of `>>>` lines is a doctest (ELLIPSIS
   on). What a block prints (stdout and stderr) is compared only with an `output` block.
-- **Each page has its own temporary directory**, with the repository's `examples/` copied in;
-  files written by earlier blocks of the page (commands, `file=` blocks, Python) are there for
-  later ones. `$ cat FILE` of a FILE that does not exist yet introduces it: the shown text is
+- **Each page has its own temporary directory**, with the repository's `examples/` and
+  `benchmarks/` copied in; files written by earlier blocks of the page (commands, `file=` blocks,
+  Python) are there for later ones. `$ cat FILE` of a FILE that does not exist yet introduces it: the shown text is
   written to FILE first (so pages show their inputs as a terminal would).
 - **Directives**: an HTML comment right above a block, `<!-- docs-test: KEY=VALUE ... -->`
   (values with spaces in quotes; several comments add up):
@@ -30,17 +32,21 @@ Conventions (also in docs/architecture.md, "Documentation examples are tests"):
   - `setup="CMD"`: a shell command run in the page directory before the block, which must succeed
     (`$REPO` is the repository root);
   - `cwd=DIR`: the directory, relative to the page directory, a console block starts in;
+  - `env="NAME=VALUE ..."`: environment variables for the block's commands;
   - `signature=MODULE`: the block's `def`/`class` stubs are checked against MODULE's real
     functions (parameter names, kinds, defaults, annotations) and dataclasses (fields, flags);
   - `excerpt=PATH`: every line of the block except those with `...` appears in PATH (relative to
     the repository), in this order;
   - `timeout=SECONDS` per command (default 300); `slow`: the block is marked `@pytest.mark.slow`;
-  - `skip reason="..."`: not run. Rare, reasoned (a GPU, the network, hours of run time) and
-    counted: at most `MAX_SKIPPED` blocks may be skipped, and the list is printed by
-    `test_skipped_blocks_are_few_and_reasoned`.
+  - `skip reason="..."`: not run. Rare, reasoned (a GPU, the network, minutes to hours of
+    benchmarks, installing into the test environment) and counted: at most `MAX_SKIPPED` blocks
+    may be skipped, and the list is printed by `test_skipped_blocks_are_few_and_reasoned`.
 
 Blocks of other languages (```text, ```json, ```yaml, ```toml) are prose unless a directive uses them.
-Each block is one test, named after its page and line: `pytest tests/test_docs.py -k cli.md`.
+Each block is one test, named after its page and line: `pytest tests/test_docs.py -k cli.md`; a
+block run on its own first runs the blocks before it on its page. When output changes on purpose,
+`python -m tests.docs_examples --update docs/PAGE.md` writes the actual output over shown output
+that differs and has no `...`.
 """
 
 from __future__ import annotations
@@ -62,7 +68,10 @@ RUN_BLOCKS = [b for b in BLOCKS if b.kind != "ignored"]
 
 
 def _param(block: Block) -> pytest.param:
-    marks = [pytest.mark.slow] if "slow" in block.directives else []
+    # a page's blocks share one process and directory: one xdist worker runs them (--dist loadgroup)
+    marks = [pytest.mark.xdist_group(f"docs {block.page}")]
+    if "slow" in block.directives:
+        marks.append(pytest.mark.slow)
     return pytest.param(block, id=block.id, marks=marks)
 
 
