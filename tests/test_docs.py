@@ -162,6 +162,41 @@ def test_corpus_tables_are_the_kept_results() -> None:
     assert rendered and not missing, "not in docs/benchmarks.md:\n" + "\n".join(missing)
 
 
+def _heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub makes for a page's headings (lowercase, punctuation dropped, spaces to
+    hyphens, `-1`, `-2` for repeats)."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in re.sub(r"^```.*?^```", "", text, flags=re.M | re.S).splitlines():
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def test_links_point_at_existing_files_and_headings() -> None:
+    """Every relative link of README.md and docs/*.md names a file that exists and, with `#`, a
+    heading of that page."""
+    broken = []
+    for page in PAGES:
+        path = REPO / page
+        text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+        text = re.sub(r"`[^`\n]*`", "", text)  # code spans hold no links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                broken.append(f"{page}: {target}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in _heading_anchors(dest.read_text(encoding="utf-8")):
+                broken.append(f"{page}: {target}: no such heading")
+    assert not broken, "\n".join(broken)
+
+
 # ------------------------------------------------------------------ no pointers users cannot follow
 
 CHECKED_TREES = ("README.md", "docs", "precision_transpiler", "mappings", "benchmarks", "examples")
