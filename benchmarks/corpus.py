@@ -74,6 +74,7 @@ class Outcome:
     forward_reference_s: float | None = None  # the original under torch autocast (mixed policies)
     param_bytes_original: int | None = None
     param_bytes_converted: int | None = None
+    device_compute: str | None = None  # --device auto: the compute dtype the converted code chose where it ran
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -131,6 +132,8 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
         if verdict.param_bytes:
             outcome.param_bytes_original = verdict.param_bytes.get("original")
             outcome.param_bytes_converted = verdict.param_bytes.get("converted")
+        if verdict.device:
+            outcome.device_compute = verdict.device.get("compute")
         outcome.max_rel_err = verdict.max_rel_err
         outcome.tolerance = verdict.tolerance.get("max_rel_err")
         if not verdict.passed:

@@ -62,7 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
         "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file",
     )
-    parser.add_argument("--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "gpu", "tpu"),
+        help="where the generated code runs: auto (default) decides the compute dtype at run time (CUDA float16, "
+        "TPU bfloat16, a CPU bfloat16 only with native bf16 kernels, else float32); cpu, gpu or tpu pin it",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)")
     out.add_argument("--in-place", action="store_true", help="rewrite the input files")
@@ -191,7 +196,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "from_": args.from_ or config.get("from"),
         "sources": tuple((args.from_ or config.get("from") or ",".join(DEFAULT_SOURCES)).split(",")),
         "policy": args.policy or config.get("policy", "fp32"),
-        "device": args.device or config.get("device", "cpu"),
+        "device": args.device or config.get("device", "auto"),
         "mappings": (args.mappings or []) + list(config.get("mappings", [])),
         "strict": bool(args.strict if args.strict is not None else config.get("strict", False)),
         "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),

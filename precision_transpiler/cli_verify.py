@@ -88,7 +88,12 @@ def build_verify_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--from", dest="from_", choices=FRAMEWORK_CHOICES, help="framework of ORIGINAL")
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="framework of CONVERTED")
-    parser.add_argument("--device", choices=("cpu", "gpu", "tpu"), help="device the policy targets (default cpu)")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "gpu", "tpu"),
+        help="where the generated code runs: auto (default) decides the compute dtype at run time (CUDA float16, "
+        "TPU bfloat16, a CPU bfloat16 only with native bf16 kernels, else float32); cpu, gpu or tpu pin it",
+    )
     parser.add_argument("--report-json", metavar="FILE", help="write the verification report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="print the verdict line only")
     add_verification_arguments(parser)
@@ -112,7 +117,7 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
         entry=args.entry,
         inputs=list(args.inputs),
         policy=policy,
-        device=getattr(args, "device", None) or config.get("device", "cpu"),
+        device=getattr(args, "device", None) or config.get("device", "auto"),
         seed=pick(args.seed, "seed", 0),
         perturb=not args.no_perturb,
         calibrate_bn=bool(pick(args.calibrate_bn, "calibrate-bn", False)),

@@ -82,6 +82,7 @@ def _run_converted(tmp_path: Path, to: str, env: dict[str, str], device_flag: st
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to", ["torch", "jax", "tf"])
 def test_cpu_without_bf16_kernels_computes_in_float32_and_says_so_once(tmp_path: Path, to: str) -> None:
     data = _run_converted(tmp_path, to, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
@@ -93,6 +94,7 @@ def test_cpu_without_bf16_kernels_computes_in_float32_and_says_so_once(tmp_path:
     assert len(warnings) == 1, data["stderr"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to", ["torch", "jax", "tf"])
 def test_forced_bfloat16_computes_the_low_precision_layers_in_bfloat16(tmp_path: Path, to: str) -> None:
     data = _run_converted(tmp_path, to, {"PTRANSPILE_COMPUTE_DTYPE": "bfloat16"})
@@ -149,13 +151,23 @@ def test_decision_table(
     assert device._PTRANSPILE_DECISION["test"]["compute"] == expected
 
 
-def test_the_decision_is_made_and_logged_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_decision_is_made_and_logged_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.delenv("PTRANSPILE_COMPUTE_DTYPE", raising=False)
     monkeypatch.setattr(device, "_PTRANSPILE_DECISION", {})
     with caplog.at_level(logging.INFO, logger="ptranspile"):
         for _ in range(3):
             device._ptranspile_pick("test", "half", "cpu", False, False)
     assert len(caplog.records) == 1 and caplog.records[0].levelno == logging.WARNING
+
+
+def test_the_override_decides_for_the_machine_but_not_for_an_explicit_float16(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(device, "_PTRANSPILE_DECISION", {})
+    monkeypatch.setenv("PTRANSPILE_COMPUTE_DTYPE", "float32")
+    assert device._ptranspile_pick("a", "half", "cpu", False, True) == "float32"
+    assert device._ptranspile_pick("b", "bfloat16", "gpu", True) == "float32"
+    assert device._ptranspile_pick("c", "float16", "cpu", False, True) == "float16"
 
 
 def test_a_onednn_isa_cap_below_bf16_means_no_native_kernels(monkeypatch: pytest.MonkeyPatch) -> None:

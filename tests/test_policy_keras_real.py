@@ -21,6 +21,7 @@ def _rel(value, reference) -> float:
     return float(np.linalg.norm(value - reference) / np.linalg.norm(reference))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("file", "builder"), [("resnet.py", "ResNet50"), ("mobilenet_v2.py", "MobileNetV2")])
 def test_applications_mixed(file: str, builder: str) -> None:
     path = package_file("keras", f"src/applications/{file}")
@@ -75,4 +76,5 @@ def test_keep_fp32_layers_and_roundtrip(tmp_path) -> None:
     assert transpile(mixed, to="tf", policy="mixed").code == mixed  # idempotent
     assert transpile(mixed, to="tf", policy="fp32").code == src  # exactly reversible
     bf16 = transpile(src, to="tf", policy="bf16").code
-    assert '_PTRANSPILE_LOW = "bfloat16"' in bf16
+    assert "_PTRANSPILE_LOW = _PTRANSPILE_DEVICE_DTYPE" in bf16  # bfloat16 variables: decided where it runs
+    assert '_PTRANSPILE_LOW = "bfloat16"' in transpile(src, to="tf", policy="bf16", device="cpu").code

@@ -127,3 +127,28 @@ def test_skip_file(tmp_path: Path) -> None:
     assert r.code == 1 and "would change: src/kept.py" not in r.err and "would change: src/model.py" in r.err
     r = run_cli("src", "--to", "jax", "--in-place", cwd=tmp_path)
     assert (tmp_path / "src" / "kept.py").read_text() == src
+
+
+POLICY_MODEL = """import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        y = torch.softmax(x, dim=-1)  # ptranspile: skip
+        return torch.softmax(y, dim=-1)
+
+
+class Kept(nn.Module):  # ptranspile: skip
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+"""
+
+
+def test_precision_policies_leave_skipped_statements_as_written() -> None:
+    code = transpile(POLICY_MODEL, to="torch", policy="mixed").code
+    assert "        y = torch.softmax(x, dim=-1)  # ptranspile: skip\n" in code
+    assert "return torch.softmax(_ptranspile_fp32(y), dim=-1)" in code  # the next statement has its island
+    kept = code[code.index("class Kept") :]
+    assert "_ptranspile" not in kept
+    assert transpile(code, to="torch", policy="fp32").code == POLICY_MODEL

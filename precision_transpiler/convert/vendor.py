@@ -238,7 +238,9 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
                     wanted[shim_module].append(symbol)
                 local = symbol
                 if symbol in taken:
-                    local = f"_ptranspile_{symbol}"
+                    # not `_ptranspile_*`: that prefix marks what a precision policy inserted,
+                    # which `--policy fp32` (precision/strip.py) removes
+                    local = f"_ptshim_{symbol}"
                     if (local, symbol) not in aliases:
                         aliases.append((local, symbol))
                 return cst.Name(local, lpar=updated.lpar, rpar=updated.rpar)

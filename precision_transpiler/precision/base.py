@@ -16,6 +16,7 @@ from precision_transpiler.policy import Policy
 from precision_transpiler.policy.model import Precision
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
+from precision_transpiler.rewrite.skips import scan_skips
 from precision_transpiler.rewrite.templates import dotted_name
 
 
@@ -45,14 +46,21 @@ class PolicyPass(cst.CSTTransformer):
         self.positions = PositionFinder(module, source)
         self.decisions: list[PrecisionDecision] = []
         self.stack: list[cst.CSTNode] = []
+        # statements under `# ptranspile: skip` (rewrite/skips.py): left exactly as written
+        self.skipped = scan_skips(module, source).skip_ids
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Import | cst.ImportFrom):
             return False
         self.stack.append(node)
+        if id(node) in self.skipped:
+            return False
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        if id(original_node) in self.skipped:
+            self.stack.pop()
+            return original_node
         result = super().on_leave(original_node, updated_node)
         if not isinstance(original_node, cst.Import | cst.ImportFrom):
             self.stack.pop()

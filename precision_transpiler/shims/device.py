@@ -14,7 +14,8 @@ these functions once, when the converted module is imported, and keeps the answe
   Arm); otherwise float32, with the policy's structure (fp32 islands, output casts) kept. Without
   those kernels bf16 is emulated: torch's CPU autocast ran a small residual CNN 9.2x slower than
   float32 on an AMD EPYC without AVX-512 (docs/policies.md, "Hardware-aware compute").
-* `PTRANSPILE_COMPUTE_DTYPE=bfloat16|float16|float32` in the environment overrides the choice.
+* `PTRANSPILE_COMPUTE_DTYPE=bfloat16|float16|float32` in the environment overrides the
+  machine's choice (not a policy's explicit float16, which is no choice of the machine's).
 
 The decision is logged once (logger "ptranspile": a warning when a low-precision policy falls back
 to float32, info otherwise) and kept in `_PTRANSPILE_DECISION`, where verification reads it.
@@ -79,10 +80,10 @@ def _ptranspile_pick(framework, requested, where, gpu_bf16=False, cpu_bf16=None)
         return known["compute"]
     forced = os.environ.get("PTRANSPILE_COMPUTE_DTYPE", "").strip().lower()
     forced = forced if forced in ("bfloat16", "float16", "float32") else ""
-    if forced:
-        compute, reason = forced, "PTRANSPILE_COMPUTE_DTYPE is set"
-    elif requested == "float16":
+    if requested == "float16":
         compute, reason = "float16", "the policy asks for float16 on every device"
+    elif forced:
+        compute, reason = forced, "PTRANSPILE_COMPUTE_DTYPE is set"
     elif where == "gpu":
         if requested == "bfloat16" and gpu_bf16:
             compute, reason = "bfloat16", "GPU with bfloat16 support"

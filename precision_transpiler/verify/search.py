@@ -80,7 +80,7 @@ def search_policy(
     *,
     to: str,
     base: str = "mixed",
-    device: str = "cpu",
+    device: str = "auto",
     name: str | None = None,
     log: Callable[[str], None] | None = None,
     prune_to_entry: bool = False,
