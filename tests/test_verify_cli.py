@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli, torchvision_env
 from tests.real_models import package_file
 
 MLP = """
@@ -47,13 +48,14 @@ def _model(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_convert_and_verify_a_real_resnet_writes_reports(tmp_path: Path) -> None:
     original = package_file("torchvision", "models/resnet.py")
     out, report, page = tmp_path / "resnet_mixed.py", tmp_path / "r.json", tmp_path / "r.html"
     run = run_cli(
         str(original), "--to", "torch", "--policy", "mixed", "-o", str(out), "--verify",
         "--entry", "resnet18(num_classes=10)", "--input", "float32[2,3,64,64]", "--calibrate-bn",
-        "--report-json", str(report), "--report-html", str(page),
+        "--report-json", str(report), "--report-html", str(page), env=torchvision_env(),
     )  # fmt: skip
     assert run.code == 0, run.err
     assert "PASSED" in run.err
@@ -65,6 +67,7 @@ def test_convert_and_verify_a_real_resnet_writes_reports(tmp_path: Path) -> None
     assert "report-data" in page.read_text() and out.is_file()
 
 
+@pytest.mark.slow
 def test_verify_subcommand_fails_with_exit_1_and_names_the_layer(tmp_path: Path) -> None:
     original = _model(tmp_path)
     converted = tmp_path / "mlp_fp32.py"
@@ -90,6 +93,7 @@ def test_verify_subcommand_fails_with_exit_1_and_names_the_layer(tmp_path: Path)
     assert ok.code == 0 and ok.err.count("\n") == 1 and "PASSED" in ok.err, ok.err  # -q: the verdict only
 
 
+@pytest.mark.slow
 def test_usage_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     original = _model(tmp_path)
     cases = [
@@ -110,6 +114,7 @@ def test_usage_errors_are_one_line_exit_2(tmp_path: Path) -> None:
         assert "Traceback" not in run.err
 
 
+@pytest.mark.slow
 def test_policy_auto_writes_a_policy_that_the_normal_flags_use(tmp_path: Path) -> None:
     original = _model(tmp_path)
     mixed = run_cli(str(original), "--to", "torch", "--policy", "mixed", "--verify", *ENTRY, "--report-json",
@@ -135,6 +140,7 @@ def test_policy_auto_writes_a_policy_that_the_normal_flags_use(tmp_path: Path) -
     assert (tmp_path / "again.py").read_text() == out.read_text()
 
 
+@pytest.mark.slow
 def test_emit_test_writes_a_pytest_file_that_passes_then_catches_a_regression(tmp_path: Path) -> None:
     original = _model(tmp_path)
     out = tmp_path / "mlp_mixed.py"
@@ -154,6 +160,28 @@ def test_emit_test_writes_a_pytest_file_that_passes_then_catches_a_regression(tm
     assert failed.returncode == 1 and "relative error" in failed.stdout, failed.stdout
 
 
+def test_an_emitted_test_finds_its_policy_file_wherever_pytest_runs(tmp_path: Path) -> None:
+    """A policy file is named relative to the test, as the model files are: pytest run from
+    another folder (the repository root, CI) still finds it."""
+    original = _model(tmp_path)
+    policy = tmp_path / "mlp.policy.yaml"
+    policy.write_text("extends: mixed\n")
+    out = tmp_path / "mlp_mixed.py"
+    test_file = tmp_path / "tests" / "test_mlp_equivalence.py"
+    test_file.parent.mkdir()
+    run = run_cli(
+        str(original), "--to", "torch", "--policy", str(policy), "-o", str(out), *ENTRY, "--emit-test", str(test_file)
+    )
+    assert run.code == 0, run.err
+    assert "policy=str(HERE / '../mlp.policy.yaml')" in test_file.read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    passed = subprocess.run(cmd, capture_output=True, text=True, cwd=elsewhere, timeout=300)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+@pytest.mark.slow
 def test_thresholds_come_from_pyproject_and_flags_override_them(tmp_path: Path) -> None:
     _model(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.ptranspile]\nto = 'torch'\ntolerance = 1e-9\nseed = 3\n")
@@ -170,6 +198,7 @@ def test_thresholds_come_from_pyproject_and_flags_override_them(tmp_path: Path) 
     assert bad.code == 2 and "'mixed-factor' has the wrong type" in bad.err
 
 
+@pytest.mark.slow
 def test_time_reports_forward_speed_side_by_side(tmp_path: Path) -> None:
     """`--time N`: medians of one forward of the original and of the converted model (jax.jit
     here), and under a mixed policy of torch autocast, in the terminal summary and the JSON."""
@@ -193,6 +222,7 @@ def unreached(x):
 """
 
 
+@pytest.mark.slow
 def test_verify_does_not_change_what_o_writes(tmp_path: Path) -> None:
     """`--verify --entry` observes the conversion: `-o` gets the same bytes as without `--verify`;
     pruning to the entry is `--prune-to-entry`, with or without `--verify`."""
@@ -210,6 +240,7 @@ def test_verify_does_not_change_what_o_writes(tmp_path: Path) -> None:
     assert "def unreached" not in pruned.read_text() and pruned_verified.read_bytes() == pruned.read_bytes()
 
 
+@pytest.mark.slow
 def test_layer_sources_name_the_original_file_and_the_converted_one(tmp_path: Path) -> None:
     """A torch model converted to Flax: each layer's `source` is the line of the torch file that
     creates it, `converted_source` the line in the written conversion."""
@@ -227,6 +258,7 @@ def test_layer_sources_name_the_original_file_and_the_converted_one(tmp_path: Pa
         assert where == str(out) and f"self.{path.rsplit('.', 1)[-1]} = " in written[int(converted_line) - 1]
 
 
+@pytest.mark.slow
 def test_verification_that_cannot_run_writes_nothing_and_says_one_line(tmp_path: Path) -> None:
     """A wrong input shape: exit 2, the error as the only line on stderr, `-o` neither created
     nor, when it exists, touched."""
@@ -244,6 +276,7 @@ def test_verification_that_cannot_run_writes_nothing_and_says_one_line(tmp_path:
     assert out.read_text() == "# an earlier conversion\n"
 
 
+@pytest.mark.slow
 def test_failed_verification_writes_the_reports_but_not_the_output(tmp_path: Path) -> None:
     original = _model(tmp_path)
     out, report, page = tmp_path / "mlp_mixed.py", tmp_path / "r.json", tmp_path / "r.html"

@@ -35,7 +35,7 @@ TOLERANCE = {tolerance!r}
 OPTIONS = VerifyOptions(
     entry={entry!r},
     inputs={inputs!r},
-    policy={policy!r},
+    policy={policy},
     seed={seed!r},
     calibrate_bn={calibrate_bn!r},
     tolerance=TOLERANCE,
@@ -59,9 +59,10 @@ def emit_test(
     original_rel = os.path.relpath(Path(result.original).resolve(), folder)
     converted_rel = os.path.relpath(converted.resolve(), folder)
     slug = "".join(ch if ch.isalnum() else "_" for ch in converted.stem).strip("_") or "converted"
-    policy = policy_spec
-    if policy.endswith((".yaml", ".yml")) and Path(policy).is_file():
-        policy = os.path.relpath(Path(policy).resolve(), folder)
+    policy = repr(policy_spec)
+    if policy_spec.endswith((".yaml", ".yml")) and Path(policy_spec).is_file():
+        # found beside the test wherever pytest runs it, like the model files
+        policy = f"str(HERE / {os.path.relpath(Path(policy_spec).resolve(), folder)!r})"
     tolerance = float(result.tolerance["max_rel_err"])
     return _TEMPLATE.format(
         today=date.today().isoformat(),
