@@ -6,13 +6,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev
 
-.PHONY: demo test lint bench clean help
+.PHONY: demo test test-fast test-browser lint bench clean help
+
+# The test-suite runs in PYTEST_WORKERS processes (pytest-xdist); tests/conftest.py gives each
+# worker one compute thread per framework. `--dist loadgroup`: tests marked with one
+# `xdist_group` (modules whose module-scoped fixtures are costly) run on one worker.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 help:
-	@echo "make demo   - set up .venv and convert the shipped example model"
-	@echo "make test   - set up .venv and run the test-suite (and ruff)"
-	@echo "make bench  - print transpile throughput and the quick real-model corpus (docs/benchmarks.md)"
-	@echo "make clean  - remove .venv and build outputs"
+	@echo "make demo          - set up .venv and convert the shipped example model"
+	@echo "make test          - set up .venv, run ruff and the whole test-suite (browser test only under CI=true)"
+	@echo "make test-fast     - the inner loop: the test-suite without the slow tests (-m 'not slow')"
+	@echo "make test-browser  - install Chromium if missing (apt-get, announced) and run the browser test"
+	@echo "make bench         - print transpile throughput and the quick real-model corpus (docs/benchmarks.md)"
+	@echo "make clean         - remove .venv and build outputs"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,10 +63,19 @@ demo: $(STAMP)
 	@$(BIN)/ptranspile examples/attention_block.py --to tf --policy mixed -o out/attention_block_tf_mixed.py \
 		--verify --entry "AttentionBlock()" --input "float32[2,16,64]" --no-layers
 
+# Locally `make test` installs nothing: the browser test is skipped with its reason. Under CI=true
+# Chromium is installed first (announced in one line) and the browser test runs, failing without it.
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples
-	bash .ci/ensure-chromium
-	$(BIN)/python -m pytest -q
+	@if [ "$${CI:-}" = "true" ]; then bash .ci/ensure-chromium "CI=true"; fi
+	$(PYTEST) -q --durations=25
+
+test-fast: $(STAMP)
+	$(PYTEST) -q -m "not slow"
+
+test-browser: $(STAMP)
+	bash .ci/ensure-chromium "make test-browser"
+	PTRANSPILE_BROWSER_TESTS=1 $(BIN)/python -m pytest -q -m browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples

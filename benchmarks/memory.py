@@ -167,20 +167,36 @@ class TfAllocator:
 
     TF on x86 Linux allocates through a pooling (BFC) allocator: memory the warm-up forward freed
     stays in the pool, resident, and the measured forward reuses it without raising the RSS. The
-    pool's peak of bytes in use is what that forward needed."""
+    pool's peak of bytes in use is what that forward needed.
 
-    def __init__(self) -> None:
-        import tensorflow as tf
+    Some TF builds keep no statistics for the CPU (`reset_memory_stats` raises "Cannot reset
+    memory stats for device 'CPU:0'"); `reset()` then returns False and the forward is measured
+    by its resident-set rise alone (`RSS_ONLY`). `experimental` stands in for
+    `tf.config.experimental` (the tests pass one without statistics)."""
 
-        self._experimental = tf.config.experimental
+    def __init__(self, experimental: Any = None) -> None:
+        if experimental is None:
+            import tensorflow as tf
+
+            experimental = tf.config.experimental
+        self._experimental = experimental
         self._current = 0
 
-    def reset(self) -> None:
-        self._experimental.reset_memory_stats("CPU:0")
-        self._current = int(self._experimental.get_memory_info("CPU:0")["current"])
+    def reset(self) -> bool:
+        """Start a measurement; False where this build keeps no CPU allocator statistics."""
+        try:
+            self._experimental.reset_memory_stats("CPU:0")
+            self._current = int(self._experimental.get_memory_info("CPU:0")["current"])
+        except Exception:  # ValueError "Cannot reset memory stats for device 'CPU:0'", or the like
+            return False
+        return True
 
     def peak_rise(self) -> int:
         return int(self._experimental.get_memory_info("CPU:0")["peak"]) - self._current
+
+
+# how a row says that TF's allocator statistics were unavailable (the method column and caption)
+RSS_ONLY = "TF allocator statistics unavailable on this build: Keras forward measured by its RSS rise"
 
 
 def measure_forward(forward: Callable[[], Any], allocator: TfAllocator | None = None) -> dict[str, Any]:
@@ -188,14 +204,16 @@ def measure_forward(forward: Callable[[], Any], allocator: TfAllocator | None = 
 
     Returns rss_before, rise (how far the resident set rose above rss_before during the call),
     peak (the process's highest resident set so far, this call included), allocator_rise (the
-    rise of the allocator's bytes in use, where `allocator` is given) and the method used.
+    rise of the allocator's bytes in use, where `allocator` is given and keeps statistics; else
+    None, and the method says so) and the method used.
     `forward` must finish its work before returning (block_until_ready, .numpy()): asynchronous
     dispatch would move the peak past the reading."""
     gc.collect()
     lifetime = _status_bytes("VmHWM") or _maxrss_bytes()
     rss_before = _status_bytes("VmRSS") or _maxrss_bytes()
-    if allocator is not None:
-        allocator.reset()
+    fallback = allocator is not None and not allocator.reset()
+    if fallback:
+        allocator = None
     if _reset_peak() and _status_bytes("VmHWM") is not None:
         method = "VmHWM after clear_refs"
         out = forward()
@@ -208,6 +226,8 @@ def measure_forward(forward: Callable[[], Any], allocator: TfAllocator | None = 
         peak = _maxrss_bytes()
         rise = max(0, peak - max(before, rss_before))  # only what rises above the earlier peak
     allocator_rise = allocator.peak_rise() if allocator is not None else None
+    if fallback:
+        method = f"{method}; {RSS_ONLY}"
     del out
     return {
         "rss_before": rss_before,
@@ -435,9 +455,10 @@ def markdown(results: list[Measurement], header: str) -> str:
         if r.error:
             rows.append(f"| {r.model} | {r.framework} | {r.precision} | failed: {r.error.replace('|', '/')} ||||||")
             continue
+        allocator = "n/a (RSS only)" if RSS_ONLY in r.method else _mib(r.allocator_rise)
         rows.append(
             f"| {r.model} | {r.framework} | {r.precision} | {_mib(r.param_bytes)} | {_mib(r.rss_before)} "
-            f"| {_mib(r.forward_rise)} | {_mib(r.allocator_rise)} | {_mib(r.first_forward_rise)} "
+            f"| {_mib(r.forward_rise)} | {allocator} | {_mib(r.first_forward_rise)} "
             f"| {_mib(r.process_peak)} |"
         )
     methods = sorted({r.method for r in results if r.method})

@@ -9,6 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+TORCHVISION_SHIM = REPO / "tests" / "torchvision_shim"
+
+
+def torchvision_env() -> dict[str, str]:
+    """Environment for a subprocess that imports torchvision (`ptranspile --verify` on
+    torchvision's files): the tests' work-around goes on its PYTHONPATH as `sitecustomize`
+    (tests/torchvision_shim/sitecustomize.py). ptranspile itself imports user code as it is."""
+    paths = [str(TORCHVISION_SHIM), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
 
 
 @dataclass
@@ -19,10 +28,13 @@ class Run:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, stdin: str | None = None, env: dict[str, str] | None = None
+    *args: str, cwd: Path | None = None, stdin: str | None = None, env: dict[str, str | None] | None = None
 ) -> Run:
-    """Run `python -m precision_transpiler ARGS` (the same code as the `ptranspile` script)."""
-    full_env = {**os.environ, **(env or {})}
+    """Run `python -m precision_transpiler ARGS` (the same code as the `ptranspile` script), in
+    this process's environment updated with `env` (a None value removes that variable: test
+    modules may have set one for their own process, such as TF_CPP_MIN_LOG_LEVEL)."""
+    merged = {**os.environ, **(env or {})}
+    full_env = {k: v for k, v in merged.items() if v is not None}
     proc = subprocess.run(
         [sys.executable, "-m", "precision_transpiler", *args],
         cwd=cwd,

@@ -1,8 +1,9 @@
 """Load real model source from installed packages, convert it, and import the result.
 
 Random weights only: nothing is downloaded. torchvision's wheel here is a CUDA build whose C++
-ops fail to register beside the CPU torch; model code is pure Python and works once
-`torch.library.register_fake` is neutralised before the import (../shared/REFERENCE.md).
+ops fail to register beside the CPU torch; model code is pure Python and imports once the
+work-around in tests/torchvision_shim/sitecustomize.py (its one copy) is in place, which
+`import_torchvision()` makes sure of (tests/conftest.py does too, for every test).
 """
 
 from __future__ import annotations
@@ -12,30 +13,24 @@ import sys
 import types
 from pathlib import Path
 
-
-def _neutralise_register_fake() -> None:
-    """Must run before anything imports torchvision (transformers does, optionally)."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a test dependency
-        return
-    if "torchvision" not in sys.modules:
-        torch.library.register_fake = lambda *a, **k: lambda f: f  # type: ignore[assignment]
-
-
-_neutralise_register_fake()
+from tests.torchvision_shim.sitecustomize import install as _install_torchvision_workaround
 
 
 def import_torchvision() -> types.ModuleType:
-    _neutralise_register_fake()
+    """Import torchvision with the work-around installed first (it must precede any import of
+    torchvision; transformers imports it, optionally)."""
+    _install_torchvision_workaround()
     import torchvision
 
     return torchvision
 
 
 def package_file(package: str, rel: str) -> Path:
+    """A file of an installed package. A package that is not installed raises
+    ModuleNotFoundError, which the tests turn into a skip (tests/conftest.py)."""
     spec = importlib.util.find_spec(package)
-    assert spec is not None and spec.submodule_search_locations, f"{package} is not installed"
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"{package} is not installed", name=package)
     path = Path(next(iter(spec.submodule_search_locations))) / rel
     assert path.is_file(), path
     return path

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -38,6 +40,7 @@ cases:
 """
 
 
+@pytest.mark.slow
 def test_corpus_runner_on_a_tiny_corpus(tmp_path: Path, capsys) -> None:
     cases = tmp_path / "cases.yaml"
     cases.write_text(CASES)
@@ -69,6 +72,7 @@ def test_corpus_runner_on_a_tiny_corpus(tmp_path: Path, capsys) -> None:
     assert data["versions"]["torch"].startswith("2.")
 
 
+@pytest.mark.slow
 def test_corpus_times_the_models_side_by_side(tmp_path: Path) -> None:
     """--time: the forward of the original, the converted model (jax.jit / tf.function) and, under
     the mixed policy, torch autocast, medians in one process; ratios in the table."""

@@ -37,7 +37,8 @@ Conventions (also in docs/architecture.md, "Documentation examples are tests"):
     functions (parameter names, kinds, defaults, annotations) and dataclasses (fields, flags);
   - `excerpt=PATH`: every line of the block except those with `...` appears in PATH (relative to
     the repository), in this order;
-  - `timeout=SECONDS` per command (default 300); `slow`: the block is marked `@pytest.mark.slow`;
+  - `timeout=SECONDS` per command (default 300); `slow`: accepted, and implied (every block is
+    `@pytest.mark.slow`: `make test` runs the examples, `make test-fast` does not);
   - `skip reason="..."`: not run. Rare, reasoned (a GPU, the network, minutes to hours of
     benchmarks, installing into the test environment) and counted: at most `MAX_SKIPPED` blocks
     may be skipped, and the list is printed by `test_skipped_blocks_are_few_and_reasoned`.
@@ -68,11 +69,11 @@ RUN_BLOCKS = [b for b in BLOCKS if b.kind != "ignored"]
 
 
 def _param(block: Block) -> pytest.param:
-    # a page's blocks share one process and directory: one xdist worker runs them (--dist loadgroup)
-    marks = [pytest.mark.xdist_group(f"docs {block.page}")]
-    if "slow" in block.directives:
-        marks.append(pytest.mark.slow)
-    return pytest.param(block, id=block.id, marks=marks)
+    """Every block is `slow`: the blocks run commands and Python in subprocesses (seconds each),
+    and a block runs its page's earlier blocks first, so no subset of a page is fast; `make
+    test-fast` leaves the examples out, `make test` runs them. A page's blocks share one process
+    and directory: one xdist worker runs them (`--dist loadgroup`)."""
+    return pytest.param(block, id=block.id, marks=[pytest.mark.slow, pytest.mark.xdist_group(f"docs {block.page}")])
 
 
 @pytest.fixture(scope="module")

@@ -214,6 +214,7 @@ class Net(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_factory_built_layers_take_their_class_dtype_under_a_flax_policy(tmp_path: Path) -> None:
     jnp = pytest.importorskip("jax.numpy")
     nnx = pytest.importorskip("flax.nnx")

@@ -664,6 +664,7 @@ def test_dropout() -> None:
         S.dropout(x, 0.5)
 
 
+@pytest.mark.slow
 def test_bf16_inputs_follow_flax_dtype_rules() -> None:
     """dtype=None promotes inputs with parameters (Flax's rule); statistics and sums stay float32 inside."""
     bf16 = jnp.bfloat16
@@ -754,6 +755,7 @@ def test_module_list_and_dict_paths() -> None:
         blocks["keys"]
 
 
+@pytest.mark.slow
 def test_torch_like_initialisation() -> None:
     """Concrete construction: torch's init bounds and shapes (the comparisons above build abstractly)."""
     conv = S.Conv2d(4, 6, 3, groups=2, rngs=nnx.Rngs(0))

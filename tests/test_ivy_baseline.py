@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
+pytestmark = pytest.mark.xdist_group("ivy_baseline")
+
 FOLDER = Path(__file__).resolve().parent.parent / "benchmarks" / "ivy_baseline"
 
 # Two rows of the run in docs/benchmarks.md ("Ivy side by side": run_ivy.py, Ivy 1.0.0.5 in its own
@@ -139,6 +142,7 @@ def ours_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return json.loads(out.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_ours_emits_every_key(ours_run: dict[str, Any]) -> None:
     cases = _load("cases")
     assert ours_run["tool"] == "ptranspile"
@@ -159,6 +163,7 @@ def test_ours_emits_every_key(ours_run: dict[str, Any]) -> None:
     assert autocast["lowp_effect"] > 1e-4  # the bf16 region matters, so dropping it would show
 
 
+@pytest.mark.slow
 def test_compare_merges_real_outputs(ours_run: dict[str, Any], tmp_path: Path) -> None:
     compare = _load("compare")
     ivy_path, ours_path, md_path = tmp_path / "ivy.json", tmp_path / "ours.json", tmp_path / "table.md"

@@ -118,7 +118,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted([*ROOT.glob("precision_transpiler/**/*.py"), *ROOT.glob("examples/*.py"), *ROOT.glob("tests/*.py")])
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def _by_size(path: Path) -> pytest.param:
+    """Files over 20 kB take seconds each: `slow` (make test checks every file, make test-fast the rest)."""
+    return pytest.param(path, id=path.name, marks=[pytest.mark.slow] if path.stat().st_size > 20_000 else [])
+
+
+@pytest.mark.parametrize("path", [_by_size(p) for p in FILES])
 def test_project_files(path: Path) -> None:
     assert _compare(path.read_text()) >= 0
 
@@ -131,6 +136,7 @@ def _installed(module: str, rel: str) -> Path | None:
     return path if path.is_file() else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", ["nn/functional.py", "nn/modules/conv.py", "nn/modules/transformer.py", "_tensor.py"])
 def test_torch_sources(rel: str) -> None:
     path = _installed("torch", rel)

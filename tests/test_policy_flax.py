@@ -68,6 +68,7 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["CNN", "Block"])
 def test_mixed_policy_runs_in_bf16_with_fp32_outputs(name: str) -> None:
     from flax import nnx

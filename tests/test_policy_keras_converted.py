@@ -122,6 +122,7 @@ def test_small_cnn_mixed_verifies(tmp_path: Path) -> None:
     assert verdict.passed, verdict.failures
 
 
+@pytest.mark.slow
 def test_torchvision_resnet18_mixed_verifies() -> None:
     original = package_file("torchvision", "models/resnet.py")
     result = transpile(original.read_text(), to="tf", policy="mixed", path=str(original))
@@ -148,6 +149,7 @@ def test_report_positions_are_lines_of_the_converted_output(to: str) -> None:
     assert "softmax(_ptranspile_fp32(a)" in lines[softmax - 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["fp32", "mixed"])
 def test_torchvision_vision_transformer(policy: str) -> None:
     """torchvision's VisionTransformer (class token, encoder blocks built in a loop over an

@@ -114,6 +114,7 @@ def test_keras(policy: str) -> None:
     assert _rel(got, expected) <= bound
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", BUILTIN_POLICIES)
 def test_flax(policy: str) -> None:
     jax = pytest.importorskip("jax")

@@ -100,6 +100,7 @@ def _flax_layers(module: ModuleType, inputs: list[np.ndarray], original: ModuleT
     return {p: _rel(base.layers[p][0], ours.layers[p][0]) for p in base.order}
 
 
+@pytest.mark.slow
 def test_flax_path_override_runs_that_layer_in_fp32(tmp_path: Path, flax_inputs: list[np.ndarray]) -> None:
     import jax.numpy as jnp
     from flax import nnx

@@ -82,6 +82,10 @@ PROJECT_FILES = [
 ]
 
 
-@pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    # files over 20 kB take seconds each: `slow` (make test checks every file, make test-fast the rest)
+    [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.stat().st_size > 20_000 else []) for p in PROJECT_FILES],
+)
 def test_real_files(path: Path) -> None:
     assert _check(path.read_text()) > 0

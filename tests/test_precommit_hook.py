@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
+pytestmark = pytest.mark.xdist_group("precommit_hook")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TORCH_SOURCE = "import torch\nx = torch.half\n"
@@ -162,6 +165,7 @@ def _py_envs(pre_commit_home: Path) -> list[Path]:
     return sorted(p for p in pre_commit_home.glob("repo*/py_env-*") if p.is_dir())
 
 
+@pytest.mark.slow
 def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
     tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
@@ -228,6 +232,7 @@ def test_check_hook_fails_with_diff_and_passes_after_fix_hook(
     assert len(_py_envs(pre_commit_home)) == 1, _py_envs(pre_commit_home)
 
 
+@pytest.mark.slow
 def test_installed_hook_blocks_commit_with_defaults_from_pyproject(
     tmp_path: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:

@@ -129,6 +129,7 @@ def _key(result) -> tuple:
     return result.code, tuple(d.format() for d in result.diagnostics), tuple(result.rewrites)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), target=st.sampled_from(["jax", "tf", "numpy"]))
 def test_roundtrip_is_deterministic_valid_and_a_fixed_point(data: st.DataObject, target: str) -> None:
@@ -181,6 +182,7 @@ def _imported_roots(code: str) -> set[str]:
     return roots
 
 
+@pytest.mark.slow
 def test_generator_produces_what_it_claims() -> None:
     """The strategy itself: valid torch code that can contain each kind of construct."""
     for token in ("finfo(", "iinfo(", ".to(", " is ", "tensor(", ".type(", "cuda", "t.half", "promote_types"):

@@ -4,21 +4,21 @@ originals (fp32 and the mixed policy), and run without torch."""
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from precision_transpiler import transpile
 from precision_transpiler.verify import VerifyOptions, verify_files
 from tests.real_models import import_torchvision, load_beside, package_file
 
 import_torchvision()
-pytestmark = pytest.mark.filterwarnings("ignore:Explicitly requested dtype:UserWarning")
+# every test here converts a transformers model file (seconds each) and most run it: all slow
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Explicitly requested dtype:UserWarning")]
 
 BERT = (
     "BertModel(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, "
@@ -31,20 +31,26 @@ CASES = {
 }
 
 
-@functools.lru_cache(maxsize=8)
-def _convert(name: str, policy: str = "fp32") -> tuple[Path, str, tuple[str, ...]]:
-    rel, entry, _ = CASES[name]
-    original = package_file("transformers", rel)
-    result = transpile(
-        original.read_text(), to="jax", policy=policy, path=str(original), entry=entry, prune_to_entry=True
-    )
-    assert not result.errors, [d.format() for d in result.errors]
-    return original, result.code, tuple(d.format() for d in result.diagnostics)
+Converted = Callable[..., tuple[Path, str, tuple[str, ...]]]
+
+
+@pytest.fixture(scope="module")
+def convert(converted) -> Converted:
+    """A model's file converted with its `--entry` (once per test run: tests/conftest.py)."""
+
+    def run(name: str, policy: str = "fp32") -> tuple[Path, str, tuple[str, ...]]:
+        rel, entry, _ = CASES[name]
+        original = package_file("transformers", rel)
+        result = converted(original, to="jax", policy=policy, entry=entry, prune_to_entry=True)
+        assert not result.errors, [d.format() for d in result.errors]
+        return original, result.code, tuple(d.format() for d in result.diagnostics)
+
+    return run
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
-def test_transformers_model_converts_to_torch_free_flax(name: str) -> None:
-    original, code, diagnostics = _convert(name)
+def test_transformers_model_converts_to_torch_free_flax(name: str, convert: Converted) -> None:
+    original, code, diagnostics = convert(name)
     imports = "\n".join(ln for ln in code.splitlines() if ln.startswith(("import ", "from ")))
     assert "torch" not in imports.replace("transformers", "")
     assert "class PreTrainedModel(nnx.Module)" in code  # the Flax counterpart, copied in
@@ -59,8 +65,8 @@ def test_transformers_model_converts_to_torch_free_flax(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
 @pytest.mark.parametrize("policy", ["fp32", "mixed"])
-def test_transformers_model_matches_the_torch_original(name: str, policy: str) -> None:
-    original, code, _ = _convert(name, policy)
+def test_transformers_model_matches_the_torch_original(name: str, policy: str, convert: Converted) -> None:
+    original, code, _ = convert(name, policy)
     _, entry, inputs = CASES[name]
     virtual = original.with_name(f"{original.stem}_ptranspile_{policy}_test.py")
     options = VerifyOptions(entry=entry, inputs=inputs, layers=policy == "fp32")
@@ -75,13 +81,13 @@ def test_transformers_model_matches_the_torch_original(name: str, policy: str) -
         assert 1e-4 < verdict.max_rel_err <= verdict.tolerance["max_rel_err"]
 
 
-def test_gpt2_output_embeddings_share_the_input_table() -> None:
+def test_gpt2_output_embeddings_share_the_input_table(convert: Converted) -> None:
     """transformers ties lm_head.weight to wte.weight; the converted model shares the one nnx
     Param, so training or loading either name changes both, and use_cache=True runs."""
     import jax.numpy as jnp
     from transformers import GPT2Config
 
-    _, code, _ = _convert("gpt2")
+    _, code, _ = convert("gpt2")
     module = load_beside(code, "transformers.models.gpt2", "modeling_gpt2_ptranspile_tied")
     model = module.GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50, n_positions=16))
     model.eval()
@@ -96,9 +102,9 @@ def test_gpt2_output_embeddings_share_the_input_table() -> None:
     assert not jnp.allclose(before, after)
 
 
-def test_converted_bert_runs_with_torch_unimportable(tmp_path: Path) -> None:
+def test_converted_bert_runs_with_torch_unimportable(tmp_path: Path, convert: Converted) -> None:
     """The converted file needs transformers only for its (plain Python) config class."""
-    _, code, _ = _convert("bert")
+    _, code, _ = convert("bert")
     converted = tmp_path / "bert_jax.py"
     converted.write_text(code)
     script = textwrap.dedent(

@@ -221,9 +221,10 @@ def test_training_mode_follows_train_eval_and_the_training_argument(tmp_path: Pa
     np.testing.assert_allclose(np.asarray(model(x)), torch_out(False), rtol=1e-5, atol=1e-6)
 
 
-def test_torchvision_resnet18_converts_and_matches() -> None:
+@pytest.mark.slow
+def test_torchvision_resnet18_converts_and_matches(converted) -> None:
     original = package_file("torchvision", "models/resnet.py")
-    result = transpile(original.read_text(), to="tf", path=str(original))
+    result = converted(original, to="tf")
     assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
     assert not _mentions_torch(result.code)
     assert "WeightsEnum" not in result.code and "register_model" not in result.code
@@ -236,9 +237,10 @@ def test_torchvision_resnet18_converts_and_matches() -> None:
     assert {"layer1.0.conv1", "layer2.0.downsample.1", "fc"} <= {layer.path for layer in verdict.layers}
 
 
-def test_torchvision_resnet50_bottlenecks() -> None:
+@pytest.mark.slow
+def test_torchvision_resnet50_bottlenecks(converted) -> None:
     original = package_file("torchvision", "models/resnet.py")
-    code = transpile(original.read_text(), to="tf", path=str(original)).code
+    code = converted(original, to="tf").code
     virtual = original.with_name("resnet_ptranspile_tf_test.py")
     options = VerifyOptions(entry="resnet50(num_classes=10)", inputs=["float32[2,3,64,64]"], layers=False)
     verdict = verify_files(original, virtual, options, converted_code=code)

@@ -15,24 +15,20 @@ keep this file within a few minutes on a small CPU.
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from precision_transpiler import transpile
 from precision_transpiler.verify import VerifyOptions, verify_files
 from tests.real_models import import_torchvision, load_beside, package_file
 
 import_torchvision()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore:Explicitly requested dtype:UserWarning"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore:Explicitly requested dtype:UserWarning")
 
 IDS = ["int64[2,16]<100"]
 CASES = {
@@ -92,18 +88,27 @@ CASES = {
 }
 
 
-@functools.lru_cache(maxsize=8)
-def _convert(name: str) -> tuple[Path, str, tuple[str, ...]]:
-    rel, entry, _ = CASES[name]
-    original = package_file("transformers", rel)
-    result = transpile(original.read_text(), to="tf", path=str(original), entry=entry, prune_to_entry=True)
-    assert not result.errors, [d.format() for d in result.errors]
-    return original, result.code, tuple(d.format() for d in result.diagnostics)
+Converted = Callable[..., tuple[Path, str, tuple[str, ...]]]
 
 
+@pytest.fixture(scope="module")
+def convert(converted) -> Converted:
+    """A model's file converted with its `--entry` (once per test run: tests/conftest.py)."""
+
+    def run(name: str, policy: str = "fp32") -> tuple[Path, str, tuple[str, ...]]:
+        rel, entry, _ = CASES[name]
+        original = package_file("transformers", rel)
+        result = converted(original, to="tf", policy=policy, entry=entry, prune_to_entry=True)
+        assert not result.errors, [d.format() for d in result.errors]
+        return original, result.code, tuple(d.format() for d in result.diagnostics)
+
+    return run
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
-def test_transformers_model_converts_to_torch_free_keras(name: str) -> None:
-    original, code, diagnostics = _convert(name)
+def test_transformers_model_converts_to_torch_free_keras(name: str, convert: Converted) -> None:
+    original, code, diagnostics = convert(name)
     imports = "\n".join(ln for ln in code.splitlines() if ln.startswith(("import ", "from ")))
     assert "torch" not in imports.replace("transformers", "")
     assert "class PreTrainedModel(TorchModule)" in code  # the Keras counterpart, copied in
@@ -118,9 +123,10 @@ def test_transformers_model_converts_to_torch_free_keras(name: str) -> None:
     assert "ForSequenceClassification" not in code and "CrossEntropyLoss" not in code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
-def test_transformers_model_matches_the_torch_original(name: str) -> None:
-    original, code, _ = _convert(name)
+def test_transformers_model_matches_the_torch_original(name: str, convert: Converted) -> None:
+    original, code, _ = convert(name)
     _, entry, inputs = CASES[name]
     virtual = original.with_name(f"{original.stem}_ptranspile_tf_test.py")
     layers = name == "bert"  # per-layer capture once: it doubles the run
@@ -133,13 +139,14 @@ def test_transformers_model_matches_the_torch_original(name: str) -> None:
         assert len(verdict.layers) > 10
 
 
-def test_gpt2_output_embeddings_share_the_input_variable() -> None:
+@pytest.mark.slow
+def test_gpt2_output_embeddings_share_the_input_variable(convert: Converted) -> None:
     """transformers ties lm_head.weight to wte.weight; the converted model shares the one Keras
     variable (listed once in `model.weights`), so assigning it changes the logits."""
     import numpy as np
     from transformers import GPT2Config
 
-    _, code, _ = _convert("gpt2")
+    _, code, _ = convert("gpt2")
     module = load_beside(code, "transformers.models.gpt2", "modeling_gpt2_ptranspile_keras_tied")
     model = module.GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50, n_positions=16))
     assert model.lm_head.weight is model.transformer.wte.weight
@@ -157,10 +164,11 @@ def test_gpt2_output_embeddings_share_the_input_variable() -> None:
     assert not np.allclose(before, after)
 
 
-def test_converted_bert_runs_with_torch_unimportable(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_converted_bert_runs_with_torch_unimportable(tmp_path: Path, convert: Converted) -> None:
     """The converted file needs transformers only for its (plain Python) config class, and its
     output is a ModelOutput that keras.tree flattens."""
-    _, code, _ = _convert("bert")
+    _, code, _ = convert("bert")
     converted = tmp_path / "bert_keras.py"
     converted.write_text(code)
     script = textwrap.dedent(
@@ -247,18 +255,16 @@ def test_torch_module_takes_tensors_and_flags_together_in_var_keywords() -> None
     assert "call" not in model.__dict__ and "call" not in model.inner.__dict__
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
-def test_transformers_model_under_the_mixed_policy(name: str) -> None:
+def test_transformers_model_under_the_mixed_policy(name: str, convert: Converted) -> None:
     """`--policy mixed` on a converted transformers model: Keras dtype policies and autocast
     regions (precision/keras_torch_policy.py), within 2x torch autocast's own error."""
-    rel, entry, inputs = CASES[name]
-    original = package_file("transformers", rel)
-    result = transpile(
-        original.read_text(), to="tf", path=str(original), entry=entry, prune_to_entry=True, policy="mixed"
-    )
-    assert not result.errors and "@_ptranspile_module" in result.code
+    _, entry, inputs = CASES[name]
+    original, code, _ = convert(name, "mixed")
+    assert "@_ptranspile_module" in code
     virtual = original.with_name(f"{original.stem}_ptranspile_tf_mixed_test.py")
     options = VerifyOptions(entry=entry, inputs=inputs, layers=False, policy="mixed")
-    verdict = verify_files(original, virtual, options, converted_code=result.code)
+    verdict = verify_files(original, virtual, options, converted_code=code)
     assert verdict.passed, verdict.failures
     assert verdict.max_rel_err is not None and verdict.max_rel_err > 1e-5  # bfloat16 did happen

@@ -160,6 +160,7 @@ def test_emit_test_writes_a_pytest_file_that_passes_then_catches_a_regression(tm
     assert failed.returncode == 1 and "relative error" in failed.stdout, failed.stdout
 
 
+@pytest.mark.slow
 def test_an_emitted_test_finds_its_policy_file_wherever_pytest_runs(tmp_path: Path) -> None:
     """A policy file is named relative to the test, as the model files are: pytest run from
     another folder (the repository root, CI) still finds it."""

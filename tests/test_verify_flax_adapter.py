@@ -113,6 +113,7 @@ def _pair(models: ModuleType, inputs: list[np.ndarray], **kwargs: float) -> tupl
     return adapter, original, converted
 
 
+@pytest.mark.slow
 def test_identical_models_agree_exactly(models: ModuleType, inputs: list[np.ndarray]) -> None:
     adapter, original, converted = _pair(models, inputs)
     assert adapter.is_model(original) and not adapter.is_model(object())
@@ -181,6 +182,7 @@ def test_a_different_layer_shows_up_exactly_there(models: ModuleType, inputs: li
     assert outputs["out['features']"] == 0.0 and outputs["out['logits']"] > 1e-3
 
 
+@pytest.mark.slow
 def test_run_reference_is_bf16_and_leaves_the_model_alone(models: ModuleType, inputs: list[np.ndarray]) -> None:
     adapter = FlaxAdapter()
     model = models.Net(nnx.Rngs(0))
@@ -198,6 +200,7 @@ def test_run_reference_is_bf16_and_leaves_the_model_alone(models: ModuleType, in
         assert _rel(a, b) == 0.0
 
 
+@pytest.mark.slow
 def test_copy_weights_casts_to_a_bf16_policy_model(
     models: ModuleType, inputs: list[np.ndarray], tmp_path: Path
 ) -> None:

@@ -77,6 +77,7 @@ def _vit(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["fp32", "mixed", "bf16"])
 def test_flax_vit_policies_pass(tmp_path: Path, policy: str) -> None:
     original = _vit(tmp_path)
@@ -96,6 +97,7 @@ def test_flax_vit_policies_pass(tmp_path: Path, policy: str) -> None:
         assert result.outputs[0].dtype_converted == ("float32" if policy == "mixed" else "bfloat16")
 
 
+@pytest.mark.slow
 def test_flax_wrong_layernorm_epsilon_is_named_with_its_line(tmp_path: Path) -> None:
     original = _vit(tmp_path)
     code = transpile(VIT, to="jax", policy="mixed").code
@@ -113,6 +115,7 @@ def test_flax_wrong_layernorm_epsilon_is_named_with_its_line(tmp_path: Path) -> 
     assert result.first_bad_source == f"{original}:{line}"  # the user's own line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["fp32", "mixed"])
 def test_keras_mobilenet_v2_policies_pass(policy: str) -> None:
     original = package_file("keras", "src/applications/mobilenet_v2.py")
@@ -148,6 +151,7 @@ def test_keras_wrong_batchnorm_epsilon_is_caught_at_that_layer() -> None:
     assert len(earlier) > 20 and all(layer.rel_err == 0.0 for layer in earlier if layer.rel_err is not None)
 
 
+@pytest.mark.slow
 def test_flax_policy_auto_through_the_cli(tmp_path: Path) -> None:
     original = _vit(tmp_path)
     policy = tmp_path / "vit.policy.yaml"

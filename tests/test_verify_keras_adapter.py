@@ -218,6 +218,7 @@ def test_layer_source(models: ModuleType) -> None:
     assert adapter.layer_source(models.functional(), "layers.3") is None  # functional: no reliable line
 
 
+@pytest.mark.slow
 def test_mobilenet_v2_from_keras_applications() -> None:
     def build():
         return keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), alpha=0.35, classes=10)

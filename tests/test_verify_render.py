@@ -1,5 +1,8 @@
 """Verification report rendering: the terminal tree, the HTML page, and that page in a real browser.
 
+The browser test (`browser` marker) runs under `make test-browser` or CI=true and fails there
+without Chromium; elsewhere it is skipped with that reason (tests/conftest.py).
+
 The reports are built from the real `VerificationResult`/`LayerRecord`/`OutputRecord` dataclasses
 and `.to_json()`, exactly what `ptranspile verify` saves, so a field rename breaks these tests.
 """
@@ -23,9 +26,9 @@ from precision_transpiler.verify.render import render_html, render_text
 from precision_transpiler.verify.result import LayerRecord, OutputRecord, VerificationResult
 
 INSTALL_HINT = (
-    "Chromium is required for the HTML report test and was not found. Install it with "
-    "`bash .ci/ensure-chromium` (Debian/Ubuntu: `apt-get install -y chromium`), or point "
-    "PTRANSPILE_CHROMIUM at a Chromium/Chrome binary."
+    "Chromium is required for the HTML report test (asked for by make test-browser, "
+    "PTRANSPILE_BROWSER_TESTS=1 or CI=true) and was not found. `make test-browser` installs it "
+    "(Debian/Ubuntu: `apt-get install -y chromium`), or point PTRANSPILE_CHROMIUM at a Chromium/Chrome binary."
 )
 
 
@@ -432,6 +435,7 @@ def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     return width, height, rows
 
 
+@pytest.mark.browser
 def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
     exe = _chromium()
     page = tmp_path / "report.html"

@@ -36,11 +36,13 @@ class Net(nn.Module):
 NOISE = ("cpu_feature_guard", "oneDNN", "absl", "This TensorFlow binary", "rebuild TensorFlow")
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
-    return {**env, **extra}
+def _env(**extra: str) -> dict[str, str | None]:
+    # None: unset in the subprocess, even where a test module set it in this process
+    # (test_casts_execute.py and test_dtype_matrix.py set TF_CPP_MIN_LOG_LEVEL when imported)
+    return {"TF_CPP_MIN_LOG_LEVEL": None, "TF_ENABLE_ONEDNN_OPTS": None, **extra}
 
 
+@pytest.mark.slow
 def test_verify_to_tf_prints_no_tensorflow_log_lines(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text(MODEL)
     args = ("model.py", "--to", "tf", "--verify", "--entry", "Net()", "--input", "float32[2,4]", "-o", "model_tf.py")

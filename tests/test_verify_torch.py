@@ -85,6 +85,7 @@ def _line_of(code: str, needle: str) -> int:
     return next(i for i, line in enumerate(code.splitlines(), 1) if needle in line)
 
 
+@pytest.mark.slow
 def test_bert_mixed_passes_with_int_inputs_from_a_package() -> None:
     original = package_file("transformers", "models/bert/modeling_bert.py")
     code = transpile(original.read_text(), to="torch", policy="mixed").code

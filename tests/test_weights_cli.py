@@ -17,6 +17,9 @@ import pytest
 from precision_transpiler import transpile
 from tests.helpers import run_cli
 
+# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
+pytestmark = pytest.mark.xdist_group("weights_cli")
+
 torch = pytest.importorskip("torch")
 nnx = pytest.importorskip("flax.nnx")
 pytest.importorskip("safetensors")
@@ -112,6 +115,7 @@ def _header(path: Path) -> dict[str, Any]:
     return json.loads(data[8 : 8 + length])
 
 
+@pytest.mark.slow
 def test_torch_named_output_loads_into_the_converted_model(case: Case) -> None:
     from precision_transpiler.weights import load_checkpoint
 
@@ -130,6 +134,7 @@ def test_torch_named_output_loads_into_the_converted_model(case: Case) -> None:
     assert _rel_l2(model, case) <= 1e-5
 
 
+@pytest.mark.slow
 def test_training_checkpoint_state_dict_is_found(case: Case) -> None:
     ckpt = case.folder / "train.pt"
     torch.save({"epoch": 3, "model": case.state_dict, "optimizer": {"lr": 0.1}}, ckpt)
@@ -147,6 +152,7 @@ def test_training_checkpoint_state_dict_is_found(case: Case) -> None:
             np.testing.assert_array_equal(arrays[name], tensor.numpy())
 
 
+@pytest.mark.slow
 def test_bfloat16_checkpoint_is_stored_as_bfloat16(case: Case) -> None:
     from precision_transpiler.weights import load_checkpoint
 
@@ -165,6 +171,7 @@ def test_bfloat16_checkpoint_is_stored_as_bfloat16(case: Case) -> None:
     assert _rel_l2(model, case) <= 2e-2  # bf16 weights: only the rounding of the checkpoint differs
 
 
+@pytest.mark.slow
 def test_model_output_is_keyed_by_nnx_paths_and_round_trips(case: Case) -> None:
     from precision_transpiler.weights import load_checkpoint, load_flax_safetensors
 
@@ -195,6 +202,7 @@ def test_model_output_is_keyed_by_nnx_paths_and_round_trips(case: Case) -> None:
         load_flax_safetensors(_converted_model(case, depth=3), out)
 
 
+@pytest.mark.slow
 def test_no_strict_loads_what_fits(case: Case) -> None:
     """Missing keys: the model is built for real (random init kept); unexpected keys: skipped."""
     from precision_transpiler.weights import read_tensors
@@ -267,6 +275,7 @@ ERROR_NAMES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ERROR_NAMES)
 def test_errors_are_one_line_exit_2_and_write_nothing(case: Case, name: str) -> None:
     args, expected = _error_cases(case)[name]
@@ -292,6 +301,7 @@ def test_output_must_be_safetensors_and_not_an_input(case: Case) -> None:
     assert same.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_safetensors_checkpoint_needs_no_torch(case: Case) -> None:
     """torch is imported for torch.save files only: a .safetensors CKPT is re-keyed without it."""
     import subprocess
@@ -314,6 +324,7 @@ def test_safetensors_checkpoint_needs_no_torch(case: Case) -> None:
     assert all(np.array_equal(copied[k], original[k]) for k in copied)
 
 
+@pytest.mark.slow
 def test_keras_weights_file_round_trips(case: Case) -> None:
     """`--to tf`: the torch-named file loads into the converted Keras model, and `--model` writes a
     Keras `.weights.h5` that restores it (no torch names left)."""
