@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import linecache
 import sys
 import traceback
@@ -46,20 +45,6 @@ def locate(path: Path) -> Located:
     return Located(path, ".".join(parts), ".".join([*parts, path.stem]), folder)
 
 
-def _neutralise_torchvision_ops() -> None:
-    """torchvision's wheel here is a CUDA build whose C++ ops fail to register beside the CPU
-    torch ('operator torchvision::nms does not exist'); model code is pure Python and works once
-    `torch.library.register_fake` is a no-op (REFERENCE.md section 1). Only done when torch is
-    already importable and torchvision not yet imported."""
-    if "torchvision" in sys.modules or importlib.util.find_spec("torch") is None:
-        return
-    if importlib.util.find_spec("torchvision") is None:
-        return
-    import torch
-
-    torch.library.register_fake = lambda *a, **k: lambda f: f  # type: ignore[assignment]
-
-
 @contextlib.contextmanager
 def _isolated_registries() -> Iterator[None]:
     """Model zoos register builder names at import time and refuse a second registration
@@ -89,7 +74,6 @@ def _short_error(exc: BaseException, filename: str) -> str:
 
 def import_original(path: Path) -> types.ModuleType:
     """Import the original model file (as part of its package when it has one)."""
-    _neutralise_torchvision_ops()
     located = locate(path)
     root = str(located.sys_path_root)
     if root not in sys.path:
@@ -110,7 +94,6 @@ def import_original(path: Path) -> types.ModuleType:
 def import_converted(path: Path, original: Path, code: str | None = None) -> types.ModuleType:
     """Import the converted model (`code` if given, else the file's text). Inside a package of
     its own it is imported there; otherwise it runs as a sibling of the original's module."""
-    _neutralise_torchvision_ops()
     located = locate(path)
     source = code if code is not None else path.read_text(encoding="utf-8")
     package = located.package
