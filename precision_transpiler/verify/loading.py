@@ -91,9 +91,12 @@ def import_original(path: Path) -> types.ModuleType:
         raise VerifyError(f"cannot import the original {path}: {_short_error(exc, str(located.path))}") from None
 
 
-def import_converted(path: Path, original: Path, code: str | None = None) -> types.ModuleType:
+def import_converted(path: Path, original: Path, code: str | None = None, variant: str = "") -> types.ModuleType:
     """Import the converted model (`code` if given, else the file's text). Inside a package of
-    its own it is imported there; otherwise it runs as a sibling of the original's module."""
+    its own it is imported there; otherwise it runs as a sibling of the original's module.
+    `variant` names another version of the same file imported beside it (verification's fp32
+    reference), so that its text does not replace the converted file's in tracebacks and the
+    per-layer report's source lines."""
     located = locate(path)
     source = code if code is not None else path.read_text(encoding="utf-8")
     package = located.package
@@ -112,7 +115,8 @@ def import_converted(path: Path, original: Path, code: str | None = None) -> typ
         if package:
             importlib.import_module(package)  # before the registries are saved
         with _isolated_registries():
-            return _exec_module(source, full, package, str(located.path))
+            filename = str(located.path) + (f" ({variant})" if variant else "")
+            return _exec_module(source, full, package, filename)
     except VerifyError:
         raise
     except BaseException as exc:

@@ -50,7 +50,7 @@ class VerifyOptions:
     entry: str
     inputs: Sequence[str | InputSpec]
     policy: str | None = None  # None: the policy named in the converted file's marker, else fp32
-    device: str = "cpu"
+    device: str = "auto"
     seed: int = 0
     perturb: bool = True
     calibrate_bn: bool = False
@@ -64,7 +64,7 @@ class VerifyOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def policy_of(converted_code: str, requested: str | None, device: str = "cpu") -> Policy:
+def policy_of(converted_code: str, requested: str | None, device: str = "auto") -> Policy:
     """The policy the converted file was made with: `requested`, else the name in its
     `# ptranspile: begin precision policy "NAME"` marker, else fp32."""
     if requested is not None:
@@ -179,6 +179,7 @@ def verify_files(
         return _compare_models(
             options, specs, policy, source, target, original, converted, original_module, reference_model,
             converted_model, inputs, adapter, source_adapter, transfer, started, autocast_regions=regions,
+            converted_code=code,
         )  # fmt: skip
     except VerifyError:
         raise
@@ -206,6 +207,7 @@ def _compare_models(
     started: float,
     *,
     autocast_regions: bool = False,
+    converted_code: str = "",
 ) -> VerificationResult:
     source_adapter.prepare(
         reference_model, inputs, seed=options.seed, perturb=options.perturb, calibrate_bn=options.calibrate_bn
@@ -228,18 +230,39 @@ def _compare_models(
         reference = source_adapter.run_reference(
             reference_model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
         )
+    target_reference: Capture | None = None
+    target_note = ""
+    if low and transfer is not None:
+        target_reference, target_note = _target_reference(
+            options, converted_code, converted, original, reference_model, inputs, adapter, transfer, compute, policy
+        )
     regions: Capture | None = None
+    target_regions: Capture | None = None
     if autocast_regions:  # the yardstick of the regions' own error: the original without them
         with _torch_autocast_disabled():
             regions = source_adapter.run(reference_model, inputs, capture=options.layers)
-    verdict = _judge(base, result, reference, policy, options, target, source, regions)
+        if transfer is not None:  # and the target's own: the converted model without them
+            with _converted_regions_disabled(_module_of(converted_model)):
+                target_regions = adapter.run(converted_model, inputs, capture=options.layers)
+    verdict = _judge(
+        base, result, reference, policy, options, target, source, regions, target_reference, target_regions
+    )
+    if target_note:
+        verdict.notes.append(target_note)
+    decisions = getattr(_module_of(converted_model), "_PTRANSPILE_DECISION", None)
+    if isinstance(decisions, dict) and decisions:  # --device auto: what the generated code decided here
+        verdict.device = dict(next(iter(decisions.values())))
+        verdict.notes.append(
+            "the converted code decided its compute dtype where it ran (--device auto): {compute} on {device}, "
+            "where the policy asks for {requested} ({reason})".format(**verdict.device)
+        )
     verdict.source, verdict.target = source, target
     verdict.original, verdict.converted = str(original), str(converted)
     verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
     if options.layers:
         _judge_layers(
             verdict, base, result, reference or regions, options, low or regions is not None, adapter,
-            converted_model, reference_model, source_adapter,
+            converted_model, reference_model, source_adapter, target_reference, target_regions,
         )  # fmt: skip
     measure_source = getattr(source_adapter, "param_bytes", None)
     measure = getattr(adapter, "param_bytes", None)
@@ -261,6 +284,58 @@ def _compare_models(
     )
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+def _module_of(model: Any) -> Any:
+    """The module that defines the model's class (where the policy's helpers live)."""
+    import sys
+
+    return sys.modules.get(type(model).__module__)
+
+
+def _target_reference(
+    options: VerifyOptions,
+    code: str,
+    converted: Path,
+    original: Path,
+    reference_model: Any,
+    inputs: list[np.ndarray],
+    adapter: Adapter,
+    transfer: Any,
+    compute: str,
+    policy: Policy,
+) -> tuple[Capture | None, str]:
+    """The target framework's own mixed precision on an equivalent model, for conversions between
+    frameworks: their kernels differ (a CPU without native bf16 kernels rounds differently in
+    TensorFlow than in torch), so the source framework's error alone is no yardstick for the
+    target's. The equivalent model is the converted file without what the policy inserted
+    (`precision.strip`: exactly the fp32 conversion), given the original's weights and run under
+    the target's own low precision (`adapter.run_reference`). Returns the capture (None when it
+    cannot run, with a note saying why)."""
+    import libcst as cst
+
+    from precision_transpiler.precision.strip import strip_inserted
+
+    try:
+        stripped, removed = strip_inserted(cst.parse_module(code))
+        if not removed:
+            return None, ""
+        module = import_converted(converted, original, stripped.code, variant="fp32 reference")
+
+        def rebuild() -> Any:
+            return build_model(module, options.entry, "converted (fp32 reference)")
+
+        model = rebuild()
+        transfer(reference_model, model)
+        adapter.prepare(model, inputs, seed=options.seed, perturb=False, calibrate_bn=False)
+        capture = adapter.run_reference(
+            model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
+        )
+    except Exception as exc:  # the yardstick is extra evidence; without it the source's own stands
+        from precision_transpiler.verify.loading import _short_error
+
+        return None, f"the target's own mixed precision could not run ({_short_error(exc, str(converted))})"
+    return capture, ""
 
 
 @contextlib.contextmanager
@@ -300,6 +375,40 @@ def _torch_autocast_disabled() -> Any:
             setattr(owner, name, value)
         for name, method in methods.items():
             setattr(base, name, method)
+
+
+@contextlib.contextmanager
+def _converted_regions_disabled(module: Any) -> Any:
+    """The converted module's `torch_autocast` regions (the shims copied into it, under any alias)
+    switched off while the block runs: the context manager does nothing, `torch_autocast_call`
+    calls its op as written. Only the module's own names change, and they are restored."""
+
+    class _Disabled:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> bool:
+            return False
+
+    def _call(op: Any, *args: Any, **kwargs: Any) -> Any:
+        return op(*args, **kwargs)
+
+    replacements = {"torch_autocast": _Disabled, "torch_autocast_call": _call}
+    namespace = vars(module) if module is not None else {}
+    saved = {
+        name: value
+        for name, value in namespace.items()
+        if getattr(value, "__name__", None) in replacements and getattr(value, "__module__", None) == module.__name__
+    }
+    try:
+        for name, value in saved.items():
+            namespace[name] = replacements[value.__name__]
+        yield
+    finally:
+        namespace.update(saved)
 
 
 def _median_seconds(forward: Any, repeat: int) -> float:
@@ -344,15 +453,22 @@ def _judge(
     target: str,
     source: str,
     regions: Capture | None = None,
+    target_reference: Capture | None = None,
+    target_regions: Capture | None = None,
 ) -> VerificationResult:
     """`regions`: the original run with its torch.autocast regions disabled (None: it has none);
     its error against the original is the regions' own, and the tolerance grows with it as with
-    a mixed policy."""
+    a mixed policy. `target_reference`: the target framework's own mixed precision on the fp32
+    conversion (`_target_reference`); the larger of its error and the source's is the yardstick.
+    `target_regions`: the converted model run with its regions disabled; its distance from the
+    converted output is the target's own error of the regions, counted like the original's."""
     failures: list[str] = []
     base_out = {name: (array, dtype) for name, array, dtype in base.outputs}
     conv_out = {name: (array, dtype) for name, array, dtype in result.outputs}
     ref_out = {name: array for name, array, _ in reference.outputs} if reference else {}
     region_out = {name: array for name, array, _ in regions.outputs} if regions else {}
+    target_out = {name: array for name, array, _ in target_reference.outputs} if target_reference else {}
+    target_region_out = {name: array for name, array, _ in target_regions.outputs} if target_regions else {}
     if not base_out:
         failures.append("the original model returned no tensors")
     missing = [n for n in base_out if n not in conv_out]
@@ -362,6 +478,7 @@ def _judge(
     tolerance: dict[str, Any] = {"fp32": options.fp32_tolerance}
     ref_err = 0.0
     region_err = 0.0
+    target_err = 0.0
     records: list[OutputRecord] = []
     for name, (array, dtype) in base_out.items():
         if name not in conv_out:
@@ -400,6 +517,16 @@ def _judge(
             record.reference_err = ref.rel_err
             if ref.rel_err is not None:
                 ref_err = max(ref_err, ref.rel_err)
+        if name in target_out and target_out[name].shape == array.shape:
+            own = compare(array, target_out[name]).rel_err
+            if own is not None:
+                target_err = max(target_err, own)
+                record.reference_err = max(record.reference_err or 0.0, own)
+        if name in target_region_out and target_region_out[name].shape == conv_array.shape:
+            own = compare(target_region_out[name], conv_array).rel_err
+            if own is not None:
+                region_err = max(region_err, own)
+                record.reference_err = max(record.reference_err or 0.0, own)
         if name in region_out and region_out[name].shape == array.shape:
             own = compare(array, region_out[name]).rel_err
             if own is not None:
@@ -407,7 +534,7 @@ def _judge(
                 record.reference_err = max(record.reference_err or 0.0, own)
     factor = options.mixed_factor
     if reference is not None:
-        derived = factor * max(ref_err, region_err) + options.fp32_tolerance
+        derived = factor * max(ref_err, region_err, target_err) + options.fp32_tolerance
         compute = policy.compute if policy.compute != "float32" else "bfloat16"
         tolerance.update(
             reference=_REFERENCE_NAMES.get(source, "framework mixed precision").format(compute=compute),
@@ -415,11 +542,24 @@ def _judge(
             factor=factor,
             rule=f"{factor:g} x the reference's error ({ref_err:.3g}) + {options.fp32_tolerance:g}",
         )
-        if regions is not None and region_err > ref_err:
+        if target_reference is not None:
+            tolerance.update(
+                target_reference=_REFERENCE_NAMES.get(target, "framework mixed precision").format(compute=compute)
+                + " on the fp32 conversion",
+                target_reference_err=target_err,
+            )
+            if target_err > max(ref_err, region_err):
+                tolerance.update(
+                    reference_err=target_err,
+                    rule=f"{factor:g} x the target framework's own mixed-precision error ({target_err:.3g}, above "
+                    f"the source's {ref_err:.3g}) + {options.fp32_tolerance:g}",
+                )
+        if regions is not None and region_err > max(ref_err, target_err):
             tolerance.update(
                 reference_err=region_err,
-                rule=f"original has autocast regions: {factor:g} x its error against a run with them disabled "
-                f"({region_err:.3g}, above the reference's {ref_err:.3g}) + {options.fp32_tolerance:g}",
+                rule=f"autocast regions: {factor:g} x their own error (either model against a run with them "
+                f"disabled) ({region_err:.3g}, above the references' {max(ref_err, target_err):.3g}) "
+                f"+ {options.fp32_tolerance:g}",
             )
     elif regions is not None:
         derived = factor * region_err + options.fp32_tolerance
@@ -427,7 +567,7 @@ def _judge(
             reference="the original with its torch.autocast regions disabled",
             reference_err=region_err,
             factor=factor,
-            rule=f"original has autocast regions: {factor:g} x its error against a run with them disabled "
+            rule=f"autocast regions: {factor:g} x their own error (either model against a run with them disabled) "
             f"({region_err:.3g}) + {options.fp32_tolerance:g}",
         )
     else:
@@ -491,6 +631,8 @@ def _judge_layers(
     converted_model: Any,
     original_model: Any,
     source_adapter: Adapter | None = None,
+    target_reference: Capture | None = None,
+    target_regions: Capture | None = None,
 ) -> None:
     """Pair layers by module path; each gets a share: for low-precision policies, the mixed
     factor times the framework's own error at that layer plus the fp32 tolerance; for
@@ -525,13 +667,20 @@ def _judge_layers(
                 abss.append(errors.max_abs_err)
         record.rel_err = max(rels) if rels else None
         record.max_abs_err = max(abss) if abss else None
-        if reference is not None and path in reference.layers:
-            ref_rels = [
+        ref_rels = [
+            e
+            for yardstick in (reference, target_reference)
+            if yardstick is not None and path in yardstick.layers
+            for a, r in zip(calls_a, yardstick.layers[path], strict=False)
+            if a.shape == r.shape and (e := compare(a, r).rel_err) is not None
+        ]
+        if target_regions is not None and path in target_regions.layers:
+            ref_rels += [
                 e
-                for a, r in zip(calls_a, reference.layers[path], strict=False)
-                if a.shape == r.shape and (e := compare(a, r).rel_err) is not None
+                for b, r in zip(calls_b, target_regions.layers[path], strict=False)
+                if b.shape == r.shape and (e := compare(r, b).rel_err) is not None
             ]
-            record.reference_err = max(ref_rels) if ref_rels else None
+        record.reference_err = max(ref_rels) if ref_rels else None
         if low:
             record.share = options.mixed_factor * (record.reference_err or 0.0) + options.fp32_tolerance
             if options.tolerance is not None:
