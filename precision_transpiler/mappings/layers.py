@@ -5,6 +5,7 @@ counterparts in other frameworks. See the header of mappings/layers/torch_nn.yam
 from __future__ import annotations
 
 import ast
+import keyword
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,13 @@ def parse_signature(text: str) -> tuple[SignatureParam, ...]:
     return tuple(SignatureParam(a.arg, d) for a, d in zip(args, defaults, strict=True))
 
 
+def _qualified(value: Any) -> bool:
+    """`module.Name`: dotted identifiers (what the rewriter turns into an attribute chain)."""
+    return isinstance(value, str) and all(
+        part.isidentifier() and not keyword.iskeyword(part) for part in value.split(".")
+    )
+
+
 def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
     """Validate a `kind: layers` table and merge it into `result.layers`."""
     zoo = data.get("zoo")
@@ -105,6 +113,9 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 raise where.error(line, f"{ctx}.{fw}", f"unknown key(s) {sorted(unknown)} (allowed: {_TARGET_KEYS})")
             if ("call" in raw) == ("shim" in raw):
                 raise where.error(line, f"{ctx}.{fw}", "give exactly one of 'call' or 'shim'")
+            for key in ("call", "shim"):
+                if key in raw and not _qualified(raw[key]):
+                    raise where.error(line, f"{ctx}.{fw}.{key}", f"{raw[key]!r} is not a qualified name")
             names = {p.name for p in signature}
             keywords = {str(k): str(v) for k, v in dict(raw.get("keywords", {})).items()}
             args = tuple(str(a) for a in raw.get("args", ()))

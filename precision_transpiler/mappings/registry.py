@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import keyword
 import os
 import pickle
 import sys
@@ -198,6 +199,14 @@ def _merge_file(result: MappingSet, path: Path) -> None:
 
     where = _Where(path)
     try:
+        raw = path.read_bytes()
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise MappingError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+    except OSError as exc:
+        raise MappingError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
         data = load_yaml_with_lines(path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -282,7 +291,9 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
                 values = _str_list(where, spellings, canon, f"{section}.{fw}.")
                 if section == "symbols":
                     for v in values:
-                        if "." not in v:
+                        if "." not in v or not all(
+                            part.isidentifier() and not keyword.iskeyword(part) for part in v.split(".")
+                        ):
                             raise where.error(
                                 spellings.lines[canon],
                                 f"{section}.{fw}.{canon}",

@@ -192,9 +192,13 @@ def _read_yaml(path: Path) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        return yaml.safe_load(data.decode("utf-8"))
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read policy: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise PolicyError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -202,10 +206,14 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _dtype(value: Any, where: str) -> str:
-    dtype = _DTYPE_ALIASES.get(str(value).strip().lower()) if value is not None else None
+    dtype = _DTYPE_ALIASES.get(value.strip().lower()) if isinstance(value, str) else None
     if dtype is None:
         raise PolicyError(f"{where}: unknown dtype {value!r} (use one of {', '.join(DTYPES)})")
     return dtype
+
+
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"[:80]
 
 
 def _resolve(dtype: str, device: str) -> str:
@@ -235,6 +243,14 @@ def _build(
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise PolicyError(f"{where}: unknown key(s) {unknown} (allowed: {', '.join(sorted(allowed))})")
+    for key in ("extends", "description", "kind", "name"):
+        if key in spec and not isinstance(spec[key], str):
+            raise PolicyError(f"{where}: {key}: expected a string, got {_kind(spec[key])}")
+    for key in ("keep_fp32", "promote"):
+        if key in spec and not (isinstance(spec[key], list) and all(isinstance(item, str) for item in spec[key])):
+            raise PolicyError(f"{where}: {key}: expected a list of op classes, got {_kind(spec[key])}")
+    if spec.get("overrides") is not None and not isinstance(spec["overrides"], list):
+        raise PolicyError(f"{where}: overrides: expected a list of mappings, got {_kind(spec['overrides'])}")
     base: Policy | None = None
     parent = spec.get("extends")
     if parent is not None:
@@ -277,6 +293,9 @@ def _build(
         extra = set(raw) - {"path", "class", *_FIELDS}
         if extra:
             raise PolicyError(f"{where}: overrides[{i}]: unknown key(s) {sorted(extra)}")
+        for key in ("path", "class"):
+            if key in raw and not isinstance(raw[key], str):
+                raise PolicyError(f"{where}: overrides[{i}].{key}: expected a string, got {_kind(raw[key])}")
         vals = {f: _resolve(_dtype(raw[f], f"{where}: overrides[{i}].{f}"), device) for f in _FIELDS if f in raw}
         overrides.append(Override(raw.get("path"), raw.get("class"), vals))
     return Policy(
