@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import libcst as cst
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
 from precision_transpiler.errors import UsageError
-from precision_transpiler.files import ReadError, iter_python_files, read_source
+from precision_transpiler.files import ReadError, iter_python_files, read_source_encoded
 from precision_transpiler.mappings import MappingSet, load_mappings
 from precision_transpiler.mappings.model import FRAMEWORKS
 from precision_transpiler.policy import resolve_policy
@@ -50,6 +50,8 @@ class TranspileResult:
     skipped: str | None = None  # why the file was not processed (e.g. "empty file")
     precision: tuple[Any, ...] = ()  # PrecisionDecision for every layer/op the policy touched
     policy_info: dict[str, Any] | None = None
+    # how the file is written back: "utf-8", "utf-8-sig" (a BOM) or a PEP 263 coding comment's
+    encoding: str = "utf-8"
 
     @property
     def changed(self) -> bool:
@@ -94,6 +96,20 @@ def _check_entry(entry: str | None, prune_to_entry: bool) -> None:
             f"entry={entry!r} alone changes nothing in a conversion: pass prune_to_entry=True to convert only "
             "the top-level definitions it reaches"
         )
+
+
+def _newline(source: str) -> str:
+    """The line ending most lines of `source` use ("\\n" when there are none or on a tie)."""
+    crlf = source.count("\r\n")
+    counts = {"\n": source.count("\n") - crlf, "\r\n": crlf, "\r": source.count("\r") - crlf}
+    return max(counts, key=lambda k: (counts[k], k == "\n"))
+
+
+def _with_newline(code: str, newline: str) -> str:
+    """`code` with every line ending `newline` (a raw line break in Python source always ends a
+    line: the tokenizer reads a CR LF or CR inside a string literal as LF)."""
+    code = code.replace("\r\n", "\n").replace("\r", "\n")
+    return code if newline == "\n" else code.replace("\n", newline)
 
 
 def _check_framework(value: str | Sequence[str] | None, option: str, allow_none: bool) -> None:
@@ -155,10 +171,18 @@ def transpile(
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
 
     def result(code: str, **kw: Any) -> TranspileResult:
+        # unchanged: byte for byte; changed: one line ending throughout (the input's), its BOM back
+        unchanged = code in (source_as_given, original_source)
+        code = source_as_given if unchanged else bom + _with_newline(code, newline)
         return TranspileResult(
-            path=path, code=code, original=original_source, target_framework=to, policy=policy_obj.name, **kw
+            path=path, code=code, original=source_as_given, target_framework=to, policy=policy_obj.name, **kw
         )
 
+    # The conversion sees "\n" line endings and no BOM; the result gets the input's back.
+    source_as_given = source
+    bom = "\ufeff" if source.startswith("\ufeff") else ""
+    newline = _newline(source)
+    source = _with_newline(source[len(bom) :], "\n")
     original_source = source
 
     try:
@@ -501,20 +525,30 @@ def transpile_file(
     resolve_policy(policy, device=device)
     display = os.fspath(path)
     try:
-        text = read_source(Path(path))
+        text, encoding = read_source_encoded(Path(path))
     except ReadError as exc:
         diag = Diagnostic(display, exc.line, 1, "error", exc.code, exc.message)
         return TranspileResult(
             display, "", "", _single_source(from_), to, policy, diagnostics=(diag,), skipped=exc.message
         )
     if not text.strip() and skip_empty:
-        return TranspileResult(display, text, text, _single_source(from_), to, policy, skipped="empty file")
+        return TranspileResult(
+            display, text, text, _single_source(from_), to, policy, skipped="empty file", encoding=encoding
+        )
     if not text.strip():
         diag = Diagnostic(display, 1, 1, "error", "empty-file", "file is empty: nothing to transpile")
         return TranspileResult(
-            display, text, text, _single_source(from_), to, policy, diagnostics=(diag,), skipped="empty file"
+            display,
+            text,
+            text,
+            _single_source(from_),
+            to,
+            policy,
+            diagnostics=(diag,),
+            skipped="empty file",
+            encoding=encoding,
         )
-    return transpile(
+    converted = transpile(
         text,
         to=to,
         from_=from_,
@@ -526,6 +560,7 @@ def transpile_file(
         entry=entry,
         prune_to_entry=prune_to_entry,
     )
+    return converted if encoding == "utf-8" else replace(converted, encoding=encoding)
 
 
 @dataclass

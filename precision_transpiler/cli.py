@@ -246,20 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     if stdin and (args.in_place or args.output):
         raise _usage("stdin input is written to stdout; --in-place and -o do not apply")
     if stdin:
-        text = sys.stdin.read()
-        results = [
-            api.transpile(
-                text,
-                to=settings["to"],
-                from_=settings["sources"],
-                policy=settings["policy"],
-                mappings=settings["mappings"],
-                path="<stdin>",
-                device=settings["device"],
-                nan_fallback=settings["nan_fallback"],
-                **prune,
-            )
-        ]
+        results = [_transpile_stdin(api, settings, prune)]
     else:
         many = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths)
         if many and not (args.output or args.in_place or args.check or args.diff):
@@ -278,6 +265,37 @@ def _run(args: argparse.Namespace) -> int:
             **prune,
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
+
+
+def _transpile_stdin(api: Any, settings: dict[str, Any], prune: dict[str, Any]) -> TranspileResult:
+    """Standard input as bytes, decoded like a file (a BOM, a coding comment); the result is
+    written back to stdout in the same encoding."""
+    import dataclasses
+
+    from precision_transpiler.diagnostics import Diagnostic
+    from precision_transpiler.files import ReadError, decode_source
+
+    buffer = getattr(sys.stdin, "buffer", None)
+    raw = buffer.read() if buffer is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
+    try:
+        text, encoding = decode_source(raw)
+    except ReadError as exc:
+        diag = Diagnostic("<stdin>", exc.line, 1, "error", exc.code, exc.message)
+        return api.TranspileResult(
+            "<stdin>", "", "", None, settings["to"], settings["policy"], diagnostics=(diag,), skipped=exc.message
+        )
+    result = api.transpile(
+        text,
+        to=settings["to"],
+        from_=settings["sources"],
+        policy=settings["policy"],
+        mappings=settings["mappings"],
+        path="<stdin>",
+        device=settings["device"],
+        nan_fallback=settings["nan_fallback"],
+        **prune,
+    )
+    return dataclasses.replace(result, encoding=encoding)
 
 
 def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dict[str, Any]) -> int:
@@ -338,9 +356,11 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     target = None
     if args.output:  # where the code goes; checked before anything runs
         target = Path(args.output)
-        target = target / original.name if target.is_dir() else target
+        target = target / original.name if _names_directory(args.output) else target
         if not result.errors:
             _refuse_overwriting_input(target, result)
+    if report_json:
+        _refuse_output_over_inputs("--report-json", report_json, results)
     exit_code = _finish(args, settings, results, from_stdin=False, write=False)
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
@@ -358,8 +378,10 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         emit=verification.passed,
     )
     if verification.passed:
-        if not (settings["strict"] and result.unsupported):
-            _write_outputs(args, [result], from_stdin=False, total=1)
+        if not (settings["strict"] and result.unsupported) and _write_outputs(
+            args, [result], from_stdin=False, total=1
+        ):
+            return EXIT_ERROR
         return exit_code
     held = [str(target) if target else "the converted code"] + ([args.emit_test] if args.emit_test else [])
     asked = [("--verify", args.verify), ("--emit-test", args.emit_test), ("--report-html", args.report_html)]
@@ -421,8 +443,15 @@ def _finish(
         if not r.errors and (r.skipped in (None, SKIPPED_BY_COMMENT) or (r.skipped == "empty file" and args.output))
     ]
     blocked = strict and any(r.unsupported for r in results)
+    writing = write and not (args.check or args.diff or blocked)
+    # Refused before anything is written: an output over an input, two files on one output.
     if args.report_json:
-        _write_report(Path(args.report_json), settings, results)
+        _refuse_output_over_inputs("--report-json", args.report_json, results)
+    if writing:
+        _plan_outputs(args, writable, from_stdin, len(results))
+    unwritten: list[str] = []
+    if args.report_json:
+        unwritten += _write_report(Path(args.report_json), settings, results)
     changed = [r for r in writable if r.changed]
     if args.check or args.diff:
         for result in changed:
@@ -437,11 +466,13 @@ def _finish(
     elif blocked:
         print("ptranspile: --strict: unsupported constructs found, nothing written", file=sys.stderr)
     elif write:
-        _write_outputs(args, writable, from_stdin, len(results))
+        unwritten += _write_outputs(args, writable, from_stdin, len(results))
+    if unwritten:
+        exit_code = EXIT_ERROR
     if args.report:
         print(_precision_report(results), file=sys.stderr)
     if not args.quiet and len(results) > 1:
-        print(_summary(results), file=sys.stderr)
+        print(_summary(results, unwritten), file=sys.stderr)
     return exit_code
 
 
@@ -462,40 +493,91 @@ def _diff(result: TranspileResult) -> list[str]:
     )
 
 
-def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int) -> None:
-    from precision_transpiler.files import write_atomic
+def _names_directory(output: str) -> bool:
+    """`-o OUT` is a directory: an existing one, or a name ending in a slash (created)."""
+    return output.endswith(("/", os.sep)) or Path(output).is_dir()
 
+
+def _plan_outputs(
+    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int
+) -> list[tuple[TranspileResult, Path | None]]:
+    """Where each result goes (None: stdout); UsageError, before anything is written, for an
+    output that would overwrite an input or two files written to one path."""
     if from_stdin or (not args.output and not args.in_place):
-        for result in results:
-            sys.stdout.write(result.code)
-        return
+        return [(result, None) for result in results]
     if args.in_place:
-        for result in results:
-            if result.changed:
-                write_atomic(Path(result.path), result.code)
-        return
+        return [(result, Path(result.path)) for result in results if result.changed]
     out = Path(args.output)
     single = total == 1 and len(args.paths) == 1 and not Path(args.paths[0]).is_dir()
-    if single and not out.is_dir():
+    if single and not _names_directory(args.output):
         for result in results:
             _refuse_overwriting_input(out, result)
-            write_atomic(out, result.code)
-        return
+        return [(result, out) for result in results]
+    if out.exists() and not out.is_dir():
+        for result in results:
+            _refuse_overwriting_input(out, result)
+        raise _usage(f"-o {args.output} is a file: several files are written to a directory (-o DIR)")
     targets: dict[Path, str] = {}
+    plan: list[tuple[TranspileResult, Path | None]] = []
     for result in results:
         target = out / _relative_output(Path(result.path), [Path(p) for p in args.paths])
         if target in targets:
             raise _usage(f"-o {out}: {result.path} and {targets[target]} would both be written to {target}")
         targets[target] = result.path
         _refuse_overwriting_input(target, result)
-    for result in results:
-        target = out / _relative_output(Path(result.path), [Path(p) for p in args.paths])
-        write_atomic(target, result.code)
+        plan.append((result, target))
+    return plan
+
+
+def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int) -> list[str]:
+    """Write every result where it goes; a file that cannot be written is one line and the
+    others are still written. Returns the outputs not written."""
+    unwritten = []
+    for result, target in _plan_outputs(args, results, from_stdin, total):
+        if not _write_one(result.code, result.encoding, target):
+            unwritten.append(str(target) if target is not None else "<stdout>")
+    return unwritten
+
+
+def _write_one(code: str, encoding: str, target: Path | None) -> bool:
+    from precision_transpiler import files
+
+    try:
+        if target is None:
+            buffer = getattr(sys.stdout, "buffer", None)
+            if buffer is None:  # a text stream put in place of stdout
+                sys.stdout.write(code)
+            else:  # the input's encoding, BOM included
+                data = code.encode(encoding)
+                sys.stdout.flush()
+                buffer.write(data)
+                buffer.flush()
+        else:
+            files.write_atomic(target, code, encoding)
+    except UnicodeEncodeError as exc:
+        line = code[: exc.start].count("\n") + 1
+        _err(f"{target or '<stdout>'}: cannot write: line {line} has characters that {encoding} cannot encode")
+        return False
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _err(f"{target or '<stdout>'}: cannot write: {exc.strerror or exc}")
+        return False
+    return True
 
 
 def _refuse_overwriting_input(target: Path, result: TranspileResult) -> None:
     if target.exists() and target.resolve() == Path(result.path).resolve():
         raise _usage(f"-o would overwrite the input {result.path}; use --in-place for that")
+
+
+def _refuse_output_over_inputs(option: str, output: str, results: list[TranspileResult]) -> None:
+    target = Path(output)
+    if not target.exists():
+        return
+    for result in results:
+        if result.path != "<stdin>" and target.resolve() == Path(result.path).resolve():
+            raise _usage(f"{option} {output} would overwrite the input {result.path}")
 
 
 def _relative_output(path: Path, roots: list[Path]) -> Path:
@@ -537,21 +619,22 @@ def _precision_report(results: list[TranspileResult]) -> str:
     return "\n".join(out)
 
 
-def _summary(results: list[TranspileResult]) -> str:
+def _summary(results: list[TranspileResult], unwritten: Sequence[str] = ()) -> str:
     changed = sum(r.changed for r in results)
     errors = sum(bool(r.errors) for r in results)
     unsupported = sum(len(r.unsupported) for r in results)
     skipped = sum(r.skipped is not None and not r.errors for r in results)
+    failed = f"; {len(unwritten)} not written ({', '.join(unwritten)})" if unwritten else ""
     return (
         f"ptranspile: {len(results)} files: {changed} changed, {len(results) - changed - errors - skipped} "
-        f"unchanged, {skipped} skipped, {errors} with errors; {unsupported} unsupported constructs"
+        f"unchanged, {skipped} skipped, {errors} with errors; {unsupported} unsupported constructs{failed}"
     )
 
 
-def _write_report(path: Path, settings: dict[str, Any], results: list[TranspileResult]) -> None:
-    from precision_transpiler.files import write_atomic
-
-    write_atomic(path, json.dumps(_report(settings, results), indent=2, sort_keys=True) + "\n")
+def _write_report(path: Path, settings: dict[str, Any], results: list[TranspileResult]) -> list[str]:
+    """Write `--report-json`; the path in a list when it could not be written (said on one line)."""
+    text = json.dumps(_report(settings, results), indent=2, sort_keys=True) + "\n"
+    return [] if _write_one(text, "utf-8", path) else [str(path)]
 
 
 def _report(settings: dict[str, Any], results: list[TranspileResult]) -> dict[str, Any]:

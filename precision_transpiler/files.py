@@ -7,13 +7,14 @@ half-written file and an input is never truncated.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import fnmatch
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 _SKIP_DIRS = frozenset(
     {
@@ -35,6 +36,11 @@ _SKIP_DIRS = frozenset(
 )
 
 
+# PEP 263: a comment on line 1 or 2 (line 2 only after a blank or comment line 1)
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_BLANK_OR_COMMENT = re.compile(rb"^[ \t\f]*(?:[#\r]|$)")
+
+
 class ReadError(Exception):
     """A file that cannot be used as Python source."""
 
@@ -46,7 +52,12 @@ class ReadError(Exception):
 
 
 def read_source(path: Path) -> str:
-    """Read a Python file as text; raise ReadError for missing, unreadable, binary or non-UTF-8."""
+    """Read a Python file as text; raise ReadError for missing, unreadable, binary or undecodable."""
+    return read_source_encoded(path)[0]
+
+
+def read_source_encoded(path: Path) -> tuple[str, str]:
+    """The text of a Python file and the encoding to write it back with (see `decode_source`)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -57,14 +68,40 @@ def read_source(path: Path) -> str:
         raise ReadError("unreadable-file", "permission denied") from None
     except OSError as exc:
         raise ReadError("unreadable-file", f"cannot read: {exc.strerror}") from None
+    return decode_source(data)
+
+
+def decode_source(data: bytes) -> tuple[str, str]:
+    """Decode Python source bytes as Python does: UTF-8, or the encoding of a PEP 263 coding
+    comment. Returns the text (without a UTF-8 BOM) and the codec that writes it back byte for
+    byte: `utf-8-sig` when the source starts with a BOM, the declared encoding otherwise."""
     if b"\x00" in data:
         raise ReadError("binary-file", "binary file (contains NUL bytes), not Python source")
+    bom = data.startswith(codecs.BOM_UTF8)
+    body = data[len(codecs.BOM_UTF8) :] if bom else data
+    encoding = "utf-8"
+    first, second = [*body.split(b"\n", 2), b"", b""][:2]
+    cookie = _CODING.match(first) or (_CODING.match(second) if _BLANK_OR_COMMENT.match(first) else None)
+    if cookie is not None:
+        name = cookie.group(1).decode("ascii")
+        try:
+            declared = codecs.lookup(name).name
+        except LookupError:
+            raise ReadError("unknown-encoding", f"unknown encoding {name!r} in the coding comment") from None
+        if declared != "utf-8":
+            if bom:
+                raise ReadError("unknown-encoding", f"a UTF-8 BOM and the coding comment {name!r} disagree")
+            encoding = name
     try:
-        text = data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8")
+        text = body.decode(encoding)
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ReadError("not-utf8", f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", line) from None
-    return text
+        line = body[: exc.start].count(b"\n") + 1
+        if encoding == "utf-8":
+            raise ReadError("not-utf8", f"not valid UTF-8 (byte 0x{body[exc.start]:02x})", line) from None
+        raise ReadError("bad-encoding", f"not valid {encoding} (byte 0x{body[exc.start]:02x})", line) from None
+    if bom:
+        encoding = "utf-8-sig"  # writes the BOM back
+    return text, encoding
 
 
 def iter_python_files(
@@ -95,37 +132,39 @@ def _excluded(path: Path, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(text, p) or fnmatch.fnmatch(path.name, p) for p in patterns)
 
 
-def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write `text` (or bytes) to `path` atomically, keeping the existing file's permissions.
+def write_atomic(path: Path, text: str | bytes, encoding: str = "utf-8") -> None:
+    """Write `text` (encoded with `encoding`) or bytes to `path` atomically, keeping the existing
+    file's permissions.
 
-    Only regular files are replaced: `-o /dev/null` or a named pipe is written to in place (a
-    rename over a device node would replace the device itself)."""
-    binary = isinstance(text, bytes)
-
-    def opened(target: int | Path) -> Any:
-        if binary:
-            return open(target, "wb")
-        return open(target, "w", encoding="utf-8", newline="")
-
+    A symbolic link is followed: its target is replaced, the link stays. Only regular files are
+    replaced: `-o /dev/null` or a named pipe is written to in place (a rename over a device node
+    would replace the device itself). Text that `encoding` cannot represent raises
+    UnicodeEncodeError before anything is written; the temporary file is removed whatever stops
+    the write (an error, Ctrl-C)."""
+    data = text if isinstance(text, bytes) else text.encode(encoding)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     if path.exists() and not path.is_file():
-        with opened(path) as fh:
-            fh.write(text)
+        with open(path, "wb") as fh:
+            fh.write(data)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = None
     with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp: str | None = None
     try:
-        with opened(fd) as fh:
-            fh.write(text)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with open(fd, "wb") as fh:
+            fh.write(data)
         if mode is None:  # a new file: what open() would give it (mkstemp makes it 0600)
             umask = os.umask(0o022)
             os.umask(umask)
             mode = 0o666 & ~umask
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        tmp = None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
