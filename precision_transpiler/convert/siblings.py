@@ -322,7 +322,8 @@ def _extract(
             continue
         closure.add(name)
         node = defs[name]
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        # source order (a set's order depends on PYTHONHASHSEED and reaches the import lines)
+        used = dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
         for used_name in used:
             if used_name in defs and used_name not in closure:
                 todo.append(used_name)
@@ -340,7 +341,7 @@ def _extract(
     original_defs = _ast_defs(original_tree)
     ranges = [
         (original_defs[n].lineno, original_defs[n].end_lineno or original_defs[n].lineno)
-        for n in closure
+        for n in sorted(closure)
         if n in original_defs
     ]
     return "\n\n\n".join(pieces), list(dict.fromkeys(needed_imports)), ranges
