@@ -299,3 +299,20 @@ def test_atomic_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(UnicodeEncodeError):
         write_atomic(tmp_path / "y.py", "x = '\u20ac'\n", encoding="latin-1")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_table_cache_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from precision_transpiler.mappings import registry
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("PTRANSPILE_NO_CACHE", raising=False)
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pickle, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        registry._write_pickle([], registry.MappingSet())
+    assert [p.name for p in (tmp_path / "ptranspile").iterdir()] == []

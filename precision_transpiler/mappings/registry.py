@@ -7,6 +7,7 @@ that a contributor adding a mapping sees exactly what is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import keyword
@@ -169,14 +170,17 @@ def _write_pickle(files: list[Path], value: MappingSet) -> None:
     path = _pickle_path(files)
     if path is None or os.environ.get("PTRANSPILE_NO_CACHE"):
         return
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as fh:
             pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     except Exception:  # a read-only home or an unpicklable plug-in table: just do not cache
         pass
+    finally:  # never leave a partial file behind (an error, Ctrl-C)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------------------------

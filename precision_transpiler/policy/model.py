@@ -8,6 +8,7 @@ mappings/policies/builtin.yaml; a user's YAML file may `extends:` one of them.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -160,13 +161,16 @@ def _builtin_specs() -> dict[str, dict[str, Any]]:
     if not isinstance(specs, dict):
         raise PolicyError(f"{path}: expected 'policies:' mapping")
     if cache is not None:
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(specs))
             os.replace(tmp, cache)
         except (OSError, TypeError, ValueError):
             pass
+        finally:  # never leave a partial file behind (an error, Ctrl-C)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     return specs
 
 
