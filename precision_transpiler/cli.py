@@ -180,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(exc, PtranspileError):
             _err(str(exc))
+        elif isinstance(exc, OSError) and exc.filename is not None:  # a report that cannot be written
+            _err(f"{exc.filename}: {exc.strerror or exc}")
+        elif isinstance(exc, UnicodeEncodeError):  # a terminal whose encoding lacks a character
+            _err(f"cannot print {exc.object[exc.start : exc.end]!r}: the output encoding is {exc.encoding}")
         else:
             _err(f"internal error: {type(exc).__name__}: {exc} (please report this)")
             if os.environ.get("PTRANSPILE_DEBUG"):
@@ -448,7 +452,9 @@ def _finish(
     if args.report_json:
         _refuse_output_over_inputs("--report-json", args.report_json, results)
     if writing:
-        _plan_outputs(args, writable, from_stdin, len(results))
+        for _, target in _plan_outputs(args, writable, from_stdin, len(results)):
+            if args.report_json and target is not None and _same_file(target, Path(args.report_json)):
+                raise _usage(f"--report-json {args.report_json} is also where -o writes {target}")
     unwritten: list[str] = []
     if args.report_json:
         unwritten += _write_report(Path(args.report_json), settings, results)
@@ -569,6 +575,11 @@ def _write_one(code: str, encoding: str, target: Path | None) -> bool:
 def _refuse_overwriting_input(target: Path, result: TranspileResult) -> None:
     if target.exists() and target.resolve() == Path(result.path).resolve():
         raise _usage(f"-o would overwrite the input {result.path}; use --in-place for that")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Two outputs that would replace each other (a device such as /dev/null takes both)."""
+    return a.resolve() == b.resolve() and (a.is_file() or not a.exists())
 
 
 def _refuse_output_over_inputs(option: str, output: str, results: list[TranspileResult]) -> None:

@@ -316,3 +316,23 @@ def test_table_cache_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(KeyboardInterrupt):
         registry._write_pickle([], registry.MappingSet())
     assert [p.name for p in (tmp_path / "ptranspile").iterdir()] == []
+
+
+def test_report_json_at_the_output_and_unwritable_report(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(TORCH_SRC)
+    r = run_cli("m.py", "--to", "jax", "-o", "out.py", "--report-json", "out.py", cwd=tmp_path)
+    assert r.code == 2
+    assert _one_line(r.err) == "ptranspile: error: --report-json out.py is also where -o writes out.py"
+    assert not (tmp_path / "out.py").exists()
+    r = run_cli("m.py", "--to", "jax", "-o", "out.py", "--report-json", "m.py/r.json", cwd=tmp_path)
+    assert r.code == 2
+    assert _one_line(r.err).startswith("ptranspile: error: m.py/r.json: cannot write: ")
+    assert (tmp_path / "out.py").read_text() == JAX_OUT
+
+
+def test_diff_on_a_terminal_that_cannot_encode_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("# caf\u00e9\n" + TORCH_SRC)
+    r = run_cli("m.py", "--to", "jax", "--diff", cwd=tmp_path, env={"PYTHONIOENCODING": "ascii"})
+    assert r.code == 2
+    line = _one_line(r.err)  # stderr itself escapes the character
+    assert line.startswith("ptranspile: error: cannot print '") and line.endswith("': the output encoding is ascii")
