@@ -336,3 +336,26 @@ def test_diff_on_a_terminal_that_cannot_encode_is_one_line(tmp_path: Path) -> No
     assert r.code == 2
     line = _one_line(r.err)  # stderr itself escapes the character
     assert line.startswith("ptranspile: error: cannot print '") and line.endswith("': the output encoding is ascii")
+
+
+@pytest.mark.parametrize(
+    "prefix", [b"# -*- coding: latin-1 -*-\n# caf\xe9\n", b"\xef\xbb\xbf# caf\xc3\xa9\n", b"# crlf\r\n"]
+)
+def test_sibling_files_are_read_like_inputs(tmp_path: Path, prefix: bytes) -> None:
+    from precision_transpiler import transpile_file
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "blocks.py").write_bytes(
+        prefix
+        + b"import torch.nn as nn\n\n\nclass B(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        b"        self.l = nn.Linear(4, 4)\n\n    def forward(self, x):\n        return self.l(x)\n"
+    )
+    (pkg / "model.py").write_text(
+        "import torch.nn as nn\nfrom .blocks import B\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.b = B()\n\n    def forward(self, x):\n        return self.b(x)\n"
+    )
+    r = transpile_file(pkg / "model.py", to="jax")
+    assert not r.errors, r.diagnostics
+    assert "class B(" in r.code and "\r" not in r.code

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.files import ReadError, read_source
+
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
 
 
@@ -152,7 +154,10 @@ def _one_round(
             continue
         if sibling is None or sibling.resolve() == file.resolve():
             continue
-        text = sibling.read_text(encoding="utf-8")
+        try:
+            text = read_source(sibling)  # as Python reads it: UTF-8, a BOM or a coding comment
+        except ReadError:
+            continue  # a sibling that cannot be read: its import stays as written
         wanted = [
             (a.name.value, a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else a.name.value)
             for a in imp.names
