@@ -9,10 +9,11 @@ EXTRAS ?= dev
 .PHONY: demo test test-fast test-browser lint bench clean help
 
 # The test-suite runs in PYTEST_WORKERS processes (pytest-xdist); tests/conftest.py gives each
-# worker one compute thread per framework. `--dist loadgroup`: tests marked with one
-# `xdist_group` (modules whose module-scoped fixtures are costly) run on one worker.
+# worker one compute thread per framework. `--dist loadfile`: one worker runs all of a test file,
+# so module-scoped fixtures (converted models, measurements) are built once and the documentation
+# examples of a page run in order in one process.
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 help:
 	@echo "make demo          - set up .venv and convert the shipped example model"

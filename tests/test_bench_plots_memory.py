@@ -13,9 +13,6 @@ from types import ModuleType
 
 import pytest
 
-# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
-pytestmark = pytest.mark.xdist_group("memory_json")
-
 REPO = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

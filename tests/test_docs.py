@@ -71,9 +71,9 @@ RUN_BLOCKS = [b for b in BLOCKS if b.kind != "ignored"]
 def _param(block: Block) -> pytest.param:
     """Every block is `slow`: the blocks run commands and Python in subprocesses (seconds each),
     and a block runs its page's earlier blocks first, so no subset of a page is fast; `make
-    test-fast` leaves the examples out, `make test` runs them. A page's blocks share one process
-    and directory: one xdist worker runs them (`--dist loadgroup`)."""
-    return pytest.param(block, id=block.id, marks=[pytest.mark.slow, pytest.mark.xdist_group(f"docs {block.page}")])
+    test-fast` leaves the examples out, `make test` runs them (`--dist loadfile`: one xdist worker
+    runs this file, so a page's blocks share one process and directory, in order)."""
+    return pytest.param(block, id=block.id, marks=[pytest.mark.slow])
 
 
 @pytest.fixture(scope="module")

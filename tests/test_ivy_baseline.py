@@ -19,9 +19,6 @@ from typing import Any
 
 import pytest
 
-# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
-pytestmark = pytest.mark.xdist_group("ivy_baseline")
-
 FOLDER = Path(__file__).resolve().parent.parent / "benchmarks" / "ivy_baseline"
 
 # Two rows of the run in docs/benchmarks.md ("Ivy side by side": run_ivy.py, Ivy 1.0.0.5 in its own

@@ -18,9 +18,6 @@ from tests.real_models import (
     relative_error,
 )
 
-# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
-pytestmark = pytest.mark.xdist_group("policy_torch_real")
-
 torch = pytest.importorskip("torch")
 
 

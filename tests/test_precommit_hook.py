@@ -19,9 +19,6 @@ from pathlib import Path
 
 import pytest
 
-# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
-pytestmark = pytest.mark.xdist_group("precommit_hook")
-
 ROOT = Path(__file__).resolve().parent.parent
 
 TORCH_SOURCE = "import torch\nx = torch.half\n"

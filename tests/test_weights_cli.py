@@ -17,9 +17,6 @@ import pytest
 from precision_transpiler import transpile
 from tests.helpers import run_cli
 
-# one worker runs this module under pytest-xdist (`--dist loadgroup`): its module fixtures are costly
-pytestmark = pytest.mark.xdist_group("weights_cli")
-
 torch = pytest.importorskip("torch")
 nnx = pytest.importorskip("flax.nnx")
 pytest.importorskip("safetensors")
