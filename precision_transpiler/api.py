@@ -161,6 +161,41 @@ def transpile(
     when one of the two comes without the other. Positions in the result always name lines of
     `source`, pruned or not.
     """
+    from precision_transpiler.rewrite.depth import TooDeep, check_depth, with_deep_stack
+
+    def refused(line: int, message: str) -> TranspileResult:
+        diag = Diagnostic(path, line, 1, "error", "too-deep", message)
+        return TranspileResult(path, source, source, _single_source(from_), to, policy, diagnostics=(diag,))
+
+    def work() -> TranspileResult:
+        return _transpile(
+            source, to=to, from_=from_, policy=policy, mappings=mappings, path=path, device=device,
+            nan_fallback=nan_fallback, entry=entry, prune_to_entry=prune_to_entry, _standalone=_standalone,
+        )  # fmt: skip
+
+    try:
+        check_depth(source)  # before LibCST's native parser, which crashes the process on deep nesting
+        return with_deep_stack(work)
+    except TooDeep as exc:
+        return refused(exc.line, exc.message)
+    except RecursionError:
+        return refused(1, "an expression nests too deeply to convert; split it into several statements")
+
+
+def _transpile(
+    source: str,
+    *,
+    to: str,
+    from_: str | Sequence[str] | None = None,
+    policy: str = "fp32",
+    mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
+    path: str = "<string>",
+    device: str = "auto",
+    nan_fallback: bool = False,
+    entry: str | None = None,
+    prune_to_entry: bool = False,
+    _standalone: bool = True,
+) -> TranspileResult:
     # Imported here so that `import precision_transpiler` stays cheap for --help.
     from precision_transpiler.rewrite.engine import EngineOptions, run_engine
 
@@ -648,12 +683,14 @@ def transpile_paths(
 def detect_framework(source: str, mappings: Sequence[str | os.PathLike[str]] | MappingSet = ()) -> str | None:
     """The framework a module is written for ("torch", "jax", "tf", "numpy"), from its imports;
     None when it uses none (or does not parse). Static, like everything in transpiling."""
+    from precision_transpiler.rewrite.depth import TooDeep, check_depth
     from precision_transpiler.rewrite.engine import detect_source
     from precision_transpiler.rewrite.names import NameResolver
 
     try:
+        check_depth(source)  # LibCST's parser would crash the process
         module = cst.parse_module(source)
-    except cst.ParserSyntaxError:
+    except (cst.ParserSyntaxError, TooDeep):
         return None
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
     return detect_source(NameResolver(module, source), table)

@@ -148,6 +148,13 @@ def verify_files(
         raise UsageError("verification needs at least one --input SPEC (e.g. float32[1,3,224,224])")
     original_code = original.read_text(encoding="utf-8")
     code = converted_code if converted_code is not None else converted.read_text(encoding="utf-8")
+    from precision_transpiler.rewrite.depth import TooDeep, check_depth
+
+    for path, text in ((original, original_code), (converted, code)):
+        try:
+            check_depth(text)  # before anything parses it: LibCST's parser would crash the process
+        except TooDeep as exc:
+            raise VerifyError(f"{path}:{exc.line}: {exc.message}") from None
     source = options.source or detect_framework(original_code)
     target = options.target or detect_framework(code)
     if source is None or target is None:

@@ -1,0 +1,124 @@
+"""How deep an expression may be before it is parsed, and conversion of deep ones.
+
+LibCST's native parser recurses on the C stack: about 1,200 nested brackets (`f(f(...))`) or a
+chain of 5,000 to 10,000 operators (`a + a + ...`, `not not ...`, `lambda: lambda: ...`) crash
+the whole process with a segmentation fault, which no `except` can catch (a directory run would
+die with exit 139, `-j 2` with BrokenProcessPool). So every source is scanned with `tokenize`
+(cheap, no recursion) before LibCST sees it, and refused in one line when it nests deeper than
+
+* `MAX_BRACKETS` nested brackets: CPython's own limit (its tokenizer refuses more with "too many
+  nested parentheses"), so no runnable file is refused for it; LibCST handles ~1,000;
+* `MAX_CHAIN` operators on the way from a statement to its innermost expression (summed over
+  the enclosing brackets, reset at each comma): a margin under the crash, with all 200 brackets
+  around it (measured: 300 brackets around 3,000 operators parse).
+
+Below those limits LibCST's (Python) visitors can still exceed the interpreter's recursion limit
+on a long flat chain (a 200-term `torch.half + 1 + ...` did): `with_deep_stack` reruns such a
+conversion in a thread with a large stack and a raised recursion limit.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import tokenize
+from collections.abc import Callable
+from typing import TypeVar
+
+MAX_BRACKETS = 200
+MAX_CHAIN = 2000
+_DEEP_RECURSION = 60_000
+_DEEP_STACK = 512 * 1024 * 1024
+
+_OPEN, _CLOSE = "([{", ")]}"
+_NOT_CHAINING = {",", ";", ":", "=", "->", ":="}
+_CHAINING_WORDS = {"not", "and", "or", "if", "else", "lambda", "is", "in", "await"}
+
+T = TypeVar("T")
+
+
+class TooDeep(ValueError):
+    """The source nests deeper than LibCST parses safely; `line` is where the limit is passed."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def check_depth(source: str) -> None:
+    """Raise TooDeep when `source` nests deeper than the limits above. A source that does not
+    tokenize is left to the parser (its syntax error is the better message)."""
+    levels = [0]  # operators since the last comma, per open bracket (level 0: the statement)
+    chain = 0  # their sum
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            kind, text = token.type, token.string
+            if kind == tokenize.OP and text in _OPEN:
+                levels.append(0)
+                if len(levels) - 1 > MAX_BRACKETS:
+                    raise TooDeep(
+                        token.start[0],
+                        f"more than {MAX_BRACKETS} nested brackets (Python's own limit; deeper nesting "
+                        "would crash the parser)",
+                    )
+            elif kind == tokenize.OP and text in _CLOSE:
+                if len(levels) > 1:
+                    chain -= levels.pop()
+            elif kind == tokenize.NEWLINE or (kind == tokenize.OP and text in _NOT_CHAINING):
+                chain -= levels[-1]
+                levels[-1] = 0
+                if kind == tokenize.NEWLINE:
+                    levels, chain = [0], 0
+            elif (kind == tokenize.OP and text not in _NOT_CHAINING) or (
+                kind == tokenize.NAME and text in _CHAINING_WORDS
+            ):
+                levels[-1] += 1
+                chain += 1
+                if chain > MAX_CHAIN:
+                    raise TooDeep(
+                        token.start[0],
+                        f"an expression chains more than {MAX_CHAIN} operators (deeper nesting would crash the "
+                        "parser); split it into several statements",
+                    )
+    except (tokenize.TokenError, SyntaxError, ValueError) as exc:
+        if isinstance(exc, TooDeep):
+            raise
+        return
+
+
+def with_deep_stack(work: Callable[[], T]) -> T:
+    """`work()`; on RecursionError, once more in a thread with a large stack and a high
+    recursion limit (restored afterwards). A second RecursionError propagates."""
+    try:
+        return work()
+    except RecursionError:
+        pass
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # handed to the calling thread
+            failure.append(exc)
+
+    lock = _LOCK
+    with lock:
+        old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
+        try:
+            threading.stack_size(_DEEP_STACK)
+            sys.setrecursionlimit(max(old_limit, _DEEP_RECURSION))
+            thread = threading.Thread(target=run, name="ptranspile-deep")
+            thread.start()
+            thread.join()
+        finally:
+            threading.stack_size(old_stack)
+            sys.setrecursionlimit(old_limit)
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+_LOCK = threading.Lock()

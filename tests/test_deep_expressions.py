@@ -1,0 +1,60 @@
+"""Deeply nested and long-chained expressions: LibCST's native parser crashes the process on deep
+nesting (a segmentation fault no `except` catches) and its visitors exceed the recursion limit on
+long chains. Every file gets its own verdict; the run goes on (rewrite/depth.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler.api import detect_framework, transpile
+from precision_transpiler.rewrite.depth import MAX_BRACKETS, MAX_CHAIN, TooDeep, check_depth
+from tests.helpers import run_cli
+
+HEADER = "import torch\n\n"
+
+
+def _tree(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "chain.py").write_text(HEADER + "x = torch.half" + " + 1" * 200 + "\n")
+    (folder / "nested.py").write_text(HEADER + "x = " + "(" * 1500 + "1" + ")" * 1500 + "\n")
+    (folder / "long.py").write_text(HEADER + "x = torch.half" + " + 1" * 20000 + "\n")
+    (folder / "plain.py").write_text(HEADER + "y = torch.zeros(3)\n")
+    return folder
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_directory_with_deep_files_gets_a_verdict_for_every_file(tmp_path: Path, jobs: str) -> None:
+    tree = _tree(tmp_path / "src")
+    out = tmp_path / "out"
+    run = run_cli(str(tree), "--to", "jax", "-o", str(out), "-j", jobs)
+    assert run.code == 2, run.err  # errors in some files, not a crash (139) or BrokenProcessPool
+    assert "internal error" not in run.err and "Traceback" not in run.err, run.err
+    lines = run.err.splitlines()
+    nested = [ln for ln in lines if "nested.py:3:" in ln]
+    long = [ln for ln in lines if "long.py:3:" in ln]
+    assert len(nested) == 1 and f"{MAX_BRACKETS} nested brackets" in nested[0], run.err
+    assert len(long) == 1 and f"{MAX_CHAIN} operators" in long[0], run.err
+    assert "4 files" in lines[-1] and "2 with errors" in lines[-1], run.err
+    assert "jnp.float16 + 1 + 1" in (out / "chain.py").read_text()  # the 200-term chain converted
+    assert "jnp.zeros(3)" in (out / "plain.py").read_text()
+
+
+def test_a_long_flat_chain_converts_through_the_library_api() -> None:
+    result = transpile(HEADER + "x = torch.half" + " + 1" * 1500 + "\n", to="jax")
+    assert not result.errors and result.code.count("+ 1") == 1500
+
+
+def test_the_limits_are_exact_and_name_the_line() -> None:
+    check_depth("x = " + "(" * MAX_BRACKETS + "1" + ")" * MAX_BRACKETS + "\n")
+    check_depth("x = a" + " + a" * MAX_CHAIN + "\n")
+    check_depth("x = [" + ", ".join(["-1"] * 50000) + "]\n")  # long, but flat: commas reset the chain
+    with pytest.raises(TooDeep) as deep:
+        check_depth("\n\nx = " + "f(" * (MAX_BRACKETS + 1) + "1" + ")" * (MAX_BRACKETS + 1) + "\n")
+    assert deep.value.line == 3
+    with pytest.raises(TooDeep):
+        check_depth("x = " + "not " * (MAX_CHAIN + 1) + "a\n")
+    result = transpile(HEADER + "x = " + "[" * 1500 + "]" * 1500 + "\n", to="jax", path="deep.py")
+    assert [(d.line, d.code) for d in result.errors] == [(3, "too-deep")]
+    assert detect_framework(HEADER + "x = " + "[" * 1500 + "]" * 1500 + "\n") is None
