@@ -271,7 +271,7 @@ def _transpile(
     elif to == "tf" and outcome.source in ("tf", None):
         new_module, precision = _apply_keras_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "jax" and outcome.source in ("jax", None):
-        new_module, precision = _apply_flax_policy(new_module, policy_obj, table, nan_fallback)
+        new_module, precision = _apply_flax_policy_converted(new_module, policy_obj, table, nan_fallback)
     elif to in ("jax", "tf") and outcome.source == "torch":
         pass  # model conversion: the Flax or Keras policy is applied to the converted code below
     elif not policy_obj.is_full_precision:
@@ -459,6 +459,27 @@ def _apply_flax_policy(
         lambda done: fp.helper_block(policy, nan_fallback, done.layer_dtypes()),
         [("jax", "jax"), ("jax.numpy", "jnp")],
     )
+
+
+def _apply_flax_policy_converted(
+    module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
+) -> tuple[cst.Module, list[Any]]:
+    """_apply_flax_policy, for a model converted from torch too: its copied-in shims are taken
+    out for the pass (so that it sees them as the torch-semantics layers they are) and copied in
+    again after it, as converting from torch does: applying a policy again changes nothing."""
+    from precision_transpiler.convert.vendor import unvendor, vendor_shims
+
+    # fp32 on a file a policy was applied to: stripping must not take an import the copied-in
+    # shims need (the policy's marked `jnp` import can be their only one)
+    inserted = "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code
+    unvendored = unvendor(module.code) if inserted or not policy.is_full_precision else None
+    if unvendored is None:
+        return _apply_flax_policy(module, policy, table, nan_fallback)
+    policed, precision = _apply_flax_policy(cst.parse_module(unvendored), policy, table, nan_fallback)
+    code, _ = vendor_shims(policed.code)
+    if precision:  # decisions name lines of the code the pass was given: the given code's lines
+        precision = _follow_lines(precision, unvendored, module.code)
+    return cst.parse_module(code), precision
 
 
 def _apply_layer_policy(

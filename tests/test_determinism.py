@@ -126,7 +126,6 @@ def test_converting_an_output_again_changes_nothing_cli(tmp_path: Path, args: li
 SEED_CASES = [
     ("torchvision", "models/convnext.py", "jax"),
     ("torchvision", "models/mobilenetv2.py", "tf"),
-    ("transformers", "models/vit/modeling_vit.py", "jax"),
 ]
 
 
@@ -149,12 +148,28 @@ IDEMPOTENT_CASES = [
     ("transformers", "models/bert/modeling_bert.py", "jax", "fp32"),
     ("transformers", "models/vit/modeling_vit.py", "tf", "fp32"),
     ("transformers", "models/gpt2/modeling_gpt2.py", "torch", "mixed"),
+    ("torchvision", "models/resnet.py", "jax", "mixed"),
 ]
+
+
+# A policy re-applied to a model converted to Keras with it: the second pass (the Keras policy
+# for Keras code) is not the one that converting from torch applies (docs/cli.md).
+IDEMPOTENT_CASES.append(
+    pytest.param(
+        "torchvision",
+        "models/resnet.py",
+        "tf",
+        "mixed",
+        marks=pytest.mark.xfail(strict=True, reason="policies on models converted to Keras: not yet a fixed point"),
+    )
+)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("package", "rel", "to", "policy"), IDEMPOTENT_CASES, ids=[f"{c[1]}-{c[2]}-{c[3]}" for c in IDEMPOTENT_CASES]
+    ("package", "rel", "to", "policy"),
+    IDEMPOTENT_CASES,
+    ids=[f"{c[1]}-{c[2]}-{c[3]}" for c in [*IDEMPOTENT_CASES[:-1], IDEMPOTENT_CASES[-1].values]],
 )
 def test_real_models_convert_to_a_fixed_point(
     converted, tmp_path: Path, package: str, rel: str, to: str, policy: str

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import libcst as cst
@@ -350,9 +350,105 @@ def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
             index = 1  # module docstring
         elif index or not isinstance(stmt, cst.SimpleStatementLine):
             break
+    # the imports go before a policy's marked helper imports (`# ptranspile: policy helpers`),
+    # where a later policy pass, which strips and re-adds those, puts them: re-converting is stable
+    first = index
+    while first and _is_marked_import(body[first - 1]):
+        first -= 1
+    if imports and first < index:
+        marked = "".join(module.with_changes(body=[stmt], header=[]).code for stmt in body[first:index])
+        imports = imports + "\n" + marked.rstrip("\n")
+        body = body[:first] + body[index:]
+        index = first
     head = module.with_changes(body=body[:index]).code
     tail = module.with_changes(body=body[index:], header=[]).code
     if imports:  # (no blank first line when the file kept no import of its own)
         head = (head.rstrip("\n") + "\n" if head.strip() else "") + imports + "\n"
     head = head.rstrip("\n")
     return (head + "\n\n\n" if head else "") + block + "\n\n" + tail.lstrip("\n")
+
+
+def _is_marked_import(stmt: cst.CSTNode) -> bool:
+    from precision_transpiler.precision.strip import IMPORT_MARKER
+
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
+        and stmt.trailing_whitespace.comment is not None
+        and IMPORT_MARKER in stmt.trailing_whitespace.comment.value
+    )
+
+
+def unvendor(code: str) -> str | None:
+    """The inverse of vendor_shims for what a policy pass needs: the copied-in shim definitions
+    (the block after MARKER) replaced by imports from their shim modules, so that they are seen
+    as the torch-semantics layers they are; vendor_shims puts them back as they were. None when
+    `code` has no such block."""
+    if MARKER not in code:
+        return None
+    module = cst.parse_module(code)
+    body = list(module.body)
+    start = next(
+        (
+            i
+            for i, stmt in enumerate(body)
+            if any(line.comment is not None and line.comment.value == MARKER for line in stmt.leading_lines)
+        ),
+        None,
+    )
+    if start is None:
+        return None
+    known = _known_definitions()
+    imports: list[str] = []
+    end = start
+    for stmt in body[start:]:
+        text = module.with_changes(body=[stmt.with_changes(leading_lines=[])], header=[], footer=[]).code.strip("\n")
+        if end > start and any(line.comment is not None for line in stmt.leading_lines):
+            break  # the next block (a precision policy's helpers)
+        if text in known:
+            shim, name = known[text]
+            imports.append(f"from {PACKAGE}.{shim} import {name}")
+        elif (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and isinstance(stmt.body[0], cst.Assign)
+            and len(stmt.body[0].targets) == 1
+            and isinstance(stmt.body[0].targets[0].target, cst.Name)
+            and stmt.body[0].targets[0].target.value.startswith("_ptshim_")
+            and isinstance(stmt.body[0].value, cst.Name)
+            and imports
+        ):
+            local, name = stmt.body[0].targets[0].target.value, stmt.body[0].value.value
+            shim = next((i.split()[1] for i in imports if i.endswith(f" import {name}")), None)
+            if shim is None:
+                break
+            imports.append(f"from {shim} import {name} as {local}")
+        else:
+            break
+        end += 1
+    if not imports:
+        return None
+    rest = module.with_changes(body=body[:start] + body[end:])
+    new = [cst.parse_statement(line + "\n") for line in imports]
+    index = 0
+    for i, stmt in enumerate(rest.body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
+        ):
+            index = i + 1
+        elif index or not isinstance(stmt, cst.SimpleStatementLine):
+            break
+    return rest.with_changes(body=[*rest.body[:index], *new, *rest.body[index:]]).code
+
+
+@cache
+def _known_definitions() -> dict[str, tuple[str, str]]:
+    """Every shim definition's source -> (shim module, name)."""
+    known: dict[str, tuple[str, str]] = {}
+    for path in sorted(SHIM_DIR.glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        for name, definition in _shim_module(path.stem).definitions.items():
+            if name.lower().startswith("_ptranspile_"):
+                continue  # a policy's helpers (precision/strip.py removes them), never copied in
+            known.setdefault(definition.source.strip("\n"), (path.stem, name))
+    return known
