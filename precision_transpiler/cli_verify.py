@@ -56,6 +56,12 @@ def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--seed", type=int, help="seed for weights noise and inputs (default 0)")
     group.add_argument(
+        "--max-input-mb",
+        type=float,
+        metavar="MB",
+        help="refuse --input specs larger than this many MB, alone or together, before allocating them (default 1024)",
+    )
+    group.add_argument(
         "--no-perturb", action="store_true", help="do not perturb the random weights (may hide branches)"
     )
     group.add_argument("--no-layers", action="store_true", help="compare outputs only (no per-layer report)")
@@ -104,6 +110,7 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
     """VerifyOptions from flags, then [tool.ptranspile], then defaults."""
     from precision_transpiler.errors import UsageError
     from precision_transpiler.verify.runner import DEFAULT_FP32_TOLERANCE, DEFAULT_MIXED_FACTOR, VerifyOptions
+    from precision_transpiler.verify.spec import DEFAULT_MAX_INPUT_MB
 
     if not args.entry:
         raise UsageError("verification needs --entry EXPR (the expression that builds the model)")
@@ -126,16 +133,19 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
         mixed_factor=float(pick(args.mixed_factor, "mixed-factor", DEFAULT_MIXED_FACTOR)),
         layers=not args.no_layers,
         timing=max(0, getattr(args, "time", 0) or 0),
+        max_input_mb=float(pick(args.max_input_mb, "max-input-mb", DEFAULT_MAX_INPUT_MB)),
     )
     for name, value in (("--tolerance", options.tolerance), ("--fp32-tolerance", options.fp32_tolerance)):
         if value is not None and value < 0:
             raise UsageError(f"{name} must not be negative")
     if options.mixed_factor < 1:
         raise UsageError("--mixed-factor must be at least 1")
-    from precision_transpiler.verify.spec import parse_input_spec
+    from precision_transpiler.verify.spec import check_input_budget, parse_input_spec
 
-    for spec in options.inputs:
-        parse_input_spec(str(spec))  # a bad spec is a usage error before anything runs
+    specs = [parse_input_spec(str(spec)) for spec in options.inputs]  # a bad spec: a usage error before anything runs
+    if options.max_input_mb <= 0:
+        raise UsageError("--max-input-mb must be positive")
+    check_input_budget(specs, options.max_input_mb)
     return options
 
 

@@ -28,6 +28,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "mixed-factor": (int, float),
     "calibrate-bn": bool,
     "seed": int,
+    "max-input-mb": (int, float),
 }
 
 

@@ -28,6 +28,7 @@ class OutputRecord:
     nonfinite_original: int
     nonfinite_converted: int
     reference_err: float | None = None  # the framework's own mixed run, same metric
+    nonfinite_new: int = 0  # non-finite in the converted where the original is finite
 
 
 @dataclass

@@ -31,7 +31,13 @@ from precision_transpiler.verify.adapters import Adapter, Capture, adapter_for
 from precision_transpiler.verify.loading import build_model, import_converted, import_original
 from precision_transpiler.verify.metrics import compare
 from precision_transpiler.verify.result import LayerRecord, OutputRecord, VerificationResult
-from precision_transpiler.verify.spec import InputSpec, make_inputs, parse_input_spec
+from precision_transpiler.verify.spec import (
+    DEFAULT_MAX_INPUT_MB,
+    InputSpec,
+    check_input_budget,
+    make_inputs,
+    parse_input_spec,
+)
 
 _POLICY_MARKER = re.compile(r'^# ptranspile: begin precision policy "([^"]+)"', re.MULTILINE)
 DEFAULT_FP32_TOLERANCE = 1e-5
@@ -59,6 +65,7 @@ class VerifyOptions:
     mixed_factor: float = DEFAULT_MIXED_FACTOR
     layers: bool = True
     timing: int = 0  # > 0: time one forward of each model (medians of this many runs after warm-up)
+    max_input_mb: float = DEFAULT_MAX_INPUT_MB  # inputs larger than this (alone or together) are refused
     source: str | None = None  # frameworks; None: detected from the files' imports
     target: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -146,6 +153,7 @@ def verify_files(
     specs = [s if isinstance(s, InputSpec) else parse_input_spec(s) for s in options.inputs]
     if not specs:
         raise UsageError("verification needs at least one --input SPEC (e.g. float32[1,3,224,224])")
+    check_input_budget(specs, options.max_input_mb)
     original_code = original.read_text(encoding="utf-8")
     code = converted_code if converted_code is not None else converted.read_text(encoding="utf-8")
     from precision_transpiler.rewrite.depth import TooDeep, check_depth
@@ -190,7 +198,10 @@ def verify_files(
         )  # fmt: skip
     except VerifyError:
         raise
-    except Exception as exc:  # the user's model code (or a conversion gap) failed while running
+    except BaseException as exc:  # the user's model code (or a conversion gap) failed while running
+        if isinstance(exc, KeyboardInterrupt):  # an abort: exit 130, one line (cli.main)
+            raise
+        # SystemExit too: a model's `sys.exit(0)` must not end verification without a verdict
         from precision_transpiler.verify.loading import _short_error
 
         raise VerifyError(f"running the models failed: {_short_error(exc, str(converted))}") from None
@@ -519,6 +530,7 @@ def _judge(
         record.max_abs_err, record.rel_err, record.cosine = errors.max_abs_err, errors.rel_err, errors.cosine
         record.argmax_agreement = errors.argmax_agreement
         record.nonfinite_original, record.nonfinite_converted = errors.nonfinite_original, errors.nonfinite_converted
+        record.nonfinite_new = errors.new_nonfinite
         if name in ref_out and ref_out[name].shape == array.shape:
             ref = compare(array, ref_out[name])
             record.reference_err = ref.rel_err
@@ -587,16 +599,21 @@ def _judge(
         tolerance["rule"] = f"--tolerance {options.tolerance:g} (derived would be {derived:.3g})"
     tolerance["max_rel_err"] = threshold
     rels = [r.rel_err for r in records if r.rel_err is not None]
-    new_nonfinite = sum(max(0, r.nonfinite_converted - r.nonfinite_original) for r in records)
+    new_nonfinite = sum(r.nonfinite_new for r in records)
     for record in records:
         if record.rel_err is not None and record.rel_err > threshold:
             failures.append(f"{record.name}: relative error {record.rel_err:.3g} > tolerance {threshold:.3g}")
-        extra_bad = record.nonfinite_converted - record.nonfinite_original
+        extra_bad = record.nonfinite_new
         if extra_bad > 0:
-            failures.append(f"{record.name}: {extra_bad} non-finite values the original does not have")
+            failures.append(f"{record.name}: {extra_bad} non-finite values where the original's are finite")
         if record.rel_err is None and record.shape_original == record.shape_converted and record.max_abs_err is None:
             if record.nonfinite_original == 0:
                 failures.append(f"{record.name}: no finite values to compare")
+            else:  # never PASSED on nothing compared
+                failures.append(
+                    f"{record.name}: the original's outputs are all non-finite ({record.nonfinite_original} "
+                    "NaN/inf): nothing to compare"
+                )
     cosines = [r.cosine for r in records if r.cosine is not None]
     argmaxes = [r.argmax_agreement for r in records if r.argmax_agreement is not None]
     abs_errs = [r.max_abs_err for r in records if r.max_abs_err is not None]

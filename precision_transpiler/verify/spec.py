@@ -10,6 +10,7 @@ The same seeded NumPy arrays are fed to both models, whatever their frameworks.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -73,6 +74,27 @@ def parse_input_spec(text: str) -> InputSpec:
         raise UsageError(f"--input {text!r}: '<N' needs N >= 1")
     scale = float(match["scale"]) if match["scale"] else 1.0
     return InputSpec(dtype, shape, high, scale)
+
+
+DEFAULT_MAX_INPUT_MB = 1024
+
+
+def input_megabytes(spec: InputSpec) -> float:
+    """The array's size in MB (10**6 bytes) in its own dtype."""
+    return math.prod(spec.shape) * np.dtype(spec.dtype).itemsize / 1e6
+
+
+def check_input_budget(specs: list[InputSpec], max_mb: float) -> None:
+    """UsageError, before anything is allocated, when an input (or all of them together) is
+    larger than `max_mb` (`--max-input-mb`, `[tool.ptranspile] max-input-mb`)."""
+    hint = "raise --max-input-mb (or max-input-mb in [tool.ptranspile]) if the machine has the memory"
+    for spec in specs:
+        size = input_megabytes(spec)
+        if size > max_mb:
+            raise UsageError(f"--input {spec}: {size:,.0f} MB, over the input budget of {max_mb:g} MB ({hint})")
+    total = sum(input_megabytes(spec) for spec in specs)
+    if total > max_mb:
+        raise UsageError(f"--input: {total:,.0f} MB together, over the input budget of {max_mb:g} MB ({hint})")
 
 
 def make_inputs(specs: list[InputSpec], seed: int) -> list[np.ndarray]:
