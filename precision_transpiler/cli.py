@@ -309,10 +309,9 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
     written (or printed) only when verification passes."""
     from precision_transpiler import api
-    from precision_transpiler.cli_verify import announce, publish, verify_options
+    from precision_transpiler.cli_verify import announce, publish, run_verification, verify_options
     from precision_transpiler.config import load_config
     from precision_transpiler.files import write_atomic
-    from precision_transpiler.verify.runner import verify_files
 
     if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
         raise _usage("verification takes exactly one model file (not stdin or a directory)")
@@ -369,7 +368,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
     converted = target or original.with_name(f"{original.stem}_ptranspile.py")
-    verification = verify_files(original, converted, options, converted_code=result.code)
+    verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
     if not args.output:
         verification.notes.append("the converted code was verified in memory (no -o given)")
     publish(

@@ -149,6 +149,23 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
     return options
 
 
+def run_verification(
+    original: str | Path, converted: str | Path, options: VerifyOptions, quiet: bool, **kwargs: Any
+) -> VerificationResult:
+    """`verify_files`, with progress lines on stderr unless `quiet` (verify/progress.py)."""
+    from precision_transpiler.verify.progress import Progress
+    from precision_transpiler.verify.runner import verify_files
+
+    progress = None if quiet else Progress()
+    options.progress = progress.step if progress is not None else None
+    try:
+        return verify_files(original, converted, options, **kwargs)
+    finally:
+        if progress is not None:
+            progress.close()
+        options.progress = None
+
+
 def announce(what: str, quiet: bool) -> None:
     if not quiet:
         print(f"ptranspile: verify: {what}", file=sys.stderr)
@@ -196,7 +213,6 @@ def verify_main(argv: Sequence[str]) -> int:
     """`ptranspile verify ORIGINAL CONVERTED --entry EXPR --input SPEC ...`."""
     from precision_transpiler.config import load_config
     from precision_transpiler.errors import UsageError
-    from precision_transpiler.verify.runner import verify_files
 
     args = build_verify_parser().parse_args(argv)
     config = load_config(Path.cwd()).values
@@ -211,7 +227,7 @@ def verify_main(argv: Sequence[str]) -> int:
     ):
         raise UsageError("--emit-test would overwrite a model file")
     announce(f"running {args.original} and {args.converted} (imports the frameworks and both files)", args.quiet)
-    result = verify_files(args.original, args.converted, options)
+    result = run_verification(args.original, args.converted, options, args.quiet)
     publish(
         result,
         args,

@@ -76,6 +76,9 @@ def _limit_threads_in_xdist_workers() -> None:
 
 _limit_threads_in_xdist_workers()
 os.environ.setdefault("PTRANSPILE_COMPUTE_DTYPE", "bfloat16")
+# verification prints progress lines once it has run a few seconds: on a busy machine that would
+# add lines to the stderr the tests compare (tests/test_verify_progress.py sets its own)
+os.environ.setdefault("PTRANSPILE_PROGRESS_AFTER", "3600")
 
 
 # ------------------------------------------------------------------------ missing frameworks

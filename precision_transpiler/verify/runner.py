@@ -66,6 +66,7 @@ class VerifyOptions:
     layers: bool = True
     timing: int = 0  # > 0: time one forward of each model (medians of this many runs after warm-up)
     max_input_mb: float = DEFAULT_MAX_INPUT_MB  # inputs larger than this (alone or together) are refused
+    progress: Any = None  # called with each step's name ("running the original"); verify/progress.py
     source: str | None = None  # frameworks; None: detected from the files' imports
     target: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -173,9 +174,11 @@ def verify_files(
     adapter = adapter_for(target)
     source_adapter = adapter_for(source) if source != target else adapter
 
+    _step(options, "importing the frameworks and both files")
     _seed_everything(options.seed)
     original_module = import_original(original)
     converted_module = import_converted(converted, original, code)
+    _step(options, "building the models")
     _seed_everything(options.seed)
     reference_model = build_model(original_module, options.entry, "original")
     _seed_everything(options.seed + 1)
@@ -235,7 +238,9 @@ def _compare_models(
     else:
         transfer(reference_model, converted_model)
         adapter.prepare(converted_model, inputs, seed=options.seed, perturb=False, calibrate_bn=False)
+    _step(options, "running the original")
     base = source_adapter.run(reference_model, inputs, capture=options.layers)
+    _step(options, "running the converted model")
     result = adapter.run(converted_model, inputs, capture=options.layers)
     reference: Capture | None = None
     low = not policy.is_full_precision
@@ -245,18 +250,21 @@ def _compare_models(
         def rebuild() -> Any:
             return build_model(original_module, options.entry, "original")
 
+        _step(options, "running the reference (the source framework's own mixed precision)")
         reference = source_adapter.run_reference(
             reference_model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
         )
     target_reference: Capture | None = None
     target_note = ""
     if low and transfer is not None:
+        _step(options, "running the target framework's reference")
         target_reference, target_note = _target_reference(
             options, converted_code, converted, original, reference_model, inputs, adapter, transfer, compute, policy
         )
     regions: Capture | None = None
     target_regions: Capture | None = None
     if autocast_regions:  # the yardstick of the regions' own error: the original without them
+        _step(options, "running both models with their autocast regions disabled")
         with _torch_autocast_disabled():
             regions = source_adapter.run(reference_model, inputs, capture=options.layers)
         if transfer is not None:  # and the target's own: the converted model without them
@@ -278,6 +286,7 @@ def _compare_models(
     verdict.original, verdict.converted = str(original), str(converted)
     verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
     if options.layers:
+        _step(options, "comparing layer by layer")
         _judge_layers(
             verdict, base, result, reference or regions, options, low or regions is not None, adapter,
             converted_model, reference_model, source_adapter, target_reference, target_regions,
@@ -287,6 +296,7 @@ def _compare_models(
     if measure is not None and measure_source is not None:
         verdict.param_bytes = {"original": measure_source(reference_model), "converted": measure(converted_model)}
     if options.timing > 0:
+        _step(options, f"timing both models ({options.timing} runs each)")
         verdict.timing = _time_models(
             options.timing, inputs, source_adapter, reference_model, adapter, converted_model, compute if low else None
         )
@@ -302,6 +312,11 @@ def _compare_models(
     )
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+def _step(options: VerifyOptions, name: str) -> None:
+    if options.progress is not None:
+        options.progress(name)
 
 
 def _module_of(model: Any) -> Any:
