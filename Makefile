@@ -9,11 +9,12 @@ EXTRAS ?= dev
 .PHONY: demo test test-fast test-browser lint bench clean help
 
 # The test-suite runs in PYTEST_WORKERS processes (pytest-xdist); tests/conftest.py gives each
-# worker one compute thread per framework. `--dist loadfile`: one worker runs all of a test file,
-# so module-scoped fixtures (converted models, measurements) are built once and the documentation
-# examples of a page run in order in one process.
+# worker one compute thread per framework. `make test` uses `--dist loadfile`: one worker runs all
+# of a test file, so module-scoped fixtures (converted models, measurements) are built once and
+# the documentation examples of a page run in order in one process. The fast tests have neither,
+# and spread best test by test (`make test-fast`).
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 help:
 	@echo "make demo          - set up .venv and convert the shipped example model"
@@ -69,7 +70,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check precision_transpiler tests benchmarks examples
 	@if [ "$${CI:-}" = "true" ]; then bash .ci/ensure-chromium "CI=true"; fi
-	$(PYTEST) -q --durations=25
+	$(PYTEST) --dist loadfile -q --durations=25
 
 test-fast: $(STAMP)
 	$(PYTEST) -q -m "not slow"
