@@ -104,6 +104,15 @@ def _ptranspile_policy(forward):
         policy = _PTRANSPILE_POLICY
         device = policy["device"]
         state = _PTRANSPILE_STATE
+        if policy["compute"] == policy["param"] == torch.float32 and not policy["nan_fallback"]:
+            # nothing computes in low precision here (--device auto chose float32): outputs only
+            if state["depth"]:
+                return forward(self, *args, **kwargs)
+            state["depth"] += 1
+            try:
+                return _ptranspile_cast(forward(self, *args, **kwargs), policy["output"])
+            finally:
+                state["depth"] -= 1
         if state["depth"]:  # inside a module that already applies the policy
             if _ptranspile_fp32_module(self, policy):
                 state["depth"] += 1
