@@ -94,6 +94,15 @@ def auto_device(policy: Policy) -> bool:
     return policy.device == "auto" and bool(policy.requested)
 
 
+def device_dtype_exprs(policy: Policy, compute: str, param: str, binding: str) -> tuple[str, str]:
+    """The generated expressions for the compute and parameter dtypes: `compute`/`param` as
+    given, or under `--device auto` the decision `binding` (for the parameters too when the
+    policy stores them in low precision)."""
+    if not auto_device(policy):
+        return compute, param
+    return binding, binding if policy.param != "float32" else param
+
+
 def with_device_helpers(code: str, policy: Policy, shim_module: str, function: str, binding: str) -> str:
     """A helper block for `--device auto`: after its leading comment lines, the decision helpers
     copied from the real shim module (`shims/device.py` and its framework half) and

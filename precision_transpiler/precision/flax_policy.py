@@ -22,7 +22,7 @@ from precision_transpiler.policy import Policy
 from precision_transpiler.precision.base import (
     PolicyPass,
     append_keywords,
-    auto_device,
+    device_dtype_exprs,
     helper_statements,
     island,
     with_device_helpers,
@@ -271,10 +271,9 @@ def helper_block(
     paths_helpers = PATHS_HELPERS.format(fp32_paths=repr(fp32_paths)) if fp32_paths else ""
     table = "{" + ", ".join(f"{k!r}: {v}" for k, v in sorted((layer_dtypes or {}).items())) + "}"
     layers_helpers = LAYERS_HELPERS.format(layer_dtypes=table) if layer_dtypes else ""
-    compute, param = f"jnp.{policy.compute}", f"jnp.{policy.param}"
-    if auto_device(policy):  # decided where the code runs
-        compute = "_PTRANSPILE_DEVICE_DTYPE"
-        param = compute if policy.param != "float32" else param
+    compute, param = device_dtype_exprs(
+        policy, f"jnp.{policy.compute}", f"jnp.{policy.param}", "_PTRANSPILE_DEVICE_DTYPE"
+    )
     code = HELPERS.format(
         name=policy.name,
         compute=compute,

@@ -39,7 +39,13 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import PolicyPass, append_keywords, auto_device, helper_statements, island
+from precision_transpiler.precision.base import (
+    PolicyPass,
+    append_keywords,
+    device_dtype_exprs,
+    helper_statements,
+    island,
+)
 from precision_transpiler.precision.keras_policy import (
     fp32_path_overrides,
     keras_device_helpers,
@@ -349,10 +355,7 @@ def helper_block(
     """The generated helpers (see the module docstring)."""
     output = policy.classes.get("output", {}).get("output", policy.output)
     table = "{" + ", ".join(f"{k!r}: {v}" for k, v in sorted((layer_dtypes or {}).items())) + "}"
-    compute, param = f'"{policy.compute}"', f'"{policy.param}"'
-    if auto_device(policy):  # decided where the code runs
-        compute = "_PTRANSPILE_DEVICE_DTYPE"
-        param = compute if policy.param != "float32" else param
+    compute, param = device_dtype_exprs(policy, f'"{policy.compute}"', f'"{policy.param}"', "_PTRANSPILE_DEVICE_DTYPE")
     code = HELPERS.format(
         name=policy.name,
         low=low_policy_expr(policy, mappings),

@@ -27,6 +27,7 @@ from precision_transpiler.policy import Policy
 from precision_transpiler.precision.base import (
     PolicyPass,
     auto_device,
+    device_dtype_exprs,
     helper_statements,
     island,
     with_device_helpers,
@@ -351,12 +352,12 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
     ]
     fp32_paths = tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
     fp32_classes = {o.class_name for o in policy.overrides if o.class_name and o.values.get("compute") == "float32"}
-    param = _torch_dtype(mappings, policy.param)
-    compute = _torch_dtype(mappings, policy.compute)
+    compute, param = device_dtype_exprs(
+        policy, _torch_dtype(mappings, policy.compute), _torch_dtype(mappings, policy.param), "_PTRANSPILE_DEVICE[1]"
+    )
     device_type = '"cuda"' if policy.device == "gpu" else '"cpu"'
     if auto_device(policy):  # decided where the code runs: (device type, compute dtype)
-        device_type, compute = "_PTRANSPILE_DEVICE[0]", "_PTRANSPILE_DEVICE[1]"
-        param = compute if policy.param != "float32" else param
+        device_type = "_PTRANSPILE_DEVICE[0]"
     code = HELPERS.format(
         name=policy.name,
         device_type=device_type,

@@ -371,6 +371,23 @@ def _target_reference(
     return capture, ""
 
 
+class _Disabled:
+    """An autocast region that does nothing: a context manager, and a decorator that returns the
+    function as it is (the stand-in for torch's autocast and for the converted `torch_autocast`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+    def __call__(self, func: Any) -> Any:
+        return func
+
+
 @contextlib.contextmanager
 def _torch_autocast_disabled() -> Any:
     """torch's autocast regions switched off while the block runs: `torch.autocast`,
@@ -379,19 +396,6 @@ def _torch_autocast_disabled() -> Any:
     `__enter__`/`__exit__` too, which covers what was bound before the run: `@torch.autocast(...)`
     decorators (made when the model's file was imported) and `from torch import autocast`."""
     import torch
-
-    class _Disabled:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> Any:
-            return self
-
-        def __exit__(self, *exc: Any) -> bool:
-            return False
-
-        def __call__(self, func: Any) -> Any:
-            return func
 
     base = torch.amp.autocast_mode.autocast
     owners = [(torch, "autocast"), (torch.amp, "autocast"), (torch.cpu.amp, "autocast"), (torch.cuda.amp, "autocast")]
@@ -415,16 +419,6 @@ def _converted_regions_disabled(module: Any) -> Any:
     """The converted module's `torch_autocast` regions (the shims copied into it, under any alias)
     switched off while the block runs: the context manager does nothing, `torch_autocast_call`
     calls its op as written. Only the module's own names change, and they are restored."""
-
-    class _Disabled:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-        def __enter__(self) -> Any:
-            return self
-
-        def __exit__(self, *exc: Any) -> bool:
-            return False
 
     def _call(op: Any, *args: Any, **kwargs: Any) -> Any:
         return op(*args, **kwargs)
