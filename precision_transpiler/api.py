@@ -269,7 +269,7 @@ def _transpile(
     if to == "torch" and outcome.source in ("torch", None):
         new_module, precision = _apply_torch_policy(new_module, policy_obj, table, nan_fallback)
     elif to == "tf" and outcome.source in ("tf", None):
-        new_module, precision = _apply_keras_policy(new_module, policy_obj, table, nan_fallback)
+        new_module, precision = _apply_keras_policy_converted(new_module, policy_obj, table, nan_fallback)
     elif to == "jax" and outcome.source in ("jax", None):
         new_module, precision = _apply_flax_policy_converted(new_module, policy_obj, table, nan_fallback)
     elif to in ("jax", "tf") and outcome.source == "torch":
@@ -446,6 +446,24 @@ def _apply_keras_torch_policy(
     )
 
 
+def _apply_keras_policy_converted(
+    module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
+) -> tuple[cst.Module, list[Any]]:
+    """_apply_keras_policy, or for a model converted from torch (it has copied-in torch-semantics
+    shims) the pass converting from torch applies, with the shims taken out for it and copied in
+    again after it: applying a policy again to such an output changes nothing."""
+    from precision_transpiler.convert.vendor import unvendor, vendor_shims
+
+    unvendored = unvendor(module.code, "tf")
+    if unvendored is None:
+        return _apply_keras_policy(module, policy, table, nan_fallback)
+    policed, precision = _apply_keras_torch_policy(cst.parse_module(unvendored), policy, table, nan_fallback)
+    code, _ = vendor_shims(policed.code)
+    if precision:  # decisions name lines of the code the pass was given: the given code's lines
+        precision = _follow_lines(precision, unvendored, module.code)
+    return cst.parse_module(code), precision
+
+
 def _apply_flax_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
 ) -> tuple[cst.Module, list[Any]]:
@@ -472,7 +490,7 @@ def _apply_flax_policy_converted(
     # fp32 on a file a policy was applied to: stripping must not take an import the copied-in
     # shims need (the policy's marked `jnp` import can be their only one)
     inserted = "_ptranspile_" in module.code or "_PTRANSPILE_" in module.code
-    unvendored = unvendor(module.code) if inserted or not policy.is_full_precision else None
+    unvendored = unvendor(module.code, "jax") if inserted or not policy.is_full_precision else None
     if unvendored is None:
         return _apply_flax_policy(module, policy, table, nan_fallback)
     policed, precision = _apply_flax_policy(cst.parse_module(unvendored), policy, table, nan_fallback)

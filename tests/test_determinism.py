@@ -149,27 +149,16 @@ IDEMPOTENT_CASES = [
     ("transformers", "models/vit/modeling_vit.py", "tf", "fp32"),
     ("transformers", "models/gpt2/modeling_gpt2.py", "torch", "mixed"),
     ("torchvision", "models/resnet.py", "jax", "mixed"),
+    ("torchvision", "models/resnet.py", "tf", "mixed"),
+    ("transformers", "models/vit/modeling_vit.py", "tf", "fp16"),
 ]
-
-
-# A policy re-applied to a model converted to Keras with it: the second pass (the Keras policy
-# for Keras code) is not the one that converting from torch applies (docs/cli.md).
-IDEMPOTENT_CASES.append(
-    pytest.param(
-        "torchvision",
-        "models/resnet.py",
-        "tf",
-        "mixed",
-        marks=pytest.mark.xfail(strict=True, reason="policies on models converted to Keras: not yet a fixed point"),
-    )
-)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("package", "rel", "to", "policy"),
     IDEMPOTENT_CASES,
-    ids=[f"{c[1]}-{c[2]}-{c[3]}" for c in [*IDEMPOTENT_CASES[:-1], IDEMPOTENT_CASES[-1].values]],
+    ids=[f"{c[1]}-{c[2]}-{c[3]}" for c in IDEMPOTENT_CASES],
 )
 def test_real_models_convert_to_a_fixed_point(
     converted, tmp_path: Path, package: str, rel: str, to: str, policy: str

@@ -379,11 +379,12 @@ def _is_marked_import(stmt: cst.CSTNode) -> bool:
     )
 
 
-def unvendor(code: str) -> str | None:
+def unvendor(code: str, target: str) -> str | None:
     """The inverse of vendor_shims for what a policy pass needs: the copied-in shim definitions
     (the block after MARKER) replaced by imports from their shim modules, so that they are seen
     as the torch-semantics layers they are; vendor_shims puts them back as they were. None when
-    `code` has no such block."""
+    `code` has no such block. A definition both targets' shims have word for word is taken from
+    `target`'s ("jax" or "tf"): importing it from the other's would bring that framework in."""
     if MARKER not in code:
         return None
     module = cst.parse_module(code)
@@ -399,6 +400,7 @@ def unvendor(code: str) -> str | None:
     if start is None:
         return None
     known = _known_definitions()
+    prefix = {"jax": "flax_", "tf": "keras_"}[target]
     imports: list[str] = []
     end = start
     for stmt in body[start:]:
@@ -406,14 +408,14 @@ def unvendor(code: str) -> str | None:
         if end > start and any(line.comment is not None for line in stmt.leading_lines):
             break  # the next block (a precision policy's helpers)
         if text in known:
-            shim, name = known[text]
+            candidates = known[text]
+            shim, name = next((c for c in candidates if c[0].startswith(prefix)), candidates[0])
             imports.append(f"from {PACKAGE}.{shim} import {name}")
         elif (
             isinstance(stmt, cst.SimpleStatementLine)
             and isinstance(stmt.body[0], cst.Assign)
             and len(stmt.body[0].targets) == 1
             and isinstance(stmt.body[0].targets[0].target, cst.Name)
-            and stmt.body[0].targets[0].target.value.startswith("_ptshim_")
             and isinstance(stmt.body[0].value, cst.Name)
             and imports
         ):
@@ -441,14 +443,15 @@ def unvendor(code: str) -> str | None:
 
 
 @cache
-def _known_definitions() -> dict[str, tuple[str, str]]:
-    """Every shim definition's source -> (shim module, name)."""
-    known: dict[str, tuple[str, str]] = {}
+def _known_definitions() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Every shim definition's source -> the (shim module, name) pairs defining it so."""
+    known: dict[str, tuple[tuple[str, str], ...]] = {}
     for path in sorted(SHIM_DIR.glob("*.py")):
         if path.stem.startswith("_"):
             continue
         for name, definition in _shim_module(path.stem).definitions.items():
             if name.lower().startswith("_ptranspile_"):
                 continue  # a policy's helpers (precision/strip.py removes them), never copied in
-            known.setdefault(definition.source.strip("\n"), (path.stem, name))
+            text = definition.source.strip("\n")
+            known[text] = (*known.get(text, ()), (path.stem, name))
     return known
