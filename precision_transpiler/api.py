@@ -714,7 +714,14 @@ def transpile_paths(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        from precision_transpiler.workers import watch_parent
+
+        with ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=watch_parent,  # a killed parent leaves no worker behind
+            initargs=(os.getpid(),),
+        ) as pool:
             return list(pool.map(job, items, chunksize=max(1, len(items) // (jobs * 4))))
     return [job(item) for item in items]
 

@@ -156,7 +156,13 @@ def _load_into_model(args: argparse.Namespace, arrays: dict[str, Any]) -> Any:
 
 def _write_keras(args: argparse.Namespace, arrays: dict[str, Any]) -> int:
     """`--to tf --model CONVERTED.py --entry EXPR`: build the Keras model, load the torch-named
-    arrays into it (strict by default) and write its variables as OUT.weights.h5."""
+    arrays into it (strict by default) and write its variables as OUT.weights.h5.
+
+    Keras imports TensorFlow, whose start-up notices say nothing about the weights: it is
+    imported first the way verification imports it, without them (verify/quiet.py)."""
+    from precision_transpiler.verify.quiet import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
     import keras
 
     from precision_transpiler.errors import VerifyError
