@@ -58,3 +58,29 @@ def test_the_limits_are_exact_and_name_the_line() -> None:
     result = transpile(HEADER + "x = " + "[" * 1500 + "]" * 1500 + "\n", to="jax", path="deep.py")
     assert [(d.line, d.code) for d in result.errors] == [(3, "too-deep")]
     assert detect_framework(HEADER + "x = " + "[" * 1500 + "]" * 1500 + "\n") is None
+
+
+def test_nested_lambdas_chain_through_their_colons_and_parameters() -> None:
+    """A lambda's colon ends its parameters, not the chain: 20,000 nested `lambda:` crashed the
+    parser (signal 11) when each colon reset the count like a dict's colon."""
+    half = MAX_CHAIN // 2  # each lambda counts twice: the keyword and its colon
+    check_depth("f = " + "lambda: " * (half - 1) + "a\n")
+    for lam in ("lambda: ", "lambda x, y=1: ", "lambda *a, **k: "):
+        with pytest.raises(TooDeep):
+            check_depth("f = " + lam * (half + 1) + "a\n")
+    with pytest.raises(TooDeep):
+        check_depth("d = {1: " + "lambda: " * (half + 1) + "a}\n")
+    # colons of dicts, slices and annotations still separate, after a lambda too
+    check_depth("d = {" + ", ".join(f"{i}: lambda: x[1:2]" for i in range(5000)) + "}\n")
+    check_depth("".join(f"def f{i}(a: int = 1, b: str = 'x') -> None: ...\n" for i in range(3000)))
+
+
+def test_a_deep_lambda_file_is_one_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    tree = tmp_path / "src"
+    tree.mkdir()
+    (tree / "lambdas.py").write_text(HEADER + "f = " + "lambda: " * 20000 + "torch.half\n")
+    (tree / "plain.py").write_text(HEADER + "y = torch.zeros(3)\n")
+    run = run_cli(str(tree), "--to", "jax", "-o", str(tmp_path / "out"))
+    assert run.code == 2, run.err  # not -11: the parser never sees the lambdas
+    assert f"lambdas.py:3:1: error: an expression chains more than {MAX_CHAIN} operators" in run.err
+    assert "jnp.zeros(3)" in (tmp_path / "out" / "plain.py").read_text()

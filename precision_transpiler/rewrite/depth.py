@@ -10,7 +10,10 @@ die with exit 139, `-j 2` with BrokenProcessPool). So every source is scanned wi
   nested parentheses"), so no runnable file is refused for it; LibCST handles ~1,000;
 * `MAX_CHAIN` operators on the way from a statement to its innermost expression (summed over
   the enclosing brackets, reset at each comma): a margin under the crash, with all 200 brackets
-  around it (measured: 300 brackets around 3,000 operators parse).
+  around it (measured: 300 brackets around 3,000 operators parse). A lambda is an operator that
+  nests its body, so its parameter list (commas, defaults) and its colon do not end the chain as
+  a dict's or a slice's colon does, and the colon counts as a second operator: `lambda: lambda:
+  ...` costs LibCST about twice what `not not ...` does (20,000 of them crashed it).
 
 Below those limits LibCST's (Python) visitors can still exceed the interpreter's recursion limit
 on a long flat chain (a 200-term `torch.half + 1 + ...` did): `with_deep_stack` reruns such a
@@ -51,12 +54,14 @@ def check_depth(source: str) -> None:
     """Raise TooDeep when `source` nests deeper than the limits above. A source that does not
     tokenize is left to the parser (its syntax error is the better message)."""
     levels = [0]  # operators since the last comma, per open bracket (level 0: the statement)
+    lambdas = [0]  # per open bracket: lambdas whose parameter list has not reached its colon
     chain = 0  # their sum
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             kind, text = token.type, token.string
             if kind == tokenize.OP and text in _OPEN:
                 levels.append(0)
+                lambdas.append(0)
                 if len(levels) - 1 > MAX_BRACKETS:
                     raise TooDeep(
                         token.start[0],
@@ -66,14 +71,25 @@ def check_depth(source: str) -> None:
             elif kind == tokenize.OP and text in _CLOSE:
                 if len(levels) > 1:
                     chain -= levels.pop()
-            elif kind == tokenize.NEWLINE or (kind == tokenize.OP and text in _NOT_CHAINING):
+                    lambdas.pop()
+            elif lambdas[-1] and kind == tokenize.OP and text in (",", "="):
+                pass  # a lambda's parameters: the chain goes on into its body
+            elif kind == tokenize.NEWLINE or (
+                kind == tokenize.OP and text in _NOT_CHAINING and not (text == ":" and lambdas[-1])
+            ):
                 chain -= levels[-1]
                 levels[-1] = 0
                 if kind == tokenize.NEWLINE:
-                    levels, chain = [0], 0
-            elif (kind == tokenize.OP and text not in _NOT_CHAINING) or (
-                kind == tokenize.NAME and text in _CHAINING_WORDS
+                    levels, lambdas, chain = [0], [0], 0
+            elif (
+                (kind == tokenize.OP and text not in _NOT_CHAINING)
+                or (kind == tokenize.NAME and text in _CHAINING_WORDS)
+                or (kind == tokenize.OP and text == ":")
             ):
+                if text == "lambda":
+                    lambdas[-1] += 1
+                elif text == ":":
+                    lambdas[-1] -= 1  # the colon that ends a lambda's parameters
                 levels[-1] += 1
                 chain += 1
                 if chain > MAX_CHAIN:
