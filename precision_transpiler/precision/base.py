@@ -135,18 +135,21 @@ def helper_statements(code: str) -> list[cst.BaseStatement]:
 
 
 def append_keywords(args: list[cst.Arg], extra: list[tuple[str, str]]) -> list[cst.Arg]:
-    """Append `key=NAME` arguments; the last one takes over the call's trailing comma (if any),
-    so that `precision.strip` can give it back exactly."""
+    """Append `key=NAME` arguments; the last one takes over the call's trailing comma (if any)
+    and the space before its closing parenthesis (a line break, when the user put `)` on a line
+    of its own), so that `precision.strip` can give both back exactly."""
     space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     trailing: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
     separator: cst.Comma = space
+    closing: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace("")
     if args:
         last = args[-1]
         if isinstance(last.comma, cst.Comma):
             trailing = last.comma
             if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
                 separator = args[-2].comma
-        args[-1] = last.with_changes(comma=separator)
+        closing = last.whitespace_after_arg
+        args[-1] = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
     new = [
         cst.Arg(
             keyword=cst.Name(k),
@@ -156,5 +159,5 @@ def append_keywords(args: list[cst.Arg], extra: list[tuple[str, str]]) -> list[c
         )
         for k, v in extra
     ]
-    new[-1] = new[-1].with_changes(comma=trailing)
+    new[-1] = new[-1].with_changes(comma=trailing, whitespace_after_arg=closing)
     return [*args, *new]

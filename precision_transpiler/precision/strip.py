@@ -78,12 +78,15 @@ class StripInserted(cst.CSTTransformer):
         args = list(updated_node.args)
         if args and _is_generated_arg(args[-1]):
             # Inserted arguments go last; the last one carries the call's original trailing comma.
-            trailing = args[-1].comma
+            # and the space before the closing parenthesis.
+            trailing, closing = args[-1].comma, args[-1].whitespace_after_arg
             while args and _is_generated_arg(args[-1]):
                 args.pop()
                 self.removed += 1
             if args:
-                args[-1] = args[-1].with_changes(comma=trailing)
+                if isinstance(args[-1].whitespace_after_arg, cst.ParenthesizedWhitespace):
+                    closing = args[-1].whitespace_after_arg  # inserted by an earlier version: as it was
+                args[-1] = args[-1].with_changes(comma=trailing, whitespace_after_arg=closing)
             updated_node = updated_node.with_changes(args=args)
         if isinstance(updated_node.func, cst.Name) and updated_node.func.value == "_ptranspile_autocast" and args:
             # `_ptranspile_autocast(op, *args)` (keras_torch_policy): the op called on its arguments
