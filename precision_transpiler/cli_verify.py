@@ -183,7 +183,7 @@ def publish(
 ) -> None:
     """Print the terminal report and write the JSON, HTML and generated test the flags ask for
     (the test only when `emit`: `--verify` does not write one for a conversion that failed)."""
-    from precision_transpiler.files import write_atomic
+    from precision_transpiler.files import write_report
     from precision_transpiler.verify.render import render_html, render_text
 
     report = result.to_json()
@@ -196,9 +196,9 @@ def publish(
     if report_json:
         data = dict(extra_json or {})
         data.update({"tool": "ptranspile", "version": __version__, **report})
-        write_atomic(Path(report_json), json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        write_report(report_json, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     if args.report_html:
-        write_atomic(Path(args.report_html), render_html(report))
+        write_report(args.report_html, render_html(report))
     if args.emit_test and emit:
         from precision_transpiler.verify.emit import emit_test
 
@@ -206,7 +206,20 @@ def publish(
         text = emit_test(
             result, target, policy_spec=policy_spec, calibrate_bn=calibrate_bn, converted=Path(result.converted)
         )
-        write_atomic(target, text)
+        write_report(target, text)
+
+
+def refuse_reports_over_inputs(args: argparse.Namespace, inputs: Sequence[str | Path]) -> None:
+    """A UsageError, before anything runs, when `--report-json`, `--report-html` or `--emit-test`
+    names one of the model files: verifying must never cost the user a source file."""
+    from precision_transpiler.files import refuse_overwriting_inputs
+
+    for option, output in (
+        ("--report-json", getattr(args, "report_json", None)),
+        ("--report-html", args.report_html),
+        ("--emit-test", args.emit_test),
+    ):
+        refuse_overwriting_inputs(option, output, inputs)
 
 
 def verify_main(argv: Sequence[str]) -> int:
@@ -221,11 +234,7 @@ def verify_main(argv: Sequence[str]) -> int:
     for path in (args.original, args.converted):
         if not Path(path).is_file():
             raise UsageError(f"{path}: no such file")
-    if args.emit_test and Path(args.emit_test).resolve() in (
-        Path(args.original).resolve(),
-        Path(args.converted).resolve(),
-    ):
-        raise UsageError("--emit-test would overwrite a model file")
+    refuse_reports_over_inputs(args, (args.original, args.converted))
     announce(f"running {args.original} and {args.converted} (imports the frameworks and both files)", args.quiet)
     result = run_verification(args.original, args.converted, options, args.quiet)
     publish(

@@ -88,6 +88,7 @@ def _note(message: str, quiet: bool) -> None:
 def _check_arguments(args: argparse.Namespace) -> None:
     """Everything that needs no file read: the target, flag combinations, OUT's name."""
     from precision_transpiler.errors import UsageError
+    from precision_transpiler.files import refuse_overwriting_inputs
 
     if args.model is None and (args.entry is not None or args.original is not None):
         raise UsageError("--entry and --original apply with --model CONVERTED.py")
@@ -100,8 +101,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if not keras_file and out.suffix != ".safetensors" and not (out.exists() and not out.is_file()):
         raise UsageError(f"-o {args.output}: the output is a .safetensors file; name it OUT.safetensors")
     inputs = [p for p in (args.checkpoint, args.model, args.original) if p is not None]
-    if out.is_file() and any(Path(p).is_file() and out.samefile(p) for p in inputs):
-        raise UsageError(f"-o would overwrite the input {args.output}")
+    refuse_overwriting_inputs("-o", args.output, inputs)
     for flag, path in (("--model", args.model), ("--original", args.original)):
         if path is not None and not Path(path).is_file():
             raise UsageError(f"{flag} {path}: no such file")
@@ -166,6 +166,7 @@ def _write_keras(args: argparse.Namespace, arrays: dict[str, Any]) -> int:
     import keras
 
     from precision_transpiler.errors import VerifyError
+    from precision_transpiler.files import cannot_write_as_error
     from precision_transpiler.verify.loading import build_model, import_converted
     from precision_transpiler.weights.files import CheckpointError
     from precision_transpiler.weights.keras_files import save_keras_weights
@@ -182,7 +183,8 @@ def _write_keras(args: argparse.Namespace, arrays: dict[str, Any]) -> int:
         raise CheckpointError(f"{args.checkpoint} does not fit {converted}: {' '.join(str(exc).split())}") from None
     if missing:
         _note(f"--no-strict: {len(missing)} Keras weight(s) left at their initial values", args.quiet)
-    size = save_keras_weights(model, args.output)
+    with cannot_write_as_error(args.output):
+        size = save_keras_weights(model, args.output)
     _note(
         f"wrote {args.output}: {type(model).__name__} Keras weights, {size:,} bytes "
         "(load with precision_transpiler.weights.load_keras_weights)",
@@ -192,7 +194,10 @@ def _write_keras(args: argparse.Namespace, arrays: dict[str, Any]) -> int:
 
 
 def weights_main(argv: Sequence[str]) -> int:
-    """`ptranspile weights CKPT --to jax -o OUT [--model CONVERTED.py --entry EXPR]`."""
+    """`ptranspile weights CKPT --to jax -o OUT [--model CONVERTED.py --entry EXPR]`.
+
+    OUT is written last and atomically; one that cannot be written is one line naming it."""
+    from precision_transpiler.files import cannot_write_as_error
     from precision_transpiler.weights.files import (
         LAYOUT_KEY,
         TORCH_LAYOUT,
@@ -210,7 +215,8 @@ def weights_main(argv: Sequence[str]) -> int:
         _note(note, args.quiet)
     source = {"ptranspile.version": __version__, "ptranspile.source": Path(args.checkpoint).name}
     if args.model is None:
-        size = write_safetensors(args.output, arrays, {LAYOUT_KEY: TORCH_LAYOUT, **source})
+        with cannot_write_as_error(args.output):
+            size = write_safetensors(args.output, arrays, {LAYOUT_KEY: TORCH_LAYOUT, **source})
         loader = "load_checkpoint_keras" if args.to == "tf" else "load_checkpoint"
         _note(
             f"wrote {args.output}: {len(arrays)} tensors, torch names and layouts, {size:,} bytes "
@@ -231,7 +237,8 @@ def weights_main(argv: Sequence[str]) -> int:
             _note(f"--no-strict: {kept}: {_preview(missing)}", args.quiet)
         if unexpected:
             _note(f"--no-strict: {len(unexpected)} unexpected key(s), skipped: {_preview(unexpected)}", args.quiet)
-    size = save_flax_safetensors(model, args.output, {**source, "ptranspile.entry": args.entry})
+    with cannot_write_as_error(args.output):
+        size = save_flax_safetensors(model, args.output, {**source, "ptranspile.entry": args.entry})
     _note(
         f"wrote {args.output}: {type(model).__name__} nnx state, Flax layouts, {size:,} bytes "
         "(load with precision_transpiler.weights.load_flax_safetensors)",

@@ -22,3 +22,8 @@ class UsageError(PtranspileError):
 class VerifyError(PtranspileError):
     """Verification could not run: a model file fails to import, the entry expression fails,
     the entry returns no model, or the two models do not fit together."""
+
+
+class WriteError(PtranspileError):
+    """An output or report that cannot be written (a read-only directory, a parent that is a
+    file). The message names the path the user gave, not a temporary file beside it."""

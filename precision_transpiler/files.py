@@ -168,3 +168,55 @@ def write_atomic(path: Path, text: str | bytes, encoding: str = "utf-8") -> None
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def overwritten_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> str | None:
+    """The input (as given) that writing `output` would replace, or None. Only an existing
+    output can be an input; a link is followed, as `write_atomic` follows it."""
+    target = Path(output)
+    if not target.exists():
+        return None
+    for given in inputs:
+        path = Path(given)
+        if path.exists() and target.resolve() == path.resolve():
+            return os.fspath(given)
+    return None
+
+
+def refuse_overwriting_inputs(
+    option: str, output: str | os.PathLike[str] | None, inputs: Iterable[str | os.PathLike[str]]
+) -> None:
+    """UsageError when `option OUTPUT` would replace one of `inputs`: checked before anything
+    runs or is written, so a mistyped report path never costs a model file."""
+    from precision_transpiler.errors import UsageError
+
+    if output is None:
+        return
+    hit = overwritten_input(output, inputs)
+    if hit is not None:
+        raise UsageError(f"{option} {os.fspath(output)} would overwrite the input {hit}")
+
+
+@contextlib.contextmanager
+def cannot_write_as_error(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an OSError while writing `path` into one WriteError line naming `path` (not the
+    temporary file beside it, nor the parent directory that could not be made)."""
+    from precision_transpiler.errors import WriteError
+
+    try:
+        yield
+    except FileExistsError as exc:  # making the parent directory: something there is a file
+        raise WriteError(f"{os.fspath(path)}: cannot write: {exc.filename} is not a directory") from None
+    except OSError as exc:
+        raise WriteError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
+
+
+def write_report(path: str | os.PathLike[str], text: str) -> None:
+    """Write a report (JSON, HTML, a generated test) as UTF-8, whatever the locale, atomically
+    (`write_atomic`); a path that cannot be written is one WriteError line.
+
+    Under a locale Python cannot decode a file name in (LC_ALL=C without UTF-8 mode), the name
+    arrives with surrogate escapes; `surrogateescape` writes its original bytes back, where a
+    strict codec would refuse the whole report."""
+    with cannot_write_as_error(path):
+        write_atomic(Path(path), text.encode("utf-8", "surrogateescape"))
