@@ -210,14 +210,16 @@ def publish(
 
 
 def refuse_reports_over_inputs(args: argparse.Namespace, inputs: Sequence[str | Path]) -> None:
-    """A UsageError, before anything runs, when `--report-json`, `--report-html` or `--emit-test`
-    names one of the model files: verifying must never cost the user a source file."""
+    """A UsageError, before anything runs, when `--report-json`, `--report-html`, `--emit-test` or
+    (`--policy auto`) `--policy-out` names one of the model files: verifying must never cost the
+    user a source file."""
     from precision_transpiler.files import refuse_overwriting_inputs
 
     for option, output in (
         ("--report-json", getattr(args, "report_json", None)),
         ("--report-html", args.report_html),
         ("--emit-test", args.emit_test),
+        ("--policy-out", getattr(args, "policy_out", None)),
     ):
         refuse_overwriting_inputs(option, output, inputs)
 

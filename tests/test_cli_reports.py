@@ -138,11 +138,12 @@ def test_verify_reports_never_overwrite_a_model_file(tmp_path: Path, option: str
     assert victim.read_bytes() == before
 
 
-@pytest.mark.parametrize("option", ["--report-json", "--report-html", "--emit-test"])
+@pytest.mark.parametrize("option", ["--report-json", "--report-html", "--emit-test", "--policy-out"])
 def test_verify_option_reports_never_overwrite_the_model(tmp_path: Path, option: str) -> None:
     original = tmp_path / "model.py"
     original.write_text(MODEL)
-    r = run_cli(original.name, "--to", "jax", "--verify", *VERIFY, option, original.name, cwd=tmp_path)
+    mode = ("--policy", "auto") if option == "--policy-out" else ("--verify",)
+    r = run_cli(original.name, "--to", "jax", *mode, *VERIFY, option, original.name, cwd=tmp_path)
     assert r.code == 2
     assert _one_error_line(r.err) == f"ptranspile: error: {option} model.py would overwrite the input model.py"
     assert original.read_text() == MODEL
