@@ -4,6 +4,7 @@ long chains. Every file gets its own verdict; the run goes on (rewrite/depth.py)
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,53 @@ def test_a_deep_lambda_file_is_one_line_and_the_run_goes_on(tmp_path: Path) -> N
     assert run.code == 2, run.err  # not -11: the parser never sees the lambdas
     assert f"lambdas.py:3:1: error: an expression chains more than {MAX_CHAIN} operators" in run.err
     assert "jnp.zeros(3)" in (tmp_path / "out" / "plain.py").read_text()
+
+
+def _strings_model(n: int) -> str:
+    return (
+        "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(2, 2)\n\n    def forward(self, x):\n"
+        "        y = " + " ".join(['"a"'] * n) + "\n        return self.fc(x.half())\n"
+    )
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_many_adjacent_strings_convert_or_are_one_line(tmp_path: Path, to: str) -> None:
+    """Implicit concatenation nests one LibCST node per string: 1,200 of them beside a rewrite
+    made its code generator recurse and fail with a KeyError that hid the RecursionError (a
+    traceback); over the chain limit they crashed a directory run."""
+    (tmp_path / "strings.py").write_text(_strings_model(1200))
+    (tmp_path / "many.py").write_text(_strings_model(MAX_CHAIN + 2))  # MAX_CHAIN + 1 joins
+    run = run_cli("strings.py", "many.py", "--to", to, "-o", "out", cwd=tmp_path)
+    assert run.code == 2 and "Traceback" not in run.err and "internal error" not in run.err, run.err
+    assert run.err.splitlines()[0].startswith("many.py:11:1: error: an expression chains more than"), run.err
+    assert (tmp_path / "out" / "strings.py").read_text().count('"a"') == 1200
+
+
+def test_adjacent_strings_count_as_a_chain_across_lines() -> None:
+    check_depth("y = " + " ".join(['"a"'] * (MAX_CHAIN + 1)) + "\n")  # MAX_CHAIN joins
+    check_depth("y = [" + ", ".join(['"a"'] * 50000) + "]\n")  # separate strings: no chain
+    with pytest.raises(TooDeep):
+        check_depth("y = (\n" + "\n".join(['    "a"  # c'] * (MAX_CHAIN + 2)) + "\n)\n")
+
+
+def test_deep_stack_retries_an_error_raised_while_a_recursion_error_unwound() -> None:
+    from precision_transpiler.rewrite.depth import with_deep_stack
+
+    calls: list[str] = []
+
+    def masked(succeed_in_thread: bool) -> str:
+        calls.append(threading.current_thread().name)
+        if succeed_in_thread and len(calls) > 1:
+            return "converted"
+        try:
+            raise RecursionError("maximum recursion depth exceeded")
+        except RecursionError:
+            raise KeyError("position") from None  # what LibCST's position bookkeeping does
+
+    assert with_deep_stack(lambda: masked(True)) == "converted"
+    assert calls == [threading.current_thread().name, "ptranspile-deep"]
+    with pytest.raises(RecursionError):
+        with_deep_stack(lambda: masked(False))
+    with pytest.raises(KeyError):  # any other error is not retried
+        with_deep_stack(lambda: {}["x"])

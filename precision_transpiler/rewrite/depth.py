@@ -13,7 +13,8 @@ die with exit 139, `-j 2` with BrokenProcessPool). So every source is scanned wi
   around it (measured: 300 brackets around 3,000 operators parse). A lambda is an operator that
   nests its body, so its parameter list (commas, defaults) and its colon do not end the chain as
   a dict's or a slice's colon does, and the colon counts as a second operator: `lambda: lambda:
-  ...` costs LibCST about twice what `not not ...` does (20,000 of them crashed it).
+  ...` costs LibCST about twice what `not not ...` does (20,000 of them crashed it). Adjacent
+  string literals (`"a" "b" ...`, implicitly concatenated) nest too, one level per string.
 
 Below those limits LibCST's (Python) visitors can still exceed the interpreter's recursion limit
 on a long flat chain (a 200-term `torch.half + 1 + ...` did): `with_deep_stack` reruns such a
@@ -56,9 +57,13 @@ def check_depth(source: str) -> None:
     levels = [0]  # operators since the last comma, per open bracket (level 0: the statement)
     lambdas = [0]  # per open bracket: lambdas whose parameter list has not reached its colon
     chain = 0  # their sum
+    previous = tokenize.NEWLINE  # kind of the previous token that is not a comment or a line break
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             kind, text = token.type, token.string
+            concatenated = kind == tokenize.STRING and previous == tokenize.STRING
+            if kind not in (tokenize.NL, tokenize.COMMENT):
+                previous = kind
             if kind == tokenize.OP and text in _OPEN:
                 levels.append(0)
                 lambdas.append(0)
@@ -85,6 +90,7 @@ def check_depth(source: str) -> None:
                 (kind == tokenize.OP and text not in _NOT_CHAINING)
                 or (kind == tokenize.NAME and text in _CHAINING_WORDS)
                 or (kind == tokenize.OP and text == ":")
+                or concatenated
             ):
                 if text == "lambda":
                     lambdas[-1] += 1
@@ -105,12 +111,18 @@ def check_depth(source: str) -> None:
 
 
 def with_deep_stack(work: Callable[[], T]) -> T:
-    """`work()`; on RecursionError, once more in a thread with a large stack and a high
-    recursion limit (restored afterwards). A second RecursionError propagates."""
+    """`work()`; on RecursionError (or an error raised while one unwound), once more in a thread
+    with a large stack and a high recursion limit (restored afterwards). A second one propagates
+    as a RecursionError."""
     try:
         return work()
     except RecursionError:
         pass
+    except Exception as exc:
+        # LibCST's code generator can turn a RecursionError into another error while unwinding
+        # (a KeyError from its position bookkeeping): a deep input all the same.
+        if not _caused_by_recursion(exc):
+            raise
     outcome: list[T] = []
     failure: list[BaseException] = []
 
@@ -133,8 +145,22 @@ def with_deep_stack(work: Callable[[], T]) -> T:
             threading.stack_size(old_stack)
             sys.setrecursionlimit(old_limit)
     if failure:
+        if not isinstance(failure[0], RecursionError) and _caused_by_recursion(failure[0]):
+            raise RecursionError("too deep even with a large stack") from failure[0]
         raise failure[0]
     return outcome[0]
+
+
+def _caused_by_recursion(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a RecursionError was being handled (its context chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RecursionError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 _LOCK = threading.Lock()
