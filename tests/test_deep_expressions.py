@@ -135,3 +135,18 @@ def test_deep_stack_retries_an_error_raised_while_a_recursion_error_unwound() ->
         with_deep_stack(lambda: masked(False))
     with pytest.raises(KeyError):  # any other error is not retried
         with_deep_stack(lambda: {}["x"])
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n"])
+def test_the_scan_reads_lines_as_python_does(tmp_path: Path, newline: str) -> None:
+    """A file whose lines end in a lone CR was one line to the scan, which saw nothing to count:
+    a 3,000-term chain in it reached the parser and crashed the run (exit 139)."""
+    chain = HEADER + "x = torch.half" + " + 1" * 3000 + "\n"
+    with pytest.raises(TooDeep) as deep:
+        check_depth(chain.replace("\n", newline))
+    assert deep.value.line == 3
+    (tmp_path / "cr.py").write_bytes(chain.replace("\n", newline).encode())
+    (tmp_path / "plain.py").write_text(HEADER + "y = torch.zeros(3)\n")
+    run = run_cli("cr.py", "plain.py", "--to", "jax", "-o", "out", cwd=tmp_path)
+    assert run.code == 2, run.err
+    assert run.err.startswith(f"cr.py:3:1: error: an expression chains more than {MAX_CHAIN} operators"), run.err

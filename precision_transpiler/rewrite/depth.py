@@ -59,7 +59,9 @@ def check_depth(source: str) -> None:
     chain = 0  # their sum
     previous = tokenize.NEWLINE  # kind of the previous token that is not a comment or a line break
     try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        # newline=None: universal newlines, as Python and LibCST read code (a file whose lines end
+        # in a lone CR is otherwise one line to tokenize, and nothing in it was counted)
+        for token in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
             kind, text = token.type, token.string
             concatenated = kind == tokenize.STRING and previous == tokenize.STRING
             if kind not in (tokenize.NL, tokenize.COMMENT):
