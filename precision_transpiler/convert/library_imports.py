@@ -21,7 +21,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.siblings import _dotted, _package_of
+from precision_transpiler.convert.siblings import _dotted, _package_of, top_level_from_imports
 
 
 def _absolute_module(path: str, imp: cst.ImportFrom) -> str | None:
@@ -42,6 +42,11 @@ def redirect_library_imports(
 ) -> tuple[str, list[str]]:
     """Rewrite top-level `from M import name` of names with a `target` counterpart in `symbols`.
     Returns the new code and the qualified names redirected."""
+    imports = top_level_from_imports(code)
+    if imports is not None:  # no relative import, none of a module with counterparts: unchanged
+        modules = {symbol.rpartition(".")[0] for symbol in symbols}
+        if not any(level or name in modules for level, name in imports):
+            return code, []
     module = cst.parse_module(code)
     redirected: list[str] = []
     body: list[cst.BaseStatement] = []

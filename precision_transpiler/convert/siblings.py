@@ -12,6 +12,7 @@ imports inside copied code are made absolute, and the step repeats for what they
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,26 @@ class SiblingReport:
     diagnostics: list[tuple[str, int, int, str, str, str]] = field(
         default_factory=list
     )  # path, line, col, sev, code, msg
+
+
+_FROM_LINE = re.compile(r"^\f*from\b.*$", re.MULTILINE)
+_FROM_IMPORT = re.compile(r"\f*from[ \t]+(\.*)[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?[ \t]+import\b")
+
+
+def top_level_from_imports(code: str) -> list[tuple[int, str]] | None:
+    """(level, dotted module) of every line that may be a top-level `from M import ...`, read
+    from the text alone; None when a line starting with `from` cannot be read so (the caller then
+    parses). A superset: lines inside strings count too. Lets the steps that only look at these
+    imports skip parsing a whole large file with LibCST when none of them can matter."""
+    found: list[tuple[int, str]] = []
+    for line in _FROM_LINE.finditer(code):
+        match = _FROM_IMPORT.match(line.group())
+        if match is None:
+            if re.match(r"\f*from[ \t.\\(]", line.group()):
+                return None  # `from \` continued on the next line, `from a . b import c`: unsure
+            continue  # `fromage = 1`
+        found.append((len(match.group(1)), match.group(2) or ""))
+    return found
 
 
 def _package_of(path: Path) -> list[str]:
@@ -132,6 +153,16 @@ def _one_round(
     budget: int = BUDGET,
     known: frozenset[str] = frozenset(),
 ) -> str:
+    imports = top_level_from_imports(code)
+    if imports is not None and not any(
+        sibling is not None and sibling.resolve() != file.resolve()
+        for sibling, _ in (
+            _module_file(file, level, name or None) if level else _absolute_file(file, name)
+            for level, name in imports
+            if level or name
+        )
+    ):
+        return code  # no import of a sibling: nothing to do, without parsing a large file
     module = cst.parse_module(code)
     defined = _top_names(module)
     blocks: list[str] = []
