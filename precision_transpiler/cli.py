@@ -338,9 +338,15 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
     written (or printed) only when verification passes."""
     from precision_transpiler import api
-    from precision_transpiler.cli_verify import announce, publish, run_verification, verify_options
+    from precision_transpiler.cli_verify import (
+        announce,
+        publish,
+        refuse_reports_over_inputs,
+        run_verification,
+        verify_options,
+    )
     from precision_transpiler.config import load_config
-    from precision_transpiler.files import write_atomic
+    from precision_transpiler.files import write_report
 
     if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
         raise _usage("verification takes exactly one model file (not stdin or a directory)")
@@ -349,6 +355,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     original = Path(args.paths[0])
     if not original.is_file():
         raise _usage(f"{original}: no such file")
+    refuse_reports_over_inputs(args, [original])
     options = verify_options(args, load_config(Path.cwd()).values, None)
     options.device = settings["device"]
     searched = settings["policy"] == "auto"
@@ -365,7 +372,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
             prune_to_entry=bool(prune),
         )
         policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
-        write_atomic(policy_out, found.policy_yaml)
+        write_report(policy_out, found.policy_yaml)
         print(
             f"ptranspile: --policy auto: {len(found.fp32_paths)} layer(s) kept in float32, "
             f"{len(found.low_paths)} in low precision, {found.runs} verification runs; policy written to {policy_out}",
@@ -611,12 +618,9 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _refuse_output_over_inputs(option: str, output: str, results: list[TranspileResult]) -> None:
-    target = Path(output)
-    if not target.exists():
-        return
-    for result in results:
-        if result.path != "<stdin>" and target.resolve() == Path(result.path).resolve():
-            raise _usage(f"{option} {output} would overwrite the input {result.path}")
+    from precision_transpiler.files import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs(option, output, [r.path for r in results if r.path != "<stdin>"])
 
 
 def _relative_output(path: Path, roots: list[Path]) -> Path:
