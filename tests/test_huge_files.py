@@ -137,7 +137,7 @@ def test_a_long_conversion_names_its_stage_on_a_terminal(tmp_path: Path) -> None
     code, shown = _run_with_tty_stderr(["m.py", "--to", "jax"], tmp_path, {"PTRANSPILE_PROGRESS_AFTER": "0"})
     assert code == 0, shown
     assert "ptranspile: m.py: converting (" in shown, shown
-    assert "ptranspile: m.py: copying in shims (" in shown, shown
+    assert "ptranspile: m.py: copying in runtime definitions (" in shown, shown
     code, shown = _run_with_tty_stderr(["m.py", "--to", "jax"], tmp_path)  # quick: nothing
     assert code == 0 and "ptranspile:" not in shown, shown
 

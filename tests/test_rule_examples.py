@@ -6,10 +6,15 @@ documentation of a rule and its test are one text.
 
 from __future__ import annotations
 
+import types
+
 import libcst as cst
 import pytest
 
 from precision_transpiler import transpile
+from precision_transpiler.mappings import load_mappings
+from precision_transpiler.pipeline import Document, Job, convert_document
+from precision_transpiler.policy import resolve_policy
 from precision_transpiler.rules import active_rules
 
 CASES = [
@@ -26,9 +31,20 @@ def test_every_rule_has_examples() -> None:
         assert rule.__module__ and __import__(rule.__module__, fromlist=["_"]).__doc__, rule.name
 
 
+def _converted(example):
+    """The example through the pipeline: whole, or (an example that is not `vendored`) as a
+    sibling module is converted: rewritten, with runtime definitions left as qualified names."""
+    if example.vendored:
+        return transpile(example.before, to=example.to, from_=example.from_)
+    sources = tuple(example.from_.split(",")) if example.from_ else None
+    job = Job(example.to, sources, resolve_policy("fp32"), load_mappings(()), standalone=False)
+    doc = convert_document(Document(example.before, "<string>"), job)
+    return types.SimpleNamespace(code=doc.result_code(), rewrites=doc.rewrites, diagnostics=doc.diagnostics)
+
+
 @pytest.mark.parametrize(("rule", "example"), CASES)
 def test_rule_example(rule, example) -> None:
-    result = transpile(example.before, to=example.to, from_=example.from_, _standalone=example.vendored)
+    result = _converted(example)
     if example.after is None:
         # Unchanged by this rule: no rewrite may be attributed to it.
         assert not [r for r in result.rewrites if r.rule == rule.name]

@@ -34,8 +34,8 @@ def used_names(code: str) -> set[str]:
     """Identifiers the code mentions outside import statements, comments and strings.
 
     Tokenizing the generated text is ~10x cheaper than another tree traversal. A name right
-    after a `.` is an attribute, not a use of an import (`precision_transpiler.shims.flax_nn.
-    CrossEntropyLoss` does not keep `from torch.nn import CrossEntropyLoss`)."""
+    after a `.` is an attribute, not a use of an import (`precision_transpiler.runtime.flax.
+    losses.CrossEntropyLoss` does not keep `from torch.nn import CrossEntropyLoss`)."""
     names: set[str] = set()
     after_dot = False
     in_import = False
@@ -262,7 +262,7 @@ class ImportEditor(cst.CSTTransformer):
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         body = self._edit_body(updated_node.body, top=True)
         if self.additions and not self._placed:
-            index = _after_leading_imports(body)
+            index = after_leading_imports(body)
             if index < len(body) and not _is_import_line(body[index]):
                 # Separate the new import block from the code after it, PEP 8 style.
                 following = body[index]
@@ -295,7 +295,7 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def _after_leading_imports(body: list[cst.BaseStatement]) -> int:
+def after_leading_imports(body: list[cst.BaseStatement]) -> int:
     """Index after the docstring and the leading run of import lines."""
     index = 0
     if body and _is_docstring(body[0]):

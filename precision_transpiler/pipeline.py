@@ -1,0 +1,511 @@
+"""The conversion pipeline: one `Document` through an explicit, ordered list of stages.
+
+Every conversion runs the same three stages first, then the stages its plan names once the
+source framework is known (it is detected while rewriting), then one finishing stage:
+
+    Parse -> PruneToEntry -> RewriteSymbols -> PLANS[(source, target)] -> Finish
+
+| source -> target | stages after RewriteSymbols                                                      |
+|---|---|
+| torch -> torch   | TorchPolicy                                                               |
+| tf -> tf         | KerasPolicy (the torch-to-Keras pass again on a model converted from torch) |
+| jax -> jax       | FlaxPolicy                                                                |
+| torch -> jax     | DropOrphanedImports, InlineSiblings, FlaxModelPolicy, VendorRuntime      |
+| torch -> tf      | DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime     |
+| anything else    | PolicyNotApplied (a note when a policy was asked for)                    |
+
+A file whose source is not detected gets the target's own plan (a policy within one framework).
+A sibling module that a converted model imports is converted by the same pipeline
+(`InlineSiblings` runs it with `Job.standalone` false: rewrite and drop orphaned imports only).
+
+A `Document` holds the current code as a tree or as text, whichever the last stage produced,
+and converts between them only when a stage asks for the other: stages that work on trees hand
+trees on, and a parse happens only at a boundary where a stage really needed text.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol
+
+import libcst as cst
+
+from precision_transpiler.diagnostics import Diagnostic, Rewrite
+from precision_transpiler.mappings import MappingSet
+
+__all__ = ["PLANS", "Document", "Job", "Stage", "announce", "plan_for", "run_pipeline", "stage_hook"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one conversion was asked to do (the same for every stage)."""
+
+    to: str
+    sources: tuple[str, ...] | None  # the source frameworks asked for; None: detect among all
+    policy: Any  # precision_transpiler.policy.Policy
+    table: MappingSet
+    path: str = "<string>"
+    nan_fallback: bool = False
+    entry: str | None = None
+    prune_to_entry: bool = False
+    standalone: bool = True  # False for a sibling module converted for the file that imports it
+
+    @property
+    def single_source(self) -> str | None:
+        return self.sources[0] if self.sources and len(self.sources) == 1 else None
+
+
+class Document:
+    """One source on its way through the pipeline.
+
+    `original` is the input with "\\n" line endings and no BOM: every position reported names its
+    lines. The current code is a tree or text (`tree()`/`code()` convert on demand and keep
+    both until the next change). `precision` decisions name lines of `precision_lines` (the text
+    a policy pass saw); `Finish` maps them onto the lines of `original`.
+    """
+
+    def __init__(self, given: str, path: str) -> None:
+        self.given = given  # as the caller passed it: returned byte for byte when nothing changes
+        self.bom = "\ufeff" if given.startswith("\ufeff") else ""
+        self.newline = _newline(given)
+        self.original = _with_newline(given[len(self.bom) :], "\n")
+        self.path = path
+        self.source = self.original  # what the rewrite stage converts (pruned or not)
+        self._tree: cst.Module | None = None
+        self._code: str | None = self.original
+        self.source_framework: str | None = None
+        self.diagnostics: list[Diagnostic] = []
+        self.rewrites: list[Rewrite] = []
+        self.imports_added: list[str] = []
+        self.precision: list[Any] = []
+        self.precision_lines: str | None = None  # the text `precision` decisions name lines of
+        self.skipped: str | None = None
+        self.unchanged = False  # comes back exactly as given (skipped, not a selected source, refused)
+        self.pruned: Any = None  # convert.entry.Pruned when --prune-to-entry kept part of the file
+        self.precision_on_output = False  # decisions name the output's lines (a model conversion's)
+        self.done = False  # a stage decided the result: the remaining stages do not run
+
+    def tree(self) -> cst.Module:
+        if self._tree is None:
+            assert self._code is not None
+            self._tree = cst.parse_module(self._code)
+        return self._tree
+
+    def code(self) -> str:
+        if self._code is None:
+            assert self._tree is not None
+            self._code = self._tree.code
+        return self._code
+
+    def set_tree(self, tree: cst.Module) -> None:
+        self._tree, self._code = tree, None
+
+    def set_code(self, code: str) -> None:
+        self._tree, self._code = None, code
+
+    def result_code(self) -> str:
+        """What the caller gets: the input as given when unchanged, else one line ending
+        throughout (the input's) and its BOM back."""
+        code = self.original if self.unchanged else self.code()
+        if code in (self.given, self.original):
+            return self.given
+        return self.bom + _with_newline(code, self.newline)
+
+    def note(self, severity: str, code: str, message: str, line: int = 1, col: int = 1) -> None:
+        self.diagnostics.append(Diagnostic(self.path, line, col, severity, code, message))  # type: ignore[arg-type]
+
+
+class Stage(Protocol):
+    """One step of the pipeline: reads and updates the document (`doc.done` ends the run).
+    `label` is what a progress display shows while it runs (None: nothing worth showing)."""
+
+    name: ClassVar[str]
+    label: ClassVar[str | None]
+
+    def run(self, doc: Document, job: Job) -> None: ...
+
+
+# -- the stages every conversion runs -----------------------------------------------------------
+
+
+class Parse:
+    """Parse the input; a syntax error is the file's only diagnostic (Python's own wording)."""
+
+    name = "parse"
+    label = "parsing"
+
+    def run(self, doc: Document, job: Job) -> None:
+        try:
+            doc.tree()
+        except cst.ParserSyntaxError as exc:
+            doc.diagnostics.append(_syntax_error(doc.original, job.path, exc))
+            doc.source_framework = job.single_source
+            doc.unchanged, doc.done = True, True
+
+
+class PruneToEntry:
+    """With `--prune-to-entry`, blank out the top-level definitions the entry does not reach
+    (convert/entry.py): their lines stay, so positions still name the input's lines."""
+
+    name = "prune-to-entry"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not (job.entry and job.prune_to_entry):
+            return
+        from precision_transpiler.convert.entry import prune_source
+
+        doc.pruned = prune_source(doc.source, job.entry, job.path)
+        doc.source = doc.pruned.source
+        doc.set_code(doc.source)
+
+
+class RewriteSymbols:
+    """The rule engine (rewrite/engine.py): detect the source framework, map symbols, ops and
+    layers through the tables, edit the imports."""
+
+    name = "rewrite"
+    label = "converting"
+
+    def run(self, doc: Document, job: Job) -> None:
+        from precision_transpiler.rewrite.engine import EngineOptions, run_engine
+
+        options = EngineOptions(
+            target=job.to,
+            source=job.single_source,
+            path=job.path,
+            mappings=job.table,
+            allowed=job.sources if job.sources and len(job.sources) > 1 else None,
+        )
+        tree, outcome = run_engine(doc.tree(), doc.source, options)
+        doc.diagnostics.extend(outcome.diagnostics)
+        if outcome.unchanged:  # skipped by a comment, or not written for one of the sources asked for
+            doc.skipped, doc.unchanged, doc.done = outcome.skipped, True, True
+            return
+        doc.source_framework = outcome.source
+        doc.rewrites.extend(outcome.rewrites)
+        doc.imports_added.extend(outcome.imports_added)
+        doc.set_tree(tree)
+        if doc.pruned is not None:
+            self._finish_pruned(doc, job)
+
+    @staticmethod
+    def _finish_pruned(doc: Document, job: Job) -> None:
+        from precision_transpiler.convert.entry import finish_pruned, prune_imports
+
+        pruned = doc.pruned
+        doc.set_code(finish_pruned(prune_imports(doc.code(), pruned.import_names)))
+        dropped = ""
+        if pruned.dropped:
+            more = ", ..." if len(pruned.dropped) > 8 else ""
+            dropped = f" ({', '.join(pruned.dropped[:8])}{more})"
+        doc.note(
+            "note",
+            "entry-pruned",
+            f"--entry {job.entry}: converted {len(pruned.kept)} top-level definitions it reaches; "
+            f"left out {len(pruned.dropped)}{dropped}",
+        )
+
+
+# -- policies within one framework --------------------------------------------------------------
+
+
+class _PolicyStage:
+    """Apply the precision policy with `function` of precision/apply.py. Within one framework it
+    runs for every policy (fp32 strips what an earlier run inserted); on a torch model being
+    converted (`model`) only for a file itself, not for a sibling, and only for a policy."""
+
+    name: ClassVar[str]
+    label: ClassVar[str | None] = None  # announced when there is a policy to apply
+    function: ClassVar[str]
+    model: ClassVar[bool] = False
+
+    def run(self, doc: Document, job: Job) -> None:
+        if self.model and (not job.standalone or job.policy.is_full_precision):
+            return
+        from precision_transpiler.precision import apply as policies
+
+        if not job.policy.is_full_precision:
+            announce("applying the precision policy")
+        seen = doc.code()
+        tree, precision = getattr(policies, self.function)(doc.tree(), job.policy, job.table, job.nan_fallback)
+        doc.set_tree(tree)
+        if precision:
+            doc.precision, doc.precision_lines = precision, seen
+
+
+class TorchPolicy(_PolicyStage):
+    name = "torch-policy"
+    function = "apply_torch_policy"
+
+
+class KerasPolicy(_PolicyStage):
+    """Keras code, or a model converted to Keras from torch (the pass converting applies)."""
+
+    name = "keras-policy"
+    function = "apply_keras_policy_converted"
+
+
+class FlaxPolicy(_PolicyStage):
+    """Flax NNX code, or a model converted to Flax from torch."""
+
+    name = "flax-policy"
+    function = "apply_flax_policy_converted"
+
+
+class PolicyNotApplied:
+    """Policies apply within one framework and when converting torch models: say so otherwise."""
+
+    name = "policy-not-applied"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not job.policy.is_full_precision:
+            doc.note(
+                "unsupported",
+                "policy-not-applied",
+                f"precision policy {job.policy.name!r} is not applied when converting "
+                f"{doc.source_framework or 'this code'} to {job.to} yet (policies apply within one framework)",
+            )
+
+
+# -- torch models converted to Flax NNX or Keras ------------------------------------------------
+
+
+class DropOrphanedImports:
+    """Imports the conversion left unused (their users were rewritten) go (convert/cleanup.py)."""
+
+    name = "drop-orphaned-imports"
+    label = "cleaning up imports"
+
+    def run(self, doc: Document, job: Job) -> None:
+        from precision_transpiler.convert.cleanup import drop_orphaned_imports
+
+        doc.set_code(drop_orphaned_imports(doc.source, doc.code()))
+
+
+class InlineSiblings:
+    """Definitions the file imports from sibling modules are converted (by this pipeline) and
+    copied in; names with a counterpart in the target library are imported from it instead
+    (convert/siblings.py, convert/library_imports.py)."""
+
+    name = "inline-siblings"
+    label = "copying in sibling modules"
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not job.standalone:
+            return
+        from precision_transpiler.convert.library_imports import redirect_library_imports
+        from precision_transpiler.convert.siblings import inline_siblings
+
+        def convert(sibling_source: str, sibling_path: str) -> tuple[str, list[tuple[int, int, str, str, str]]]:
+            sibling_job = replace(
+                job, sources=("torch",), policy=_full_precision(), path=sibling_path, entry=None,
+                prune_to_entry=False, standalone=False,
+            )  # fmt: skip
+            sibling = convert_document(Document(sibling_source, sibling_path), sibling_job)
+            return sibling.result_code(), [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
+
+        redirected: list[str] = []
+
+        def redirect(text: str) -> str:
+            text, names = redirect_library_imports(job.path, text, job.table.layer_symbols, job.to)
+            redirected.extend(names)
+            return text
+
+        code = redirect(doc.code())
+        # names with a counterpart in this target are imported from it (redirect), not converted
+        known = frozenset(symbol for symbol, targets in job.table.layer_symbols.items() if job.to in targets)
+        code, report = inline_siblings(job.path, code, convert, redirect=redirect, known=known)
+        doc.set_code(code)
+        if redirected:
+            library = "Flax" if job.to == "jax" else "Keras"
+            doc.note(
+                "note",
+                "library-counterparts",
+                f"imported from their {library} counterparts (mappings/layers/transformers.yaml): "
+                + ", ".join(dict.fromkeys(redirected)),
+            )
+        for sibling_path, line, col, severity, code_, message in report.diagnostics:
+            doc.diagnostics.append(Diagnostic(sibling_path, line, col, severity, code_, message))  # type: ignore[arg-type]
+        if report.skipped:
+            doc.note(
+                "warning",
+                "siblings-not-converted",
+                "left imported, not converted (too large to copy in; their modules import torch): "
+                + ", ".join(dict.fromkeys(report.skipped)),
+            )
+        if report.inlined:
+            doc.note("note", "siblings-inlined", "converted and copied in: " + ", ".join(report.inlined))
+
+
+class FlaxModelPolicy(_PolicyStage):
+    """The policy on a torch model converted to Flax NNX, as torch would run it."""
+
+    name = "flax-model-policy"
+    function = "apply_flax_policy"
+    model = True
+
+
+class KerasModelPolicy(_PolicyStage):
+    """The policy on a torch model converted to Keras, as torch would run it (model.to and
+    autocast semantics)."""
+
+    name = "keras-model-policy"
+    function = "apply_keras_torch_policy"
+    model = True
+
+
+class VendorRuntime:
+    """Copy the runtime definitions the output uses into it, so that it runs on its own
+    (convert/vendor.py); a name a table emits that no runtime module defines is an error."""
+
+    name = "vendor-runtime"
+    label = "copying in runtime definitions"
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not job.standalone:
+            return
+        from precision_transpiler.convert.vendor import vendor_shims
+        from precision_transpiler.linemap import follow_lines
+
+        before = doc.code()
+        code, missing = vendor_shims(before)
+        doc.set_code(code)
+        if doc.precision:  # decisions name lines of the code the policy saw; now of the code with the copy-in
+            doc.precision = follow_lines(doc.precision, doc.precision_lines or before, code)
+            doc.precision_lines, doc.precision_on_output = code, True
+        for symbol in missing:
+            doc.note("error", "missing-shim", f"{symbol} is named by a mapping table but not defined")
+
+
+# -- the plan table -----------------------------------------------------------------------------
+
+PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, RewriteSymbols)
+
+PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
+    ("torch", "torch"): (TorchPolicy,),
+    ("tf", "tf"): (KerasPolicy,),
+    ("jax", "jax"): (FlaxPolicy,),
+    ("torch", "jax"): (DropOrphanedImports, InlineSiblings, FlaxModelPolicy, VendorRuntime),
+    ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
+}
+OTHERWISE: tuple[type[Stage], ...] = (PolicyNotApplied,)
+
+
+def plan_for(source: str | None, target: str) -> tuple[type[Stage], ...]:
+    """The stages after RewriteSymbols for `source` (None: not detected, the target's own plan)."""
+    return PLANS.get((source or target, target), OTHERWISE)
+
+
+def run_pipeline(doc: Document, job: Job) -> Document:
+    """Run PREPARE, the plan for the detected source, and Finish over `doc`."""
+    for stage in PREPARE:
+        _run(stage, doc, job)
+        if doc.done:
+            return _finish(doc)
+    for stage in plan_for(doc.source_framework, job.to):
+        _run(stage, doc, job)
+        if doc.done:
+            break
+    return _finish(doc)
+
+
+def _run(stage: type[Stage], doc: Document, job: Job) -> None:
+    if stage.label is not None:
+        announce(stage.label)
+    stage().run(doc, job)
+
+
+#: Told the label of each stage a conversion enters ("parsing", "converting", ...) while
+#: `stage_hook` is active (the command line's progress display). A plain global, not a context
+#: variable: with_deep_stack may run the conversion in another thread.
+_stage_hook: Callable[[str], None] | None = None
+
+
+def announce(label: str) -> None:
+    """Tell the active stage hook (if any) that a conversion entered `label`."""
+    if _stage_hook is not None:
+        _stage_hook(label)
+
+
+@contextlib.contextmanager
+def stage_hook(hook: Callable[[str], None]) -> Iterator[None]:
+    """Call `hook(label)` as conversions run within the block enter their stages."""
+    global _stage_hook
+    before, _stage_hook = _stage_hook, hook
+    try:
+        yield
+    finally:
+        _stage_hook = before
+
+
+def convert_document(doc: Document, job: Job) -> Document:
+    """`run_pipeline`, with inputs too deep for LibCST refused in one line (rewrite/depth.py):
+    its native parser crashes the process on them, and its visitors recurse."""
+    from precision_transpiler.rewrite.depth import TooDeep, check_depth, with_deep_stack
+
+    def refuse(line: int, message: str) -> Document:
+        refused = Document(doc.given, doc.path)
+        refused.diagnostics = [Diagnostic(job.path, line, 1, "error", "too-deep", message)]
+        refused.source_framework, refused.unchanged = job.single_source, True
+        return refused
+
+    try:
+        check_depth(doc.original)  # before LibCST's native parser, which crashes the process on deep nesting
+        return with_deep_stack(lambda: run_pipeline(doc, job))
+    except TooDeep as exc:
+        return refuse(exc.line, exc.message)
+    except RecursionError:
+        return refuse(1, "an expression nests too deeply to convert; split it into several statements")
+
+
+def _finish(doc: Document) -> Document:
+    """Decisions onto the input's lines, diagnostics sorted and without repeats."""
+    if doc.precision and doc.pruned is not None and not doc.precision_on_output:
+        from precision_transpiler.linemap import follow_lines
+
+        # a policy within one framework saw the pruned code: name the input's lines
+        doc.precision = follow_lines(doc.precision, doc.precision_lines or doc.source, doc.original)
+    doc.diagnostics = _dedupe(sorted(doc.diagnostics, key=lambda d: (d.line, d.col, d.code, d.message)))
+    return doc
+
+
+def _full_precision() -> Any:
+    from precision_transpiler.policy import resolve_policy
+
+    return resolve_policy("fp32")
+
+
+def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnostic:
+    """Python's own parser gives the most precise position and wording; use it when it agrees
+    that the code is invalid (it only parses, nothing is executed)."""
+    try:
+        ast.parse(source, filename=path)
+    except SyntaxError as err:
+        return Diagnostic(path, err.lineno or 1, err.offset or 1, "error", "syntax-error", f"syntax error: {err.msg}")
+    except (ValueError, RecursionError):
+        pass
+    message = exc.message.splitlines()[0] if exc.message else "invalid syntax"
+    return Diagnostic(path, exc.raw_line, exc.raw_column + 1, "error", "syntax-error", f"syntax error: {message}")
+
+
+def _dedupe(items: Sequence[Diagnostic]) -> list[Diagnostic]:
+    return list(dict.fromkeys(items))
+
+
+def _newline(source: str) -> str:
+    """The line ending most lines of `source` use ("\\n" when there are none or on a tie)."""
+    crlf = source.count("\r\n")
+    counts = {"\n": source.count("\n") - crlf, "\r\n": crlf, "\r": source.count("\r") - crlf}
+    return max(counts, key=lambda k: (counts[k], k == "\n"))
+
+
+def _with_newline(code: str, newline: str) -> str:
+    """`code` with every line ending `newline` (a raw line break in Python source always ends a
+    line: the tokenizer reads a CR LF or CR inside a string literal as LF)."""
+    code = code.replace("\r\n", "\n").replace("\r", "\n")
+    return code if newline == "\n" else code.replace("\n", newline)
