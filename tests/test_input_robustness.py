@@ -372,3 +372,22 @@ def test_form_feeds_before_indentation_convert(tmp_path: Path) -> None:
     )
     r = run_cli("ff.py", "--to", "jax", "-o", "out.py", cwd=tmp_path)
     assert "internal error" not in r.err and r.code == 0, r.err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: `rngs=rngs` is appended after a call's only argument when that is a bare generator "
+    "expression (`Block((k, 1) for k in keys)`), which is invalid syntax; found by benchmarks/fuzz.py on "
+    "torch/nn/modules/container.py (ParameterDict), where re-parsing it made an internal error",
+)
+def test_rngs_after_a_bare_generator_argument_is_valid_python() -> None:
+    import ast
+
+    from precision_transpiler import transpile
+
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n    def __init__(self, pairs):\n"
+        "        super().__init__()\n        self.pairs = dict(pairs)\n\n\nclass M(nn.Module):\n"
+        "    def __init__(self, keys):\n        super().__init__()\n        self.b = Block((k, 1) for k in keys)\n"
+    )
+    ast.parse(transpile(source, to="jax").code)
