@@ -15,31 +15,23 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from precision_transpiler import __version__
+from precision_transpiler.cli_parser import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, FRAMEWORK_CHOICES, Parser
+from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
     from precision_transpiler.api import TranspileResult
 
-FRAMEWORK_CHOICES = ("torch", "jax", "tf", "numpy")
 # What is converted without --from: model code. NumPy code (data loaders, utilities) only when
 # --from names numpy, so that a hook run over a whole repository leaves NumPy code alone.
 DEFAULT_SOURCES = ("torch", "jax", "tf")
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 #: Files larger than this (MB) are skipped with an error: see `--max-file-mb` in docs/cli.md.
 DEFAULT_MAX_FILE_MB = 5.0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse prints a usage block then the error; we print one line and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="ptranspile",
         description="Convert model source between PyTorch, JAX (Flax NNX), TensorFlow (Keras 3) and NumPy, "
         "applying precision policies. Transpiling is static: nothing is imported or executed.",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from precision_transpiler import __version__
+from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
     from precision_transpiler.verify.result import VerificationResult
@@ -79,9 +79,9 @@ def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_verify_parser() -> argparse.ArgumentParser:
-    from precision_transpiler.cli import FRAMEWORK_CHOICES, _Parser
+    from precision_transpiler.cli_parser import FRAMEWORK_CHOICES, Parser
 
-    parser = _Parser(
+    parser = Parser(
         prog="ptranspile verify",
         description="Run a converted model file against its original on identical weights and inputs, "
         "with a tolerance derived from the precision policy, and report per layer where they disagree.",

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from precision_transpiler import __version__
+from precision_transpiler.version import __version__
 
 
 def build_weights_parser() -> argparse.ArgumentParser:
-    from precision_transpiler.cli import _Parser
+    from precision_transpiler.cli_parser import Parser
 
-    parser = _Parser(
+    parser = Parser(
         prog="ptranspile weights",
         description="Convert a torch checkpoint into weights for the converted model: a .safetensors file "
         "keyed by torch names (loaded with precision_transpiler.weights.load_checkpoint, or load_checkpoint_keras "
@@ -229,14 +229,14 @@ def weights_main(argv: Sequence[str]) -> int:
         return _write_keras(args, arrays)
     model = _load_into_model(args, arrays)
     if not args.strict:
-        from precision_transpiler.weights.torch_to_flax import _preview, state_dict_mismatch
+        from precision_transpiler.weights.torch_to_flax import preview, state_dict_mismatch
 
         missing, unexpected = state_dict_mismatch(model, arrays)
         if missing:
             kept = f"{len(missing)} missing key(s), left at their initial values"
-            _note(f"--no-strict: {kept}: {_preview(missing)}", args.quiet)
+            _note(f"--no-strict: {kept}: {preview(missing)}", args.quiet)
         if unexpected:
-            _note(f"--no-strict: {len(unexpected)} unexpected key(s), skipped: {_preview(unexpected)}", args.quiet)
+            _note(f"--no-strict: {len(unexpected)} unexpected key(s), skipped: {preview(unexpected)}", args.quiet)
     with cannot_write_as_error(args.output):
         size = save_flax_safetensors(model, args.output, {**source, "ptranspile.entry": args.entry})
     _note(

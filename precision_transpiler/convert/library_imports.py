@@ -21,16 +21,16 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.siblings import _dotted, _package_of, top_level_from_imports
+from precision_transpiler.convert.siblings import dotted, package_of, top_level_from_imports
 
 
 def _absolute_module(path: str, imp: cst.ImportFrom) -> str | None:
-    module = _dotted(imp.module) if imp.module is not None else ""
+    module = dotted(imp.module) if imp.module is not None else ""
     level = len(imp.relative)
     if not level:
         return module or None
     file = Path(path)
-    package = _package_of(file) if file.is_file() else []
+    package = package_of(file) if file.is_file() else []
     if level > len(package):
         return None
     base = package[: len(package) - (level - 1)]
@@ -65,7 +65,7 @@ def redirect_library_imports(
         keep: list[cst.ImportAlias] = []
         new_lines: list[cst.BaseStatement] = []
         for alias in imp.names:  # type: ignore[union-attr]
-            name = _dotted(alias.name)
+            name = dotted(alias.name)
             counterpart = symbols.get(f"{absolute}.{name}", {}).get(target) if absolute else None
             if counterpart is None or "." not in counterpart:
                 keep.append(alias)

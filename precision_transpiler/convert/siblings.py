@@ -61,7 +61,7 @@ def top_level_from_imports(code: str) -> list[tuple[int, str]] | None:
     return found
 
 
-def _package_of(path: Path) -> list[str]:
+def package_of(path: Path) -> list[str]:
     parts: list[str] = []
     folder = path.parent
     while (folder / "__init__.py").is_file():
@@ -72,7 +72,7 @@ def _package_of(path: Path) -> list[str]:
 
 def _module_file(path: Path, level: int, module: str | None) -> tuple[Path | None, str]:
     """File and dotted name of `from <level dots><module> import ...` seen from `path`."""
-    package = _package_of(path)
+    package = package_of(path)
     if level > len(package) or not package:
         return None, ""
     base_parts = package[: len(package) - (level - 1)]
@@ -81,17 +81,17 @@ def _module_file(path: Path, level: int, module: str | None) -> tuple[Path | Non
         root = root.parent
     parts = module.split(".") if module else []
     target = root.joinpath(*parts)
-    dotted = ".".join([*base_parts, *parts])
+    name = ".".join([*base_parts, *parts])
     if target.with_suffix(".py").is_file():
-        return target.with_suffix(".py"), dotted
+        return target.with_suffix(".py"), name
     if (target / "__init__.py").is_file():
-        return target / "__init__.py", dotted
-    return None, dotted
+        return target / "__init__.py", name
+    return None, name
 
 
 def _absolute_file(path: Path, module: str) -> tuple[Path | None, str]:
     """An absolute import into the file's own top-level package."""
-    package = _package_of(path)
+    package = package_of(path)
     if not package or module.split(".")[0] != package[0]:
         return None, module
     root = path.parent
@@ -176,7 +176,7 @@ def _one_round(
         if not isinstance(imp, cst.ImportFrom) or isinstance(imp.names, cst.ImportStar):
             continue
         level = len(imp.relative)
-        dotted_module = _dotted(imp.module) if imp.module is not None else None
+        dotted_module = dotted(imp.module) if imp.module is not None else None
         if level:
             sibling, sibling_name = _module_file(file, level, dotted_module)
         elif dotted_module:
@@ -302,17 +302,17 @@ def _reexports(tree: ast.Module, package: str) -> dict[str, str]:
     return found
 
 
-def _dotted(node: cst.BaseExpression) -> str:
+def dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Name):
         return node.value
     assert isinstance(node, cst.Attribute)
-    return f"{_dotted(node.value)}.{node.attr.value}"
+    return f"{dotted(node.value)}.{node.attr.value}"
 
 
 def _local(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
-    return _dotted(alias.name)
+    return dotted(alias.name)
 
 
 def _top_names(module: cst.Module) -> set[str]:

@@ -83,8 +83,8 @@ def _plugin_entry_points(refresh: bool = False) -> list[tuple[str, str]]:
         except OSError:
             continue
     key = hashlib.sha256("\n".join(key_parts).encode()).hexdigest()[:24]
-    cache_dir = _cache_dir()
-    cache = cache_dir / f"plugins-{key}.json"
+    folder = cache_dir()
+    cache = folder / f"plugins-{key}.json"
     if not refresh:
         try:
             return [tuple(item) for item in json.loads(cache.read_text())]  # type: ignore[misc]
@@ -94,7 +94,7 @@ def _plugin_entry_points(refresh: bool = False) -> list[tuple[str, str]]:
 
     found = sorted((ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(found))
         os.replace(tmp, cache)
@@ -134,8 +134,8 @@ def _load_cached(dirs: tuple[Path, ...]) -> MappingSet:
 def _pickle_path(files: list[Path]) -> Path | None:
     """Validated tables are cached (pickled) per exact set of table files and their mtimes:
     parsing YAML and ~60 patterns costs a tenth of the CLI's start-up budget."""
-    from precision_transpiler import __version__
     from precision_transpiler.rewrite import templates
+    from precision_transpiler.version import __version__
 
     parts = [__version__, sys.version]
     try:
@@ -147,10 +147,10 @@ def _pickle_path(files: list[Path]) -> Path | None:
     except OSError:
         return None
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
-    return _cache_dir() / f"tables-{key}.pickle"
+    return cache_dir() / f"tables-{key}.pickle"
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptranspile"
 
 

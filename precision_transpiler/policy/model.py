@@ -183,10 +183,10 @@ def _spec_cache(path: Path) -> Path | None:
         st = path.stat()
     except OSError:
         return None
-    from precision_transpiler.mappings.registry import _cache_dir
+    from precision_transpiler.mappings.registry import cache_dir
 
     key = hashlib.sha256(f"{path.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:24]
-    return _cache_dir() / f"policies-{key}.json"
+    return cache_dir() / f"policies-{key}.json"
 
 
 BUILTIN_POLICIES: tuple[str, ...] = ("fp32", "mixed", "mixed-bf16", "mixed-fp16", "bf16", "fp16")

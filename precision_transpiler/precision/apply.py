@@ -149,9 +149,9 @@ def _apply_layer_policy(
 def _with_helper_imports(module: cst.Module, wanted: list[tuple[str, str]]) -> cst.Module:
     """Add the imports the generated helpers use (marked, so stripping removes exactly them)."""
     from precision_transpiler.precision.strip import marked_import
-    from precision_transpiler.rewrite.imports import _module_imports
+    from precision_transpiler.rewrite.imports import module_imports
 
-    available = _module_imports(module)
+    available = module_imports(module)
     missing = [marked_import(m, a) for m, a in wanted if available.get(m) != a]
     if not missing:
         return module

@@ -13,7 +13,7 @@ from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.rewrite.templates import dotted_name as get_full_name_for_node
 
 
-def _module_imports(module: cst.Module) -> dict[str, str]:
+def module_imports(module: cst.Module) -> dict[str, str]:
     """Qualified prefix -> local name, from module-level (incl. try/if-guarded) imports."""
     found: dict[str, str] = {}
 
@@ -80,9 +80,7 @@ class ImportNamer:
     ) -> None:
         self.mappings = mappings
         # Imports of the source framework are about to go away: never build on them.
-        self.available = {
-            q: local for q, local in _module_imports(module).items() if q.split(".")[0] not in avoid_roots
-        }
+        self.available = {q: local for q, local in module_imports(module).items() if q.split(".")[0] not in avoid_roots}
         self.taken = taken_names
         self.preferred: dict[str, str] = {}
         for info in mappings.frameworks.values():

@@ -64,7 +64,7 @@ def _isolated_registries() -> Iterator[None]:
             table.update(content)
 
 
-def _short_error(exc: BaseException, filename: str) -> str:
+def short_error(exc: BaseException, filename: str) -> str:
     """`file:line: Type: message` for the innermost frame in `filename`, else the last frame."""
     frames = traceback.extract_tb(exc.__traceback__)
     frame = next((f for f in reversed(frames) if f.filename == filename), frames[-1] if frames else None)
@@ -88,7 +88,7 @@ def import_original(path: Path) -> types.ModuleType:
     except BaseException as exc:  # user code: anything can happen; report it in one line
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise VerifyError(f"cannot import the original {path}: {_short_error(exc, str(located.path))}") from None
+        raise VerifyError(f"cannot import the original {path}: {short_error(exc, str(located.path))}") from None
 
 
 def import_converted(path: Path, original: Path, code: str | None = None, variant: str = "") -> types.ModuleType:
@@ -122,7 +122,7 @@ def import_converted(path: Path, original: Path, code: str | None = None, varian
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise VerifyError(f"cannot import the converted {path}: {_short_error(exc, str(located.path))}") from None
+        raise VerifyError(f"cannot import the converted {path}: {short_error(exc, str(located.path))}") from None
 
 
 def _exec_module(source: str, name: str, package: str | None, filename: str) -> types.ModuleType:
@@ -155,5 +155,5 @@ def build_model(module: types.ModuleType, entry: str, side: str) -> Any:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise VerifyError(
-            f"--entry {entry!r} failed in the {side} module: {_short_error(exc, module.__file__ or '')}"
+            f"--entry {entry!r} failed in the {side} module: {short_error(exc, module.__file__ or '')}"
         ) from None

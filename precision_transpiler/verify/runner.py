@@ -205,9 +205,9 @@ def verify_files(
         if isinstance(exc, KeyboardInterrupt):  # an abort: exit 130, one line (cli.main)
             raise
         # SystemExit too: a model's `sys.exit(0)` must not end verification without a verdict
-        from precision_transpiler.verify.loading import _short_error
+        from precision_transpiler.verify.loading import short_error
 
-        raise VerifyError(f"running the models failed: {_short_error(exc, str(converted))}") from None
+        raise VerifyError(f"running the models failed: {short_error(exc, str(converted))}") from None
 
 
 def _compare_models(
@@ -365,9 +365,9 @@ def _target_reference(
             model, rebuild, inputs, compute=compute, param=policy.param, capture=options.layers
         )
     except Exception as exc:  # the yardstick is extra evidence; without it the source's own stands
-        from precision_transpiler.verify.loading import _short_error
+        from precision_transpiler.verify.loading import short_error
 
-        return None, f"the target's own mixed precision could not run ({_short_error(exc, str(converted))})"
+        return None, f"the target's own mixed precision could not run ({short_error(exc, str(converted))})"
     return capture, ""
 
 

@@ -170,7 +170,7 @@ def _is_tensor_dict(value: Any) -> bool:
     return isinstance(value, Mapping) and bool(value) and all(isinstance(v, torch.Tensor) for v in value.values())
 
 
-def _preview(keys: list[str], limit: int = 6) -> str:
+def preview(keys: list[str], limit: int = 6) -> str:
     shown = ", ".join(repr(k) for k in keys[:limit])
     return shown + (f", ... (+{len(keys) - limit})" if len(keys) > limit else "")
 
@@ -236,7 +236,7 @@ def read_torch_checkpoint(
     used: str | None
     if key is not None:
         if key not in loaded:
-            raise CheckpointError(f"{path}: no entry {key!r} (top-level keys: {_preview([str(k) for k in loaded])})")
+            raise CheckpointError(f"{path}: no entry {key!r} (top-level keys: {preview([str(k) for k in loaded])})")
         state, used = loaded[key], key
         if not _is_tensor_dict(state):
             raise CheckpointError(f"{path}: entry {key!r} is not a state_dict (a dict of tensors)")
@@ -247,7 +247,7 @@ def read_torch_checkpoint(
         if used is None:
             raise CheckpointError(
                 f"{path}: not a state_dict, and no entry {', '.join(map(repr, STATE_DICT_KEYS))} holds one "
-                f"(top-level keys: {_preview([str(k) for k in loaded])}); pass --key KEY"
+                f"(top-level keys: {preview([str(k) for k in loaded])}); pass --key KEY"
             )
         state = loaded[used]
     notes: list[str] = []
@@ -320,7 +320,7 @@ def flax_state_arrays(model: Any) -> dict[str, np.ndarray]:
 def save_flax_safetensors(model: Any, path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None) -> int:
     """Write a Flax NNX model's variables to `.safetensors` keyed by nnx path (layout `flax-nnx`),
     atomically; return the bytes written. `load_flax_safetensors` restores it."""
-    from precision_transpiler import __version__
+    from precision_transpiler.version import __version__
 
     header = {LAYOUT_KEY: FLAX_LAYOUT, "ptranspile.version": __version__, **(metadata or {})}
     return write_safetensors(path, flax_state_arrays(model), header)
@@ -349,9 +349,9 @@ def load_flax_safetensors(model: Any, path: str | os.PathLike[str], *, strict: b
         if missing or unexpected:
             parts = []
             if missing:
-                parts.append(f"{len(missing)} missing key(s): {_preview(missing, 5)}")
+                parts.append(f"{len(missing)} missing key(s): {preview(missing, 5)}")
             if unexpected:
-                parts.append(f"{len(unexpected)} unexpected key(s): {_preview(unexpected, 5)}")
+                parts.append(f"{len(unexpected)} unexpected key(s): {preview(unexpected, 5)}")
             raise CheckpointError(f"{path}: load_flax_safetensors({type(model).__name__}): " + "; ".join(parts))
     updates = []
     for name, (nnx_path, variable) in variables.items():

@@ -189,7 +189,7 @@ def _to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def _preview(keys: list[str], limit: int = 5) -> str:
+def preview(keys: list[str], limit: int = 5) -> str:
     shown = ", ".join(keys[:limit])
     return shown + (f", ... (+{len(keys) - limit})" if len(keys) > limit else "")
 
@@ -218,9 +218,9 @@ def load_torch_state_dict(model: Any, state_dict: Mapping[str, Any], *, strict: 
     if strict and (unexpected or missing):
         parts = []
         if missing:
-            parts.append(f"{len(missing)} missing key(s): {_preview(missing)}")
+            parts.append(f"{len(missing)} missing key(s): {preview(missing)}")
         if unexpected:
-            parts.append(f"{len(unexpected)} unexpected key(s): {_preview(unexpected)}")
+            parts.append(f"{len(unexpected)} unexpected key(s): {preview(unexpected)}")
         raise ValueError(f"load_torch_state_dict({type(model).__name__}): " + "; ".join(parts))
     updates = []
     for key, raw in state_dict.items():
