@@ -1,31 +1,55 @@
-"""Rewrite rules, one per module. Importing this package registers them in order."""
+"""Rewrite rules, one per module (rules/base.py has the contract).
+
+`RULE_ORDER` is the one place that says in which order the engine offers a node to the rules
+(the first rule that returns a node replaces it). It is an explicit list, so that adding or
+renaming a rule's file never changes which rule wins.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 from precision_transpiler.rules.base import RULES, Example, Rule, register
+
+#: (rule name, module under precision_transpiler.rules), in the order rules are offered a node.
+RULE_ORDER: tuple[tuple[str, str], ...] = (
+    # Rules that take over calls op-pattern would otherwise map or report as unsupported go
+    # first: `x.add_(y)` is an assignment to write, not an op to look up ...
+    ("torch-inplace-ops", "torch_inplace_ops"),
+    # ... `torch.randn` while a layer is built draws from the module's rngs ...
+    ("torch-random-init", "torch_random_init"),
+    # ... and `torch.autocast(...)` regions become the runtime's autocast context.
+    ("torch-autocast", "torch_autocast"),
+    # Symbols, strings and comparisons of dtypes; then every other op through the op tables.
+    ("dtype-identity", "dtype_identity"),
+    ("dtype-string", "dtype_string"),
+    ("dtype-symbol", "dtype_symbol"),
+    ("op-pattern", "op_patterns"),
+    # Keras-only arithmetic fixes (torch's promotion of bools and integers).
+    ("torch-bool-arith-tf", "torch_bool_arith_tf"),
+    ("torch-inplace-init", "torch_inplace_init"),
+    ("torch-int-promotion-tf", "torch_int_promotion_tf"),
+    # Layers and modules: constructors through the layer table, then the classes around them.
+    ("torch-layer", "torch_layers"),
+    ("torch-module", "torch_modules"),
+    ("torch-module-keras", "torch_modules_keras"),
+    ("torch-tensor-index-tf", "torch_tensor_index_tf"),
+    ("torch-zoo", "torch_zoo"),
+)
 
 
 def active_rules() -> list[type[Rule]]:
-    """All registered rules, in the order they run."""
-    from precision_transpiler.rules import (  # noqa: F401  (import registers; `Rule.order` orders)
-        dtype_identity,
-        dtype_string,
-        dtype_symbol,
-        op_patterns,
-        torch_autocast,
-        torch_bool_arith_tf,
-        torch_inplace_init,
-        torch_inplace_ops,
-        torch_int_promotion_tf,
-        torch_layers,
-        torch_modules,
-        torch_modules_keras,
-        torch_random_init,
-        torch_tensor_index_tf,
-        torch_zoo,
-    )
-
-    return list(RULES)
+    """Every rule, in RULE_ORDER. Importing a rule's module registers it; a registered rule
+    missing from RULE_ORDER (or listed but not registered) is a programming error."""
+    for _, module in RULE_ORDER:
+        importlib.import_module(f"{__name__}.{module}")
+    by_name = {rule.name: rule for rule in RULES}
+    listed = [name for name, _ in RULE_ORDER]
+    missing = sorted(set(by_name) - set(listed))
+    unknown = [name for name in listed if name not in by_name]
+    if missing or unknown:
+        raise RuntimeError(f"RULE_ORDER is out of date: not listed {missing}, not registered {unknown}")
+    return [by_name[name] for name in listed]
 
 
-__all__ = ["RULES", "Example", "Rule", "active_rules", "register"]
+__all__ = ["RULES", "RULE_ORDER", "Example", "Rule", "active_rules", "register"]

@@ -2,7 +2,8 @@
 
 A rule is a small class in its own file (like a Fixit rule or a pyupgrade plugin). The engine
 walks the tree once and, when it leaves a node of type `T`, calls each rule's `leave_T(ctx,
-original, updated)` in registration order; the first rule that returns a node replaces it.
+original, updated)` in the order `rules.RULE_ORDER` lists the rules; the first rule that returns
+a node replaces it.
 `original` carries metadata (qualified names, positions); `updated` has converted children.
 
 Each rule carries `EXAMPLES`: before/after cases that the test-suite runs, so the rule's
@@ -38,9 +39,6 @@ class Rule:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
-    #: rules run in ascending `order`, then in import order: a rule that takes over calls another
-    #: rule would report (in-place ops, random init before op-pattern) gets a lower one
-    order: ClassVar[int] = 100
 
     def applies(self, ctx: RuleContext) -> bool:
         """Whether the rule has anything to do for this source/target pair."""
@@ -51,10 +49,11 @@ RULES: list[type[Rule]] = []
 
 
 def register(cls: type[Rule]) -> type[Rule]:
-    """Class decorator adding a rule to the engine (RULES stays sorted by `order`, then import
-    order, so that which module happened to be imported first never changes the result)."""
+    """Class decorator making a rule known to the engine (which runs it where `rules.RULE_ORDER`
+    lists it)."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} needs a name")
+    if any(rule.name == cls.name for rule in RULES):
+        raise TypeError(f"two rules are named {cls.name!r}")
     RULES.append(cls)
-    RULES.sort(key=lambda rule: rule.order)  # stable: import order within one `order`
     return cls

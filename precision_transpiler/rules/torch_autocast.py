@@ -73,7 +73,6 @@ _COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 @register
 class TorchAutocast(Rule):
     name = "torch-autocast"
-    order = 30  # before op-pattern, which would report the calls it takes
     summary = "Turn torch.autocast regions into a context manager that autocasts layers and matmul-class ops."
     EXAMPLES = (
         Example(

@@ -80,7 +80,6 @@ _INIT_WORDS = ("init", "reset")
 @register
 class TorchInplaceOps(Rule):
     name = "torch-inplace-ops"
-    order = 10  # before op-pattern, which would report the calls it takes
     summary = "Turn in-place tensor operations (x.add_(y), x[i] = v, x[i] += v) into assignments for JAX and Keras."
     EXAMPLES = (
         Example(

@@ -23,7 +23,6 @@ _DROPPED = ("device", "requires_grad", "generator", "layout", "pin_memory", "out
 @register
 class TorchRandomInit(Rule):
     name = "torch-random-init"
-    order = 20  # before op-pattern, which would report the calls it takes
     summary = "Draw torch.randn/rand made while building layers from the module's rngs (Flax)."
     EXAMPLES = (
         Example(
