@@ -1,18 +1,9 @@
-"""Turn a verification report (the `VerificationResult.to_json()` dict) into something a person reads.
+"""The HTML report: `render_html`, one self-contained page with its CSS and script inline.
 
-Two renderers share one idea: the interesting part of a failed verification is *where* the error
-appears first, so the per-layer records are shown as a tree that follows the module path
-hierarchy in execution order, with every layer's error set against the share of the tolerance it
-may use, and the first layer over its share called out with the source line that created it.
-
-* `render_text` is for the terminal: plain ASCII tree connectors (they survive any terminal, log
-  file or CI console), ANSI colour only when asked for.
-* `render_html` is one self-contained page (no external URLs) to attach to a CI run or open
-  locally: collapsible tree, error bars, a filter box, and the full JSON embedded so the page is
-  also the archived report.
-
-Both read only the dict, never the dataclasses, so a report saved as JSON can be re-rendered
-later, and every float may be None (a metric that could not be computed) or non-finite.
+Kept apart from the terminal report because a page has its own concerns: escaping, anchors for
+links into the tree, log-scale error bars, and an embedded copy of the report JSON that must stay
+safe inside `<script>`. Everything is inline (no external URLs) so the file can be attached to a
+CI run or opened offline.
 """
 
 from __future__ import annotations
@@ -22,453 +13,31 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["render_html", "render_text"]
+from precision_transpiler.verify.render.layers import (
+    Node,
+    build_tree,
+    first_bad_where,
+    fmt_bytes,
+    fmt_cos,
+    fmt_err,
+    fmt_param_ratio,
+    fmt_pct,
+    fmt_shape,
+    fmt_tol,
+    has_reference,
+    is_bad,
+    json_safe,
+    num,
+    param_sizes,
+    share_ratio,
+)
 
-_FIRST_BAD_TEXT = "<- first layer over its share"
+__all__ = ["render_html"]
+
 _DASH = "\u2013"  # en dash: "no value" in the HTML, where it reads better than "n/a"
-
-
-# --------------------------------------------------------------------------------------------
-# Shared helpers: number formatting and the layer tree
-# --------------------------------------------------------------------------------------------
-
-
-def _num(value: Any) -> float | None:
-    """A float for any numeric report value, None for missing or unparsable ones.
-
-    Saved reports can carry the strings "nan"/"inf" (see `_json_safe`), so accept those too.
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _fmt_err(value: Any, missing: str = "n/a") -> str:
-    """Errors span many decades, so always scientific with three significant digits."""
-    x = _num(value)
-    if x is None:
-        return missing
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
-    return f"{x:.2e}"
-
-
-def _fmt_cos(value: Any, missing: str = "n/a") -> str:
-    """Cosine similarity is interesting in its last digits (0.999981 vs 0.99), so six decimals."""
-    x = _num(value)
-    if x is None:
-        return missing
-    if not math.isfinite(x):
-        return _fmt_err(x)
-    text = f"{x:.6f}"
-    if text == "1.000000" and x < 1:  # do not round a near-miss up to a perfect score
-        return f"1 - {1 - x:.1e}"
-    return text
-
-
-def _fmt_pct(value: Any, missing: str = "n/a") -> str:
-    """Argmax agreement is a fraction of rows; people read it as a percentage."""
-    x = _num(value)
-    if x is None:
-        return missing
-    if not math.isfinite(x):
-        return _fmt_err(x)
-    return f"{x * 100:.1f}%"
-
-
-def _fmt_tol(key: str, value: Any) -> str:
-    """Extra tolerance fields: errors in scientific notation, factors and counts as plain numbers."""
-    x = _num(value)
-    if x is None:
-        return str(value)
-    return _fmt_err(x) if "err" in key else f"{x:.4g}"
-
-
-def _fmt_bytes(value: Any) -> str:
-    x = _num(value)
-    if x is None:
-        return "?"
-    if abs(x) < 1024:
-        return f"{x:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        x /= 1024
-        if abs(x) < 1024:
-            return f"{x:.1f} {unit}"
-    return f"{x / 1024:.1f} TiB"
-
-
-def _param_sizes(report: Mapping[str, Any]) -> tuple[float | None, float | None] | None:
-    """Parameter bytes (original, converted), or None when the report does not carry them."""
-    sizes = report.get("param_bytes")
-    if not isinstance(sizes, Mapping) or not sizes:
-        return None
-    return _num(sizes.get("original")), _num(sizes.get("converted"))
-
-
-def _fmt_param_ratio(before: float | None, after: float | None) -> str:
-    return f"x{after / before:.2f}" if before and after is not None else ""
-
-
-def _fmt_shape(shape: Any) -> str:
-    if shape is None:
-        return "?"
-    try:
-        return "(" + ", ".join(str(d) for d in shape) + ")"
-    except TypeError:
-        return str(shape)
-
-
-def _ratio(err: Any, share: Any) -> float | None:
-    """How much of its share a layer used (1.0 = exactly at its share); None when unknown."""
-    e, s = _num(err), _num(share)
-    if e is None or s is None or s <= 0 or math.isnan(e):
-        return None
-    return e / s
-
-
-def _where(source: Any, converted: Any) -> str | None:
-    """`model.py:12 (converted model_jax.py:455)`: the user's own line (the original model's),
-    the converted file's beside it; either alone when the other is unknown."""
-    if source and converted and converted != source:
-        return f"{source} (converted {converted})"
-    if source:
-        return str(source)
-    return f"converted {converted}" if converted else None
-
-
-def _first_bad_where(report: Mapping[str, Any]) -> str | None:
-    return _where(report.get("first_bad_source"), report.get("first_bad_converted_source"))
-
-
-def _is_bad(layer: Mapping[str, Any]) -> bool:
-    return bool(layer.get("exceeded")) or bool(layer.get("nonfinite"))
-
-
-def _layer_sort_key(layer: Mapping[str, Any]) -> tuple[int, str]:
-    order = layer.get("order")
-    return (order if isinstance(order, int) else 1 << 62, str(layer.get("path", "")))
-
-
-@dataclass
-class _Node:
-    """One component of a module path; `layer` is None for containers that were not recorded."""
-
-    name: str
-    path: str
-    layer: dict[str, Any] | None = None
-    children: list[_Node] = field(default_factory=list)
-    first_order: int = 1 << 62  # smallest `order` in the subtree: siblings are sorted by it
-    bad_below: int = 0  # bad layers in the subtree, this node included
-
-    @property
-    def bad(self) -> bool:
-        return self.layer is not None and _is_bad(self.layer)
-
-
-def _build_tree(layers: Iterable[Mapping[str, Any]]) -> _Node:
-    """Arrange layer records by their dotted paths, keeping execution order among siblings.
-
-    Intermediate path components that were not recorded as layers (`layer1`, `layer1.0` when only
-    `layer1.0.conv1` was hooked) still become nodes, because that is how people navigate a model.
-    A layer with the empty path is the model itself and lives on the root.
-    """
-    root = _Node(name="model", path="")
-    index: dict[str, _Node] = {"": root}
-    for layer in sorted(layers, key=_layer_sort_key):
-        record = dict(layer)
-        path = str(record.get("path") or "")
-        if path in index and index[path].layer is None:
-            index[path].layer = record
-            continue
-        parent = root
-        parts = path.split(".") if path else []
-        for depth, part in enumerate(parts):
-            sub = ".".join(parts[: depth + 1])
-            node = index.get(sub)
-            last = depth == len(parts) - 1
-            if node is None or (last and node.layer is not None):
-                # A repeated path (should not happen, but a saved report may be hand-edited)
-                # becomes a sibling instead of overwriting the first record.
-                node = _Node(name=part if node is None else f"{part} (again)", path=sub)
-                parent.children.append(node)
-                if sub not in index:
-                    index[sub] = node
-            parent = node
-        if parts:
-            parent.layer = record
-        else:
-            root.layer = record
-
-    def finish(node: _Node) -> None:
-        for child in node.children:
-            finish(child)
-        own = _layer_sort_key(node.layer)[0] if node.layer is not None else 1 << 62
-        node.first_order = min([own, *(c.first_order for c in node.children)])
-        node.children.sort(key=lambda c: (c.first_order, c.name))
-        node.bad_below = int(node.bad) + sum(c.bad_below for c in node.children)
-
-    finish(root)
-    return root
-
-
-def _select_layers(layers: list[dict[str, Any]], first_bad: str | None, max_layers: int | None) -> list[dict[str, Any]]:
-    """The first `max_layers` in execution order plus every bad layer: the ones a reader needs."""
-    ordered = sorted(layers, key=_layer_sort_key)
-    if max_layers is None or len(ordered) <= max_layers:
-        return ordered
-    keep = max(max_layers, 0)
-    return [
-        layer
-        for i, layer in enumerate(ordered)
-        if i < keep or _is_bad(layer) or (first_bad is not None and layer.get("path") == first_bad)
-    ]
-
-
-def _has_reference(layers: Iterable[Mapping[str, Any]]) -> bool:
-    return any(_num(layer.get("reference_err")) is not None for layer in layers)
-
-
-def _json_safe(value: Any) -> Any:
-    """Replace NaN/inf by strings: browsers' JSON.parse rejects Python's bare NaN/Infinity."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-# --------------------------------------------------------------------------------------------
-# Terminal report
-# --------------------------------------------------------------------------------------------
-
-
-class _Ansi:
-    """ANSI styling that collapses to plain text when colour is off (pipes, files, CI logs)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def _wrap(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled and text else text
-
-    def bold(self, text: str) -> str:
-        return self._wrap("1", text)
-
-    def dim(self, text: str) -> str:
-        return self._wrap("2", text)
-
-    def red(self, text: str) -> str:
-        return self._wrap("1;31", text)
-
-    def green(self, text: str) -> str:
-        return self._wrap("1;32", text)
-
-    def yellow(self, text: str) -> str:
-        return self._wrap("33", text)
-
-
-def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns; the first row is the header."""
-    if not rows:
-        return []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
-def render_text(report: dict[str, Any], *, color: bool = False, max_layers: int | None = None) -> str:
-    """A terminal report: verdict, summary, failures, outputs and the per-layer tree.
-
-    `max_layers` keeps long models readable: the first N layers in execution order and every
-    layer over its share are shown, and the number left out is stated (never silently dropped).
-    Colour is off by default because the text often ends up in a file or a CI log.
-    """
-    st = _Ansi(color)
-    out: list[str] = []
-    passed = bool(report.get("passed"))
-    verdict = st.green("PASSED") if passed else st.red("FAILED")
-    out.append(
-        f"{verdict}  {report.get('source', '?')} -> {report.get('target', '?')}"
-        f"  policy={report.get('policy', '?')}  entry={report.get('entry', '?')}"
-    )
-    details = [f"original {report.get('original', '?')}", f"converted {report.get('converted', '?')}"]
-    if report.get("inputs"):
-        details.append("inputs " + ", ".join(str(i) for i in report["inputs"]))
-    if report.get("seed") is not None:
-        details.append(f"seed {report['seed']}")
-    seconds = _num(report.get("seconds"))
-    if seconds is not None:
-        details.append(f"{seconds:.2f}s")
-    out.append(st.dim("  " + "   ".join(details)))
-    out.append("")
-
-    tol = report.get("tolerance") or {}
-    rel, limit = _num(report.get("max_rel_err")), _num(tol.get("max_rel_err"))
-    over = rel is not None and limit is not None and (math.isnan(rel) or rel > limit)
-    rel_text = _fmt_err(rel)
-    cmp = ">" if over else "<="
-    if rel is None or limit is None:
-        cmp = "vs"
-    rel_line = f"{st.red(rel_text) if over else rel_text}  {cmp} tolerance {_fmt_err(limit)}"
-    if tol.get("rule"):
-        rel_line += f"  ({tol['rule']})"
-    nonfinite = report.get("nonfinite") or 0
-    summary = [
-        ("max rel err", rel_line),
-        ("max abs err", _fmt_err(report.get("max_abs_err"))),
-        ("cosine", _fmt_cos(report.get("cosine"))),
-        ("argmax agree", _fmt_pct(report.get("argmax_agreement"))),
-        ("non-finite", st.red(str(nonfinite)) if nonfinite else "0"),
-    ]
-    sizes = _param_sizes(report)
-    if sizes:
-        ratio = _fmt_param_ratio(*sizes)
-        summary.append(
-            ("parameters", f"{_fmt_bytes(sizes[0])} -> {_fmt_bytes(sizes[1])}" + (f" ({ratio})" if ratio else ""))
-        )
-    timing = report.get("timing")
-    if isinstance(timing, Mapping) and _num(timing.get("original")):
-        base = float(timing["original"])
-        parts = [
-            f"original {base * 1e3:.1f} ms",
-            f"converted {float(timing['converted']) * 1e3:.1f} ms (x{float(timing['converted']) / base:.3g})",
-        ]
-        if _num(timing.get("reference")):
-            ref = float(timing["reference"])
-            parts.append(f"original's own mixed precision {ref * 1e3:.1f} ms (x{ref / base:.3g})")
-        summary.append(("forward", ", ".join(parts) + f"; medians of {int(timing.get('repeat', 0))}"))
-    out.append(st.bold("Summary"))
-    out.extend(f"  {label:<13} {value}" for label, value in summary)
-
-    failures = report.get("failures") or []
-    if failures:
-        out.append("")
-        out.append(st.bold(f"Failures ({len(failures)})"))
-        out.extend(f"  - {st.red(str(f))}" for f in failures)
-
-    outputs = report.get("outputs") or []
-    if outputs:
-        out.append("")
-        out.append(st.bold("Outputs"))
-        rows = [["name", "shape", "dtype", "rel err", "max abs", "cosine", "argmax", "ref err", "non-finite"]]
-        for o in outputs:
-            shape = _fmt_shape(o.get("shape_original"))
-            if o.get("shape_converted") != o.get("shape_original"):
-                shape += " -> " + _fmt_shape(o.get("shape_converted"))
-            dtype = f"{o.get('dtype_original')} -> {o.get('dtype_converted')}"
-            if o.get("expected_dtype") and o.get("expected_dtype") != o.get("dtype_converted"):
-                dtype += f" (expected {o['expected_dtype']})"
-            rows.append(
-                [
-                    str(o.get("name", "?")),
-                    shape,
-                    dtype,
-                    _fmt_err(o.get("rel_err")),
-                    _fmt_err(o.get("max_abs_err")),
-                    _fmt_cos(o.get("cosine")),
-                    _fmt_pct(o.get("argmax_agreement")),
-                    _fmt_err(o.get("reference_err"), missing="-"),
-                    f"{o.get('nonfinite_original', 0)} -> {o.get('nonfinite_converted', 0)}",
-                ]
-            )
-        out.extend(_table(rows))
-
-    layers = [dict(layer) for layer in report.get("layers") or []]
-    first_bad = report.get("first_bad_layer")
-    if layers:
-        out.append("")
-        out.extend(_text_layers(report, layers, first_bad, max_layers, st))
-
-    notes = report.get("notes") or []
-    if notes:
-        out.append("")
-        out.append(st.bold("Notes"))
-        out.extend(f"  - {n}" for n in notes)
-    return "\n".join(out) + "\n"
-
-
-def _text_layers(
-    report: Mapping[str, Any],
-    layers: list[dict[str, Any]],
-    first_bad: str | None,
-    max_layers: int | None,
-    st: _Ansi,
-) -> list[str]:
-    """The layer tree as aligned lines: tree column, then kind, rel err / share, reference, marker."""
-    shown = _select_layers(layers, first_bad, max_layers)
-    n_bad = sum(_is_bad(layer) for layer in layers)
-    head = f"Layers ({len(layers)} in execution order, {n_bad} over their share; rel err / share"
-    with_ref = _has_reference(shown)
-    head += ", reference err)" if with_ref else ")"
-    lines = [st.bold(head)]
-    if first_bad:
-        where = _first_bad_where(report)
-        lines.append("  first layer over its share: " + st.yellow(str(first_bad)) + (f" at {where}" if where else ""))
-
-    root = _build_tree(shown)
-    rows: list[tuple[str, str, _Node]] = []  # (connector prefix, name, node)
-
-    def walk(node: _Node, prefix: str) -> None:
-        for i, child in enumerate(node.children):
-            last = i == len(node.children) - 1
-            rows.append((prefix + ("`-- " if last else "|-- "), child.name, child))
-            walk(child, prefix + ("    " if last else "|   "))
-
-    rows.append(("", root.name, root))
-    walk(root, "")
-    name_w = max(len(p) + len(n) for p, n, _ in rows)
-    kind_w = max((len(str(r.layer.get("kind", ""))) for _, _, r in rows if r.layer is not None), default=0)
-
-    for prefix, name, node in rows:
-        label = st.dim(prefix) + name
-        pad = " " * (name_w - len(prefix) - len(name))
-        layer = node.layer
-        if layer is None:
-            lines.append(("  " + label).rstrip())
-            continue
-        cols = [str(layer.get("kind", "")).ljust(kind_w)]
-        ratio = _ratio(layer.get("rel_err"), layer.get("share"))
-        err = f"{_fmt_err(layer.get('rel_err')):>9} / {_fmt_err(layer.get('share'), missing='-'):<9}"
-        err += f" {'x' + format(ratio, '.2g') if ratio is not None and math.isfinite(ratio) else '':<7}"
-        cols.append(err)
-        if with_ref:
-            cols.append(f"ref {_fmt_err(layer.get('reference_err'), missing='-'):<9}")
-        marks: list[str] = []
-        if layer.get("nonfinite"):
-            marks.append(st.red("!! non-finite"))
-        elif layer.get("exceeded"):
-            marks.append(st.red("!! over share"))
-        if layer.get("note"):
-            marks.append(f"[{layer['note']}]")
-        if first_bad is not None and layer.get("path") == first_bad:
-            src = _where(layer.get("source"), layer.get("converted_source")) or _first_bad_where(report)
-            marks.append(st.yellow(_FIRST_BAD_TEXT + (f" ({src})" if src else "")))
-        line = "  " + label + pad + "  " + "  ".join(cols) + ("  " + "  ".join(marks) if marks else "")
-        lines.append(line.rstrip())
-
-    hidden = len(layers) - len(shown)
-    if hidden:
-        lines.append(
-            f"  ... {hidden} more layer{'s' if hidden != 1 else ''} elided"
-            f" (showing the first {max(max_layers or 0, 0)} and every layer over its share)"
-        )
-    return lines
-
-
-# --------------------------------------------------------------------------------------------
-# HTML report
-# --------------------------------------------------------------------------------------------
 
 _E = html.escape
 
@@ -495,7 +64,7 @@ def _error_bar(layer: Mapping[str, Any]) -> str:
             '<span class="bar nonfinite" title="non-finite output"><span class="fill" style="width:100%"></span>'
             + "</span>"
         )
-    ratio = _ratio(layer.get("rel_err"), layer.get("share"))
+    ratio = share_ratio(layer.get("rel_err"), layer.get("share"))
     if ratio is None:
         return '<span class="bar none" title="no share to compare against"></span>'
     width = 100.0 if math.isinf(ratio) else _bar_pos(ratio)
@@ -505,7 +74,7 @@ def _error_bar(layer: Mapping[str, Any]) -> str:
         f'<span class="fill" style="width:{width:.1f}%"></span>',
         f'<span class="share-mark" style="left:{_SHARE_MARK:.1f}%"></span>',
     ]
-    ref_ratio = _ratio(layer.get("reference_err"), layer.get("share"))
+    ref_ratio = share_ratio(layer.get("reference_err"), layer.get("share"))
     if ref_ratio is not None and math.isfinite(ref_ratio):
         parts.append(
             f'<span class="ref-mark" style="left:{_bar_pos(ref_ratio):.1f}%" title="reference run error"></span>'
@@ -514,12 +83,12 @@ def _error_bar(layer: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _anchor_ids(root: _Node) -> dict[int, str]:
+def _anchor_ids(root: Node) -> dict[int, str]:
     """Stable, valid, unique ids per tree node, derived from the module path for readable links."""
     ids: dict[int, str] = {}
     seen: set[str] = set()
 
-    def visit(node: _Node) -> None:
+    def visit(node: Node) -> None:
         base = "layer-" + (re.sub(r"[^A-Za-z0-9_.-]", "_", node.path) or "root")
         anchor, n = base, 2
         while anchor in seen:
@@ -549,7 +118,7 @@ class _HtmlTree:
     kind_ch: int
 
 
-def _html_node(node: _Node, t: _HtmlTree, depth: int) -> str:
+def _html_node(node: Node, t: _HtmlTree, depth: int) -> str:
     """One `<details>` per tree node: the summary row carries the numbers, the body the facts and children.
 
     Columns line up across depths because the name cell shrinks by one indent per level.
@@ -580,11 +149,11 @@ def _html_node(node: _Node, t: _HtmlTree, depth: int) -> str:
         summary.append(f'<span class="kind" style="width:{t.kind_ch}ch">{_E(str(layer.get("kind", "")))}</span>')
         summary.append(_error_bar(layer))
         summary.append(
-            f'<span class="err">{_E(_fmt_err(layer.get("rel_err"), _DASH))}'
-            f'<span class="slash"> / </span><span class="share">{_E(_fmt_err(layer.get("share"), _DASH))}</span></span>'
+            f'<span class="err">{_E(fmt_err(layer.get("rel_err"), _DASH))}'
+            f'<span class="slash"> / </span><span class="share">{_E(fmt_err(layer.get("share"), _DASH))}</span></span>'
         )
         if t.with_ref:
-            summary.append(f'<span class="ref">ref {_E(_fmt_err(layer.get("reference_err"), _DASH))}</span>')
+            summary.append(f'<span class="ref">ref {_E(fmt_err(layer.get("reference_err"), _DASH))}</span>')
         if layer.get("nonfinite"):
             summary.append('<span class="tag bad">non-finite</span>')
         elif layer.get("exceeded"):
@@ -604,11 +173,11 @@ def _html_node(node: _Node, t: _HtmlTree, depth: int) -> str:
             *([("converted source", str(layer["converted_source"]))] if layer.get("converted_source") else []),
             ("order", str(layer.get("order", _DASH))),
             ("calls", str(layer.get("calls", _DASH))),
-            ("shape", _fmt_shape(layer.get("shape"))),
-            ("max abs err", _fmt_err(layer.get("max_abs_err"), _DASH)),
+            ("shape", fmt_shape(layer.get("shape"))),
+            ("max abs err", fmt_err(layer.get("max_abs_err"), _DASH)),
         ]
         if layer.get("reference_err") is not None:
-            facts.append(("reference err", _fmt_err(layer.get("reference_err"), _DASH)))
+            facts.append(("reference err", fmt_err(layer.get("reference_err"), _DASH)))
         if layer.get("note"):
             facts.append(("note", str(layer["note"])))
         body.append('<dl class="facts">' + "".join(f"<dt>{_E(k)}</dt><dd>{_E(v)}</dd>" for k, v in facts) + "</dl>")
@@ -645,9 +214,9 @@ def render_html(report: dict[str, Any]) -> str:
     tol = report.get("tolerance") or {}
     layers = [dict(layer) for layer in report.get("layers") or []]
     first_bad = report.get("first_bad_layer")
-    root = _build_tree(layers)
+    root = build_tree(layers)
     ids = _anchor_ids(root)
-    n_bad = sum(_is_bad(layer) for layer in layers)
+    n_bad = sum(is_bad(layer) for layer in layers)
 
     parts: list[str] = [
         "<!DOCTYPE html>",
@@ -667,7 +236,7 @@ def render_html(report: dict[str, Any]) -> str:
     ]
     if report.get("inputs"):
         meta.append("inputs " + ", ".join(f"<code>{_E(str(i))}</code>" for i in report["inputs"]))
-    seconds = _num(report.get("seconds"))
+    seconds = num(report.get("seconds"))
     if seconds is not None:
         meta.append(f"{seconds:.2f}s")
     parts.append(
@@ -680,33 +249,33 @@ def render_html(report: dict[str, Any]) -> str:
     )
 
     # Summary cards.
-    rel, limit = _num(report.get("max_rel_err")), _num(tol.get("max_rel_err"))
+    rel, limit = num(report.get("max_rel_err")), num(tol.get("max_rel_err"))
     rel_bad = rel is not None and limit is not None and (math.isnan(rel) or rel > limit)
     tol_bar = ""
-    tol_ratio = _ratio(rel, limit)
+    tol_ratio = share_ratio(rel, limit)
     if tol_ratio is not None:
         pos = 100.0 if math.isinf(tol_ratio) else _bar_pos(tol_ratio)
         tol_bar = (
             f'<span class="bar {"over" if tol_ratio > 1 else "ok"}"><span class="fill" style="width:{pos:.1f}%">'
             f'</span><span class="share-mark" style="left:{_SHARE_MARK:.1f}%"></span></span>'
         )
-    rel_sub = f"tolerance {_fmt_err(limit, _DASH)}"
+    rel_sub = f"tolerance {fmt_err(limit, _DASH)}"
     if tol.get("rule"):
         rel_sub += f" · {tol['rule']}"
-    extra_tol = [f"{k} {_fmt_tol(k, v)}" for k, v in tol.items() if k not in ("max_rel_err", "rule") and v is not None]
+    extra_tol = [f"{k} {fmt_tol(k, v)}" for k, v in tol.items() if k not in ("max_rel_err", "rule") and v is not None]
     tol_extra = tol_bar + (f'<div class="sub">{_E(", ".join(extra_tol))}</div>' if extra_tol else "")
     nonfinite = report.get("nonfinite") or 0
     parts.append('<section class="cards">')
-    parts.append(_card("max rel err", _fmt_err(rel, _DASH), rel_sub, rel_bad, tol_extra))
-    parts.append(_card("max abs err", _fmt_err(report.get("max_abs_err"), _DASH)))
-    parts.append(_card("cosine", _fmt_cos(report.get("cosine"), _DASH)))
-    parts.append(_card("argmax agreement", _fmt_pct(report.get("argmax_agreement"), _DASH)))
+    parts.append(_card("max rel err", fmt_err(rel, _DASH), rel_sub, rel_bad, tol_extra))
+    parts.append(_card("max abs err", fmt_err(report.get("max_abs_err"), _DASH)))
+    parts.append(_card("cosine", fmt_cos(report.get("cosine"), _DASH)))
+    parts.append(_card("argmax agreement", fmt_pct(report.get("argmax_agreement"), _DASH)))
     parts.append(_card("non-finite", str(nonfinite), "values the original does not have", bool(nonfinite)))
-    sizes = _param_sizes(report)
+    sizes = param_sizes(report)
     if sizes:
-        ratio = _fmt_param_ratio(*sizes)
-        sub = f"from {_fmt_bytes(sizes[0])}" + (f", {ratio}" if ratio else "")
-        parts.append(_card("parameters", _fmt_bytes(sizes[1]), sub))
+        ratio = fmt_param_ratio(*sizes)
+        sub = f"from {fmt_bytes(sizes[0])}" + (f", {ratio}" if ratio else "")
+        parts.append(_card("parameters", fmt_bytes(sizes[1]), sub))
     parts.append("</section>")
 
     failures = report.get("failures") or []
@@ -719,7 +288,7 @@ def render_html(report: dict[str, Any]) -> str:
 
     if first_bad:
         node_id = next((ids[id(n)] for n in _iter_nodes(root) if n.layer and n.layer.get("path") == first_bad), None)
-        where = _first_bad_where(report)
+        where = first_bad_where(report)
         link = f'<a href="#{node_id}">{_E(str(first_bad))}</a>' if node_id else f"<code>{_E(str(first_bad))}</code>"
         parts.append(
             f'<section class="firstbad"><span class="tag first">first layer over its share</span> {link}'
@@ -735,7 +304,7 @@ def render_html(report: dict[str, Any]) -> str:
     parts.append(f'<section class="layers"><h2>Layers <small>{len(layers)} recorded, {n_bad} over their share')
     parts.append("</small></h2>")
     if layers:
-        with_ref = _has_reference(layers)
+        with_ref = has_reference(layers)
         parts.append(
             '<div class="toolbar" hidden>'
             '<input type="search" id="filter" placeholder="filter by path or kind" aria-label="filter layers">'
@@ -778,13 +347,13 @@ def render_html(report: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _iter_depths(node: _Node, depth: int) -> Iterable[tuple[_Node, int]]:
+def _iter_depths(node: Node, depth: int) -> Iterable[tuple[Node, int]]:
     yield node, depth
     for child in node.children:
         yield from _iter_depths(child, depth + 1)
 
 
-def _iter_nodes(node: _Node) -> Iterable[_Node]:
+def _iter_nodes(node: Node) -> Iterable[Node]:
     yield node
     for child in node.children:
         yield from _iter_nodes(child)
@@ -796,7 +365,7 @@ def _embed_json(report: Mapping[str, Any]) -> str:
     Those characters can only occur inside JSON strings, where the escapes mean the same thing, so
     `</script>` in a layer path cannot end the block and `JSON.parse` still returns the original.
     """
-    text = json.dumps(_json_safe(report), ensure_ascii=False, allow_nan=False, default=str)
+    text = json.dumps(json_safe(report), ensure_ascii=False, allow_nan=False, default=str)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
@@ -807,10 +376,10 @@ def _html_outputs(outputs: list[Mapping[str, Any]]) -> str:
     )
     rows = []
     for o in outputs:
-        shape = _fmt_shape(o.get("shape_original"))
+        shape = fmt_shape(o.get("shape_original"))
         shape_bad = o.get("shape_converted") != o.get("shape_original")
         if shape_bad:
-            shape += " → " + _fmt_shape(o.get("shape_converted"))
+            shape += " → " + fmt_shape(o.get("shape_converted"))
         dtype_bad = bool(o.get("expected_dtype")) and o.get("expected_dtype") != o.get("dtype_converted")
         dtype = f"{o.get('dtype_original')} → {o.get('dtype_converted')}"
         if dtype_bad:
@@ -820,11 +389,11 @@ def _html_outputs(outputs: list[Mapping[str, Any]]) -> str:
             (str(o.get("name", "?")), False),
             (shape, shape_bad),
             (dtype, dtype_bad),
-            (_fmt_err(o.get("rel_err"), _DASH), False),
-            (_fmt_err(o.get("max_abs_err"), _DASH), False),
-            (_fmt_cos(o.get("cosine"), _DASH), False),
-            (_fmt_pct(o.get("argmax_agreement"), _DASH), False),
-            (_fmt_err(o.get("reference_err"), _DASH), False),
+            (fmt_err(o.get("rel_err"), _DASH), False),
+            (fmt_err(o.get("max_abs_err"), _DASH), False),
+            (fmt_cos(o.get("cosine"), _DASH), False),
+            (fmt_pct(o.get("argmax_agreement"), _DASH), False),
+            (fmt_err(o.get("reference_err"), _DASH), False),
             (f"{o.get('nonfinite_original', 0)} → {o.get('nonfinite_converted', 0)}", nf_bad),
         ]
         rows.append("<tr>" + "".join(f"<td{' class=bad' if bad else ''}>{_E(t)}</td>" for t, bad in cells) + "</tr>")
