@@ -20,7 +20,7 @@ from typing import Any
 import libcst as cst
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
-from precision_transpiler.errors import UsageError
+from precision_transpiler.errors import PtranspileError, UsageError
 from precision_transpiler.files import ReadError, iter_python_files, read_source_encoded
 from precision_transpiler.mappings import MappingSet, load_mappings
 from precision_transpiler.mappings.model import FRAMEWORKS
@@ -328,6 +328,21 @@ class _Job:
     max_file_mb: float | None = None
 
     def __call__(self, item: tuple[Path, bool]) -> TranspileResult:
+        """One file's result. A bug of ours while converting it (an exception that is no
+        PtranspileError) is that file's error, so that every other file of the run still gets
+        its own verdict; bad arguments (PtranspileError) still end the run."""
+        path, _ = item
+        try:
+            return self._convert(item)
+        except PtranspileError:
+            raise
+        except Exception as exc:
+            display = os.fspath(path)
+            message = f"internal error: {type(exc).__name__}: {exc}"[:300]
+            diag = Diagnostic(display, 1, 1, "error", "internal-error", f"{message} (please report this)")
+            return TranspileResult(display, "", "", None, self.to, self.policy, diagnostics=(diag,), skipped=message)
+
+    def _convert(self, item: tuple[Path, bool]) -> TranspileResult:
         path, from_walk = item
         return transpile_file(
             path,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
@@ -71,7 +72,7 @@ class Document:
         self.given = given  # as the caller passed it: returned byte for byte when nothing changes
         self.bom = "\ufeff" if given.startswith("\ufeff") else ""
         self.newline = _newline(given)
-        self.original = _with_newline(given[len(self.bom) :], "\n")
+        self.original = _without_indent_form_feeds(_with_newline(given[len(self.bom) :], "\n"))
         self.path = path
         self.source = self.original  # what the rewrite stage converts (pruned or not)
         self._tree: cst.Module | None = None
@@ -464,7 +465,9 @@ def convert_document(doc: Document, job: Job) -> Document:
 
 
 def _finish(doc: Document) -> Document:
-    """Decisions onto the input's lines, diagnostics sorted and without repeats."""
+    """Decisions onto the input's lines, diagnostics sorted and without repeats; converted code
+    that Python cannot parse is never handed out (see `_check_parses`)."""
+    _check_parses(doc)
     if doc.precision and doc.pruned is not None and not doc.precision_on_output:
         from precision_transpiler.linemap import follow_lines
 
@@ -472,6 +475,30 @@ def _finish(doc: Document) -> Document:
         doc.precision = follow_lines(doc.precision, doc.precision_lines or doc.source, doc.original)
     doc.diagnostics = _dedupe(sorted(doc.diagnostics, key=lambda d: (d.line, d.col, d.code, d.message)))
     return doc
+
+
+def _check_parses(doc: Document) -> None:
+    """Converted code must parse: when a stage produced code that does not (a bug of ours), the
+    file is reported as an error at the converted line and comes back unchanged, so that nothing
+    invalid is written. Python's own parser decides (it only parses; nothing runs)."""
+    if doc.unchanged:
+        return
+    code = doc.code()
+    if code == doc.original:
+        return
+    try:
+        ast.parse(code)
+    except SyntaxError as err:
+        doc.note(
+            "error",
+            "invalid-output",
+            f"internal error: the converted code does not parse (converted line {err.lineno}: {err.msg}); "
+            "the file is left as it is (please report this)",
+        )
+        doc.unchanged = True
+        doc.precision = []
+    except (ValueError, RecursionError, MemoryError):
+        pass  # beyond what Python's parser takes (null bytes, depth): the depth guard reports such input
 
 
 def _full_precision() -> Any:
@@ -502,6 +529,17 @@ def _newline(source: str) -> str:
     crlf = source.count("\r\n")
     counts = {"\n": source.count("\n") - crlf, "\r\n": crlf, "\r": source.count("\r") - crlf}
     return max(counts, key=lambda k: (counts[k], k == "\n"))
+
+
+_INDENT_FORM_FEED = re.compile(r"^[ \t\f]*\f", re.MULTILINE)
+
+
+def _without_indent_form_feeds(code: str) -> str:
+    """`code` without the form feeds in lines' leading whitespace. Python's tokenizer resets the
+    indentation column at a form feed (what precedes it does not count); LibCST instead takes it
+    into the indentation and then writes blocks that do not parse. Dropping the leading
+    whitespace up to the last form feed keeps the indentation Python sees."""
+    return _INDENT_FORM_FEED.sub("", code) if "\f" in code else code
 
 
 def _with_newline(code: str, newline: str) -> str:

@@ -374,13 +374,9 @@ def test_form_feeds_before_indentation_convert(tmp_path: Path) -> None:
     assert "internal error" not in r.err and r.code == 0, r.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: `rngs=rngs` is appended after a call's only argument when that is a bare generator "
-    "expression (`Block((k, 1) for k in keys)`), which is invalid syntax; found by benchmarks/fuzz.py on "
-    "torch/nn/modules/container.py (ParameterDict), where re-parsing it made an internal error",
-)
 def test_rngs_after_a_bare_generator_argument_is_valid_python() -> None:
+    """`rngs=rngs` appended after a call's only argument, a bare generator expression, gives the
+    generator its own parentheses (found by benchmarks/fuzz.py on torch.nn's ParameterDict)."""
     import ast
 
     from precision_transpiler import transpile
@@ -391,3 +387,29 @@ def test_rngs_after_a_bare_generator_argument_is_valid_python() -> None:
         "    def __init__(self, keys):\n        super().__init__()\n        self.b = Block((k, 1) for k in keys)\n"
     )
     ast.parse(transpile(source, to="jax").code)
+
+
+def test_a_policy_argument_after_a_bare_generator_is_valid_python() -> None:
+    import ast
+
+    from precision_transpiler import transpile
+
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(*(n for n in (2, 2)))\n\n"
+        "    def forward(self, x):\n        return torch.cat(list(t for t in (x, x)), dim=-1)\n"
+    )
+    for to in ("jax", "tf"):
+        ast.parse(transpile(source, to=to, policy="mixed").code)
+
+
+def test_converted_code_that_does_not_parse_is_an_error_and_nothing_is_written(tmp_path) -> None:
+    """The last check of every conversion: output Python cannot parse is never handed out."""
+    from precision_transpiler.pipeline import Document, _check_parses
+
+    doc = Document("x = 1\n", "m.py")
+    doc.set_code("x = (\n")
+    _check_parses(doc)
+    assert doc.unchanged and doc.result_code() == "x = 1\n"
+    assert [d.code for d in doc.diagnostics] == ["invalid-output"]
+    assert "converted line" in doc.diagnostics[0].message

@@ -14,6 +14,7 @@ import libcst as cst
 
 from precision_transpiler.policy import Policy
 from precision_transpiler.policy.model import Precision
+from precision_transpiler.rewrite.calls import parenthesize_generators
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
 from precision_transpiler.rewrite.skips import scan_skips
@@ -160,4 +161,4 @@ def append_keywords(args: list[cst.Arg], extra: list[tuple[str, str]]) -> list[c
         for k, v in extra
     ]
     new[-1] = new[-1].with_changes(comma=trailing, whitespace_after_arg=closing)
-    return [*args, *new]
+    return parenthesize_generators([*args, *new])

@@ -17,6 +17,7 @@ import libcst as cst
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite, Severity
 from precision_transpiler.mappings.model import MappingSet
+from precision_transpiler.rewrite.calls import with_valid_args
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.import_editor import edit_imports
 from precision_transpiler.rewrite.imports import ImportNamer
@@ -213,7 +214,7 @@ class Transpiler(cst.CSTTransformer):
         for handler in self._handlers.get(type(original_node), ()):
             result = handler(ctx, original_node, updated)
             if result is not None:
-                updated = result
+                updated = with_valid_args(result) if isinstance(result, cst.Call) else result
                 replaced = True
                 break
         if not replaced and isinstance(original_node, cst.Name | cst.Attribute | cst.Call):
