@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from precision_transpiler.shims.device import _ptranspile_cpu_bf16
+    from precision_transpiler.runtime.device import _ptranspile_cpu_bf16
 
     native = _ptranspile_cpu_bf16()
     with tempfile.TemporaryDirectory() as tmp:

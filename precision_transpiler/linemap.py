@@ -23,7 +23,7 @@ def follow_lines(decisions: list[Any], before: str, after: str) -> list[Any]:
     moved: dict[int, int] = {}
     old_lines = before.splitlines()
     # a runtime definition is copied in: the bare name remains
-    shim = re.compile(r"precision_transpiler\.shims\.\w+\.")
+    shim = re.compile(r"precision_transpiler\.runtime\.(?:(?:flax|keras|torch)\.)?\w+\.")
     matcher = difflib.SequenceMatcher(None, [shim.sub("", t) for t in old_lines], after.splitlines(), autojunk=False)
     for block in matcher.get_matching_blocks():
         for k in range(block.size):

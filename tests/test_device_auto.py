@@ -1,6 +1,6 @@
 """`--device auto`: the generated code decides the compute dtype where it runs.
 
-The decision table is tested on `shims/device.py` itself (it is a real module); the generated
+The decision table is tested on `runtime/device.py` itself (it is a real module); the generated
 code is tested by converting a small model to each target and running it in a fresh process,
 with the environment saying what the machine is: `ONEDNN_MAX_CPU_ISA=AVX2` caps the frameworks'
 CPU kernels below bf16 (as on a CPU without AVX512-BF16/AMX), `PTRANSPILE_COMPUTE_DTYPE` forces a
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from precision_transpiler import transpile
-from precision_transpiler.shims import device
+from precision_transpiler.runtime import device
 
 MODEL = textwrap.dedent(
     """\

@@ -1,4 +1,5 @@
-"""The Flax NNX shims against the real torch layers and functions, and torch -> Flax weight transfer.
+"""The Flax NNX runtime (precision_transpiler/runtime/flax) against the real torch layers and
+functions, and torch -> Flax weight transfer.
 
 Every comparison runs both frameworks on the same random input, with the torch weights copied
 through `load_torch_state_dict` (constant-initialised parameters and buffers perturbed first), and
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ast
 import collections
 import functools
+import importlib
 import inspect
 from typing import Any
 
@@ -24,13 +26,17 @@ import jax.numpy as jnp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from precision_transpiler.shims import flax_nn as S  # noqa: E402
 from precision_transpiler.weights import (  # noqa: E402
     flax_state_to_torch_keys,
     load_torch_state_dict,
     torch_keys_to_flax_paths,
 )
 from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_level_definitions  # noqa: E402
+from tests.runtime import runtime_namespace  # noqa: E402
+
+# the Flax runtime modules torch layers and functions are converted to
+FLAX_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "modules")
+S = runtime_namespace("flax", FLAX_SUBJECTS)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same':UserWarning")  # torch's own note
 
@@ -908,72 +914,78 @@ def test_load_state_dict_direct_nnx_layers() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# the module is copyable definition by definition
+# the runtime is copyable definition by definition
+
+_ALLOWED_IMPORTS = {"import math", "import functools", "import typing", "from typing import Any", "import jax",
+                    "import jax.numpy as jnp", "import numpy as np", "from flax import nnx", "import collections",
+                    "import dataclasses", "from __future__ import annotations"}  # fmt: skip
 
 
-def test_shim_module_imports_only_the_allowed_modules() -> None:
-    tree = ast.parse(inspect.getsource(S))
-    imports = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
-    allowed = {"import math", "import functools", "import typing", "from typing import Any", "import jax",
-               "import jax.numpy as jnp", "import numpy as np", "from flax import nnx"}  # fmt: skip
-    assert set(imports) <= allowed, imports
-    assert [line for line in S.SHIM_IMPORTS.splitlines() if line] == imports
+@functools.cache
+def _module_tree(subject: str) -> ast.Module:
+    return ast.parse(inspect.getsource(importlib.import_module(f"precision_transpiler.runtime.flax.{subject}")))
+
+
+@pytest.mark.parametrize("subject", FLAX_SUBJECTS)
+def test_runtime_module_imports_only_the_allowed_modules(subject: str) -> None:
+    tree = _module_tree(subject)
+    imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    runtime = [
+        n for n in imports if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("precision_transpiler.")
+    ]
+    assert {ast.unparse(n) for n in imports if n not in runtime} <= _ALLOWED_IMPORTS
+    # helpers come from the framework-free common module or another Flax module, never from Keras
+    for node in runtime:
+        assert isinstance(node, ast.ImportFrom) and node.module is not None
+        assert node.module == "precision_transpiler.runtime.common" or node.module.startswith(
+            "precision_transpiler.runtime.flax."
+        ), node.module
     for node in tree.body:  # no module-level state besides constants, helpers and classes
         assert isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef | ast.Assign | ast.Expr)
         if isinstance(node, ast.Assign):
             assert all(isinstance(t, ast.Name) and (t.id.isupper() or t.id.startswith("_")) for t in node.targets)
 
 
-@functools.cache
-def _shim_source() -> tuple[str, ast.Module]:
-    source = inspect.getsource(S)
-    return source, ast.parse(source)
+def _public_names() -> list[tuple[str, str]]:
+    return [
+        (subject, n)
+        for subject in FLAX_SUBJECTS
+        for n in top_level_definitions(_module_tree(subject))
+        if not n.startswith("_") and not n.isupper()
+    ]
 
 
-def _public_names() -> list[str]:
-    tree = _shim_source()[1]
-    return [n for n in top_level_definitions(tree) if not n.startswith("_") and n != "SHIM_IMPORTS"]
+@pytest.mark.parametrize(("subject", "name"), _public_names())
+def test_definition_is_copyable(subject: str, name: str) -> None:
+    """The converter's copy of one public definition, with every helper it needs across runtime
+    modules, runs on its own."""
+    from precision_transpiler.convert.vendor import vendor_shims
 
-
-@pytest.mark.parametrize("name", _public_names())
-def test_definition_is_copyable(name: str) -> None:
-    source, tree = _shim_source()
-    defs = top_level_definitions(tree)
-    needed: list[str] = []
-    todo = [name]
-    while todo:
-        current = todo.pop()
-        if current in needed:
-            continue
-        needed.append(current)
-        for node in ast.walk(defs[current]):
-            if isinstance(node, ast.Name) and node.id in defs and node.id not in needed:
-                todo.append(node.id)
-    order = [n for n in defs if n in needed]  # keep source order: bases before subclasses
-    seen: set[int] = set()
-    chunks = []
-    for n in order:
-        if id(defs[n]) not in seen:
-            seen.add(id(defs[n]))
-            chunks.append(ast.get_source_segment(source, defs[n]))
-    code = S.SHIM_IMPORTS + "\n\n" + "\n\n\n".join(c for c in chunks if c)
+    code, missing = vendor_shims(
+        f"import precision_transpiler\n\nOBJ = precision_transpiler.runtime.flax.{subject}.{name}\n"
+    )
+    tree = ast.parse(code)
+    imported = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert not missing and not [i for i in imported if "precision_transpiler" in i], imported
+    copied = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    assert len({n.name for n in copied}) == len(copied)  # each definition copied once
     namespace: dict[str, Any] = {"__name__": "copied_shims"}
     exec(compile(code, f"<copied {name}>", "exec"), namespace)
-    assert name in namespace
-    assert namespace[name].__doc__, f"{name} needs a docstring saying which torch behaviour it reproduces"
+    obj = namespace["OBJ"]
+    assert obj.__doc__, f"{name} needs a docstring saying which torch behaviour it reproduces"
     if name in ("Conv2d", "MaxPool2d", "interpolate"):  # a copied definition runs on its own
         x = jnp.asarray(rand(1, 3, 6, 6))
         if name == "Conv2d":
-            out = namespace[name](3, 2, 3, rngs=nnx.Rngs(0))(x)
+            out = obj(3, 2, 3, rngs=nnx.Rngs(0))(x)
         elif name == "MaxPool2d":
-            out = namespace[name](2)(x)
+            out = obj(2)(x)
         else:
-            out = namespace[name](x, scale_factor=2, mode="bilinear")
+            out = obj(x, scale_factor=2, mode="bilinear")
         assert out.shape[0] == 1
 
 
 def test_all_public_definitions_have_docstrings() -> None:
-    for name in _public_names():
+    for subject, name in _public_names():
         obj = getattr(S, name)
-        if callable(obj):
+        if callable(obj) and subject != "modules":  # modules: torch's module vocabulary, named so
             assert obj.__doc__ and "torch" in obj.__doc__, name

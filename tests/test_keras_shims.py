@@ -1,4 +1,4 @@
-"""The Keras 3 torch-semantics shims against the real torch layers and functions.
+"""The Keras 3 torch-semantics runtime (precision_transpiler/runtime/keras) against the real torch layers and functions.
 
 Every comparison runs both frameworks on the same random input, with the torch weights (constant-
 initialised parameters and buffers perturbed first) copied by name through
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import collections
 import functools
+import importlib
 import inspect
 import os
 from typing import Any
@@ -25,10 +26,13 @@ import torch.nn.functional as F  # noqa: E402
 from keras import ops  # noqa: E402
 from torch import nn  # noqa: E402
 
-from precision_transpiler.shims import keras_functional as KF  # noqa: E402
-from precision_transpiler.shims import keras_nn as K  # noqa: E402
 from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras  # noqa: E402
 from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_level_definitions  # noqa: E402
+from tests.runtime import runtime_namespace  # noqa: E402
+
+# the Keras runtime modules torch layers and functions are converted to (K: layers, KF: functions)
+KERAS_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "modules")
+K = KF = runtime_namespace("keras", KERAS_SUBJECTS)
 
 pytestmark = [  # torch's own notes
     pytest.mark.filterwarnings("ignore:Using padding='same':UserWarning"),
@@ -775,50 +779,58 @@ def test_state_dict_loader_errors() -> None:
 # ------------------------------------------------------------------------------------------------
 # the modules are copyable definition by definition
 
-SHIM_MODULES = {"keras_nn": K, "keras_functional": KF}
+
+_ALLOWED_IMPORTS = {"import math", "from typing import Any", "import keras", "import numpy as np",
+                    "from keras import ops", "import collections", "import dataclasses",
+                    "from __future__ import annotations"}  # fmt: skip
 
 
 @functools.cache
-def _source(module_name: str) -> tuple[str, ast.Module]:
-    source = inspect.getsource(SHIM_MODULES[module_name])
+def _source(subject: str) -> tuple[str, ast.Module]:
+    source = inspect.getsource(importlib.import_module(f"precision_transpiler.runtime.keras.{subject}"))
     return source, ast.parse(source)
 
 
-@pytest.mark.parametrize("module_name", sorted(SHIM_MODULES))
-def test_shim_module_imports_only_the_allowed_modules(module_name: str) -> None:
-    module = SHIM_MODULES[module_name]
-    tree = _source(module_name)[1]
+@pytest.mark.parametrize("subject", KERAS_SUBJECTS)
+def test_runtime_module_imports_only_the_allowed_modules(subject: str) -> None:
+    tree = _source(subject)[1]
     imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
-    shim_imports = [n for n in imports if isinstance(n, ast.ImportFrom) and "shims" in (n.module or "")]
-    allowed = ["import math", "from typing import Any", "import keras", "import numpy as np", "from keras import ops"]
-    assert [line for line in module.SHIM_IMPORTS.splitlines() if line] == allowed
-    assert set(ast.unparse(n) for n in imports if n not in shim_imports) <= set(allowed)
-    # keras_nn takes the helpers it shares with keras_functional from there (vendor.py follows it)
-    expected_sources = ["precision_transpiler.shims.keras_functional"] if module_name == "keras_nn" else []
-    assert [n.module for n in shim_imports] == expected_sources  # type: ignore[attr-defined]
+    runtime = [
+        n for n in imports if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("precision_transpiler.")
+    ]
+    assert {ast.unparse(n) for n in imports if n not in runtime} <= _ALLOWED_IMPORTS
+    # helpers come from the framework-free common module or another Keras module (vendor.py follows
+    # those imports), never from Flax; functional.py, which the others take helpers from, from common only
+    for node in runtime:
+        assert isinstance(node, ast.ImportFrom) and node.module is not None
+        allowed = ("precision_transpiler.runtime.common", "precision_transpiler.runtime.keras.")
+        assert node.module.startswith(allowed), node.module
+        assert subject != "functional" or node.module == "precision_transpiler.runtime.common", node.module
     for node in tree.body:  # no module-level state besides constants, helpers and classes
         assert isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef | ast.Assign | ast.Expr)
 
 
 def test_helpers_are_defined_once() -> None:
-    nn_defs = top_level_definitions(_source("keras_nn")[1])
-    f_defs = top_level_definitions(_source("keras_functional")[1])
-    assert set(nn_defs) & set(f_defs) == {"SHIM_IMPORTS"}
+    seen: dict[str, str] = {}
+    for subject in KERAS_SUBJECTS:
+        for name in top_level_definitions(_source(subject)[1]):
+            assert name not in seen, f"{name} is defined in {seen[name]} and {subject}"
+            seen[name] = subject
 
 
-def _public(module_name: str) -> list[tuple[str, str]]:
-    defs = top_level_definitions(_source(module_name)[1])
-    return [(module_name, n) for n in defs if not n.startswith("_") and n != "SHIM_IMPORTS"]
+def _public(subject: str) -> list[tuple[str, str]]:
+    defs = top_level_definitions(_source(subject)[1])
+    return [(subject, n) for n in defs if not n.startswith("_") and not n.isupper()]
 
 
-@pytest.mark.parametrize(("module_name", "name"), _public("keras_nn") + _public("keras_functional"))
-def test_definition_is_copyable(module_name: str, name: str) -> None:
-    """The converter's copy of one public definition (with every helper it needs, keras_nn's
-    taken from keras_functional through the cross-module import) runs on its own."""
+@pytest.mark.parametrize(("subject", "name"), [p for s in KERAS_SUBJECTS for p in _public(s)])
+def test_definition_is_copyable(subject: str, name: str) -> None:
+    """The converter's copy of one public definition (with every helper it needs, taken from the
+    other runtime modules through their imports) runs on its own."""
     from precision_transpiler.convert.vendor import vendor_shims
 
     code, missing = vendor_shims(
-        f"import precision_transpiler\n\nOBJ = precision_transpiler.shims.{module_name}.{name}\n"
+        f"import precision_transpiler\n\nOBJ = precision_transpiler.runtime.keras.{subject}.{name}\n"
     )
     tree = ast.parse(code)
     imported = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
@@ -844,19 +856,21 @@ def test_vendored_definitions_run() -> None:
     code = (
         "import precision_transpiler\n\n"
         "def build():\n"
-        "    return precision_transpiler.shims.keras_nn.Sequential(\n"
-        "        precision_transpiler.shims.keras_nn.Conv2d(3, 4, 3, padding='same'),\n"
-        "        precision_transpiler.shims.keras_nn.BatchNorm2d(4),\n"
-        "        precision_transpiler.shims.keras_nn.GELU(),\n"
+        "    return precision_transpiler.runtime.keras.modules.Sequential(\n"
+        "        precision_transpiler.runtime.keras.conv.Conv2d(3, 4, 3, padding='same'),\n"
+        "        precision_transpiler.runtime.keras.norm.BatchNorm2d(4),\n"
+        "        precision_transpiler.runtime.keras.modules.GELU(),\n"
         "    )\n\n"
         "def up(x):\n"
-        "    return precision_transpiler.shims.keras_functional.interpolate(x, scale_factor=2, mode='bilinear')\n"
+        "    return precision_transpiler.runtime.keras.functional.interpolate(x, scale_factor=2, mode='bilinear')\n"
     )
     vendored, missing = vendor_shims(code)
-    assert not missing and "import precision_transpiler" not in vendored and "shims.keras" not in vendored
+    assert not missing and "import precision_transpiler" not in vendored and "runtime.keras" not in vendored
     # both modules copied into one file: the helpers they share appear once
     assert vendored.count("\ndef _tuple(") == 1
-    assert vendored.index("\ndef _conv_nd(") < vendored.index("\nclass _ConvNd(")  # keras_functional's first
+    assert (
+        vendored.index("\ndef _tuple(") < vendored.index("\ndef _conv_nd(") < vendored.index("\nclass _ConvNd(")
+    )  # helpers first
     namespace: dict[str, Any] = {"__name__": "vendored"}
     exec(compile(vendored, "<vendored>", "exec"), namespace)
     y = namespace["up"](namespace["build"]()(rand(1, 3, 5, 5)))

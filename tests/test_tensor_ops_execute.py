@@ -32,6 +32,7 @@ import torch
 from precision_transpiler import load_mappings, transpile
 from precision_transpiler.rules import op_patterns
 from tests.compare import assert_max_relative, run_both
+from tests.runtime import runtime_module_of
 
 RTOL = 1e-6
 HEADER = "import torch\nimport torch.nn.functional as F\n\n\n"
@@ -663,7 +664,7 @@ def test_arange_warning_is_said_once_per_file() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# torch.nn.functional through the flax_nn shims: the text they are converted to
+# torch.nn.functional through the Flax runtime: the text they are converted to
 # ----------------------------------------------------------------------------------------------
 
 SHIMMED = [
@@ -701,10 +702,11 @@ SHIMMED = [
 
 @pytest.mark.parametrize(("call", "shim_call"), SHIMMED, ids=[c for c, _ in SHIMMED])
 def test_functional_calls_become_torch_signature_shims(call: str, shim_call: str) -> None:
-    """The flax_nn shims take torch's signatures: arguments pass through as written."""
+    """The Flax runtime's functions take torch's signatures: arguments pass through as written."""
     result = transpile(f"{HEADER}y = {call}\n", to="jax", path="m.py")
     rewrites = [r.after for r in result.rewrites if r.rule == "op-pattern"]
-    assert f"precision_transpiler.shims.flax_nn.{shim_call}" in rewrites, rewrites
+    module = runtime_module_of("flax", shim_call.split("(", 1)[0])
+    assert f"{module}.{shim_call}" in rewrites, rewrites
     assert not result.unsupported, [d.format() for d in result.unsupported]
     assert f"y = {shim_call}\n" in result.code
 

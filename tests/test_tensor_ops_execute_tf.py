@@ -32,6 +32,7 @@ import torch
 from precision_transpiler import load_mappings, transpile
 from precision_transpiler.convert.vendor import vendor_shims
 from precision_transpiler.rules import op_patterns
+from tests.runtime import runtime_module_of
 from tests.test_tensor_ops_execute import (
     BOOL,
     CASES,
@@ -48,27 +49,7 @@ from tests.test_tensor_ops_execute import (
 
 assert keras.backend.backend() == "tensorflow", "these tests need KERAS_BACKEND=tensorflow before keras is imported"
 
-SHIM_PACKAGE = "precision_transpiler.shims."
-KERAS_TENSOR = Path(__file__).resolve().parent.parent / "precision_transpiler" / "shims" / "keras_tensor.py"
-KERAS_FUNCTIONAL = {
-    "scaled_dot_product_attention",
-    "interpolate",
-    "pad",
-    "dropout",
-    "layer_norm",
-    "group_norm",
-    "batch_norm",
-    "linear",
-    "conv1d",
-    "conv2d",
-    "max_pool1d",
-    "max_pool2d",
-    "avg_pool1d",
-    "avg_pool2d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
-    "adaptive_max_pool2d",
-}
+KERAS_TENSOR = Path(__file__).resolve().parent.parent / "precision_transpiler" / "runtime" / "keras" / "tensor.py"
 
 # ----------------------------------------------------------------------------------------------
 # Cases only the Keras side needs: shims written for it (losses, embedding, unflatten) and the
@@ -302,22 +283,16 @@ def test_converted_code_traces_in_a_tf_function() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _shim_for(shim_call: str) -> tuple[str, str]:
-    """The shim module a functional call goes to and the call as the converted file writes it."""
-    if shim_call.split("(", 1)[0] in KERAS_FUNCTIONAL:
-        return "keras_functional", shim_call
-    return "keras_tensor", f"torch_{shim_call}"
-
-
 @pytest.mark.parametrize(("call", "shim_call"), SHIMMED, ids=[c for c, _ in SHIMMED])
 def test_functional_calls_become_torch_signature_shims(call: str, shim_call: str) -> None:
-    """keras_functional / keras_tensor take torch's signatures: arguments pass through as written."""
+    """The Keras runtime's functions take torch's signatures, under the Flax runtime's names:
+    arguments pass through as written."""
     result = transpile(f"{HEADER}y = {call}\n", to="tf", path="m.py")
     rewrites = [r.after for r in result.rewrites if r.rule == "op-pattern"]
-    module, bare = _shim_for(shim_call)
-    assert f"{SHIM_PACKAGE}{module}.{bare}" in rewrites, rewrites
+    module = runtime_module_of("keras", shim_call.split("(", 1)[0])
+    assert f"{module}.{shim_call}" in rewrites, rewrites
     assert not result.unsupported, [d.format() for d in result.unsupported]
-    assert f"y = {bare}\n" in _runnable(result.code)
+    assert f"y = {shim_call}\n" in _runnable(result.code)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,14 +341,14 @@ def test_keras_tensor_imports_only_the_allowed_modules() -> None:
     tree = ast.parse(KERAS_TENSOR.read_text(encoding="utf-8"))
     imports = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
     allowed = {"import math", "import keras", "import numpy as np", "import tensorflow as tf", "from keras import ops"}
-    shim_imports = {i for i in imports if i.startswith("from precision_transpiler.shims.keras_functional import ")}
+    shim_imports = {i for i in imports if i.startswith("from precision_transpiler.runtime.")}
     assert imports - shim_imports <= allowed
     assert all(name.startswith(("torch_", "Torch")) for name in _keras_tensor_public())
 
 
 @pytest.mark.parametrize("name", _keras_tensor_public())
 def test_keras_tensor_definition_is_copyable(name: str) -> None:
-    code, missing = vendor_shims(f"import precision_transpiler\n\nOBJ = {SHIM_PACKAGE}keras_tensor.{name}\n")
+    code, missing = vendor_shims(f"import precision_transpiler\n\nOBJ = {runtime_module_of('keras', name)}.{name}\n")
     tree = ast.parse(code)
     imported = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     assert not missing and not [i for i in imported if "precision_transpiler" in i], imported

@@ -175,8 +175,9 @@ def test_region_in_a_plain_function_autocasts_its_matmul(to: str, tmp_path: Path
 def test_keras_layers_compute_in_bfloat16_inside_a_region_and_are_restored() -> None:
     import keras
 
-    from precision_transpiler.shims import keras_modules as M
-    from precision_transpiler.shims.keras_nn import LayerNorm, Linear
+    from precision_transpiler.runtime.keras import modules as M
+    from precision_transpiler.runtime.keras.modules import Linear
+    from precision_transpiler.runtime.keras.norm import LayerNorm
 
     class Net(M.TorchModule):
         def __init__(self) -> None:
@@ -224,8 +225,8 @@ def test_flax_layers_compute_in_bfloat16_inside_a_region_also_under_jit() -> Non
     import jax.numpy as jnp
     from flax import nnx
 
-    from precision_transpiler.shims import flax_modules as M
-    from precision_transpiler.shims.flax_nn import Conv2d
+    from precision_transpiler.runtime.flax import modules as M
+    from precision_transpiler.runtime.flax.conv import Conv2d
 
     class Net(nnx.Module):
         def __init__(self, rngs: nnx.Rngs) -> None:
@@ -257,14 +258,14 @@ def test_flax_layers_compute_in_bfloat16_inside_a_region_also_under_jit() -> Non
     assert net.conv.dtype is None and not M._TORCH_AUTOCAST_STACK
 
 
-@pytest.mark.parametrize("module", ["flax_modules", "keras_modules"])
+@pytest.mark.parametrize("module", ["flax.modules", "keras.modules"])
 @pytest.mark.parametrize("name", ["torch_autocast", "torch_autocast_call"])
 def test_shims_are_copyable_alone(module: str, name: str) -> None:
     """The converter copies each definition into the converted file with the helpers it names
     (convert/vendor.py): the copy runs without the package, with the module-level region stack."""
     from precision_transpiler.convert.vendor import vendor_shims
 
-    code, missing = vendor_shims(f"import precision_transpiler\n\nOBJ = precision_transpiler.shims.{module}.{name}\n")
+    code, missing = vendor_shims(f"import precision_transpiler\n\nOBJ = precision_transpiler.runtime.{module}.{name}\n")
     assert not missing and "import precision_transpiler" not in code
     namespace = _namespace(code, Path(f"copied_{name}.py"))
     assert namespace["OBJ"].__doc__ and "torch" in namespace["OBJ"].__doc__

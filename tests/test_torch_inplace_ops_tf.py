@@ -4,7 +4,7 @@ The cases of tests/test_torch_inplace_ops.py (every method of mappings/ops/inpla
 the forms: values of in-place calls, basic-indexed views, subscript stores, augmented stores) are
 converted with `transpile(src, to="tf")` and run on TensorFlow tensors: float32 results agree
 with torch to a relative error of 1e-6. Stores become `x = torch_at(x)[index].set(v)`
-(shims/keras_tensor.py) and buffer updates `self.buf.assign(...)`.
+(runtime/keras/tensor.py) and buffer updates `self.buf.assign(...)`.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_buffer_updates_assign_the_keras_variable() -> None:
 
 
 def test_store_at_an_index_computed_in_a_graph_is_refused_clearly() -> None:
-    from precision_transpiler.shims.keras_tensor import torch_at
+    from precision_transpiler.runtime.keras.tensor import torch_at
 
     @tf.function
     def f(x: Any, i: Any) -> Any:

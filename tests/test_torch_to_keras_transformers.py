@@ -1,7 +1,7 @@
 """Hugging Face transformers models, torch -> Keras 3 (`--to tf`), as installed: converted with
 `--entry`, verified against the torch originals at fp32, and run without torch.
 
-The models cover what the Keras counterparts (shims/keras_transformers.py) and the general
+The models cover what the Keras counterparts (runtime/keras/transformers.py) and the general
 converter have to get right for transformers code: BERT (extended attention masks, the `output`
 attribute Keras owns), GPT-2 (Conv1D, the tied head sharing one variable), RoBERTa (a submodule
 assigned twice), Llama (rotary embeddings reading `x.device.type`, grouped-query attention,
@@ -197,22 +197,22 @@ def _counterparts() -> list[str]:
 
     from precision_transpiler.convert.vendor import SHIM_DIR
 
-    tree = ast.parse((SHIM_DIR / "keras_transformers.py").read_text())
+    tree = ast.parse((SHIM_DIR / "keras" / "transformers.py").read_text())
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     names += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
     return [n for n in names if not n.startswith("_") or n.startswith("_prepare_4d")]
 
 
-@pytest.mark.parametrize("name", [n for n in _counterparts() if n != "SHIM_IMPORTS"])
+@pytest.mark.parametrize("name", _counterparts())
 def test_keras_counterpart_is_copyable_alone(name: str) -> None:
     """The converter copies each counterpart into a converted file on its own, with the helpers
-    it names (TorchModule from keras_modules included): the copy runs without the package."""
+    it names (TorchModule from runtime/keras/modules.py included): the copy runs without the package."""
     import ast
 
     from precision_transpiler.convert.vendor import vendor_shims
 
     code, missing = vendor_shims(
-        f"import precision_transpiler\n\nOBJ = precision_transpiler.shims.keras_transformers.{name}\n"
+        f"import precision_transpiler\n\nOBJ = precision_transpiler.runtime.keras.transformers.{name}\n"
     )
     tree = ast.parse(code)
     imported = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
@@ -232,7 +232,7 @@ def test_torch_module_takes_tensors_and_flags_together_in_var_keywords() -> None
     import numpy as np
     from keras import ops
 
-    from precision_transpiler.shims.keras_modules import TorchModule
+    from precision_transpiler.runtime.keras.modules import TorchModule
 
     class Inner(TorchModule):
         def call(self, x, mask=None, **kwargs):

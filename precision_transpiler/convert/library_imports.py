@@ -6,7 +6,7 @@ model. The `symbols:` of the layer tables (mappings/layers/transformers.yaml) na
 for each; this step rewrites the import of such a name:
 
     from ...modeling_utils import PreTrainedModel
-    ->  from precision_transpiler.shims.flax_transformers import PreTrainedModel
+    ->  from precision_transpiler.runtime.flax.transformers import PreTrainedModel
 
 (relative modules made absolute from the file's package), keeping the local name, so the code
 that uses it is untouched. Shim imports are later replaced by the shim definitions

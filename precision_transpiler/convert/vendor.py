@@ -1,20 +1,23 @@
-"""Copy the shims a converted file uses into that file, so it runs on its own.
+"""Copy the runtime definitions ("shims") a converted file uses into it, so it runs on its own.
 
-Rules emit shims as qualified names (`precision_transpiler.shims.flax_nn.Conv2d`), which the
-import machinery spells `import precision_transpiler` + a dotted reference. This step replaces
-each reference by the bare name (`Conv2d`), removes that import, and inserts the definitions
-(with the shim-module helpers they use and the imports they need) after the file's imports, under
-a marker comment. The shim modules are read as text: nothing is imported.
+Rules emit runtime definitions as qualified names (`precision_transpiler.runtime.flax.conv.Conv2d`),
+which the import machinery spells `import precision_transpiler` + a dotted reference. This step
+replaces each reference by the bare name (`Conv2d`), removes that import, and inserts the
+definitions (with the runtime helpers they use and the imports they need) after the file's
+imports, under a marker comment. The runtime modules (precision_transpiler/runtime) are read as
+text: nothing is imported. A runtime module is named by its dotted path below the package
+(`flax.conv`, `common`, `torch.device`).
 
-A shim module may take helpers from another one with a module-level
-`from precision_transpiler.shims.<other> import _helper, Thing` (unaliased): a copied definition
-that names `_helper` brings `<other>`'s definition along, with its own closure, across any number
-of modules; every definition is copied once and the import line itself never is. Order: the
-modules a shim module imports from come before it (depth-first, in the order the converted code
-first names them), each module's definitions in its source order -- so, as when Python imports
-them, class bases, decorators, default values and module-level assignments are defined before
-their users. Should a cycle between modules put a definition ahead of what it needs at import
-time, it is moved after it.
+A runtime module may take helpers from another one with a module-level
+`from precision_transpiler.runtime.<other> import _helper, Thing` (unaliased; `from .other` and
+`from ..common` work too): a copied definition that names `_helper` brings `<other>`'s definition along,
+with its own closure, across any number of modules (the framework modules take their framework-free
+arithmetic from `common` so); every definition is copied once and the import line itself never is.
+Order: the modules a runtime module imports from come before it (depth-first, in the order the
+converted code first names them), each module's definitions in its source order -- so, as when
+Python imports them, class bases, decorators, default values and module-level assignments are
+defined before their users. Should a cycle between modules put a definition ahead of what it needs
+at import time, it is moved after it.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
 
-PACKAGE = "precision_transpiler.shims"
-MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)"
-SHIM_DIR = Path(__file__).resolve().parent.parent / "shims"
+MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
+SHIM_DIR = Path(__file__).resolve().parent.parent / "runtime"
 
-_Key = tuple[str, str]  # (shim module, top-level name)
+_Key = tuple[str, str]  # (runtime module, as `flax.conv`; top-level name)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class _Definition:
     name: str
     source: str
     order: int
-    uses: frozenset[str]  # top-level names of its shim module, or names imported from other shims, it references
+    # top-level names of its runtime module, or names imported from other runtime modules, it references
+    uses: frozenset[str]
     eager: frozenset[str]  # the part of `uses` evaluated when the definition itself runs (bases, defaults, values)
     imports: frozenset[str]  # import aliases it references (jax, jnp, nnx, math, ...)
 
@@ -49,15 +53,23 @@ class _Definition:
 class _ShimModule:
     definitions: dict[str, _Definition]
     imports: dict[str, str]  # alias -> import statement
-    shim_imports: dict[str, str]  # name imported from another shim module -> that module
+    shim_imports: dict[str, str]  # name imported from another runtime module -> that module
+
+
+def _shim_path(name: str) -> Path:
+    return SHIM_DIR.joinpath(*name.split(".")).with_suffix(".py")
 
 
 def _shim_module(name: str) -> _ShimModule:
-    return _parse_shim_module(SHIM_DIR / f"{name}.py")
+    return _parse_shim_module(_shim_path(name), name)
 
 
-@lru_cache(maxsize=16)
-def _parse_shim_module(path: Path) -> _ShimModule:
+def _is_shim_module(name: str) -> bool:
+    return bool(name) and all(part.isidentifier() for part in name.split(".")) and _shim_path(name).is_file()
+
+
+@lru_cache(maxsize=64)
+def _parse_shim_module(path: Path, name: str) -> _ShimModule:
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
@@ -65,12 +77,12 @@ def _parse_shim_module(path: Path) -> _ShimModule:
     shim_imports: dict[str, str] = {}
     tops: dict[str, ast.stmt] = {}
     for node in tree.body:
-        other = _shim_import(node)
+        other = _shim_import(node, name)
         if other is not None:
             assert isinstance(node, ast.ImportFrom)
             for alias in node.names:
                 if alias.asname not in (None, alias.name) or alias.name == "*":
-                    raise ValueError(f"{path}: import shims' names unaliased ({ast.unparse(node)})")
+                    raise ValueError(f"{path}: import runtime modules' names unaliased ({ast.unparse(node)})")
                 shim_imports[alias.name] = other
         elif isinstance(node, ast.Import | ast.ImportFrom):
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
@@ -102,15 +114,19 @@ def _parse_shim_module(path: Path) -> _ShimModule:
     return _ShimModule(definitions, imports, shim_imports)
 
 
-def _shim_import(node: ast.stmt) -> str | None:
-    """The shim module a `from precision_transpiler.shims.M import ...` (or `from .M import ...`)
-    statement imports from; None for any other statement."""
+def _shim_import(node: ast.stmt, importer: str) -> str | None:
+    """The runtime module a `from precision_transpiler.runtime.M import ...` statement (or a
+    relative `from .M import ...` / `from ..M import ...` one, read from runtime module
+    `importer`) imports from; None for any other statement."""
     if not isinstance(node, ast.ImportFrom) or node.module is None:
         return None
-    if node.level == 0 and node.module.startswith(PACKAGE + ".") and node.module.count(".") == 2:
-        return node.module.rsplit(".", 1)[1]
-    if node.level == 1 and "." not in node.module:
-        return node.module
+    if node.level == 0 and node.module.startswith(PACKAGE + "."):
+        return node.module[len(PACKAGE) + 1 :]
+    if node.level >= 1:
+        package = importer.split(".")[:-1]
+        if node.level - 1 > len(package):
+            return None
+        return ".".join([*package[: len(package) - (node.level - 1)], node.module])
     return None
 
 
@@ -147,7 +163,7 @@ def _load(name: str) -> _ShimModule | None:
 
 
 def _resolve(module_name: str, name: str, seen: frozenset[_Key] = frozenset()) -> _Key | None:
-    """Where `name`, as seen from shim module `module_name`, is defined (following the shim
+    """Where `name`, as seen from runtime module `module_name`, is defined (following the runtime
     imports); None when nowhere."""
     module = _load(module_name)
     if module is None or (module_name, name) in seen:
@@ -160,7 +176,7 @@ def _resolve(module_name: str, name: str, seen: frozenset[_Key] = frozenset()) -
 
 
 def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
-    """Every definition the wanted symbols need, across shim modules, each once, in the order the
+    """Every definition the wanted symbols need, across runtime modules, each once, in the order the
     module docstring describes. Unknown modules and names are added to `missing`."""
     todo: list[_Key] = []
     for module_name, symbols in wanted.items():
@@ -181,7 +197,7 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
         needs[key] = set()
         for use in sorted(definition.uses):
             target = _resolve(key[0], use)
-            if target is None:  # imported from a shim module that does not define it
+            if target is None:  # imported from a runtime module that does not define it
                 absent = f"{PACKAGE}.{module.shim_imports[use]}.{use}"
                 missing += [absent] if absent not in missing else []
                 continue
@@ -202,7 +218,7 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
     for module_name in wanted:
         visit(module_name, ())
     keys = sorted(definitions, key=lambda k: (rank[k[0]], definitions[k].order))
-    # a definition waits for the ones it needs at import time (only a cycle between shim modules
+    # a definition waits for the ones it needs at import time (only a cycle between runtime modules
     # can ask for it); a cycle of such needs keeps the order (Python could not import it either)
     done: set[_Key] = set()
     ordered: list[_Key] = []
@@ -215,7 +231,7 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
 
 
 def vendor_shims(code: str) -> tuple[str, list[str]]:
-    """Inline every `precision_transpiler.shims.*` definition `code` refers to. Returns the new
+    """Inline every `precision_transpiler.runtime.*` definition `code` refers to. Returns the new
     code and the shims that could not be found (a table names a shim that does not exist)."""
     if PACKAGE not in code:
         return code, []
@@ -231,8 +247,12 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     class _Refs(cst.CSTTransformer):
         def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
             name = dotted_name(original)
-            if name and name.startswith(PACKAGE + ".") and name.count(".") == 3:
-                shim_module, symbol = name.split(".")[2:]
+            if name and name.startswith(PACKAGE + "."):
+                shim_module, _, symbol = name[len(PACKAGE) + 1 :].rpartition(".")
+                if not _is_shim_module(shim_module):  # a package on the way (`...runtime.flax`) or a typo
+                    unresolved.add(name)
+                    return updated
+                resolved.add(name)
                 wanted.setdefault(shim_module, [])
                 if symbol not in wanted[shim_module]:
                     wanted[shim_module].append(symbol)
@@ -246,10 +266,20 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
                 return cst.Name(local, lpar=updated.lpar, rpar=updated.rpar)
             return updated
 
+    unresolved: set[str] = set()
+    resolved: set[str] = set()
     module = module.visit(_Refs())
+    # a reference to no runtime module (`precision_transpiler.runtime.flax.nonesuch.X`): its
+    # longest unresolved spelling, unless that is the package part of a resolved reference
+    missing: list[str] = sorted(
+        n
+        for n in unresolved
+        if not any(other.startswith(n + ".") for other in unresolved)
+        and not any(f"{PACKAGE}.{m}.".startswith(n + ".") for m in wanted)
+        and not any(n.startswith(r + ".") for r in resolved)  # `Conv2d.__init__`
+    )
     if not wanted:
-        return code, []
-    missing: list[str] = []
+        return code, missing
     blocks: list[str] = []
     needed_imports: dict[str, str] = {}
     for shim_name, symbol in _closure(wanted, missing):
@@ -270,8 +300,8 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
 
 def shim_source(module_name: str, names: list[str]) -> str:
     """The source of shim definitions `names` of `module_name`, with every definition they need
-    across shim modules, in import order: for generated helper blocks (the precision policies'
-    `--device auto` helpers) that take their runtime code from a real, linted shim module. The
+    across runtime modules, in import order: for generated helper blocks (the precision policies'
+    `--device auto` helpers) that take their runtime code from a real, linted runtime module. The
     definitions must need no imports the converted file does not already make."""
     missing: list[str] = []
     keys = _closure({module_name: names}, missing)
@@ -281,7 +311,7 @@ def shim_source(module_name: str, names: list[str]) -> str:
 
 
 def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tuple[cst.Module, list[tuple[str, str]]]:
-    """Remove `from precision_transpiler.shims.M import N [as L]` statements (written by
+    """Remove `from precision_transpiler.runtime.M import N [as L]` statements (written by
     convert/library_imports.py), adding N to `wanted`; returns the (L, N) aliases to define."""
     body = []
     aliases: list[tuple[str, str]] = []
@@ -293,7 +323,7 @@ def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tupl
             and (dotted_name(small.module) or "").startswith(PACKAGE + ".")
             and not isinstance(small.names, cst.ImportStar)
         ):
-            shim_module = (dotted_name(small.module) or "").split(".")[2]
+            shim_module = (dotted_name(small.module) or "")[len(PACKAGE) + 1 :]
             for alias in small.names:
                 name = dotted_name(alias.name) or ""
                 wanted.setdefault(shim_module, [])
@@ -381,7 +411,7 @@ def _is_marked_import(stmt: cst.CSTNode) -> bool:
 
 def unvendor(code: str, target: str) -> str | None:
     """The inverse of vendor_shims for what a policy pass needs: the copied-in shim definitions
-    (the block after MARKER) replaced by imports from their shim modules, so that they are seen
+    (the block after MARKER) replaced by imports from their runtime modules, so that they are seen
     as the torch-semantics layers they are; vendor_shims puts them back as they were. None when
     `code` has no such block. A definition both targets' shims have word for word is taken from
     `target`'s ("jax" or "tf"): importing it from the other's would bring that framework in."""
@@ -400,7 +430,7 @@ def unvendor(code: str, target: str) -> str | None:
     if start is None:
         return None
     known = _known_definitions()
-    prefix = {"jax": "flax_", "tf": "keras_"}[target]
+    prefix = TARGET_PACKAGES[target] + "."
     imports: list[str] = []
     end = start
     for stmt in body[start:]:
@@ -444,14 +474,15 @@ def unvendor(code: str, target: str) -> str | None:
 
 @cache
 def _known_definitions() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Every shim definition's source -> the (shim module, name) pairs defining it so."""
+    """Every shim definition's source -> the (runtime module, name) pairs defining it so."""
     known: dict[str, tuple[tuple[str, str], ...]] = {}
-    for path in sorted(SHIM_DIR.glob("*.py")):
+    for path in sorted(SHIM_DIR.rglob("*.py")):
         if path.stem.startswith("_"):
             continue
-        for name, definition in _shim_module(path.stem).definitions.items():
+        module_name = ".".join(path.relative_to(SHIM_DIR).with_suffix("").parts)
+        for name, definition in _shim_module(module_name).definitions.items():
             if name.lower().startswith("_ptranspile_"):
                 continue  # a policy's helpers (precision/strip.py removes them), never copied in
             text = definition.source.strip("\n")
-            known[text] = (*known.get(text, ()), (path.stem, name))
+            known[text] = (*known.get(text, ()), (module_name, name))
     return known

@@ -106,9 +106,10 @@ def device_dtype_exprs(policy: Policy, compute: str, param: str, binding: str) -
 
 def with_device_helpers(code: str, policy: Policy, shim_module: str, function: str, binding: str) -> str:
     """A helper block for `--device auto`: after its leading comment lines, the decision helpers
-    copied from the real shim module (`shims/device.py` and its framework half) and
-    `binding = function("half")`, decided once, when the converted module is imported. Other
-    policies' blocks are returned as they are."""
+    copied from the real runtime modules (`runtime/device.py` and its framework half,
+    `shim_module`: "flax.device", "keras.device" or "torch.device") and `binding =
+    function("half")`, decided once, when the converted module is imported. Other policies'
+    blocks are returned as they are."""
     if not auto_device(policy):
         return code
     from precision_transpiler.convert.vendor import shim_source

@@ -27,6 +27,7 @@ from precision_transpiler.precision.base import (
     island,
     with_device_helpers,
 )
+from precision_transpiler.runtime import PACKAGE
 
 _ACCUMULATING = frozenset({"linear", "conv", "attention"})
 _ACCUM_LAYERS = frozenset(
@@ -211,7 +212,7 @@ class FlaxPolicyPass(PolicyPass):
         mentioned = used_names(self.module_code) | {
             n.rsplit(".", 1)[1]
             for n in self.symbols
-            if n.startswith("precision_transpiler.shims.") and n.rsplit(".", 1)[1] in self.module_code
+            if n.startswith(PACKAGE + ".") and n.rsplit(".", 1)[1] in self.module_code
         }
         table: dict[str, str] = {}
         for name, op_class in self.symbols.items():
@@ -285,7 +286,7 @@ def helper_block(
         layers_call=LAYERS_CALL if layer_dtypes else "",
         layers_helpers=layers_helpers,
     )
-    code = with_device_helpers(code, policy, "flax_device", "_ptranspile_flax_device", "_PTRANSPILE_DEVICE_DTYPE")
+    code = with_device_helpers(code, policy, "flax.device", "_ptranspile_flax_device", "_PTRANSPILE_DEVICE_DTYPE")
     return helper_statements(code)
 
 

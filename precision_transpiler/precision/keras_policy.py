@@ -589,7 +589,7 @@ def low_policy_expr(policy: Policy, mappings: MappingSet) -> str:
 
 def keras_device_helpers(code: str, policy: Policy) -> str:
     """`code` with the `--device auto` decision (`_PTRANSPILE_DEVICE_DTYPE`) made first."""
-    return with_device_helpers(code, policy, "keras_device", "_ptranspile_keras_device", "_PTRANSPILE_DEVICE_DTYPE")
+    return with_device_helpers(code, policy, "keras.device", "_ptranspile_keras_device", "_PTRANSPILE_DEVICE_DTYPE")
 
 
 def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:

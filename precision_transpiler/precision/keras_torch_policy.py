@@ -51,12 +51,19 @@ from precision_transpiler.precision.keras_policy import (
     keras_device_helpers,
     low_policy_expr,
 )
+from precision_transpiler.runtime import PACKAGE, runtime_module, runtime_name
 
-_SHIMS = "precision_transpiler.shims."
+_SHIMS = PACKAGE + "."
 # Bases whose subclasses in the converted file are the model's own classes (get @_ptranspile_module):
 # TorchModule, and the torch-semantics layers and library counterparts (`class Stage(nn.Sequential)`).
-_MODULE_BASES = "precision_transpiler.shims.keras_modules.TorchModule"
-_LAYER_SHIMS = ("precision_transpiler.shims.keras_nn.", "precision_transpiler.shims.keras_transformers.")
+_MODULE_BASES = runtime_name("tf", "modules", "TorchModule")
+_LAYER_SHIMS = (
+    *(
+        runtime_module("tf", subject) + "."
+        for subject in ("conv", "pool", "norm", "attention", "modules", "transformers")
+    ),
+    *(runtime_name(None, "common", name) for name in ("Cache", "GenerationMixin", "EncoderDecoderCache")),
+)
 # Low-precision op classes that run in the compute dtype (torch autocast's lower-precision list).
 _AUTOCAST_CLASSES = frozenset({"linear", "conv", "matmul", "attention"})
 

@@ -369,5 +369,5 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
         fp32_classes=repr(tuple(sorted(fp32_classes))),
         fp32_modules="".join(f"{m}, " for m in keep_modules),
     )
-    code = with_device_helpers(code, policy, "torch_device", "_ptranspile_torch_device", "_PTRANSPILE_DEVICE")
+    code = with_device_helpers(code, policy, "torch.device", "_ptranspile_torch_device", "_PTRANSPILE_DEVICE")
     return helper_statements(code)

@@ -26,14 +26,16 @@ from functools import cached_property
 
 import libcst as cst
 
+from precision_transpiler.runtime import PACKAGE
+
 _PLACEHOLDER = re.compile(
     r"\{(?P<star>\*{1,2})?(?P<name>[A-Za-z_]\w*)(?::(?P<kw>[A-Za-z_]\w*))?"
     r"(?:=(?P<default>[^{}]+?))?(?P<opt>\?)?(?P<str>!str)?\}"
 )
 _PREFIX = "__ptph_"
-#: Shims are emitted and matched like framework symbols: by qualified name, through the file's
-#: imports (the converter later copies their definitions into the converted file).
-SHIM_PACKAGE = "precision_transpiler.shims"
+#: Runtime definitions ("shims") are emitted and matched like framework symbols: by qualified name,
+#: through the file's imports (the converter later copies their definitions into the converted file).
+SHIM_PACKAGE = PACKAGE
 
 _EMPTY = cst.Module([])
 

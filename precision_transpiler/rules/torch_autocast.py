@@ -10,7 +10,7 @@ float32 model. So each region becomes a context-manager shim that reproduces it:
 - the first argument is the instance parameter of the module method the region is in (`self`),
   `None` in plain functions and at module level: on entry the shim makes every lower-precision
   layer under that module (Linear, Conv*, MultiheadAttention ...) compute in the region's dtype
-  and restores it on exit (shims/flax_modules.py and shims/keras_modules.py say how);
+  and restores it on exit (runtime/flax/modules.py and runtime/keras/modules.py say how);
 - the dtype comes from `dtype=` (a torch dtype becomes its name), else torch's default for the
   device type ("cpu" -> bfloat16, "cuda" -> float16); `enabled` is kept (it may be an
   expression); `cache_enabled` has no meaning outside torch and is dropped;
@@ -36,8 +36,9 @@ from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_module
 
-_SHIMS = {"jax": "precision_transpiler.shims.flax_modules", "tf": "precision_transpiler.shims.keras_modules"}
+_SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
 _MATMUL = {"jax": "jax.numpy.matmul", "tf": "keras.ops.matmul"}
 # qualified name -> the device type it fixes (None: the first argument says)
 _AUTOCAST = {
@@ -85,9 +86,9 @@ class TorchAutocast(Rule):
             "class Net(nnx.Module):\n    def __init__(self, *, rngs: nnx.Rngs | None = None):\n"
             "        if rngs is None:\n            rngs = nnx.Rngs(0)\n        super().__init__()\n"
             "        self.fc = nnx.Linear(4, 4, rngs=rngs)\n\n    def __call__(self, x):\n"
-            '        with precision_transpiler.shims.flax_modules.torch_autocast(self, "bfloat16", enabled=True):\n'
+            '        with precision_transpiler.runtime.flax.modules.torch_autocast(self, "bfloat16", enabled=True):\n'
             "            h = self.fc(x)\n"
-            "            return precision_transpiler.shims.flax_modules.torch_autocast_call(jnp.matmul, h, h.T)\n",
+            "            return precision_transpiler.runtime.flax.modules.torch_autocast_call(jnp.matmul, h, h.T)\n",
             to="jax",
             diagnostics=("autocast region",),
             vendored=False,
@@ -97,8 +98,8 @@ class TorchAutocast(Rule):
             '    """Attention logits in float32."""\n    return q @ k.transpose(-1, -2)\n',
             "import precision_transpiler\nimport keras\n\n\ndef score(q, k):\n"
             '    """Attention logits in float32."""\n'
-            '    with precision_transpiler.shims.keras_modules.torch_autocast(None, "float16", enabled=False):\n'
-            "        return precision_transpiler.shims.keras_modules.torch_autocast_call(keras.ops.matmul, q, "
+            '    with precision_transpiler.runtime.keras.modules.torch_autocast(None, "float16", enabled=False):\n'
+            "        return precision_transpiler.runtime.keras.modules.torch_autocast_call(keras.ops.matmul, q, "
             "keras.ops.swapaxes(k, -1, -2))\n",
             to="tf",
             diagnostics=("autocast region",),
@@ -208,7 +209,7 @@ class TorchAutocast(Rule):
 class _OpWrapper(cst.CSTTransformer):
     """Wrap the converted matmul-class calls (and `a @ b`) of a region's body in
     `torch_autocast_call(op, ...)`. Converted code is read through the file's imports as the
-    converter spelled them (`jnp.matmul`, `precision_transpiler.shims.flax_nn.linear`)."""
+    converter spelled them (`jnp.matmul`, `precision_transpiler.runtime.flax.functional.linear`)."""
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()

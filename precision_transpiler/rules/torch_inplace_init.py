@@ -15,10 +15,11 @@ import libcst as cst
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_module
 
 _RANDOM = {"normal_": "tensor_normal_", "uniform_": "tensor_uniform_"}
 _CONSTANT = {"zero_": "tensor_zero_", "fill_": "tensor_fill_"}
-_SHIMS = {"jax": "precision_transpiler.shims.flax_modules", "tf": "precision_transpiler.shims.keras_modules"}
+_SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
 
 
 @register

@@ -22,7 +22,7 @@ whose effect can be written as an assignment, and reports the others (never sile
 
 For Keras (`--to tf`) the same forms are converted the same way, with TensorFlow spellings:
 values from the table's `tf` patterns (`keras.ops.add(x, y)`), `keras.ops.cast(value, x.dtype)`
-for the dtype, `x = torch_at(x)[i].set(v)` for stores (shims/keras_tensor.py: JAX's `.at` for
+for the dtype, `x = torch_at(x)[i].set(v)` for stores (runtime/keras/tensor.py: JAX's `.at` for
 TensorFlow tensors), and `self.buf.assign(value)` for a buffer or parameter (a Keras variable).
 
 `zero_()`/`fill_(v)` on a parameter or attribute (an init loop, `p.weight.zero_()`) are
@@ -43,6 +43,7 @@ from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.templates import Pattern, match_pattern, parenthesize
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_name
 
 #: in-place methods that change the tensor's shape: not converted into a Buffer/Param (its
 #: `[...] =` update keeps the shape)
@@ -106,7 +107,7 @@ class TorchInplaceOps(Rule):
             '        super().__init__()\n        self.register_buffer("avg", torch.zeros(3))\n\n'
             "    def forward(self, x):\n        self.avg.mul_(0.9)\n        return x\n",
             "from flax import nnx\nimport jax.numpy as jnp\n\n\n# ptranspile: torch-compatible definitions copied from "
-            "precision_transpiler/shims (torch semantics)\nclass Buffer(nnx.Variable):\n"
+            "precision_transpiler/runtime (torch semantics)\nclass Buffer(nnx.Variable):\n"
             '    """A torch buffer (`self.register_buffer(name, tensor, persistent=...)`): module state that\n'
             "    is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight\n"
             '    loading does not expect them."""\n\n\n'
@@ -885,10 +886,10 @@ def _assign_back(
 
 
 def _at(ctx: RuleContext, base: cst.Name, subscript: cst.Subscript) -> cst.Subscript:
-    """`x.at[<subscript's index>]` (JAX); `torch_at(x)[<index>]` (Keras: shims/keras_tensor.py),
+    """`x.at[<subscript's index>]` (JAX); `torch_at(x)[<index>]` (Keras: runtime/keras/tensor.py),
     which has the same `.set`/`.add`/... updates for TensorFlow tensors."""
     if ctx.target == "tf":
-        at = cst.Call(ctx.expr_for("precision_transpiler.shims.keras_tensor.torch_at"), [cst.Arg(base)])
+        at = cst.Call(ctx.expr_for(runtime_name("tf", "tensor", "torch_at")), [cst.Arg(base)])
         return cst.Subscript(at, subscript.slice)
     return cst.Subscript(cst.Attribute(base, cst.Name("at")), subscript.slice)
 

@@ -53,8 +53,8 @@ class TorchIntPromotionTf(Rule):
             "    cont = torch.arange(depth) * w_a + w_0\n    return cont, torch.arange(depth) * 2\n",
             # before the arange shim is copied into the file (vendored=False): its qualified name
             "import precision_transpiler\nimport keras\n\n\ndef widths(depth: int, w_a: float, w_0: int):\n"
-            "    cont = keras.ops.multiply(precision_transpiler.shims.keras_tensor.torch_arange(depth), w_a) + w_0\n"
-            "    return cont, precision_transpiler.shims.keras_tensor.torch_arange(depth) * 2\n",
+            "    cont = keras.ops.multiply(precision_transpiler.runtime.keras.tensor.torch_arange(depth), w_a) + w_0\n"
+            "    return cont, precision_transpiler.runtime.keras.tensor.torch_arange(depth) * 2\n",
             to="tf",
             vendored=False,
         ),

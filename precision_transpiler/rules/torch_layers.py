@@ -7,7 +7,7 @@ semantics Flax does not have (NCHW convolutions, torch pooling, BatchNorm moment
 torch-signature shims copied into the converted file (`Conv2d(3, 64, 7, 2, 3, rngs=rngs)`). A
 layer class used as a value (`norm_layer = nn.BatchNorm2d`) becomes the torch-signature class.
 
-For Keras (`--to tf`) every layer is a torch-signature shim (shims/keras_nn.py) and nothing gets
+For Keras (`--to tf`) every layer is a torch-signature shim (runtime/keras/) and nothing gets
 `rngs`: the table's `tf:` targets drive the same code.
 """
 
@@ -38,7 +38,7 @@ class TorchLayers(Rule):
         Example(
             "import torch.nn as nn\n\n\ndef head():\n    return nn.ReLU(inplace=True)\n",
             "from typing import Any\nimport keras\nfrom keras import ops\n\n\n"
-            "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)\n"
+            "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)\n"
             "class ReLU(keras.layers.Layer):\n"
             '    """torch.nn.ReLU; `inplace` has no meaning for immutable tensors."""\n\n'
             "    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:\n"

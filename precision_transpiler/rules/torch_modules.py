@@ -17,6 +17,7 @@ from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_module, runtime_name
 
 
 @register
@@ -28,7 +29,7 @@ class TorchModules(Rule):
             "import torch.nn as nn\n\n\ndef block(d):\n    return nn.Identity()\n\n\nclass Net(nn.Module):\n"
             "    def forward(self, x):\n        return x\n",
             "from flax import nnx\n\n\n"
-            "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)\n"
+            "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)\n"
             "class Identity(nnx.Module):\n"
             '    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""\n\n'
             "    def __init__(self, *args, **kwargs):\n        pass\n\n    def __call__(self, x):\n"
@@ -131,7 +132,8 @@ class TorchModules(Rule):
         ):
             # `module.training` in a helper taking the module (transformers' eager_attention_forward)
             new = cst.Call(
-                func=ctx.expr_for("precision_transpiler.shims.flax_modules.is_training"), args=[cst.Arg(updated.value)]
+                func=ctx.expr_for(runtime_name("jax", "modules", "is_training")),
+                args=[cst.Arg(updated.value)],
             )
             ctx.record(self.name, original, new)
             return new
@@ -251,7 +253,7 @@ class TorchModules(Rule):
             return None
         rest = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[1:]]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in rest[:-1]]
-        value = cst.Call(func=ctx.expr_for("precision_transpiler.shims.flax_modules.Buffer"), args=[*args, rest[-1]])
+        value = cst.Call(func=ctx.expr_for(runtime_name("jax", "modules", "Buffer")), args=[*args, rest[-1]])
         target = cst.AssignTarget(cst.Attribute(cst.Name("self"), cst.Name(name)))
         new = updated.with_changes(body=[cst.Assign(targets=[target], value=value)])
         ctx.record(self.name, original, new)
@@ -279,7 +281,7 @@ class TorchModules(Rule):
             method = "add_module"
         else:
             return None
-        new = cst.Call(func=ctx.expr_for(f"precision_transpiler.shims.flax_modules.{method}"), args=args)
+        new = cst.Call(func=ctx.expr_for(f"{runtime_module('jax', 'modules')}.{method}"), args=args)
         ctx.record(self.name, original, new)
         return new
 

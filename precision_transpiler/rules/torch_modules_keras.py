@@ -1,7 +1,7 @@
 """torch model structure -> Keras 3: module classes, `forward`, module walks.
 
 * `class Net(nn.Module)` -> `class Net(TorchModule)` (through the `symbols:` of the layer table;
-  `TorchModule` is a `keras.layers.Layer` with torch's Module behaviour, shims/keras_modules.py).
+  `TorchModule` is a `keras.layers.Layer` with torch's Module behaviour, runtime/keras/modules.py).
   A class deriving from a torch layer (`class Stage(nn.Sequential)`, `class LayerNorm2d(nn.LayerNorm)`)
   derives from its torch-signature Keras shim and gets `TorchModule` as a second base, so it has
   torch's module methods, mode and buffers too.
@@ -9,7 +9,7 @@
   `super().forward(...)` in module classes and `Net.forward(self, x)` -> `.call(...)`;
   `TorchModule.forward` calls `call`, so `model.forward(x)` from outside still works.
 * `self.modules()` / `named_modules()` / `children()` / `named_children()` / `add_module(name, m)`
-  on `self` and its attributes -> `modules(self)`, ... (shims/keras_modules.py): the attribute may
+  on `self` and its attributes -> `modules(self)`, ... (runtime/keras/modules.py): the attribute may
   be a Keras shim (`Sequential`) that has no such method.
 * `isinstance(m, nn.Module)` -> `isinstance(m, keras.layers.Layer)`: converted layers are Keras
   layers, only converted module classes are `TorchModule`s.
@@ -28,8 +28,9 @@ from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_module
 
-_SHIMS = "precision_transpiler.shims.keras_modules"
+_SHIMS = runtime_module("tf", "modules")
 #: read-only properties of keras.layers.Layer (Keras 3.15): `self.dtype = ...` raises AttributeError
 #: (`input` and `output` too, but TorchModule makes them assignable: BERT's `self.output`)
 _KERAS_READ_ONLY = frozenset(

@@ -15,6 +15,7 @@ import libcst as cst
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_module
 
 _SHIMS = {"torch.randn": "torch_randn", "torch.rand": "torch_rand"}
 _DROPPED = ("device", "requires_grad", "generator", "layout", "pin_memory", "out")
@@ -29,7 +30,7 @@ class TorchRandomInit(Rule):
             "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self, d):\n"
             "        super().__init__()\n        self.token = nn.Parameter(torch.randn(1, 1, d))\n",
             "from flax import nnx\nimport jax\nimport jax.numpy as jnp\n\n\n"
-            "# ptranspile: torch-compatible definitions copied from precision_transpiler/shims (torch semantics)\n"
+            "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)\n"
             "def _init_key(rngs):\n    return rngs.params() if rngs is not None else jax.random.key(0)\n\n\n"
             "def _size(size):\n"
             "    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)\n\n\n"
@@ -59,7 +60,7 @@ class TorchRandomInit(Rule):
         last = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         args = [a.with_changes(comma=_COMMA) for a in args[:-1]] + [last]
         ctx.consume([original.func])
-        new = updated.with_changes(func=ctx.expr_for(f"precision_transpiler.shims.flax_modules.{shim}"), args=args)
+        new = updated.with_changes(func=ctx.expr_for(f"{runtime_module('jax', 'tensor')}.{shim}"), args=args)
         ctx.record(self.name, original, new)
         return new
 

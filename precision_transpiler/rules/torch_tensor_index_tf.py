@@ -6,7 +6,7 @@ and `...` (a TypeError when run). JAX arrays index like NumPy, so only the Keras
 this rule. It rewrites a subscript read whose base is known to be a tensor (a name the function
 binds to torch calls or annotates `torch.Tensor`, a registered buffer or parameter `self.<name>`)
 and whose index holds something that may be a tensor (such a name or buffer, a torch call, a
-comparison): `torch_at(x)[index].get()` (shims/keras_tensor.py) gathers exactly what torch's
+comparison): `torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
 advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
 to be basic. Subscripts that are stored into are the in-place rule's (rules/torch_inplace_ops.py);
 bases that may be lists or dicts are left alone.
@@ -19,8 +19,9 @@ import libcst as cst
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.torch_inplace_ops import known_tensor
+from precision_transpiler.runtime import runtime_name
 
-_AT = "precision_transpiler.shims.keras_tensor.torch_at"
+_AT = runtime_name("tf", "tensor", "torch_at")
 
 
 @register
@@ -34,7 +35,7 @@ class TorchTensorIndexTf(Rule):
             # before the shim is copied into the file (vendored=False): its qualified name
             "import tensorflow as tf\nimport precision_transpiler\n\n\n"
             "def f(table: tf.Tensor, index: tf.Tensor, x):\n    n = x.shape[0]\n"
-            "    return precision_transpiler.shims.keras_tensor.torch_at(table)[index].get(), table[:n]\n",
+            "    return precision_transpiler.runtime.keras.tensor.torch_at(table)[index].get(), table[:n]\n",
             to="tf",
             vendored=False,
         ),

@@ -1,7 +1,7 @@
 """Copy a torch `state_dict` into a converted Flax NNX model.
 
 Converted models keep torch's module tree: attribute names are torch's, Sequential/ModuleList
-children sit at paths "0", "1", ... (see precision_transpiler/shims/flax_nn.py), so the module path of
+children sit at paths "0", "1", ... (see precision_transpiler/runtime/flax/modules.py), so the module path of
 a torch key (`layer1.0.conv1` in `layer1.0.conv1.weight`) is the nnx path of the converted module.
 Only the parameter names and layouts differ, per layer type; `TORCH_PARAM_RULES` holds them.
 
@@ -73,7 +73,7 @@ TORCH_PARAM_RULES: dict[str, dict[str, Rule]] = {
         "running_var": ("var", _same),
         "num_batches_tracked": None,
     },
-    # shims (precision_transpiler/shims/flax_nn.py; base classes cover the 1d/2d/3d variants)
+    # shims (precision_transpiler/runtime/flax/; base classes cover the 1d/2d/3d variants)
     "_ConvNd": {"weight": ("kernel", _conv_weight)},
     "_ConvTransposeNd": {"weight": ("kernel", _conv_transpose_weight)},
     "_BatchNorm": {

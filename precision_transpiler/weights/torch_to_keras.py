@@ -1,6 +1,6 @@
 """Copy a torch `state_dict` into a Keras model built from the torch-semantics shims.
 
-The Keras shims (precision_transpiler/shims/keras_nn.py) keep torch's weight names and layouts
+The Keras shims (precision_transpiler/runtime/keras/) keep torch's weight names and layouts
 (`weight` OIHW, `running_var`, `in_proj_weight`, ...) and converted models keep torch's attribute
 names, so a torch key `<module path>.<name>` names a Keras variable directly: walk the module path
 from the model (attributes; children of Sequential/ModuleList/ModuleDict by their torch names

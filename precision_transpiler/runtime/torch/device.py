@@ -1,8 +1,8 @@
-"""`--device auto` for torch code: where the model runs and its compute dtype (see device.py)."""
+"""`--device auto` for torch code: where the model runs and its compute dtype (see runtime/device.py)."""
 
 import torch
 
-from precision_transpiler.shims.device import _ptranspile_cpu_bf16, _ptranspile_pick
+from precision_transpiler.runtime.device import _ptranspile_cpu_bf16, _ptranspile_pick
 
 
 def _ptranspile_torch_device(requested):

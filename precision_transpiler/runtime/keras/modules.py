@@ -9,7 +9,7 @@ still works), `self.training` and `train()`/`eval()`, `register_buffer`/`registe
 assigned to tracks (Keras tracks variables, layers, and lists/dicts of them set as attributes).
 
 Train and eval mode. torch modules start in training mode; converted models start in inference
-mode (`training` is False), as Keras layers and the torch-semantics shims (keras_nn.py) do: the
+mode (`training` is False), as Keras layers and the torch-semantics layers of this runtime do: the
 converted model is for inference, and `model(x)` must not update BatchNorm statistics unless
 asked. `model.train()` / `model.eval()` set the mode on every converted module under the model.
 The mode of a call: an explicit Keras `training=` argument wins (`model(x, training=True)`);
@@ -26,18 +26,525 @@ loader does not expect them (their names are kept in `_torch_non_persistent`). A
 `call` is the variable, which Keras ops take as a tensor.
 
 Rules this source keeps, because the converter copies the definitions a converted file needs into
-that file (precision_transpiler/convert/vendor.py): only `SHIM_IMPORTS` at module level (Keras'
+that file (precision_transpiler/convert/vendor.py): only keras, numpy and typing imports at module level (Keras'
 private call-context state is imported inside the one function that reads it), and every
 top-level definition is copyable alone with the top-level helpers it names.
 """
 
+import math
 from typing import Any
 
 import keras
 import numpy as np
 from keras import ops
 
-SHIM_IMPORTS = "from typing import Any\n\nimport keras\nimport numpy as np\nfrom keras import ops\n"
+from precision_transpiler.runtime.common import _TORCH_AUTOCAST_STACK, _softmax_dim
+from precision_transpiler.runtime.keras.functional import _cast, _dropout, _gelu, _keras_dtype, _linear, _uniform
+
+
+class Linear(keras.layers.Layer):
+    """torch.nn.Linear: `weight` (out, in) as torch (Keras Dense: `kernel` (in, out)), y = x W^T + b."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(dtype=_keras_dtype(dtype), **kwargs)
+        self.in_features = in_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        self.weight = self.add_weight(shape=(out_features, in_features), initializer=_uniform(bound), name="weight")
+        self.bias = self.add_weight(shape=(out_features,), initializer=_uniform(bound), name="bias") if bias else None
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        dt = self.compute_dtype
+        return _linear(ops.cast(input, dt), ops.cast(self.weight, dt), _cast(self.bias, dt))
+
+
+class Embedding(keras.layers.Layer):
+    """torch.nn.Embedding: `weight` (num, dim) ~ N(0, 1) with the `padding_idx` row zeroed.
+
+    As in torch, the `padding_idx` row receives no gradient. `max_norm` (in-place renormalisation) is
+    not supported. `_weight` gives the initial table, `_freeze=True` makes it non-trainable.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Any = None,
+        _freeze: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(dtype=_keras_dtype(dtype), **kwargs)
+        if max_norm is not None:
+            raise NotImplementedError("Embedding(max_norm=...) renormalises weights in place; not supported")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError("padding_idx must be within num_embeddings")
+            padding_idx = padding_idx % num_embeddings
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding_idx
+        self.weight = self.add_weight(
+            shape=(num_embeddings, embedding_dim),
+            initializer=keras.initializers.RandomNormal(0.0, 1.0),
+            trainable=not _freeze,
+            name="weight",
+        )
+        if _weight is not None:
+            self.weight.assign(ops.cast(_weight, self.weight.dtype))
+        elif padding_idx is not None:
+            rows = ops.expand_dims(ops.arange(num_embeddings), 1)
+            self.weight.assign(ops.where(rows == padding_idx, ops.zeros((), self.weight.dtype), self.weight))
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        out = ops.take(ops.cast(self.weight, self.compute_dtype), input, axis=0)
+        if self.padding_idx is not None:
+            out = ops.where(ops.expand_dims(input == self.padding_idx, -1), ops.stop_gradient(out), out)
+        return out
+
+
+class Dropout(keras.layers.Layer):
+    """torch.nn.Dropout(p): zero with probability p, scale by 1/(1-p), only when `training=True`."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if p < 0.0 or p > 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.seed_generator = keras.random.SeedGenerator()
+        self.built = True
+
+    def call(self, input: Any, training: bool | None = None) -> Any:
+        return _dropout(input, self.p, self.seed_generator) if training and self.p > 0.0 else input
+
+
+class Sequential(keras.layers.Layer):
+    """torch.nn.Sequential: children under the names "0", "1", ... (or an OrderedDict's keys).
+
+    Keras' own `keras.Sequential` is a Model (input layers, `.layers`, no torch names). Here children
+    live in a dict Keras tracks (their variables appear in `weights`); `seq[i]`, slicing (a new
+    Sequential), iteration, len, append/extend/insert/pop, `add_module(name, module)` and deletion
+    (which renumbers, as torch does) are supported. Children may be layers or plain callables.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._allow_non_tensor_positional_args = True
+        self._torch_modules: dict[str, Any] = {}
+        items = args[0].items() if len(args) == 1 and isinstance(args[0], dict) else enumerate(args)
+        for name, module in items:
+            self.add_module(str(name), module)
+        self.built = True
+
+    def add_module(self, name: str, module: Any) -> None:
+        """torch's `add_module`: register the child called `name`, or replace it in place."""
+        if name in self._torch_modules:  # rebuild: keeps the order, untracks the old child
+            items = [(key, module if key == name else child) for key, child in self._torch_modules.items()]
+            self._torch_modules.clear()
+            self._torch_modules.update(dict(items))
+        else:
+            self._torch_modules[name] = module
+
+    def _reset(self, modules: list[Any]) -> None:
+        self._torch_modules.clear()
+        for i, module in enumerate(modules):
+            self.add_module(str(i), module)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A layer assigned as an attribute of a Sequential (subclass: torchvision's DenseNet
+        `_Transition` sets `self.norm = nn.BatchNorm2d(...)`) is a child, run in assignment
+        order, as torch registers it."""
+        if isinstance(value, keras.layers.Layer) and not name.startswith("_") and "_torch_modules" in self.__dict__:
+            self.__dict__.pop(name, None)
+            self.add_module(name, value)
+            return
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """torch reads named children as attributes (`self.heads.head` of an OrderedDict Sequential)."""
+        modules = self.__dict__.get("_torch_modules")
+        if modules is not None and name in modules:
+            return modules[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __len__(self) -> int:
+        return len(self._torch_modules)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._torch_modules.values()))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        names = list(self._torch_modules)
+        if isinstance(index, slice):
+            return Sequential(dict(zip(names[index], list(self)[index], strict=True)))
+        return self._torch_modules[names[index]]
+
+    def __setitem__(self, index: int, module: Any) -> None:
+        self.add_module(list(self._torch_modules)[index], module)
+
+    def __delitem__(self, index: int | slice) -> None:
+        doomed = list(self._torch_modules)[index]
+        doomed = set(doomed) if isinstance(index, slice) else {doomed}
+        self._reset([m for name, m in self._torch_modules.items() if name not in doomed])
+
+    def append(self, module: Any) -> "Sequential":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Any) -> "Sequential":
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Any) -> "Sequential":
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        modules = list(self)
+        modules.insert(index if index >= 0 else index + n, module)
+        self._reset(modules)
+        return self
+
+    def pop(self, index: int = -1) -> Any:
+        module = self[index]
+        del self[index]
+        return module
+
+    def call(self, input: Any, training: bool | None = None) -> Any:
+        for module in self:
+            input = module(input)
+        return input
+
+
+class ModuleList(keras.layers.Layer):
+    """torch.nn.ModuleList: an indexable list of layers Keras tracks (torch names "0", "1", ...).
+
+    Indexing, slicing (a ModuleList), iteration, len, append/extend/insert/pop, `+` and deletion.
+    Like torch, it has no forward of its own.
+    """
+
+    def __init__(self, modules: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._torch_modules: list[Any] = []
+        self.extend(modules or [])
+        self.built = True
+
+    def __len__(self) -> int:
+        return len(self._torch_modules)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._torch_modules))
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return ModuleList(self._torch_modules[index])
+        return self._torch_modules[index]
+
+    def __setitem__(self, index: int, module: Any) -> None:
+        self._torch_modules.pop(index)  # untracks the old child
+        self._torch_modules.insert(index % (len(self) + 1), module)
+
+    def __delitem__(self, index: int | slice) -> None:
+        for i in sorted(range(len(self))[index] if isinstance(index, slice) else [index % len(self)], reverse=True):
+            self._torch_modules.pop(i)
+
+    def append(self, module: Any) -> "ModuleList":
+        self._torch_modules.append(module)
+        return self
+
+    def extend(self, modules: Any) -> "ModuleList":
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Any) -> None:
+        self._torch_modules.insert(index, module)
+
+    def pop(self, index: int = -1) -> Any:
+        return self._torch_modules.pop(index)
+
+    def __add__(self, other: Any) -> "ModuleList":
+        return ModuleList([*self, *other])
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ModuleList is not callable (torch: it has no forward); iterate over it")
+
+
+class ModuleDict(keras.layers.Layer):
+    """torch.nn.ModuleDict: layers by string key, tracked by Keras, insertion-ordered.
+
+    `md[key]`, `key in md`, len, iteration over keys, keys/values/items, update, pop, clear. Keys
+    live in a dict (not as attributes), so keys such as 'name' or 'weights' do not clash with
+    Keras' layer attributes. Like torch, it has no forward of its own.
+    """
+
+    def __init__(self, modules: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._torch_modules: dict[str, Any] = {}
+        self.update(modules or {})
+        self.built = True
+
+    def __getitem__(self, key: str) -> Any:
+        return self._torch_modules[key]
+
+    def __setitem__(self, key: str, module: Any) -> None:
+        if key in self._torch_modules:  # rebuild: keeps the order, untracks the old child
+            items = [(name, module if name == key else child) for name, child in self._torch_modules.items()]
+            self._torch_modules.clear()
+            self._torch_modules.update(dict(items))
+        else:
+            self._torch_modules[key] = module
+
+    def add_module(self, name: str, module: Any) -> None:
+        """torch's `add_module` on a ModuleDict (and classes deriving from it, DenseNet's
+        `_DenseBlock`): the child is an entry, so `items()` and torch's key paths see it."""
+        self[name] = module
+
+    register_module = add_module
+
+    def __delitem__(self, key: str) -> None:
+        self._torch_modules.pop(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._torch_modules
+
+    def __len__(self) -> int:
+        return len(self._torch_modules)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._torch_modules))
+
+    def keys(self) -> Any:
+        return list(self._torch_modules.keys())
+
+    def values(self) -> Any:
+        return list(self._torch_modules.values())
+
+    def items(self) -> Any:
+        return list(self._torch_modules.items())
+
+    def update(self, modules: Any) -> None:
+        for key, module in modules.items() if hasattr(modules, "items") else modules:
+            self[str(key)] = module
+
+    def pop(self, key: str) -> Any:
+        return self._torch_modules.pop(key)
+
+    def clear(self) -> None:
+        self._torch_modules.clear()
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ModuleDict is not callable (torch: it has no forward); index it")
+
+
+class Identity(keras.layers.Layer):
+    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments, as torch."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return input
+
+
+class Flatten(keras.layers.Layer):
+    """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (Keras Flatten: all but batch,
+    and channels-last order)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        ndim = len(input.shape)
+        start, end = self.start_dim % ndim, self.end_dim % ndim
+        shape = list(ops.shape(input))
+        merged = math.prod(shape[start : end + 1]) if None not in input.shape[start : end + 1] else -1
+        return ops.reshape(input, (*shape[:start], merged, *shape[end + 1 :]))
+
+
+class ReLU(keras.layers.Layer):
+    """torch.nn.ReLU; `inplace` has no meaning for immutable tensors."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.relu(input)
+
+
+class ReLU6(keras.layers.Layer):
+    """torch.nn.ReLU6: min(max(x, 0), 6)."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.relu6(input)
+
+
+class GELU(keras.layers.Layer):
+    """torch.nn.GELU(approximate='none'): exact erf form by default (`keras.ops.gelu` defaults to tanh)."""
+
+    def __init__(self, approximate: str = "none", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return _gelu(input, self.approximate)
+
+
+class SiLU(keras.layers.Layer):
+    """torch.nn.SiLU: x * sigmoid(x)."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.silu(input)
+
+
+class Sigmoid(keras.layers.Layer):
+    """torch.nn.Sigmoid."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.sigmoid(input)
+
+
+class Tanh(keras.layers.Layer):
+    """torch.nn.Tanh."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.tanh(input)
+
+
+class Softmax(keras.layers.Layer):
+    """torch.nn.Softmax(dim): over `dim` (torch's legacy implicit dim when None; Keras: last axis)."""
+
+    def __init__(self, dim: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dim = dim
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.softmax(input, axis=_softmax_dim(len(input.shape)) if self.dim is None else self.dim)
+
+
+class LogSoftmax(keras.layers.Layer):
+    """torch.nn.LogSoftmax(dim): over `dim` (torch's legacy implicit dim when None)."""
+
+    def __init__(self, dim: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dim = dim
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.log_softmax(input, axis=_softmax_dim(len(input.shape)) if self.dim is None else self.dim)
+
+
+class Hardswish(keras.layers.Layer):
+    """torch.nn.Hardswish: x * relu6(x + 3) / 6."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return input * ops.relu6(input + 3.0) / 6.0
+
+
+class Hardsigmoid(keras.layers.Layer):
+    """torch.nn.Hardsigmoid: relu6(x + 3) / 6 (Keras 2's hard_sigmoid was 0.2 x + 0.5)."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.relu6(input + 3.0) / 6.0
+
+
+class LeakyReLU(keras.layers.Layer):
+    """torch.nn.LeakyReLU(negative_slope=0.01) (Keras LeakyReLU defaults to 0.3)."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.negative_slope = negative_slope
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.leaky_relu(input, negative_slope=self.negative_slope)
+
+
+class ELU(keras.layers.Layer):
+    """torch.nn.ELU(alpha=1.0)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.alpha = alpha
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.elu(input, alpha=self.alpha)
+
+
+class Mish(keras.layers.Layer):
+    """torch.nn.Mish: x * tanh(softplus(x))."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return input * ops.tanh(ops.softplus(input))
+
+
+class Softplus(keras.layers.Layer):
+    """torch.nn.Softplus(beta=1, threshold=20): log(1 + exp(beta x)) / beta, linear where beta x > threshold."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.beta = beta
+        self.threshold = threshold
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        scaled = input * self.beta
+        return ops.where(scaled > self.threshold, input, ops.softplus(scaled) / self.beta)
+
 
 # Attributes of Keras layers that hold sublayers or variables under another name (Keras' own
 # bookkeeping): a module walk skips them.
@@ -64,7 +571,7 @@ def _child_items(layer: Any) -> list[tuple[str, Any]]:
     names ("0", "1", ... or keys), else layers held in attributes (and in lists/dicts Keras tracks),
     in assignment order."""
     found: list[tuple[str, Any]] = []
-    containers = getattr(layer, "_torch_modules", None)  # keras_nn's Sequential/ModuleList/ModuleDict
+    containers = getattr(layer, "_torch_modules", None)  # the runtime's Sequential/ModuleList/ModuleDict
     if containers is not None:
         items = enumerate(containers) if isinstance(containers, list) else containers.items()
         found += [(str(name), child) for name, child in items if isinstance(child, keras.layers.Layer)]
@@ -369,16 +876,6 @@ def torch_assert(condition: Any, message: str = "") -> None:
         raise AssertionError(message)
 
 
-def torch_jit_is_scripting() -> bool:
-    """torch.jit.is_scripting(): converted code is never being scripted by TorchScript."""
-    return False
-
-
-def torch_jit_is_tracing() -> bool:
-    """torch.jit.is_tracing(): converted code is never being traced by torch.jit."""
-    return False
-
-
 class no_grad:
     """torch.no_grad() / torch.inference_mode(). As a decorator the function's tensor outputs are
     cut from differentiation (`ops.stop_gradient`), as torch records no graph for them. As a context
@@ -398,23 +895,6 @@ class no_grad:
         return wrapper
 
     def __enter__(self) -> "no_grad":
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        return False
-
-
-class enable_grad:
-    """torch.enable_grad() / torch.set_grad_enabled(mode): nothing to switch in Keras, as a
-    decorator or a context manager."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __call__(self, fn: Any) -> Any:
-        return fn
-
-    def __enter__(self) -> "enable_grad":
         return self
 
     def __exit__(self, *exc: Any) -> bool:
@@ -441,15 +921,8 @@ def tensor_fill_(tensor: Any, value: Any) -> Any:
     return ops.full_like(tensor, value)
 
 
-# ------------------------------------------------------------------------------------------------
-# torch.autocast regions in converted code (rules/torch_autocast.py)
-
-# Active regions, innermost last: the compute dtype of an enabled region, None for a disabled one.
-# Module-level (like torch's thread-local autocast state) so that `torch_autocast_call` sees the
-# region its op runs in, whichever function the region was opened in.
-_TORCH_AUTOCAST_STACK = []  # type: ignore[var-annotated]
 # torch autocast's lower-precision layer classes, matched by class name through the MRO: the
-# torch-signature shims (keras_nn) and the Keras layers they correspond to.
+# torch-signature layers of this runtime and the Keras layers they correspond to.
 _TORCH_AUTOCAST_LAYERS = frozenset(
     {
         "Linear",
@@ -474,6 +947,8 @@ _TORCH_AUTOCAST_LAYERS = frozenset(
         "MultiHeadAttention",
     }
 )
+
+
 # What a region changes on each such layer, and restores.
 _TORCH_AUTOCAST_ATTRS = ("_dtype_policy", "call", "_convert_input_args")
 
@@ -583,3 +1058,18 @@ def torch_autocast_call(op: Any, *args: Any, **kwargs: Any) -> Any:
     first = _torch_autocast_first_dtype(args, kwargs)
     out = op(*_torch_autocast_cast(args, dtype), **_torch_autocast_cast(kwargs, dtype))
     return out if first is None else _torch_autocast_cast(out, first)
+
+
+class _TorchNoAutocast:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+def autocast_disabled():
+    """`torch.autocast(..., enabled=False)`: the region runs as written. Converted code has no
+    autocast region to leave (Keras mixed precision is a per-layer dtype policy; precision comes
+    from --policy)."""
+    return _TorchNoAutocast()

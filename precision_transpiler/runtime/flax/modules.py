@@ -1,18 +1,166 @@
-"""Torch-signature activation and utility modules for converted Flax NNX code.
+"""torch's Module vocabulary for converted Flax NNX code: the parameter-free and small modules
+(activations with torch's semantics, `Identity`, `Flatten`, `Dropout`, `Linear`, `Embedding`),
+the containers (`Sequential`, `ModuleList`, `ModuleDict`, children at torch's paths "0", "1",
+...), module walks (`modules`, `named_children`, `add_module`), buffers, training mode, `no_grad`,
+in-place initialisers and `torch.autocast` regions.
 
-torch builds activations as modules (`nn.ReLU(inplace=True)`, `nn.GELU()`) and passes layer
-classes around (`norm_layer=nn.LayerNorm`); Flax NNX has functions for activations and
-different constructor signatures. These small classes keep the torch spelling and the torch
-semantics (exact GELU, torch's implicit softmax dim, Softplus threshold), so converted code keeps
-its structure. Like every shim module, each top-level definition is copied into the converted
-file on its own (with the helpers it names): only `jax`, `jax.numpy as jnp` and `nnx` imports.
+torch builds activations as modules (`nn.ReLU(inplace=True)`) and passes layer classes around
+(`norm_layer=nn.LayerNorm`); Flax NNX has functions for activations and other constructor
+signatures. These classes keep the torch spelling and semantics, so converted code keeps its
+structure.
 """
 
-from __future__ import annotations
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
+
+from precision_transpiler.runtime.common import _TORCH_AUTOCAST_STACK, _softmax_dim
+from precision_transpiler.runtime.flax.tensor import _init_key
+
+
+class Sequential(nnx.Module):
+    """torch.nn.Sequential: children under the names "0", "1", ... (or an OrderedDict's keys).
+
+    Children are attributes named by their torch names, so their nnx graph paths are
+    ('0', 'kernel'), ... directly under the Sequential: torch's `named_modules()` names, which
+    weight transfer and per-layer verification pair on. Indexing, slicing (a Sequential), iteration,
+    len, append/extend/insert/pop and deletion (which renumbers, as torch does) are supported.
+    Children may be modules or plain callables.
+    """
+
+    def __init__(self, *args: Any, rngs: Any = None) -> None:
+        if len(args) == 1 and isinstance(args[0], dict):
+            items = [(str(k), m) for k, m in args[0].items()]
+        else:
+            items = [(str(i), m) for i, m in enumerate(args)]
+        self._names: tuple[str, ...] = ()
+        for name, module in items:
+            self._add(name, module)
+
+    def _add(self, name: str, module: Any) -> None:
+        setattr(self, name, module)
+        if name not in self._names:
+            self._names = (*self._names, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # torch registers a module assigned as an attribute (`self.norm = BatchNorm2d(c)` in a
+        # Sequential subclass such as torchvision's _Transition) as the next child
+        super().__setattr__(name, value)
+        if isinstance(value, nnx.Module) and not name.startswith("_") and name not in self._names:
+            super().__setattr__("_names", (*self._names, name))
+
+    def _reset(self, modules: list[Any]) -> None:
+        for name in self._names:
+            delattr(self, name)
+        self._names = ()
+        for i, module in enumerate(modules):
+            self._add(str(i), module)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __iter__(self) -> Any:
+        return iter([getattr(self, name) for name in self._names])
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            names = self._names[index]
+            return Sequential(dict(zip(names, [getattr(self, name) for name in names], strict=True)))
+        return getattr(self, self._names[index])
+
+    def __setitem__(self, index: int, module: Any) -> None:
+        setattr(self, self._names[index], module)
+
+    def __delitem__(self, index: int | slice) -> None:
+        doomed = set(self._names[index]) if isinstance(index, slice) else {self._names[index]}
+        self._reset([getattr(self, name) for name in self._names if name not in doomed])
+
+    def append(self, module: Any) -> "Sequential":
+        self._add(str(len(self)), module)
+        return self
+
+    def add_module(self, name: str, module: Any) -> None:
+        self._add(str(name), module)
+
+    def extend(self, modules: Any) -> "Sequential":
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Any) -> "Sequential":
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        modules = list(self)
+        modules.insert(index if index >= 0 else index + n, module)
+        self._reset(modules)
+        return self
+
+    def pop(self, index: int = -1) -> Any:
+        module = self[index]
+        del self[index]
+        return module
+
+    def __call__(self, x: Any) -> Any:
+        for module in self:
+            x = module(x)
+        return x
+
+
+class ModuleList(nnx.List):
+    """torch.nn.ModuleList on nnx.List (flax 0.12 requires nnx.List for lists of modules).
+
+    nnx graph paths of the children are the integers 0, 1, ... directly under the list, so
+    `'.'.join(map(str, path))` gives torch's names. Slicing returns a ModuleList, append/extend return
+    self, like torch.
+    """
+
+    def __init__(self, modules: Any = None, *, rngs: Any = None) -> None:
+        super().__init__(modules)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return ModuleList(super().__getitem__(index))
+        return super().__getitem__(index)
+
+    def append(self, module: Any) -> "ModuleList":
+        super().append(module)
+        return self
+
+    def extend(self, modules: Any) -> "ModuleList":
+        for module in modules:
+            super().append(module)
+        return self
+
+    def __add__(self, other: Any) -> "ModuleList":
+        return ModuleList([*self, *other])
+
+
+class ModuleDict(nnx.Dict):
+    """torch.nn.ModuleDict on nnx.Dict: the keys are the children's nnx path names (torch's names).
+
+    Keys are stored as attributes, so a key equal to a method name (e.g. 'keys', 'items') would
+    shadow that method; torch stores children apart and has no such limit.
+    """
+
+    def __init__(self, modules: Any = None, *, rngs: Any = None) -> None:
+        super().__init__(dict(modules or {}))
+
+    def _has(self, key: Any) -> bool:
+        return isinstance(key, str) and not key.startswith("_pytree__") and key in vars(self)
+
+    def __getitem__(self, key: str) -> Any:
+        if not self._has(key):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return self._has(key)
+
+    def add_module(self, name: str, module: Any) -> None:
+        setattr(self, str(name), module)
 
 
 class Identity(nnx.Module):
@@ -96,11 +244,6 @@ class Tanh(nnx.Module):
 
     def __call__(self, x):
         return jnp.tanh(x)
-
-
-def _softmax_dim(ndim: int) -> int:
-    """torch's legacy implicit softmax dim when none is given (0 for 0/1/3-d inputs, else 1)."""
-    return 0 if ndim in (0, 1, 3) else 1
 
 
 class Softmax(nnx.Module):
@@ -270,25 +413,6 @@ def torch_assert(condition, message=""):
         raise AssertionError(message)
 
 
-def _init_key(rngs):
-    return rngs.params() if rngs is not None else jax.random.key(0)
-
-
-def _size(size):
-    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)
-
-
-def torch_randn(*size, dtype=None, rngs=None):
-    """torch.randn(*size) while building layers: standard normal values from the module's rngs
-    (JAX has no global generator; the torch checkpoint replaces them)."""
-    return jax.random.normal(_init_key(rngs), _size(size), dtype or jnp.float32)
-
-
-def torch_rand(*size, dtype=None, rngs=None):
-    """torch.rand(*size) while building layers: uniform [0, 1) values from the module's rngs."""
-    return jax.random.uniform(_init_key(rngs), _size(size), dtype or jnp.float32)
-
-
 def tensor_normal_(tensor, mean=0.0, std=1.0, *, rngs=None):
     """torch's in-place `t.normal_(mean, std)` as a value: normal samples of t's shape."""
     return mean + std * jax.random.normal(_init_key(rngs), tensor.shape, tensor.dtype)
@@ -309,16 +433,6 @@ def tensor_fill_(tensor, value):
     return jnp.full_like(tensor, value)
 
 
-def torch_jit_is_scripting():
-    """torch.jit.is_scripting(): converted code is never being scripted by TorchScript."""
-    return False
-
-
-def torch_jit_is_tracing():
-    """torch.jit.is_tracing(): converted code is never being traced by torch.jit."""
-    return False
-
-
 def autocast_disabled():
     """`torch.autocast(..., enabled=False)`: JAX has no autocast, so the region runs as written."""
     import contextlib
@@ -326,12 +440,8 @@ def autocast_disabled():
     return contextlib.nullcontext()
 
 
-# Active torch.autocast regions, innermost last: the compute dtype of an enabled region, None for
-# a disabled one. Module-level (like torch's thread-local autocast state) so that
-# `torch_autocast_call` sees the region its op runs in, whichever function opened it.
-_TORCH_AUTOCAST_STACK = []
 # torch autocast's lower-precision layer classes, matched by class name through the MRO: the
-# torch-signature shims (flax_nn, this module) and the flax.nnx layers they correspond to.
+# torch-signature layers of this runtime and the flax.nnx layers they correspond to.
 _TORCH_AUTOCAST_LAYERS = frozenset(
     {
         "Linear",
@@ -418,40 +528,6 @@ def torch_autocast_call(op, *args, **kwargs):
     return op(*jax.tree.map(cast, args), **jax.tree.map(cast, kwargs))
 
 
-def torch_cuda_device_count():
-    """torch.cuda.device_count(): the GPUs of JAX's default backend (0 on CPU)."""
-    return sum(1 for device in jax.devices() if device.platform == "gpu")
-
-
-def torch_cuda_is_available():
-    """torch.cuda.is_available(): whether JAX's default backend has a GPU."""
-    return torch_cuda_device_count() > 0
-
-
-class TorchDevice(tuple):
-    """What torch's `x.device` gives code to look at: `.type` ("cpu", "cuda" for a GPU) and
-    `.index`. Converted code drops device arguments, so nothing is placed with it."""
-
-    type = property(lambda self: self[0])
-    index = property(lambda self: self[1])
-
-    def __str__(self):
-        return self[0] if self[1] is None else f"{self[0]}:{self[1]}"
-
-
-def tensor_device(x):
-    """torch's `x.device` on a JAX array (JAX's default device for a traced array under jax.jit,
-    which has none); any other object's own `.device`."""
-    try:
-        device = x.device
-    except AttributeError:
-        device = jax.devices()[0]
-    if not hasattr(device, "platform"):
-        return device
-    kind = {"gpu": "cuda"}.get(device.platform, device.platform)
-    return TorchDevice((kind, None if kind == "cpu" else device.id))
-
-
 class no_grad:
     """torch.no_grad() / torch.inference_mode(). As a decorator the function's array outputs are
     cut from differentiation (jax.lax.stop_gradient), as torch records no graph for them. As a
@@ -470,23 +546,6 @@ class no_grad:
             return jax.tree.map(lambda t: jax.lax.stop_gradient(t) if isinstance(t, jax.Array) else t, out)
 
         return wrapper
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class enable_grad:
-    """torch.enable_grad() / torch.set_grad_enabled(mode): JAX has no global gradient mode, so
-    nothing to switch, as a decorator or a context manager."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __call__(self, fn):
-        return fn
 
     def __enter__(self):
         return self

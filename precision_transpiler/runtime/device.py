@@ -20,7 +20,7 @@ these functions once, when the converted module is imported, and keeps the answe
 The decision is logged once (logger "ptranspile": a warning when a low-precision policy falls back
 to float32, info otherwise) and kept in `_PTRANSPILE_DECISION`, where verification reads it.
 
-The framework-specific halves (`torch_device.py`, `flax_device.py`, `keras_device.py`) ask their
+The framework-specific halves (`torch/device.py`, `flax/device.py`, `keras/device.py`) ask their
 framework where they run and call `_ptranspile_pick`. The policy passes copy these definitions into
 the converted file's helper block (`shim_source` in convert/vendor.py), where everything is named
 `_ptranspile_*` so that `--policy fp32` strips it; so the standard-library imports are made inside

@@ -1,8 +1,32 @@
-"""`--device auto` for Keras code: the compute dtype where the model runs (see device.py)."""
+"""Devices for Keras code: torch's `x.device`, `torch.cuda.device_count()` / `is_available()` on
+TensorFlow, and the `--device auto` decision (the compute dtype where the model runs; see
+runtime/device.py).
+"""
 
 import keras
+import tensorflow as tf
 
-from precision_transpiler.shims.device import _ptranspile_pick
+from precision_transpiler.runtime.common import TorchDevice
+from precision_transpiler.runtime.device import _ptranspile_pick
+
+
+def tensor_device(x):
+    """torch's `x.device` from a TensorFlow device string ("/job:localhost/.../device:GPU:0" ->
+    cuda:0); "cpu" for a tensor without one (a KerasTensor, a tensor placed nowhere yet)."""
+    device = getattr(x, "device", None)
+    if not isinstance(device, str) or ":GPU:" not in device.upper():
+        return TorchDevice(("cpu", None))
+    return TorchDevice(("cuda", int(device.rsplit(":", 1)[1])))
+
+
+def torch_cuda_device_count():
+    """torch.cuda.device_count(): the GPUs TensorFlow sees (0 on CPU)."""
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def torch_cuda_is_available():
+    """torch.cuda.is_available(): whether TensorFlow sees a GPU."""
+    return torch_cuda_device_count() > 0
 
 
 def _ptranspile_keras_device(requested):

@@ -5,18 +5,17 @@ what torch computes; where it does not, they emit these functions: `x.chunk(3)` 
 `torch_chunk(x, 3)`, because `keras.ops.split(x, 3)` wants equal pieces while torch makes pieces
 of ceil(n / 3) and may return fewer than three. Each function takes torch's argument names and
 order, and its docstring says which torch behaviour it reproduces. The Keras counterpart of
-precision_transpiler/shims/flax_tensor.py, plus the torch.nn.functional losses and `embedding`
-that precision_transpiler/shims/keras_functional.py does not have.
+runtime/flax/tensor.py.
 
-Like every shim module, the converter copies each top-level definition a converted file uses into
-that file, with the top-level helpers it names (and those it takes from keras_functional through
-the import below): so definitions are self-contained and only use the imports below. The names
+Like every runtime module, the converter copies each top-level definition a converted file uses into
+that file, with the top-level helpers it names (and those it takes from other runtime modules
+through the imports below): so definitions are self-contained and only use the imports below. The names
 carry a `torch_` prefix because they land in the user's module namespace, where `max`, `split` or
 `chunk` would shadow builtins and common variable names.
 
 Conventions: converted code holds backend tensors (tf.Tensor on TensorFlow) or KerasTensors, which
 have no `.reshape`/`.astype` methods, so everything goes through `keras.ops`. Shapes that decide
-how to split or squeeze must be static (known when tracing), as in keras_functional. torch's int64
+how to split or squeeze must be static (known when tracing), as in runtime/keras/functional.py. torch's int64
 results (indices, integer `arange`/`full`) stay int64: TensorFlow refuses arithmetic that mixes
 int32 and int64, so an int32 index would break the torch code that combines it with int64 tensors.
 """
@@ -25,13 +24,7 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
-
-from precision_transpiler.shims.keras_functional import _stats_dtype
-
-# ----------------------------------------------------------------------------------------------------
-# shapes and layout
 
 
 def torch_split(tensor, split_size_or_sections, dim=0):
@@ -129,14 +122,6 @@ def torch_flatten(input, start_dim=0, end_dim=-1):
     return ops.reshape(input, (*shape[:start], merged, *shape[end + 1 :]))
 
 
-def torch_unflatten(input, dim, sizes):
-    """torch.unflatten / Tensor.unflatten: splits dim `dim` into `sizes` (one entry may be -1)."""
-    ndim = len(input.shape)
-    axis = dim % ndim
-    shape = ops.shape(input)
-    return ops.reshape(input, (*shape[:axis], *tuple(sizes), *shape[axis + 1 :]))
-
-
 def torch_numel(input):
     """Tensor.numel() / torch.numel: the number of elements as a Python int (`keras.ops.size`
     returns a tensor); a scalar tensor for dims only known at run time."""
@@ -144,10 +129,6 @@ def torch_numel(input):
     for size in ops.shape(input):
         count = count * size
     return count
-
-
-# ----------------------------------------------------------------------------------------------------
-# indexing
 
 
 class TorchValuesIndices(tuple):
@@ -362,10 +343,6 @@ def torch_equal(input, other):
     return bool(ops.all(ops.equal(input, other)))
 
 
-# ----------------------------------------------------------------------------------------------------
-# creation
-
-
 def _torch_scalar_dtype(value):
     """The dtype torch infers from a Python number (or a tensor used as one): bool, int64, the
     default float dtype (torch.set_default_dtype converts to keras.config.set_floatx), complex64."""
@@ -413,56 +390,6 @@ def torch_new_tensor(data, dtype):
     if isinstance(data, list | tuple | int | float | bool | np.ndarray | np.generic):
         data = np.asarray(data)
     return ops.cast(ops.convert_to_tensor(data), dtype)
-
-
-class TorchDevice(tuple):
-    """What torch's `x.device` gives code to look at: `.type` ("cpu", "cuda" for a GPU) and
-    `.index` (transformers' rotary embeddings read `x.device.type`). Converted code drops device
-    arguments, so nothing is placed with it."""
-
-    type = property(lambda self: self[0])
-    index = property(lambda self: self[1])
-
-    def __str__(self):
-        return self[0] if self[1] is None else f"{self[0]}:{self[1]}"
-
-
-def torch_tensor_device(x):
-    """torch's `x.device` from a TensorFlow device string ("/job:localhost/.../device:GPU:0" ->
-    cuda:0); "cpu" for a tensor without one (a KerasTensor, a tensor placed nowhere yet)."""
-    device = getattr(x, "device", None)
-    if not isinstance(device, str) or ":GPU:" not in device.upper():
-        return TorchDevice(("cpu", None))
-    return TorchDevice(("cuda", int(device.rsplit(":", 1)[1])))
-
-
-class _TorchNoAutocast:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc_info):
-        return False
-
-
-def torch_autocast_disabled():
-    """`torch.autocast(..., enabled=False)`: the region runs as written. Converted code has no
-    autocast region to leave (Keras mixed precision is a per-layer dtype policy; precision comes
-    from --policy)."""
-    return _TorchNoAutocast()
-
-
-def torch_cuda_device_count():
-    """torch.cuda.device_count(): the GPUs TensorFlow sees (0 on CPU)."""
-    return len(tf.config.list_physical_devices("GPU"))
-
-
-def torch_cuda_is_available():
-    """torch.cuda.is_available(): whether TensorFlow sees a GPU."""
-    return torch_cuda_device_count() > 0
-
-
-# ----------------------------------------------------------------------------------------------------
-# arithmetic and reductions
 
 
 def torch_diff(input, n=1, dim=-1, prepend=None, append=None):
@@ -538,10 +465,6 @@ def torch_vector_norm(x, ord=2, dim=None, keepdim=False):
     return ops.power(ops.sum(ops.power(a, ord), axis=axis, keepdims=keepdim), 1.0 / ord)
 
 
-# ----------------------------------------------------------------------------------------------------
-# activations and torch.nn.functional
-
-
 def torch_normalize(input, p=2.0, dim=1, eps=1e-12):
     """torch.nn.functional.normalize: input / max(||input||_p over `dim`, eps)."""
     norm = torch_vector_norm(input, p, dim, keepdim=True)
@@ -553,156 +476,6 @@ def torch_softplus(input, beta=1.0, threshold=20.0):
     beta, and x itself where beta * x > threshold (`keras.ops.softplus` has neither)."""
     scaled = input * beta
     return ops.where(scaled > threshold, input, ops.log1p(ops.exp(scaled)) / beta)
-
-
-def torch_embedding(
-    input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False
-):
-    """torch.nn.functional.embedding: rows of `weight`; rows at `padding_idx` get no gradient, as
-    in torch. `max_norm` (in-place renormalisation of `weight`) is not supported."""
-    if max_norm is not None:
-        raise NotImplementedError("embedding(max_norm=...) renormalises weights in place; not supported")
-    out = ops.take(weight, input, axis=0)
-    if padding_idx is not None:
-        if padding_idx < 0:
-            padding_idx += weight.shape[0]
-        out = ops.where(ops.expand_dims(ops.equal(input, padding_idx), -1), ops.stop_gradient(out), out)
-    return out
-
-
-def _torch_reduction(size_average, reduce, reduction):
-    """torch's legacy `size_average`/`reduce` arguments, when given, override `reduction`."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
-
-
-def _torch_reduce(loss, reduction):
-    if reduction == "mean":
-        return ops.mean(loss)
-    if reduction == "sum":
-        return ops.sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
-def _torch_pick(values, target, ignore_index, class_dim):
-    """values[target] along the class axis, 0 where target == ignore_index, with the mask."""
-    valid = ops.not_equal(target, ignore_index)
-    safe = ops.where(valid, target, ops.zeros_like(target))
-    picked = ops.take_along_axis(values, ops.expand_dims(safe, class_dim), axis=class_dim)
-    return ops.squeeze(picked, axis=class_dim), valid, safe
-
-
-def torch_cross_entropy(
-    input,
-    target,
-    weight=None,
-    size_average=None,
-    ignore_index=-100,
-    reduce=None,
-    reduction="mean",
-    label_smoothing=0.0,
-):
-    """torch.nn.functional.cross_entropy: logits (N, C, *) or (C,), classes on axis 1.
-
-    Class-index targets honour `ignore_index` (excluded from the mean's denominator), `weight`
-    (the mean divides by the summed weights of the targets) and `label_smoothing` with torch's
-    formula; probability targets (float, same shape as input) are supported too. Keras' losses
-    take classes on the last axis and have no ignore_index. Computed in at least float32.
-    """
-    reduction = _torch_reduction(size_average, reduce, reduction)
-    ndim = len(input.shape)
-    class_dim = 0 if ndim == 1 else 1
-    n_classes = input.shape[class_dim]
-    logp = ops.log_softmax(ops.cast(input, _stats_dtype(input.dtype)), axis=class_dim)
-    wshape = [1] * ndim
-    wshape[class_dim] = n_classes
-    w = None if weight is None else ops.reshape(ops.cast(weight, logp.dtype), wshape)
-
-    if "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(target).dtype):
-        target = ops.cast(target, logp.dtype)
-        if label_smoothing > 0.0:
-            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
-        terms = logp * target if w is None else logp * target * w
-        loss = -ops.sum(terms, axis=class_dim)
-        if reduction == "mean":
-            count = torch_numel(loss) if ndim > 1 else 1
-            return ops.cast(ops.sum(loss) / count, input.dtype)
-        if reduction == "sum":
-            return ops.cast(ops.sum(loss), input.dtype)
-        return ops.cast(loss, input.dtype)
-
-    picked, valid, safe = _torch_pick(logp, target, ignore_index, class_dim)
-    if weight is None:
-        tw = ops.cast(valid, logp.dtype)
-    else:
-        tw = ops.where(valid, ops.take(ops.cast(weight, logp.dtype), safe), 0.0)
-    nll = -picked * tw
-    smooth = None
-    if label_smoothing > 0.0:
-        smooth = -(ops.sum(logp, axis=class_dim) if w is None else ops.sum(logp * w, axis=class_dim))
-        smooth = ops.where(valid, smooth, 0.0)
-    if reduction == "mean":
-        denom = ops.sum(tw)
-        loss = ops.sum(nll) / denom
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + ops.sum(smooth) / denom * (label_smoothing / n_classes)
-    elif reduction == "sum":
-        loss = ops.sum(nll)
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + ops.sum(smooth) * (label_smoothing / n_classes)
-    elif reduction == "none":
-        loss = nll
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + smooth * (label_smoothing / n_classes)
-    else:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return ops.cast(loss, input.dtype)
-
-
-def torch_nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    """torch.nn.functional.nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index`
-    targets are excluded, a weighted mean divides by the targets' summed weights."""
-    reduction = _torch_reduction(size_average, reduce, reduction)
-    class_dim = 0 if len(input.shape) == 1 else 1
-    picked, valid, safe = _torch_pick(input, target, ignore_index, class_dim)
-    if weight is None:
-        tw = ops.cast(valid, input.dtype)
-    else:
-        tw = ops.where(valid, ops.take(ops.cast(weight, input.dtype), safe), ops.zeros((), input.dtype))
-    loss = -picked * tw
-    if reduction == "mean":
-        return ops.sum(loss) / ops.sum(tw)
-    return _torch_reduce(loss, reduction)
-
-
-def torch_mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """torch.nn.functional.mse_loss (broadcasting input and target, as torch does with a warning)."""
-    return _torch_reduce(ops.square(input - target), _torch_reduction(size_average, reduce, reduction))
-
-
-def torch_l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """torch.nn.functional.l1_loss."""
-    return _torch_reduce(ops.abs(input - target), _torch_reduction(size_average, reduce, reduction))
-
-
-def torch_binary_cross_entropy_with_logits(
-    input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
-):
-    """torch.nn.functional.binary_cross_entropy_with_logits, in torch's stable form:
-    (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
-    target = ops.cast(target, input.dtype)
-    log_weight = 1.0 if pos_weight is None else 1.0 + (ops.cast(pos_weight, input.dtype) - 1.0) * target
-    loss = (1.0 - target) * input + log_weight * ops.softplus(-input)
-    if weight is not None:
-        loss = loss * ops.cast(weight, input.dtype)
-    return _torch_reduce(loss, _torch_reduction(size_average, reduce, reduction))
 
 
 def torch_bitwise(op, x, y=None):

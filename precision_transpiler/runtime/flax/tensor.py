@@ -6,7 +6,7 @@ what torch computes; where it does not, they emit these functions: `x.chunk(3)` 
 ceil(n / 3) and may return fewer than three. Each function takes torch's argument names and
 order, and its docstring says which torch behaviour it reproduces.
 
-Like every shim module, the converter copies each top-level definition a converted file uses into
+Like every runtime module, the converter copies each top-level definition a converted file uses into
 that file, with the top-level helpers it names: so definitions are self-contained and only use
 the imports below. The names carry a `torch_` prefix because they land in the user's module
 namespace, where `max`, `split` or `chunk` would shadow builtins and common variable names.
@@ -18,6 +18,25 @@ import typing
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+def _init_key(rngs):
+    return rngs.params() if rngs is not None else jax.random.key(0)
+
+
+def _size(size):
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)
+
+
+def torch_randn(*size, dtype=None, rngs=None):
+    """torch.randn(*size) while building layers: standard normal values from the module's rngs
+    (JAX has no global generator; the torch checkpoint replaces them)."""
+    return jax.random.normal(_init_key(rngs), _size(size), dtype or jnp.float32)
+
+
+def torch_rand(*size, dtype=None, rngs=None):
+    """torch.rand(*size) while building layers: uniform [0, 1) values from the module's rngs."""
+    return jax.random.uniform(_init_key(rngs), _size(size), dtype or jnp.float32)
 
 
 def torch_split(tensor, split_size_or_sections, dim=0):

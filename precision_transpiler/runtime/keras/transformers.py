@@ -1,10 +1,10 @@
 """Keras 3 counterparts of the Hugging Face transformers infrastructure that model files import.
 
-The Keras twin of flax_transformers.py (read its docstring for why these names are redirected
+The Keras twin of runtime/flax/transformers.py (read its docstring for why these names are redirected
 rather than converted): `mappings/layers/transformers.yaml` points `PreTrainedModel`,
 `ModelOutput`, `ACT2FN`, the KV caches and the mask builders here for `--to tf`, and the model
 code itself (BertLayer, GPT2Attention, ...) is converted to `TorchModule` subclasses
-(keras_modules.py) built from the torch-semantics layers of keras_nn.py. Each definition keeps
+(runtime/keras/modules.py) built from the torch-semantics layers of this runtime. Each definition keeps
 the transformers behaviour the model code relies on (and only that):
 
 - `PreTrainedModel` is a `TorchModule` (a `keras.layers.Layer` with torch's module methods);
@@ -26,9 +26,9 @@ the transformers behaviour the model code relies on (and only that):
   a dict).
 - `DynamicCache` is a plain per-layer concatenating cache: enough for `use_cache=True` eagerly.
 
-Like every shim module, each top-level definition is copied into the converted file on its own
-(precision_transpiler/convert/vendor.py), with the helpers it names: only `SHIM_IMPORTS` at
-module level, plus the `TorchModule` import from keras_modules that the vendoring follows
+Like every runtime module, each top-level definition is copied into the converted file on its own
+(precision_transpiler/convert/vendor.py), with the helpers it names: only keras, numpy and the
+standard library at module level, plus the runtime imports (`TorchModule`) that the vendoring follows
 (Keras' private tree registry is imported inside the one function that uses it).
 """
 
@@ -41,12 +41,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.shims.keras_modules import TorchModule
-
-SHIM_IMPORTS = (
-    "import collections\nimport dataclasses\nimport math\nfrom typing import Any\n\n"
-    "import keras\nimport numpy as np\nfrom keras import ops\n"
-)
+from precision_transpiler.runtime.common import Cache
+from precision_transpiler.runtime.keras.modules import TorchModule
 
 
 def _register_keras_tree_node(cls: type) -> None:
@@ -295,22 +291,6 @@ class PreTrainedModel(TorchModule):
         return head_mask
 
 
-class GenerationMixin:
-    """transformers' GenerationMixin: text generation is not converted (the forward pass is)."""
-
-
-def auto_docstring(obj: Any = None, **kwargs: Any) -> Any:
-    """transformers' docstring decorator: nothing to do in converted code."""
-    if obj is None:
-        return lambda inner: inner
-    return obj
-
-
-def is_torchdynamo_compiling() -> bool:
-    """Never compiling with torch.compile in converted code."""
-    return False
-
-
 def _activation(name: str) -> Any:
     """transformers' activation `name` with torch's semantics (exact-erf "gelu", tanh "gelu_new")."""
     table = {
@@ -356,10 +336,6 @@ def get_activation(name: str) -> Any:
     return _activation(name)
 
 
-class Cache:
-    """Base of transformers' KV caches (for isinstance checks in converted code)."""
-
-
 class DynamicCache(Cache):
     """transformers' DynamicCache, eagerly: per layer, keys and values concatenated along the
     sequence axis as `update` is called."""
@@ -396,18 +372,6 @@ class DynamicCache(Cache):
 
     def to_legacy_cache(self) -> tuple[tuple[Any, Any], ...]:
         return tuple(zip(self.keys, self.values, strict=True))
-
-
-class EncoderDecoderCache(Cache):
-    """transformers' EncoderDecoderCache: a self-attention and a cross-attention cache."""
-
-    def __init__(self, self_attention_cache: Any, cross_attention_cache: Any) -> None:
-        self.self_attention_cache = self_attention_cache
-        self.cross_attention_cache = cross_attention_cache
-        self.is_updated: dict[int, bool] = {}
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.self_attention_cache.get_seq_length(layer_idx)
 
 
 def _prepare_4d_attention_mask_for_sdpa(mask: Any, dtype: Any, tgt_len: Any = None) -> Any:
@@ -494,11 +458,6 @@ def create_sliding_window_causal_mask(
     """transformers' create_sliding_window_causal_mask: causal, and each query sees at most
     `config.sliding_window` positions back (Mistral); additive, materialised."""
     return _model_mask(input_embeds, attention_mask, past_key_values, getattr(config, "sliding_window", None))
-
-
-def use_kernel_forward_from_hub(layer_name: str) -> Any:
-    """transformers' hub-kernel decorator: the converted layer keeps its own forward."""
-    return lambda cls: cls
 
 
 def sdpa_attention_forward(

@@ -17,12 +17,10 @@ transformers behaviour the model code relies on (and only that):
 - `ModelOutput` is a JAX pytree, so converted models can return it from `nnx.jit`.
 - `DynamicCache` is a plain per-layer concatenating cache: enough for `use_cache=True` eagerly.
 
-Like every shim module, each top-level definition is copied into the converted file on its own
+Like every runtime module, each top-level definition is copied into the converted file on its own
 (with the helpers it names): only `jax`, `jax.numpy as jnp`, `nnx`, `collections`,
 `dataclasses` and `math` imports.
 """
-
-from __future__ import annotations
 
 import collections
 import dataclasses
@@ -31,6 +29,8 @@ import math
 import jax
 import jax.numpy as jnp
 from flax import nnx
+
+from precision_transpiler.runtime.common import Cache
 
 
 class ModelOutput(collections.OrderedDict):
@@ -201,22 +201,6 @@ class PreTrainedModel(nnx.Module):
         return head_mask
 
 
-class GenerationMixin:
-    """transformers' GenerationMixin: text generation is not converted (the forward pass is)."""
-
-
-def auto_docstring(obj=None, **kwargs):
-    """transformers' docstring decorator: nothing to do in converted code."""
-    if obj is None:
-        return lambda inner: inner
-    return obj
-
-
-def is_torchdynamo_compiling():
-    """Never compiling with torch.compile in converted code."""
-    return False
-
-
 def _activation(name):
     table = {
         "gelu": lambda x: jax.nn.gelu(x, approximate=False),
@@ -259,10 +243,6 @@ def get_activation(name):
     return _activation(name)
 
 
-class Cache:
-    """Base of transformers' KV caches (for isinstance checks in converted code)."""
-
-
 class DynamicCache(Cache):
     """transformers' DynamicCache, eagerly: per layer, keys and values concatenated along the
     sequence axis as `update` is called."""
@@ -299,18 +279,6 @@ class DynamicCache(Cache):
 
     def to_legacy_cache(self):
         return tuple(zip(self.keys, self.values, strict=True))
-
-
-class EncoderDecoderCache(Cache):
-    """transformers' EncoderDecoderCache: a self-attention and a cross-attention cache."""
-
-    def __init__(self, self_attention_cache, cross_attention_cache):
-        self.self_attention_cache = self_attention_cache
-        self.cross_attention_cache = cross_attention_cache
-        self.is_updated = {}
-
-    def get_seq_length(self, layer_idx=0):
-        return self.self_attention_cache.get_seq_length(layer_idx)
 
 
 def _prepare_4d_attention_mask_for_sdpa(mask, dtype, tgt_len=None):
@@ -376,11 +344,6 @@ def create_sliding_window_causal_mask(
     """transformers' create_sliding_window_causal_mask: causal, and each query sees at most
     `config.sliding_window` positions back (Mistral); additive, materialised."""
     return _model_mask(input_embeds, attention_mask, past_key_values, getattr(config, "sliding_window", None))
-
-
-def use_kernel_forward_from_hub(layer_name):
-    """transformers' hub-kernel decorator: the converted layer keeps its own forward."""
-    return lambda cls: cls
 
 
 def sdpa_attention_forward(

@@ -1,0 +1,49 @@
+"""The runtime that converted code carries with it: torch's semantics written for the target.
+
+A converted file calls definitions from here (rules and the mapping tables emit qualified names
+such as `precision_transpiler.runtime.flax.conv.Conv2d`), and the converter copies the definitions
+it uses, with everything they need, into the output (convert/vendor.py), so an output stands
+alone. Layout:
+
+- `common.py`: framework-free arithmetic both targets share (padding pairs, pooling sizes,
+  adaptive bins, ...); standard library and numpy only.
+- `flax/` and `keras/`: the same subjects under the same file names (`conv`, `pool`, `norm`,
+  `attention`, `functional`, `tensor`, `losses`, `modules`, `transformers`, `device`), and the
+  same names for the same torch behaviour on both sides.
+- `torch/`: what converted torch code needs (the `--device auto` decision).
+- `device.py`: the framework-free half of the `--device auto` decision, which the three
+  `device.py` files of the frameworks call; kept apart from `common.py` because a policy's helper
+  block copies it under `_ptranspile_*` names that `--policy fp32` strips.
+
+Rules every runtime module keeps, because its definitions are copied as text: module-level code
+is imports, constants and definitions; a definition that needs another runtime module's names
+imports them unaliased at module level (`from precision_transpiler.runtime.common import _tuple`),
+which the copying follows; nothing here imports a framework the target does not have; and no
+module has `from __future__ import annotations`, which copied definitions do not take along
+(annotations are evaluated as in the output: a class names itself in quotes).
+
+This module names the runtime modules (`runtime_module`), so the code that emits or recognises
+them does not spell the paths itself; it imports nothing, so naming costs no framework import.
+"""
+
+from __future__ import annotations
+
+PACKAGE = "precision_transpiler.runtime"
+#: The runtime package of each target framework (the `to` of a conversion).
+TARGET_PACKAGES = {"jax": "flax", "tf": "keras", "torch": "torch"}
+#: The files of `flax/` and `keras/` (the same on both sides; tests/runtime/test_layout.py).
+SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "tensor", "losses", "modules", "transformers", "device")
+
+
+def runtime_module(target: str | None, subject: str) -> str:
+    """The dotted name of a runtime module: `runtime_module("jax", "conv")` is
+    'precision_transpiler.runtime.flax.conv'; `target=None` names a framework-free module
+    (`runtime_module(None, "common")`)."""
+    if target is None:
+        return f"{PACKAGE}.{subject}"
+    return f"{PACKAGE}.{TARGET_PACKAGES[target]}.{subject}"
+
+
+def runtime_name(target: str | None, subject: str, name: str) -> str:
+    """The qualified name of a runtime definition, as rules emit it."""
+    return f"{runtime_module(target, subject)}.{name}"

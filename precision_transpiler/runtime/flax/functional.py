@@ -1,0 +1,304 @@
+"""torch.nn.functional for Flax NNX, and the helpers the other Flax runtime modules share: `linear`,
+`embedding`, activations with torch's defaults (exact `gelu`, the implicit softmax dim), `dropout`,
+`pad` (torch's modes), `flatten`/`unflatten` and `interpolate` (torch's sampling grid).
+"""
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from precision_transpiler.runtime.common import _adaptive_bins, _scale_f32, _softmax_dim, _source_index, _tuple
+
+_PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
+    """Flax's dtype rule: cast inputs and parameters to `dtype`, or to their common type when None."""
+    target = jnp.result_type(*[a for a in arrays if a is not None]) if dtype is None else dtype
+    return tuple(None if a is None else jnp.asarray(a, target) for a in arrays)
+
+
+def _stats_dtype(dtype: Any) -> Any:
+    """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
+    return jnp.promote_types(dtype, jnp.float32)
+
+
+def _uniform(key: jax.Array, shape: tuple[int, ...], dtype: Any, bound: float) -> jax.Array:
+    """U(-bound, bound): torch's default init of conv weights and biases (kaiming_uniform with a=sqrt(5))."""
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def _value(variable: Any) -> Any:
+    """The array held by an optional nnx.Variable (None stays None)."""
+    return None if variable is None else variable[...]
+
+
+def _rng_key(rngs: Any) -> jax.Array:
+    """A PRNG key from an nnx.Rngs ('dropout' stream), an nnx.RngStream or a key array."""
+    if rngs is None:
+        raise ValueError("dropout in training mode needs `rngs` (an nnx.Rngs with a 'dropout' stream, or a key)")
+    if isinstance(rngs, nnx.Rngs):
+        return rngs["dropout"]()
+    if isinstance(rngs, nnx.RngStream):
+        return rngs()
+    return rngs
+
+
+def _dropout_apply(x: jax.Array, p: float, key: jax.Array) -> jax.Array:
+    """Zero each element with probability p and scale the rest by 1/(1-p) (torch's inverted dropout)."""
+    if p >= 1.0:
+        return jnp.zeros_like(x)
+    keep = 1.0 - p
+    mask = jax.random.bernoulli(key, keep, x.shape)
+    return jnp.where(mask, x / jnp.asarray(keep, x.dtype), jnp.zeros_like(x))
+
+
+def _add_batch(x: jax.Array, n_spatial: int) -> tuple[jax.Array, bool]:
+    """torch accepts unbatched (C, *spatial) inputs for conv and pooling layers: add the batch axis."""
+    if x.ndim == n_spatial + 1:
+        return x[None], True
+    if x.ndim != n_spatial + 2:
+        raise ValueError(f"expected a {n_spatial + 1}D (unbatched) or {n_spatial + 2}D input, got shape {x.shape}")
+    return x, False
+
+
+def _adaptive_pool_axis(x: jax.Array, axis: int, out: int, op: str) -> jax.Array:
+    """Adaptive max/mean along one axis; rectangle bins make 2D/3D adaptive pooling separable."""
+    size = x.shape[axis]
+    if size % out == 0:
+        xr = x.reshape(*x.shape[:axis], out, size // out, *x.shape[axis + 1 :])
+        return xr.max(axis + 1) if op == "max" else xr.mean(axis + 1)
+    starts, ends = _adaptive_bins(size, out)
+    width = int((ends - starts).max())
+    positions = starts[:, None] + np.arange(width)[None, :]
+    index = np.minimum(positions, ends[:, None] - 1)
+    gathered = jnp.take(x, index.reshape(-1), axis=axis)
+    gathered = gathered.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
+    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
+        return gathered.max(axis + 1)
+    trailing = (1,) * (x.ndim - axis - 1)
+    valid = (positions < ends[:, None]).reshape(out, width, *trailing)
+    total = jnp.where(valid, gathered, jnp.zeros((), x.dtype)).sum(axis + 1)
+    return total / jnp.asarray((ends - starts).reshape(out, *trailing), x.dtype)
+
+
+def _adaptive_pool_nd(x: jax.Array, n: int, output_size: Any, op: str) -> jax.Array:
+    """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
+    x, unbatched = _add_batch(x, n)
+    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != n:
+        raise ValueError(f"output_size must have {n} elements, got {output_size!r}")
+    y = x if op == "max" else x.astype(_stats_dtype(x.dtype))
+    for i, out in enumerate(sizes):
+        axis = 2 + i
+        y = _adaptive_pool_axis(y, axis, x.shape[axis] if out is None else int(out), op)
+    y = y.astype(x.dtype)
+    return y[0] if unbatched else y
+
+
+def linear(input: jax.Array, weight: jax.Array, bias: Any = None, *, precision: Any = None) -> jax.Array:
+    """torch.nn.functional.linear with torch's weight layout (out, in): x @ W.T + b (nnx: kernel (in, out))."""
+    y = jnp.matmul(input, jnp.swapaxes(weight, -1, -2), precision=precision)
+    return y if bias is None else y + bias
+
+
+def embedding(
+    input: jax.Array,
+    weight: jax.Array,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> jax.Array:
+    """torch.nn.functional.embedding: rows of `weight`; rows at `padding_idx` get no gradient, as in torch."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding(max_norm=...) renormalises weights in place; not supported")
+    out = jnp.take(weight, input, axis=0)
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        out = jnp.where((input == padding_idx)[..., None], jax.lax.stop_gradient(out), out)
+    return out
+
+
+def softmax(input: jax.Array, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> jax.Array:
+    """torch.nn.functional.softmax (input cast to `dtype` first, as torch does)."""
+    x = input if dtype is None else input.astype(dtype)
+    return jax.nn.softmax(x, axis=_softmax_dim(x.ndim) if dim is None else dim)
+
+
+def log_softmax(input: jax.Array, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> jax.Array:
+    """torch.nn.functional.log_softmax (input cast to `dtype` first, as torch does)."""
+    x = input if dtype is None else input.astype(dtype)
+    return jax.nn.log_softmax(x, axis=_softmax_dim(x.ndim) if dim is None else dim)
+
+
+def gelu(input: jax.Array, approximate: str = "none") -> jax.Array:
+    """torch.nn.functional.gelu: exact erf form by default (`jax.nn.gelu` defaults to the tanh form)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return jax.nn.gelu(input, approximate=approximate == "tanh")
+
+
+def dropout(
+    input: jax.Array, p: float = 0.5, training: bool = True, inplace: bool = False, *, rngs: Any = None
+) -> jax.Array:
+    """torch.nn.functional.dropout: active when `training` (torch's default True); needs `rngs` then.
+
+    torch draws from a global generator; JAX needs an explicit key: pass an nnx.Rngs (its 'dropout'
+    stream), an nnx.RngStream or a key.
+    """
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    return _dropout_apply(input, p, _rng_key(rngs))
+
+
+def flatten(input: jax.Array, start_dim: int = 0, end_dim: int = -1) -> jax.Array:
+    """torch.flatten: merge dims start_dim..end_dim (inclusive); jnp.ravel flattens everything."""
+    if input.ndim == 0:
+        return input.reshape(1)
+    start = start_dim % input.ndim
+    end = end_dim % input.ndim
+    if start > end:
+        raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+    merged = math.prod(input.shape[start : end + 1])
+    return input.reshape(*input.shape[:start], merged, *input.shape[end + 1 :])
+
+
+def unflatten(input: jax.Array, dim: int, sizes: Any) -> jax.Array:
+    """torch.unflatten: split dim into `sizes` (one entry may be -1)."""
+    axis = dim % input.ndim
+    return input.reshape(*input.shape[:axis], *tuple(sizes), *input.shape[axis + 1 :])
+
+
+def pad(input: jax.Array, pad: Any, mode: str = "constant", value: float | None = None) -> jax.Array:
+    """torch.nn.functional.pad: pairs are given last dim first, (left, right, top, bottom, ...).
+
+    jnp.pad takes one pair per dim, first dim first. Modes constant (negative pads crop, as in
+    torch), reflect, replicate, circular.
+    """
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"Padding length must be divisible by 2 and at most 2*ndim, got {len(pad)}")
+    pairs = [(0, 0)] * input.ndim
+    for i in range(len(pad) // 2):
+        pairs[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode == "constant":
+        fill = jnp.asarray(0 if value is None else value, input.dtype)
+        return jax.lax.pad(input, fill, [(lo, hi, 0) for lo, hi in pairs])
+    if mode not in ("reflect", "replicate", "circular"):
+        raise ValueError(f"Unsupported padding mode {mode!r}")
+    if any(lo < 0 or hi < 0 for lo, hi in pairs):
+        raise NotImplementedError(f"negative padding with mode={mode!r} is not supported")
+    jnp_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    return jnp.pad(input, pairs, mode=jnp_mode)
+
+
+def _resize_axis(
+    x: jax.Array, axis: int, out_size: int, scale: float | None, mode: str, align_corners: bool
+) -> jax.Array:
+    """Resample one axis with torch's index and weight arithmetic (float32, as its CPU kernels)."""
+    in_size = x.shape[axis]
+    trailing = (1,) * (x.ndim - axis - 1)
+    if mode in ("nearest", "nearest-exact"):
+        s = _scale_f32(in_size, out_size, scale, False)
+        dst = np.arange(out_size)
+        if mode == "nearest" and out_size == in_size:  # torch's `nearest_idx` shortcuts, whatever the scale
+            return x
+        if mode == "nearest" and out_size == 2 * in_size:
+            src = dst // 2
+        elif mode == "nearest":
+            src = np.floor(dst.astype(np.float32) * s)
+        else:
+            src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
+        index = np.minimum(src.astype(np.int64), in_size - 1)
+        return jnp.take(x, index, axis=axis)
+    if in_size == out_size and mode == "linear":
+        return x
+    s = _scale_f32(in_size, out_size, scale, align_corners)
+    real = _source_index(s, out_size, align_corners, mode == "cubic")
+    base = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
+    lam = np.clip(real - base.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
+    if mode == "linear":
+        upper = base + (base < in_size - 1).astype(np.int64)
+        w0 = jnp.asarray((np.float32(1.0) - lam).reshape(out_size, *trailing), x.dtype)
+        w1 = jnp.asarray(lam.reshape(out_size, *trailing), x.dtype)
+        return w0 * jnp.take(x, base, axis=axis) + w1 * jnp.take(x, upper, axis=axis)
+    a = np.float32(-0.75)
+
+    def near(t: np.ndarray) -> np.ndarray:
+        return ((a + 2) * t - (a + 3)) * t * t + 1
+
+    def far(t: np.ndarray) -> np.ndarray:
+        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+
+    one = np.float32(1.0)
+    coeffs = [far(lam + one), near(lam), near(one - lam), far(one - lam + one)]
+    y = None
+    for j, c in enumerate(coeffs):
+        index = np.clip(base - 1 + j, 0, in_size - 1)
+        term = jnp.asarray(c.astype(np.float32).reshape(out_size, *trailing), x.dtype) * jnp.take(x, index, axis=axis)
+        y = term if y is None else y + term
+    return y
+
+
+def interpolate(
+    input: jax.Array,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> jax.Array:
+    """torch.nn.functional.interpolate on (N, C, *spatial) inputs.
+
+    Modes nearest, nearest-exact, linear/bilinear/trilinear, bicubic (A=-0.75, clamped borders),
+    area; `align_corners`; a given `scale_factor` sets the coordinate step (1/scale) unless
+    `recompute_scale_factor=True`, as in torch. `jax.image.resize` uses half-pixel centres with
+    antialiasing and no align_corners, and its 'nearest' rounds differently: it cannot reproduce these.
+    """
+    if antialias:
+        raise NotImplementedError("interpolate(antialias=True) is not supported by the Flax shims")
+    n = input.ndim - 2
+    if n < 1:
+        raise ValueError(f"interpolate expects a batched (N, C, *spatial) input, got shape {input.shape}")
+    dims_for_mode = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode in dims_for_mode and dims_for_mode[mode] != n:
+        raise ValueError(f"mode {mode!r} expects {dims_for_mode[mode] + 2}D input, got {input.ndim}D")
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes")
+    elif mode not in dims_for_mode:
+        raise ValueError(f"unsupported interpolation mode {mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("exactly one of size or scale_factor must be given")
+    in_sizes = tuple(input.shape[2:])
+    if size is not None:
+        out_sizes = _tuple(size, n, "size")
+        scales: tuple[float | None, ...] = (None,) * n
+    else:
+        factors = (
+            (float(scale_factor),) * n
+            if isinstance(scale_factor, int | float)
+            else tuple(float(f) for f in scale_factor)
+        )
+        if len(factors) != n:
+            raise ValueError(f"scale_factor must have {n} elements, got {scale_factor!r}")
+        out_sizes = tuple(math.floor(s * f) for s, f in zip(in_sizes, factors, strict=True))
+        scales = (None,) * n if recompute_scale_factor else factors
+    if mode == "area":
+        return _adaptive_pool_nd(input, n, out_sizes, "avg")
+    kind = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    sdt = input.dtype if kind in ("nearest", "nearest-exact") else _stats_dtype(input.dtype)
+    y = input.astype(sdt)
+    for i in range(n):
+        y = _resize_axis(y, 2 + i, out_sizes[i], scales[i], kind, bool(align_corners))
+    return y.astype(input.dtype)

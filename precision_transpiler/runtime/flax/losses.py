@@ -1,0 +1,244 @@
+"""torch's losses for Flax NNX: `cross_entropy` (class indices or probabilities, `ignore_index`,
+label smoothing, weights), `nll_loss`, `mse_loss`, `l1_loss`, `binary_cross_entropy_with_logits`
+and their module classes, with torch's reductions (legacy `size_average`/`reduce` included).
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from precision_transpiler.runtime.common import _legacy_reduction
+from precision_transpiler.runtime.flax.functional import _stats_dtype, _value
+
+
+def cross_entropy(
+    input: jax.Array,
+    target: jax.Array,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> jax.Array:
+    """torch.nn.functional.cross_entropy: logits (N, C, *) or (C,), classes on axis 1.
+
+    Class-index targets honour `ignore_index` (excluded from the mean's denominator), `weight`
+    (the mean divides by the summed weights of the targets) and `label_smoothing` with torch's
+    formula; probability targets (float, same shape as input) are supported too. optax's losses
+    take classes on the last axis and have no ignore_index.
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = jax.nn.log_softmax(input.astype(_stats_dtype(input.dtype)), axis=class_dim)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+    w = None if weight is None else jnp.asarray(weight, logp.dtype).reshape(wshape)
+
+    if jnp.issubdtype(jnp.asarray(target).dtype, jnp.floating):
+        target = jnp.asarray(target, logp.dtype)
+        if label_smoothing > 0.0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+        terms = logp * target if w is None else logp * target * w
+        loss = -terms.sum(class_dim)
+        if reduction == "mean":
+            count = loss.size if input.ndim > 1 else 1
+            return (loss.sum() / count).astype(input.dtype)
+        if reduction == "sum":
+            return loss.sum().astype(input.dtype)
+        return loss.astype(input.dtype)
+
+    target = jnp.asarray(target)
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0)
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe, class_dim), axis=class_dim).squeeze(class_dim)
+    if w is None:
+        tw = valid.astype(logp.dtype)
+    else:
+        tw = jnp.where(valid, jnp.take(jnp.asarray(weight, logp.dtype), safe), 0.0)
+    nll = -picked * tw
+    if label_smoothing > 0.0:
+        smooth = -(logp.sum(class_dim) if w is None else (logp * w).sum(class_dim))
+        smooth = jnp.where(valid, smooth, 0.0)
+    else:
+        smooth = None
+    if reduction == "mean":
+        denom = tw.sum()
+        loss = nll.sum() / denom
+        if smooth is not None:
+            loss = (1.0 - label_smoothing) * loss + smooth.sum() / denom * (label_smoothing / n_classes)
+    elif reduction == "sum":
+        loss = nll.sum()
+        if smooth is not None:
+            loss = (1.0 - label_smoothing) * loss + smooth.sum() * (label_smoothing / n_classes)
+    elif reduction == "none":
+        loss = nll
+        if smooth is not None:
+            loss = (1.0 - label_smoothing) * loss + smooth * (label_smoothing / n_classes)
+    else:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return loss.astype(input.dtype)
+
+
+def _reduce_loss(loss: jax.Array, reduction: str) -> jax.Array:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def mse_loss(
+    input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+) -> jax.Array:
+    """torch.nn.functional.mse_loss (broadcasting input and target, as torch does with a warning)."""
+    return _reduce_loss(jnp.square(input - target), _legacy_reduction(size_average, reduce, reduction))
+
+
+def l1_loss(
+    input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+) -> jax.Array:
+    """torch.nn.functional.l1_loss."""
+    return _reduce_loss(jnp.abs(input - target), _legacy_reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(
+    input: jax.Array,
+    target: jax.Array,
+    weight: Any = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    pos_weight: Any = None,
+) -> jax.Array:
+    """torch.nn.functional.binary_cross_entropy_with_logits, in torch's stable form:
+    (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
+    target = jnp.asarray(target, input.dtype)
+    log_weight = 1.0 if pos_weight is None else 1.0 + (jnp.asarray(pos_weight, input.dtype) - 1.0) * target
+    loss = (1.0 - target) * input + log_weight * jax.nn.softplus(-input)
+    if weight is not None:
+        loss = loss * jnp.asarray(weight, input.dtype)
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def nll_loss(
+    input: jax.Array,
+    target: jax.Array,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> jax.Array:
+    """torch.nn.functional.nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index`
+    targets are excluded, a weighted mean divides by the targets' summed weights."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    class_dim = 0 if input.ndim == 1 else 1
+    target = jnp.asarray(target)
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0)
+    picked = jnp.take_along_axis(input, jnp.expand_dims(safe, class_dim), axis=class_dim).squeeze(class_dim)
+    tw = valid.astype(input.dtype) if weight is None else jnp.where(valid, jnp.take(jnp.asarray(weight), safe), 0.0)
+    loss = -picked * tw
+    if reduction == "mean":
+        return loss.sum() / tw.sum()
+    return _reduce_loss(loss, reduction)
+
+
+class _Loss(nnx.Module):
+    """torch's loss modules: the constructor keeps the options, the call applies the function.
+    A class-weight tensor is a torch buffer (`weight`), so it is module state here too."""
+
+    def __init__(self, weight: Any = None, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
+        self.weight = nnx.data(None) if weight is None else nnx.Variable(jnp.asarray(weight))
+
+
+class CrossEntropyLoss(_Loss):
+    """torch.nn.CrossEntropyLoss(weight, size_average, ignore_index, reduce, reduction, label_smoothing)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return cross_entropy(
+            input,
+            target,
+            _value(self.weight),
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
+
+
+class NLLLoss(_Loss):
+    """torch.nn.NLLLoss(weight, size_average, ignore_index, reduce, reduction)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+    ):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return nll_loss(input, target, _value(self.weight), ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """torch.nn.MSELoss(size_average, reduce, reduction)."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__(None, size_average, reduce, reduction)
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """torch.nn.L1Loss(size_average, reduce, reduction)."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__(None, size_average, reduce, reduction)
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return l1_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """torch.nn.BCEWithLogitsLoss(weight, size_average, reduce, reduction, pos_weight)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        pos_weight: Any = None,
+    ):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.pos_weight = nnx.data(None) if pos_weight is None else nnx.Variable(jnp.asarray(pos_weight))
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return binary_cross_entropy_with_logits(
+            input, target, _value(self.weight), reduction=self.reduction, pos_weight=_value(self.pos_weight)
+        )

@@ -1,0 +1,340 @@
+"""torch's pooling for Flax NNX: max, average and adaptive pooling, functional and as modules, with
+torch's output sizes (ceil mode, padding, `count_include_pad`, `divisor_override`) in NCHW.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from precision_transpiler.runtime.common import _avg_pool_divisor, _pool_args, _pool_out_size
+from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _stats_dtype
+
+
+def _max_pool_nd(
+    x: jax.Array, n: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
+) -> jax.Array:
+    """torch max pooling: implicit -inf padding, dilation, ceil_mode, stride defaulting to the kernel."""
+    x, unbatched = _add_batch(x, n)
+    k, s, p, d = _pool_args(n, kernel_size, stride, padding, dilation)
+    pairs = []
+    for size, kk, ss, pp, dd in zip(x.shape[2:], k, s, p, d, strict=True):
+        eff = dd * (kk - 1) + 1
+        if pp > eff // 2:
+            raise ValueError("pad should be at most half of effective kernel size")
+        out = _pool_out_size(size, eff, ss, pp, ceil_mode)
+        pairs.append((pp, max((out - 1) * ss + eff - size - pp, 0)))
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        init = jnp.array(-jnp.inf, x.dtype)
+    else:
+        init = jnp.array(jnp.iinfo(x.dtype).min, x.dtype)
+    y = jax.lax.reduce_window(
+        x,
+        init,
+        jax.lax.max,
+        window_dimensions=(1, 1, *k),
+        window_strides=(1, 1, *s),
+        padding=[(0, 0), (0, 0), *pairs],
+        window_dilation=(1, 1, *d),
+    )
+    return y[0] if unbatched else y
+
+
+def _avg_pool_nd(
+    x: jax.Array,
+    n: int,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Any,
+) -> jax.Array:
+    """torch average pooling: zero padding, ceil_mode windows, count_include_pad and divisor_override."""
+    x, unbatched = _add_batch(x, n)
+    k, s, p, _ = _pool_args(n, kernel_size, stride, padding, 1)
+    pairs = []
+    divisor = np.ones((), np.float64)
+    for size, kk, ss, pp in zip(x.shape[2:], k, s, p, strict=True):
+        if pp > kk // 2:
+            raise ValueError("pad should be at most half of kernel size")
+        out = _pool_out_size(size, kk, ss, pp, ceil_mode)
+        pairs.append((pp, max((out - 1) * ss + kk - size - pp, 0)))
+        divisor = np.multiply.outer(divisor, _avg_pool_divisor(size, kk, ss, pp, out, count_include_pad))
+    sdt = _stats_dtype(x.dtype)
+    total = jax.lax.reduce_window(
+        x.astype(sdt),
+        jnp.array(0, sdt),
+        jax.lax.add,
+        window_dimensions=(1, 1, *k),
+        window_strides=(1, 1, *s),
+        padding=[(0, 0), (0, 0), *pairs],
+    )
+    y = total / jnp.asarray(divisor_override if divisor_override else divisor, sdt)
+    y = y.astype(x.dtype)
+    return y[0] if unbatched else y
+
+
+def _no_indices(return_indices: bool) -> None:
+    """Pooling indices (for max_unpool) are not reproduced."""
+    if return_indices:
+        raise NotImplementedError("return_indices=True is not supported by the Flax shims")
+
+
+def max_pool1d(
+    input: jax.Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> jax.Array:
+    """torch.nn.functional.max_pool1d on (N, C, L): stride defaults to the kernel (Flax: 1)."""
+    _no_indices(return_indices)
+    return _max_pool_nd(input, 1, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool2d(
+    input: jax.Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> jax.Array:
+    """torch.nn.functional.max_pool2d on NCHW: -inf padding, dilation, ceil_mode, stride = kernel."""
+    _no_indices(return_indices)
+    return _max_pool_nd(input, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool3d(
+    input: jax.Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> jax.Array:
+    """torch.nn.functional.max_pool3d on NCDHW."""
+    _no_indices(return_indices)
+    return _max_pool_nd(input, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool1d(
+    input: jax.Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> jax.Array:
+    """torch.nn.functional.avg_pool1d on (N, C, L): torch's divisor rules (Flax's avg_pool differs)."""
+    return _avg_pool_nd(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+def avg_pool2d(
+    input: jax.Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> jax.Array:
+    """torch.nn.functional.avg_pool2d on NCHW: ceil_mode, count_include_pad, divisor_override."""
+    return _avg_pool_nd(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def avg_pool3d(
+    input: jax.Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> jax.Array:
+    """torch.nn.functional.avg_pool3d on NCDHW."""
+    return _avg_pool_nd(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool1d(input: jax.Array, output_size: Any) -> jax.Array:
+    """torch.nn.functional.adaptive_avg_pool1d: torch's overlapping bins when sizes do not divide."""
+    return _adaptive_pool_nd(input, 1, output_size, "avg")
+
+
+def adaptive_avg_pool2d(input: jax.Array, output_size: Any) -> jax.Array:
+    """torch.nn.functional.adaptive_avg_pool2d on NCHW (JAX has no adaptive pooling)."""
+    return _adaptive_pool_nd(input, 2, output_size, "avg")
+
+
+def adaptive_avg_pool3d(input: jax.Array, output_size: Any) -> jax.Array:
+    """torch.nn.functional.adaptive_avg_pool3d on NCDHW."""
+    return _adaptive_pool_nd(input, 3, output_size, "avg")
+
+
+def adaptive_max_pool1d(input: jax.Array, output_size: Any, return_indices: bool = False) -> jax.Array:
+    """torch.nn.functional.adaptive_max_pool1d on (N, C, L)."""
+    _no_indices(return_indices)
+    return _adaptive_pool_nd(input, 1, output_size, "max")
+
+
+def adaptive_max_pool2d(input: jax.Array, output_size: Any, return_indices: bool = False) -> jax.Array:
+    """torch.nn.functional.adaptive_max_pool2d on NCHW (JAX has no adaptive pooling)."""
+    _no_indices(return_indices)
+    return _adaptive_pool_nd(input, 2, output_size, "max")
+
+
+class _MaxPoolNd(nnx.Module):
+    """Shared body of MaxPool1d/2d/3d (torch argument order; no parameters)."""
+
+    _n_spatial = 2
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: Any = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+        *,
+        rngs: Any = None,
+    ) -> None:
+        _no_indices(return_indices)
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.ceil_mode = ceil_mode
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return _max_pool_nd(
+            x, self._n_spatial, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
+        )
+
+
+class MaxPool1d(_MaxPoolNd):
+    """torch.nn.MaxPool1d on (N, C, L); nnx.max_pool is channels-last with stride 1 by default."""
+
+    _n_spatial = 1
+
+
+class MaxPool2d(_MaxPoolNd):
+    """torch.nn.MaxPool2d on NCHW (stride = kernel by default, -inf padding, dilation, ceil_mode)."""
+
+    _n_spatial = 2
+
+
+class MaxPool3d(_MaxPoolNd):
+    """torch.nn.MaxPool3d on NCDHW."""
+
+    _n_spatial = 3
+
+
+class _AvgPoolNd(nnx.Module):
+    """Shared body of AvgPool1d/2d/3d (torch argument order; no parameters)."""
+
+    _n_spatial = 2
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+        *,
+        rngs: Any = None,
+    ) -> None:
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return _avg_pool_nd(
+            x,
+            self._n_spatial,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
+
+
+class AvgPool1d(_AvgPoolNd):
+    """torch.nn.AvgPool1d on (N, C, L) with torch's divisor (count_include_pad, ceil_mode)."""
+
+    _n_spatial = 1
+
+
+class AvgPool2d(_AvgPoolNd):
+    """torch.nn.AvgPool2d on NCHW with torch's divisor (count_include_pad, ceil_mode, divisor_override)."""
+
+    _n_spatial = 2
+
+
+class AvgPool3d(_AvgPoolNd):
+    """torch.nn.AvgPool3d on NCDHW."""
+
+    _n_spatial = 3
+
+
+class _AdaptivePoolNd(nnx.Module):
+    """Shared body of the adaptive pools: torch's bins, start=floor(i*in/out), end=ceil((i+1)*in/out)."""
+
+    _n_spatial = 2
+    _op = "avg"
+
+    def __init__(self, output_size: Any, return_indices: bool = False, *, rngs: Any = None) -> None:
+        _no_indices(return_indices)
+        self.output_size = output_size
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return _adaptive_pool_nd(x, self._n_spatial, self.output_size, self._op)
+
+
+class AdaptiveAvgPool1d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveAvgPool1d on (N, C, L)."""
+
+    _n_spatial = 1
+    _op = "avg"
+
+
+class AdaptiveAvgPool2d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveAvgPool2d on NCHW (int, tuple, None entries keep the input size)."""
+
+    _n_spatial = 2
+    _op = "avg"
+
+
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveAvgPool3d on NCDHW."""
+
+    _n_spatial = 3
+    _op = "avg"
+
+
+class AdaptiveMaxPool1d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveMaxPool1d on (N, C, L)."""
+
+    _n_spatial = 1
+    _op = "max"
+
+
+class AdaptiveMaxPool2d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveMaxPool2d on NCHW."""
+
+    _n_spatial = 2
+    _op = "max"

@@ -1,0 +1,338 @@
+"""torch.nn.functional for Keras 3 (`keras.ops`), and the helpers the other Keras runtime modules
+share: `linear`, `embedding`, `one_hot`, activations with torch's defaults (exact `gelu`),
+`dropout`, `pad` (torch's modes, including those TensorFlow lacks) and `interpolate`.
+"""
+
+import math
+from typing import Any
+
+import keras
+import numpy as np
+from keras import ops
+
+from precision_transpiler.runtime.common import _adaptive_bins, _scale_f32, _softmax_dim, _source_index, _tuple
+
+
+def _stats_dtype(dtype: Any) -> str:
+    """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
+    return "float64" if keras.backend.standardize_dtype(dtype) == "float64" else "float32"
+
+
+def _add_batch(x: Any, n_spatial: int) -> tuple[Any, bool]:
+    """torch accepts unbatched (C, *spatial) inputs for conv and pooling layers: add the batch axis."""
+    if len(x.shape) == n_spatial + 1:
+        return ops.expand_dims(x, 0), True
+    if len(x.shape) != n_spatial + 2:
+        raise ValueError(f"expected a {n_spatial + 1}D (unbatched) or {n_spatial + 2}D input, got shape {x.shape}")
+    return x, False
+
+
+def _channels_last(x: Any) -> Any:
+    """(N, C, *spatial) -> (N, *spatial, C): TensorFlow's CPU conv/pool kernels are channels-last only."""
+    return ops.transpose(x, (0, *range(2, len(x.shape)), 1))
+
+
+def _channels_first(x: Any) -> Any:
+    """(N, *spatial, C) -> (N, C, *spatial), back to torch's layout."""
+    n = len(x.shape)
+    return ops.transpose(x, (0, n - 1, *range(1, n - 1)))
+
+
+def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    """Source indices along one axis for torch's non-constant padding modes (negative lo/hi crop)."""
+    index = np.arange(-lo, size + hi)
+    if mode == "replicate":
+        return np.clip(index, 0, size - 1)
+    if mode == "circular":
+        if lo > size or hi > size:
+            raise ValueError("circular padding may not be larger than the input size")
+        return np.mod(index, size)
+    if mode == "reflect":
+        if lo >= size or hi >= size:
+            raise ValueError(f"reflect padding ({lo}, {hi}) must be smaller than the input size {size}")
+        index = np.abs(index)
+        return np.where(index >= size, 2 * (size - 1) - index, index)
+    raise ValueError(f"Unsupported padding mode {mode!r}")
+
+
+def _pad_nd(x: Any, pairs: list[tuple[int, int]], mode: str, value: float = 0.0) -> Any:
+    """Pad with (lo, hi) per axis of x: torch's constant (negative = crop), reflect, replicate, circular.
+
+    TensorFlow's `ops.pad` has no 'edge'/'wrap' modes and rejects negative widths, so non-constant
+    modes gather with precomputed indices (static axis sizes).
+    """
+    if mode == "constant":
+        for axis, (lo, hi) in enumerate(pairs):
+            if lo < 0 or hi < 0:
+                size = x.shape[axis]
+                x = ops.take(x, np.arange(max(-lo, 0), size - max(-hi, 0)), axis=axis)
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+        if any(lo or hi for lo, hi in widths):
+            x = ops.pad(x, widths, constant_values=value)
+        return x
+    for axis, (lo, hi) in enumerate(pairs):
+        if lo or hi:
+            x = ops.take(x, _pad_index(x.shape[axis], lo, hi, mode), axis=axis)
+    return x
+
+
+def _add_bias(y: Any, bias: Any) -> Any:
+    """y + bias; in float32 when y is 16-bit, rounded once: torch's fused bias add (addmm, oneDNN
+    convolutions) does not round the bias to 16 bits nor the sum twice."""
+    if bias is None:
+        return y
+    if keras.backend.standardize_dtype(y.dtype) in ("bfloat16", "float16"):
+        return ops.cast(ops.cast(y, "float32") + ops.cast(bias, "float32"), y.dtype)
+    return y + bias
+
+
+def _linear(x: Any, weight: Any, bias: Any) -> Any:
+    """x @ W.T + b with torch's (out, in) weight layout (Keras Dense: kernel (in, out))."""
+    return _add_bias(ops.matmul(x, ops.transpose(weight)), bias)
+
+
+def _adaptive_pool_axis(x: Any, axis: int, out: int, op: str) -> Any:
+    """Adaptive max/mean along one axis; rectangle bins make 2D adaptive pooling separable."""
+    size = x.shape[axis]
+    if size % out == 0:
+        xr = ops.reshape(x, (-1, *x.shape[1:axis], out, size // out, *x.shape[axis + 1 :]))
+        return ops.max(xr, axis=axis + 1) if op == "max" else ops.mean(xr, axis=axis + 1)
+    starts, ends = _adaptive_bins(size, out)
+    width = int((ends - starts).max())
+    positions = starts[:, None] + np.arange(width)[None, :]
+    index = np.minimum(positions, ends[:, None] - 1)  # clamped into the bin: repeats cannot change a max
+    gathered = ops.take(x, index.reshape(-1), axis=axis)
+    gathered = ops.reshape(gathered, (-1, *x.shape[1:axis], out, width, *x.shape[axis + 1 :]))
+    if op == "max":
+        return ops.max(gathered, axis=axis + 1)
+    trailing = (1,) * (len(x.shape) - axis - 1)
+    valid = (positions < ends[:, None]).reshape(out, width, *trailing)
+    total = ops.sum(ops.where(valid, gathered, ops.zeros((), x.dtype)), axis=axis + 1)
+    return total / ops.convert_to_tensor((ends - starts).reshape(out, *trailing), x.dtype)
+
+
+def _adaptive_pool_nd(x: Any, n: int, output_size: Any, op: str) -> Any:
+    """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
+    x, unbatched = _add_batch(x, n)
+    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != n:
+        raise ValueError(f"output_size must have {n} elements, got {output_size!r}")
+    y = x if op == "max" else ops.cast(x, _stats_dtype(x.dtype))
+    for i, out in enumerate(sizes):
+        axis = 2 + i
+        y = _adaptive_pool_axis(y, axis, x.shape[axis] if out is None else int(out), op)
+    y = ops.cast(y, x.dtype)
+    return y[0] if unbatched else y
+
+
+def _gelu(x: Any, approximate: str) -> Any:
+    """torch's GELU: exact erf form for 'none' (`ops.gelu` defaults to approximate=True), tanh form for 'tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return ops.gelu(x, approximate=approximate == "tanh")
+
+
+def _dropout(x: Any, p: float, seed: Any) -> Any:
+    """Zero each element with probability p and scale the rest by 1/(1-p) (torch's inverted dropout)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if p == 1.0:
+        return ops.zeros_like(x)
+    return keras.random.dropout(x, p, seed=seed)
+
+
+def _cubic_weights(lam: np.ndarray) -> list[np.ndarray]:
+    """torch's bicubic convolution coefficients (A = -0.75) for the 4 taps around each sample."""
+    a, one = np.float32(-0.75), np.float32(1.0)
+
+    def near(t: np.ndarray) -> np.ndarray:
+        return ((a + 2) * t - (a + 3)) * t * t + 1
+
+    def far(t: np.ndarray) -> np.ndarray:
+        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+
+    return [far(lam + one), near(lam), near(one - lam), far(one - lam + one)]
+
+
+def _resize_axis(x: Any, axis: int, out_size: int, scale: float | None, mode: str, align_corners: bool) -> Any:
+    """Resample one axis with torch's index and weight arithmetic (float32, as its CPU kernels)."""
+    in_size = x.shape[axis]
+    trailing = (1,) * (len(x.shape) - axis - 1)
+    if mode in ("nearest", "nearest-exact"):
+        s = _scale_f32(in_size, out_size, scale, False)
+        dst = np.arange(out_size)
+        if mode == "nearest" and out_size == in_size:  # torch's `nearest_idx` shortcuts, whatever the scale
+            return x
+        if mode == "nearest" and out_size == 2 * in_size:
+            src = dst // 2
+        elif mode == "nearest":
+            src = np.floor(dst.astype(np.float32) * s)
+        else:
+            src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
+        return ops.take(x, np.minimum(src.astype(np.int64), in_size - 1), axis=axis)
+    if in_size == out_size and mode == "linear":
+        return x
+    s = _scale_f32(in_size, out_size, scale, align_corners)
+    real = _source_index(s, out_size, align_corners, mode == "cubic")
+    base = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
+    lam = np.clip(real - base.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
+    if mode == "linear":
+        upper = base + (base < in_size - 1).astype(np.int64)
+        w0 = ops.convert_to_tensor((np.float32(1.0) - lam).reshape(out_size, *trailing), x.dtype)
+        w1 = ops.convert_to_tensor(lam.reshape(out_size, *trailing), x.dtype)
+        return w0 * ops.take(x, base, axis=axis) + w1 * ops.take(x, upper, axis=axis)
+    y = None
+    for j, c in enumerate(_cubic_weights(lam)):
+        index = np.clip(base - 1 + j, 0, in_size - 1)
+        weight = ops.convert_to_tensor(c.astype(np.float32).reshape(out_size, *trailing), x.dtype)
+        term = weight * ops.take(x, index, axis=axis)
+        y = term if y is None else y + term
+    return y
+
+
+def interpolate(
+    input: Any,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Any:
+    """torch.nn.functional.interpolate on (N, C, *spatial) inputs, torch's exact sample positions.
+
+    Modes nearest (torch's floor rule, not round-half), nearest-exact, linear/bilinear, bicubic
+    (A=-0.75, clamped borders), area; `align_corners`; a given `scale_factor` sets the coordinate
+    step (1/scale) unless `recompute_scale_factor=True`, as in torch. `keras.ops.image.resize` is
+    channels-last, has no align_corners and derives coordinates from the sizes only; this
+    reproduces torch's float32 index arithmetic instead.
+    """
+    if antialias:
+        raise NotImplementedError("interpolate(antialias=True) is not supported by the Keras shims")
+    n = len(input.shape) - 2
+    if n < 1:
+        raise ValueError(f"interpolate expects a batched (N, C, *spatial) input, got shape {input.shape}")
+    dims_for_mode = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode in dims_for_mode and dims_for_mode[mode] != n:
+        raise ValueError(f"mode {mode!r} expects {dims_for_mode[mode] + 2}D input, got {len(input.shape)}D")
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes")
+    elif mode not in dims_for_mode:
+        raise ValueError(f"unsupported interpolation mode {mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("exactly one of size or scale_factor must be given")
+    in_sizes = tuple(input.shape[2:])
+    if size is not None:
+        out_sizes = _tuple(size, n, "size")
+        scales: tuple[float | None, ...] = (None,) * n
+    else:
+        single = isinstance(scale_factor, int | float)
+        factors = (float(scale_factor),) * n if single else tuple(float(f) for f in scale_factor)
+        if len(factors) != n:
+            raise ValueError(f"scale_factor must have {n} elements, got {scale_factor!r}")
+        out_sizes = tuple(math.floor(s * f) for s, f in zip(in_sizes, factors, strict=True))
+        scales = (None,) * n if recompute_scale_factor else factors
+    if mode == "area":
+        return _adaptive_pool_nd(input, n, out_sizes, "avg")
+    kind = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    y = input if kind in ("nearest", "nearest-exact") else ops.cast(input, _stats_dtype(input.dtype))
+    for i in range(n):
+        y = _resize_axis(y, 2 + i, out_sizes[i], scales[i], kind, bool(align_corners))
+    return ops.cast(y, input.dtype)
+
+
+def linear(input: Any, weight: Any, bias: Any = None) -> Any:
+    """torch.nn.functional.linear with torch's weight layout (out, in): x @ W.T + b."""
+    return _linear(input, weight, bias)
+
+
+def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None) -> Any:
+    """torch.nn.functional.pad: `pad` lists (lo, hi) pairs from the LAST dim backwards (torch's order).
+
+    Modes constant (negative widths crop), reflect, replicate, circular.
+    """
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > len(input.shape):
+        raise ValueError(f"Padding length must be divisible by 2 and at most twice the rank, got {pad}")
+    ndim = len(input.shape)
+    pairs = [(0, 0)] * ndim
+    for i in range(len(pad) // 2):
+        pairs[ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode != "constant" and value:
+        raise ValueError(f"Padding mode {mode!r} doesn't take in value argument")
+    return _pad_nd(input, pairs, mode, 0.0 if value is None else value)
+
+
+def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False, *, seed: Any = None) -> Any:
+    """torch.nn.functional.dropout: active when `training` (torch's default True), inverted scaling.
+
+    torch draws from a global generator; pass `seed` (a keras.random.SeedGenerator) inside traced code.
+    """
+    return _dropout(input, p, seed) if training else input
+
+
+def gelu(input: Any, approximate: str = "none") -> Any:
+    """torch.nn.functional.gelu: exact erf form by default (`keras.ops.gelu` defaults to the tanh form)."""
+    return _gelu(input, approximate)
+
+
+def softmax(input: Any, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Any:
+    """torch.nn.functional.softmax over `dim` (torch's legacy implicit dim when None; Keras: last axis)."""
+    x = input if dtype is None else ops.cast(input, dtype)
+    return ops.softmax(x, axis=_softmax_dim(len(x.shape)) if dim is None else dim)
+
+
+def log_softmax(input: Any, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Any:
+    """torch.nn.functional.log_softmax over `dim` (torch's legacy implicit dim when None)."""
+    x = input if dtype is None else ops.cast(input, dtype)
+    return ops.log_softmax(x, axis=_softmax_dim(len(x.shape)) if dim is None else dim)
+
+
+def one_hot(tensor: Any, num_classes: int = -1) -> Any:
+    """torch.nn.functional.one_hot: int64 result (Keras: float32), classes appended as the last axis.
+
+    `num_classes=-1` infers max + 1 from the values, as torch does (needs concrete values, not traced).
+    """
+    if num_classes == -1:
+        num_classes = int(ops.convert_to_numpy(ops.max(tensor))) + 1
+    return ops.one_hot(tensor, num_classes, dtype="int64")
+
+
+def _keras_dtype(dtype: Any) -> Any:
+    """torch's `dtype=` as Keras' dtype policy: None (global policy) and Keras policies/names pass as is,
+    torch or numpy dtype objects become their name ("bfloat16": bf16 variables and compute, as torch)."""
+    if dtype is None or isinstance(dtype, str | keras.DTypePolicy):
+        return dtype
+    return keras.backend.standardize_dtype(dtype)
+
+
+def _uniform(bound: float) -> Any:
+    """U(-bound, bound): torch's default init of linear/conv weights and biases (kaiming_uniform, a=sqrt(5))."""
+    return keras.initializers.RandomUniform(-bound, bound)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    """ops.cast that keeps None (optional weights)."""
+    return None if x is None else ops.cast(x, dtype)
+
+
+def unflatten(input, dim, sizes):
+    """torch.unflatten / Tensor.unflatten: splits dim `dim` into `sizes` (one entry may be -1)."""
+    ndim = len(input.shape)
+    axis = dim % ndim
+    shape = ops.shape(input)
+    return ops.reshape(input, (*shape[:axis], *tuple(sizes), *shape[axis + 1 :]))
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    """torch.nn.functional.embedding: rows of `weight`; rows at `padding_idx` get no gradient, as
+    in torch. `max_norm` (in-place renormalisation of `weight`) is not supported."""
+    if max_norm is not None:
+        raise NotImplementedError("embedding(max_norm=...) renormalises weights in place; not supported")
+    out = ops.take(weight, input, axis=0)
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        out = ops.where(ops.expand_dims(ops.equal(input, padding_idx), -1), ops.stop_gradient(out), out)
+    return out
