@@ -489,6 +489,17 @@ def _check_parses(doc: Document) -> None:
     try:
         ast.parse(code)
     except SyntaxError as err:
+        if "too many nested parentheses" in (err.msg or ""):
+            # valid input (a long chain such as `x.float().float()...`) whose converted form
+            # nests calls deeper than Python's parser allows: the user can split it
+            doc.note(
+                "error",
+                "too-deep",
+                f"the converted code nests brackets deeper than Python allows (converted line {err.lineno}); "
+                "split the expression into several statements; the file is left as it is",
+            )
+            doc.unchanged, doc.precision = True, []
+            return
         doc.note(
             "error",
             "invalid-output",

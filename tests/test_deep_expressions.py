@@ -150,3 +150,16 @@ def test_the_scan_reads_lines_as_python_does(tmp_path: Path, newline: str) -> No
     run = run_cli("cr.py", "plain.py", "--to", "jax", "-o", "out", cwd=tmp_path)
     assert run.code == 2, run.err
     assert run.err.startswith(f"cr.py:3:1: error: an expression chains more than {MAX_CHAIN} operators"), run.err
+
+
+def test_a_chain_whose_conversion_nests_too_deep_is_a_one_line_error() -> None:
+    """`x.float().float()...` is flat in the input, but each cast becomes a call around the last
+    one in Keras: past Python's 200 nested brackets that is the file's error, never code that
+    does not parse (found by benchmarks/fuzz.py)."""
+    from precision_transpiler import transpile
+
+    source = "import torch\n\ny = x" + ".float()" * 300 + "\n"
+    result = transpile(source, to="tf")
+    assert result.code == source
+    assert [(d.severity, d.code) for d in result.diagnostics] == [("error", "too-deep")]
+    assert "internal error" not in result.diagnostics[0].message
