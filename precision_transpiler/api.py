@@ -25,7 +25,7 @@ from precision_transpiler.files import ReadError, iter_python_files, read_source
 from precision_transpiler.mappings import MappingSet, load_mappings
 from precision_transpiler.mappings.model import FRAMEWORKS
 from precision_transpiler.pipeline import announce, stage_hook
-from precision_transpiler.policy import resolve_policy
+from precision_transpiler.precision.policy import resolve_policy
 
 __all__ = ["TranspileResult", "transpile", "transpile_file", "transpile_paths"]
 

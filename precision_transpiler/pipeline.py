@@ -46,7 +46,7 @@ class Job:
 
     to: str
     sources: tuple[str, ...] | None  # the source frameworks asked for; None: detect among all
-    policy: Any  # precision_transpiler.policy.Policy
+    policy: Any  # precision_transpiler.precision.Policy
     table: MappingSet
     path: str = "<string>"
     nan_fallback: bool = False
@@ -513,7 +513,7 @@ def _check_parses(doc: Document) -> None:
 
 
 def _full_precision() -> Any:
-    from precision_transpiler.policy import resolve_policy
+    from precision_transpiler.precision.policy import resolve_policy
 
     return resolve_policy("fp32")
 

@@ -10,7 +10,7 @@ import pytest
 from precision_transpiler import MappingError
 from precision_transpiler.errors import PolicyError
 from precision_transpiler.mappings import load_mappings
-from precision_transpiler.policy import resolve_policy
+from precision_transpiler.precision.policy import resolve_policy
 from tests.helpers import run_cli
 
 TORCH_SRC = "import torch\n\n\ndef f(x):\n    return x.half()\n"

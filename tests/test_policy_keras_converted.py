@@ -1,6 +1,6 @@
 """Precision policies on torch code converted to Keras (`--to tf --policy ...`), run for real.
 
-precision/keras_torch_policy.py expresses a policy as torch runs it (`model.to(param)` plus
+precision/passes/keras_torch.py expresses a policy as torch runs it (`model.to(param)` plus
 autocast regions): layers of low-precision classes get a Keras dtype policy computing in bfloat16
 and hand results back in their input's dtype, keep-fp32 classes compute in float32, functional
 matmuls are autocast one op at a time. These tests convert real torch code, check what the

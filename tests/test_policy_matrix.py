@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from precision_transpiler import transpile
-from precision_transpiler.policy import BUILTIN_POLICIES, resolve_policy
+from precision_transpiler.precision.policy import BUILTIN_POLICIES, resolve_policy
 
 TORCH_MODEL = """
 import torch

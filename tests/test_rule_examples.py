@@ -14,7 +14,7 @@ import pytest
 from precision_transpiler import transpile
 from precision_transpiler.mappings import load_mappings
 from precision_transpiler.pipeline import Document, Job, convert_document
-from precision_transpiler.policy import resolve_policy
+from precision_transpiler.precision.policy import resolve_policy
 from precision_transpiler.rules import active_rules
 
 CASES = [

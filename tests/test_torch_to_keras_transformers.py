@@ -259,7 +259,7 @@ def test_torch_module_takes_tensors_and_flags_together_in_var_keywords() -> None
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
 def test_transformers_model_under_the_mixed_policy(name: str, convert: Converted) -> None:
     """`--policy mixed` on a converted transformers model: Keras dtype policies and autocast
-    regions (precision/keras_torch_policy.py), within 2x torch autocast's own error."""
+    regions (precision/passes/keras_torch.py), within 2x torch autocast's own error."""
     _, entry, inputs = CASES[name]
     original, code, _ = convert(name, "mixed")
     assert "@_ptranspile_module" in code

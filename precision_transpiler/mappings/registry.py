@@ -464,7 +464,7 @@ def _precision_classes(result: MappingSet, data: LineDict, where: _Where) -> Non
 
 
 def _policies(where: _Where) -> None:
-    """The built-in policies are read by `precision_transpiler.policy`; a policy table elsewhere
+    """The built-in policies are read by `precision_transpiler.precision.policy`; a policy table elsewhere
     would be silently ignored, so say how policies are given instead."""
     if where.path.resolve() != (builtin_mappings_dir() / "policies" / "builtin.yaml").resolve():
         raise where.error(1, "kind", "policies are not mapping tables: pass a policy file with --policy FILE.yaml")

@@ -23,7 +23,7 @@ def apply_torch_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32)."""
-    from precision_transpiler.precision.torch_policy import TorchPolicyPass, helper_block
+    from precision_transpiler.precision.passes.torch import TorchPolicyPass, helper_block
 
     return _apply_layer_policy(
         module,
@@ -39,7 +39,7 @@ def apply_keras_policy(
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to Keras layers (the helper block
     depends on what the pass found: subclassed layers, models to check for NaN)."""
-    from precision_transpiler.precision import keras_policy as kp
+    from precision_transpiler.precision.passes import keras as kp
 
     return _apply_layer_policy(
         module,
@@ -54,8 +54,8 @@ def apply_keras_torch_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to torch code converted to Keras
-    (precision/keras_torch_policy.py: torch's model.to + autocast semantics)."""
-    from precision_transpiler.precision import keras_torch_policy as ktp
+    (precision/passes/keras_torch.py: torch's model.to + autocast semantics)."""
+    from precision_transpiler.precision.passes import keras_torch as ktp
 
     return _apply_layer_policy(
         module,
@@ -88,7 +88,7 @@ def apply_flax_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool = False
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` to Flax NNX layers."""
-    from precision_transpiler.precision import flax_policy as fp
+    from precision_transpiler.precision.passes import flax as fp
 
     return _apply_layer_policy(
         module,

@@ -89,7 +89,7 @@ class StripInserted(cst.CSTTransformer):
                 args[-1] = args[-1].with_changes(comma=trailing, whitespace_after_arg=closing)
             updated_node = updated_node.with_changes(args=args)
         if isinstance(updated_node.func, cst.Name) and updated_node.func.value == "_ptranspile_autocast" and args:
-            # `_ptranspile_autocast(op, *args)` (keras_torch_policy): the op called on its arguments
+            # `_ptranspile_autocast(op, *args)` (passes/keras_torch.py): the op called on its arguments
             self.removed += 1
             return cst.Call(func=args[0].value, args=args[1:])
         if (

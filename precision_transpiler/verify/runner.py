@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from precision_transpiler.errors import UsageError, VerifyError
-from precision_transpiler.policy import resolve_policy
-from precision_transpiler.policy.model import Policy
+from precision_transpiler.precision.policy import Policy, resolve_policy
 from precision_transpiler.verify.adapters import Adapter, Capture, adapter_for
 from precision_transpiler.verify.loading import build_model, import_converted, import_original
 from precision_transpiler.verify.metrics import compare

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from precision_transpiler.policy import Policy
-from precision_transpiler.policy.model import Precision
+from precision_transpiler.precision.policy import Policy, Precision
 from precision_transpiler.rewrite.calls import parenthesize_generators
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder

@@ -23,8 +23,7 @@ import dataclasses
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
-from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import (
+from precision_transpiler.precision.passes.base import (
     PolicyPass,
     auto_device,
     device_dtype_exprs,
@@ -32,6 +31,7 @@ from precision_transpiler.precision.base import (
     island,
     with_device_helpers,
 )
+from precision_transpiler.precision.policy import Policy
 from precision_transpiler.rewrite.templates import dotted_name
 
 ISLAND = "_ptranspile_fp32"

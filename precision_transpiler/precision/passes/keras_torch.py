@@ -1,6 +1,6 @@
 """Apply a precision policy to torch model code converted to Keras 3 (torch -> tf).
 
-Why a pass of its own (keras_policy.py handles Keras code people wrote): a converted torch
+Why a pass of its own (passes/keras.py handles Keras code people wrote): a converted torch
 model keeps torch's arithmetic in its `call` methods (`x + self.attn(self.norm(x))`), and torch
 promotes `float32 + bfloat16` to float32 where TensorFlow refuses mixed dtypes. So the policy is
 expressed the way torch itself runs mixed precision, `model.to(param)` plus `torch.autocast`:
@@ -38,19 +38,19 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
-from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import (
+from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
     device_dtype_exprs,
     helper_statements,
     island,
 )
-from precision_transpiler.precision.keras_policy import (
+from precision_transpiler.precision.passes.keras import (
     fp32_path_overrides,
     keras_device_helpers,
     low_policy_expr,
 )
+from precision_transpiler.precision.policy import Policy
 from precision_transpiler.runtime import PACKAGE, runtime_module, runtime_name
 
 _SHIMS = PACKAGE + "."

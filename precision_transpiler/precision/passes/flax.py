@@ -18,8 +18,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
-from precision_transpiler.policy import Policy
-from precision_transpiler.precision.base import (
+from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
     device_dtype_exprs,
@@ -27,6 +26,7 @@ from precision_transpiler.precision.base import (
     island,
     with_device_helpers,
 )
+from precision_transpiler.precision.policy import Policy
 from precision_transpiler.runtime import PACKAGE
 
 _ACCUMULATING = frozenset({"linear", "conv", "attention"})

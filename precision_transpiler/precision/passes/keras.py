@@ -38,9 +38,7 @@ import libcst as cst
 
 from precision_transpiler.errors import PolicyError
 from precision_transpiler.mappings.model import MappingSet
-from precision_transpiler.policy import Policy
-from precision_transpiler.policy.model import Precision
-from precision_transpiler.precision.base import (
+from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
     auto_device,
@@ -48,6 +46,7 @@ from precision_transpiler.precision.base import (
     island,
     with_device_helpers,
 )
+from precision_transpiler.precision.policy import Policy, Precision
 
 _NOT_LAYERS = frozenset({"Input", "InputLayer", "InputSpec"})
 _MODEL_CALLS = frozenset(
