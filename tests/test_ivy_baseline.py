@@ -152,7 +152,7 @@ def test_ours_emits_every_key(ours_run: dict[str, Any]) -> None:
     assert mlp["files"] == 1 and mlp["lines"] > 10
     assert mlp["rel_err"] <= 1e-5
     assert mlp["out_dtype"] == mlp["torch_dtype"] == "float32"
-    # the autocast region is converted (rules/torch_autocast.py), not dropped: the converted code
+    # the autocast region is converted (rules/torch_autocast_model.py), not dropped: the converted code
     # keeps it and verifies against the original (its tolerance derived from the region's own error)
     assert autocast["case"] == "autocast_mlp" and autocast["transpiled"] and autocast["ran"]
     assert autocast["passed"] and not autocast["error"], autocast["error"]

@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from precision_transpiler import load_mappings, transpile
-from precision_transpiler.rules import op_patterns
+from precision_transpiler.rules import op_patterns_any
 from tests.compare import assert_max_relative, run_both
 from tests.runtime import runtime_module_of
 
@@ -612,7 +612,7 @@ CASES = [
         return y
         """,
         F32(3),
-        expect=('with torch_autocast(None, "bfloat16", enabled=False):',),  # rules/torch_autocast.py
+        expect=('with torch_autocast(None, "bfloat16", enabled=False):',),  # rules/torch_autocast_model.py
     ),
     C(
         "autocast-disabled-object",  # not a `with` item: the op table's autocast_disabled
@@ -808,13 +808,13 @@ def test_method_names_on_literals_and_plain_imports_are_not_tensor_calls() -> No
 
 def test_every_tensor_op_is_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     used: set[str] = set()
-    emit = op_patterns.OpPatterns._emit
+    emit = op_patterns_any.OpPatterns._emit
 
     def recording(self, ctx, op, match, original):  # type: ignore[no-untyped-def]
         used.add(op.name)
         return emit(self, ctx, op, match, original)
 
-    monkeypatch.setattr(op_patterns.OpPatterns, "_emit", recording)
+    monkeypatch.setattr(op_patterns_any.OpPatterns, "_emit", recording)
     sources = [c.source for c in CASES] + [f"{HEADER}y = {call}\n" for call, _ in SHIMMED]
     sources += [HEADER + f"def f(x, y, mode, flag):\n    return {expr}\n" for expr, _ in UNSUPPORTED]
     for src in sources:

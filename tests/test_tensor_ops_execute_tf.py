@@ -31,7 +31,7 @@ import torch
 
 from precision_transpiler import load_mappings, transpile
 from precision_transpiler.convert.vendor import vendor_shims
-from precision_transpiler.rules import op_patterns
+from precision_transpiler.rules import op_patterns_any
 from tests.runtime import runtime_module_of
 from tests.test_tensor_ops_execute import (
     BOOL,
@@ -366,7 +366,7 @@ def test_keras_tensor_definition_is_copyable(name: str) -> None:
 
 def test_every_tensor_op_with_a_tf_pattern_is_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     used: set[str] = set()
-    emit = op_patterns.OpPatterns._emit
+    emit = op_patterns_any.OpPatterns._emit
 
     def recording(self, ctx, op, match, original):  # type: ignore[no-untyped-def]
         replacement = emit(self, ctx, op, match, original)
@@ -374,7 +374,7 @@ def test_every_tensor_op_with_a_tf_pattern_is_exercised(monkeypatch: pytest.Monk
             used.add(op.name)
         return replacement
 
-    monkeypatch.setattr(op_patterns.OpPatterns, "_emit", recording)
+    monkeypatch.setattr(op_patterns_any.OpPatterns, "_emit", recording)
     sources = [c.source for c in ALL_CASES] + [f"{HEADER}y = {call}\n" for call, _ in SHIMMED]
     for src in sources:
         transpile(src, to="tf")

@@ -1,4 +1,4 @@
-"""`torch.autocast` regions in model code, converted to Flax NNX and Keras (rules/torch_autocast.py).
+"""`torch.autocast` regions in model code, converted to Flax NNX and Keras (rules/torch_autocast_model.py).
 
 The converted code keeps each region as `with torch_autocast(self, dtype, enabled=...)`: the
 Linear/Conv/attention layers under the module and the matmul-class calls written in the region

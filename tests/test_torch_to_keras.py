@@ -301,7 +301,7 @@ class Net(nn.Module):
 
 def test_what_is_not_converted_is_said() -> None:
     """Attributes keras.layers.Layer owns are reported, never left silently; in-place tensor
-    operations are converted (rules/torch_inplace_ops.py); `self.output` (BERT) is fine:
+    operations are converted (rules/torch_inplace_ops_model.py); `self.output` (BERT) is fine:
     TorchModule makes it assignable."""
     result = transpile(UNSUPPORTED, to="tf")
     messages = {d.code: d.message for d in result.unsupported}

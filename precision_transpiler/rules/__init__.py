@@ -15,26 +15,26 @@ from precision_transpiler.rules.base import RULES, Example, Rule, register
 RULE_ORDER: tuple[tuple[str, str], ...] = (
     # Rules that take over calls op-pattern would otherwise map or report as unsupported go
     # first: `x.add_(y)` is an assignment to write, not an op to look up ...
-    ("torch-inplace-ops", "torch_inplace_ops"),
+    ("torch-inplace-ops", "torch_inplace_ops_model"),
     # ... `torch.randn` while a layer is built draws from the module's rngs ...
-    ("torch-random-init", "torch_random_init"),
+    ("torch-random-init", "torch_random_init_jax"),
     # ... and `torch.autocast(...)` regions become the runtime's autocast context.
-    ("torch-autocast", "torch_autocast"),
+    ("torch-autocast", "torch_autocast_model"),
     # Symbols, strings and comparisons of dtypes; then every other op through the op tables.
-    ("dtype-identity", "dtype_identity"),
-    ("dtype-string", "dtype_string"),
-    ("dtype-symbol", "dtype_symbol"),
-    ("op-pattern", "op_patterns"),
+    ("dtype-identity", "dtype_identity_any"),
+    ("dtype-string", "dtype_string_any"),
+    ("dtype-symbol", "dtype_symbol_any"),
+    ("op-pattern", "op_patterns_any"),
     # Keras-only arithmetic fixes (torch's promotion of bools and integers).
     ("torch-bool-arith-tf", "torch_bool_arith_tf"),
-    ("torch-inplace-init", "torch_inplace_init"),
+    ("torch-inplace-init", "torch_inplace_init_model"),
     ("torch-int-promotion-tf", "torch_int_promotion_tf"),
     # Layers and modules: constructors through the layer table, then the classes around them.
-    ("torch-layer", "torch_layers"),
-    ("torch-module", "torch_modules"),
-    ("torch-module-keras", "torch_modules_keras"),
+    ("torch-layer", "torch_layers_model"),
+    ("torch-module", "torch_modules_jax"),
+    ("torch-module-keras", "torch_modules_tf"),
     ("torch-tensor-index-tf", "torch_tensor_index_tf"),
-    ("torch-zoo", "torch_zoo"),
+    ("torch-zoo", "torch_zoo_model"),
 )
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.tensor_inference import known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.torch_inplace_ops import known_tensor
 
 _OPS: dict[type[cst.BaseBinaryOp], str] = {
     cst.Multiply: "keras.ops.multiply",

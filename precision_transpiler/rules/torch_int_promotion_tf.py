@@ -17,8 +17,8 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.tensor_inference import Where
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.torch_inplace_ops import _Where
 
 _OPS: dict[type[cst.BaseBinaryOp], str] = {
     cst.Add: "keras.ops.add",
@@ -95,7 +95,7 @@ class TorchIntPromotionTf(Rule):
         return False
 
     def _int_names(self, ctx: RuleContext, anchor: cst.CSTNode) -> dict[str, bool]:
-        scope = _Where.scope_of(ctx, anchor)
+        scope = Where.scope_of(ctx, anchor)
         if not isinstance(scope, cst.FunctionDef):
             return {}
         cache = ctx.per_file("torch-int-promotion-names", dict)
@@ -127,7 +127,7 @@ class TorchIntPromotionTf(Rule):
             return True
         if not isinstance(node, cst.Name):
             return False
-        scope = _Where.scope_of(ctx, anchor)
+        scope = Where.scope_of(ctx, anchor)
         if not isinstance(scope, cst.FunctionDef):
             return False
         params = scope.params

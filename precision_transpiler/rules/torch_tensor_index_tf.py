@@ -8,7 +8,7 @@ binds to torch calls or annotates `torch.Tensor`, a registered buffer or paramet
 and whose index holds something that may be a tensor (such a name or buffer, a torch call, a
 comparison): `torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
 advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
-to be basic. Subscripts that are stored into are the in-place rule's (rules/torch_inplace_ops.py);
+to be basic. Subscripts that are stored into are the in-place rule's (rules/torch_inplace_ops_model.py);
 bases that may be lists or dicts are left alone.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.tensor_inference import known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.torch_inplace_ops import known_tensor
 from precision_transpiler.runtime import runtime_name
 
 _AT = runtime_name("tf", "tensor", "torch_at")

@@ -14,6 +14,7 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.tensor_inference import is_initialisation
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 
@@ -51,10 +52,8 @@ class TorchInplaceInit(Rule):
         if ctx.target != "jax" and _method(call) in _CONSTANT:
             # for Flax the torch-inplace-ops rule takes `h.zero_()` on a local tensor first; for
             # Keras, where that rule does not run yet, such a statement stays (and is reported)
-            from precision_transpiler.rules.torch_inplace_ops import _is_initialisation
-
             assert isinstance(call.func, cst.Attribute)
-            if not _is_initialisation(ctx, call.func.value, call):
+            if not is_initialisation(ctx, call.func.value, call):
                 return None
         text = " ".join(ctx.code(call).split())
         ctx.diagnose(

@@ -33,22 +33,31 @@ table (its patterns are emit-only) but would report the in-place calls as unknow
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
 
-from precision_transpiler.mappings.model import MappingSet, OpSpec
+from precision_transpiler.mappings.model import OpSpec
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.templates import Pattern, match_pattern, parenthesize
+from precision_transpiler.rewrite.tensor_inference import (
+    Where,
+    attribute_kind,
+    declared_outside,
+    inplace_index,
+    is_initialisation,
+    tensor_names,
+    warn_aliases,
+)
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_name
 
 #: in-place methods that change the tensor's shape: not converted into a Buffer/Param (its
 #: `[...] =` update keeps the shape)
 _RESHAPING = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_"})
-#: in-place methods that are initialisation on parameters (rules/torch_inplace_init.py)
+#: in-place methods that are initialisation on parameters (rules/torch_inplace_init_model.py)
 _INIT = frozenset({"zero_", "fill_"})
 #: in-place methods whose table value already has x's dtype (no `.astype(x.dtype)` needed)
 _KEEP_DTYPE = frozenset({"masked_fill_", "fill_", "zero_", "copy_", *_RESHAPING})
@@ -75,7 +84,6 @@ _AUG_BINARY = {
     cst.RightShiftAssign: cst.RightShift,
 }
 _NO_SPACE = cst.SimpleWhitespace("")
-_INIT_WORDS = ("init", "reset")
 
 
 @register
@@ -144,14 +152,14 @@ class TorchInplaceOps(Rule):
         if not isinstance(func, cst.Attribute) or not func.attr.value.endswith("_"):
             return None
         method = func.attr.value
-        entries = _index(ctx.mappings).get(method)
+        entries = inplace_index(ctx.mappings).get(method)
         if entries is None or ctx.qualified_name(func) is not None:
             return None  # not an in-place tensor method (`nn.init.zeros_(w)` is a function)
         receiver = func.value
         state = _state(ctx)
-        if method in _INIT and _is_initialisation(ctx, receiver, original):
+        if method in _INIT and is_initialisation(ctx, receiver, original):
             return None  # the torch-inplace-init rule's: dropped (statement) or a shim (value)
-        where = _Where.of(ctx, original)
+        where = Where.of(ctx, original)
         if method in _INIT and where.kind == "":
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
         if isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation) and not _may_promote(method, original):
@@ -175,7 +183,7 @@ class TorchInplaceOps(Rule):
             value = cst.Call(cst.Attribute(at, cst.Name("set")), [cst.Arg(value)])
             target = cst.Name(base.value)
         elif isinstance(receiver, cst.Attribute):
-            kind = _attribute_kind(ctx, receiver, original)
+            kind = attribute_kind(ctx, receiver, original)
             if kind == "variable" and ctx.target == "jax":
                 target = cst.Subscript(target, [cst.SubscriptElement(cst.Index(cst.Ellipsis()))])  # type: ignore[arg-type]
         if kind == "variable" and ctx.target == "tf":
@@ -199,7 +207,7 @@ class TorchInplaceOps(Rule):
                 )
         if isinstance(receiver, cst.Name | cst.Subscript) and where.statement is not None:
             name = receiver.value if isinstance(receiver, cst.Name) else receiver.value.value  # type: ignore[attr-defined]
-            _warn_aliases(ctx, where.scope, where.statement, name, original)
+            warn_aliases(ctx, where.scope, where.statement, name, original)
         if where.kind != "return":
             state.plans[where.statement] = (target, where.kind)
         ctx.record(self.name, original, value)
@@ -268,7 +276,7 @@ class TorchInplaceOps(Rule):
             return self._store_problem(
                 ctx, line, store, original, "a subscript of an expression that is not a plain name"
             )
-        if _tensor_names(ctx, _Where.scope_of(ctx, line)).get(base.value) is not True:
+        if tensor_names(ctx, Where.scope_of(ctx, line)).get(base.value) is not True:
             return None  # a list, a dict, or a name we cannot tell is a tensor: left as it is
         new_store = updated.targets[0].target if isinstance(updated, cst.Assign) else updated.target
         assert isinstance(new_store, cst.Subscript)
@@ -291,7 +299,7 @@ class TorchInplaceOps(Rule):
                     ctx, line, store, original, "an augmented assignment whose index has calls (it would run twice)"
                 )
         replacement = cst.Assign([cst.AssignTarget(cst.Name(base.value))], value)
-        _warn_aliases(ctx, _Where.scope_of(ctx, line), original, base.value, line)
+        warn_aliases(ctx, Where.scope_of(ctx, line), original, base.value, line)
         ctx.record(self.name, original, replacement)
         return replacement
 
@@ -300,13 +308,13 @@ class TorchInplaceOps(Rule):
     ) -> cst.BaseSmallStatement | None:
         base = store.value
         if isinstance(base, cst.Name):
-            if _tensor_names(ctx, _Where.scope_of(ctx, line)).get(base.value) is not True:
+            if tensor_names(ctx, Where.scope_of(ctx, line)).get(base.value) is not True:
                 return None
         elif not (
             isinstance(base, cst.Attribute)
             and isinstance(base.value, cst.Name)
             and base.value.value == "self"
-            and _attribute_kind(ctx, base, line) != "unknown"
+            and attribute_kind(ctx, base, line) != "unknown"
         ):
             return None  # `d[k][i] = v`, `self.cache[k] = v`, `self.layers[i] = m`: not known to be a tensor
         framework, at = (
@@ -326,23 +334,6 @@ class TorchInplaceOps(Rule):
 # ----------------------------------------------------------------------------------------------
 
 
-def _index(mappings: MappingSet) -> dict[str, list[tuple[OpSpec, Pattern]]]:
-    """In-place method name -> (op, torch pattern) of the in-place ops (names ending in `_`)."""
-    cache = mappings.caches.setdefault("torch-inplace-ops", {})
-    if "index" in cache:
-        return cache["index"]
-    index: dict[str, list[tuple[OpSpec, Pattern]]] = {}
-    for op in mappings.ops.values():
-        if not op.name.endswith("_"):
-            continue
-        for pattern in op.patterns.get("torch", ()):
-            method = pattern.method_name
-            if method is not None and method.endswith("_"):
-                index.setdefault(method, []).append((op, pattern))
-    cache["index"] = index
-    return index
-
-
 @dataclass
 class _State:
     """Per-file: statements whose in-place call became a value, waiting to be assigned back."""
@@ -350,27 +341,25 @@ class _State:
     op_rule: Any  # the op-pattern rule, for its emission
     plans: dict[cst.CSTNode, tuple[cst.BaseAssignTargetExpression, str]]
     said_parameter: set[tuple[int, str]]
-    tensors: dict[int, dict[str, bool | None]]
-    aliases: dict[int, _Aliases] = field(default_factory=dict)
 
 
 def _state(ctx: RuleContext) -> _State:
     # imported here: importing op_patterns registers it, and this rule must be registered first
-    from precision_transpiler.rules.op_patterns import OpPatterns
+    from precision_transpiler.rules.op_patterns_any import OpPatterns
 
-    return ctx.per_file("torch-inplace-ops", lambda: _State(OpPatterns(), {}, set(), {}))
+    return ctx.per_file("torch-inplace-ops", lambda: _State(OpPatterns(), {}, set()))
 
 
 def _value(
     ctx: RuleContext, state: _State, entries: list[tuple[OpSpec, Pattern]], call: cst.Call
 ) -> cst.BaseExpression | None:
     """The table's value of the in-place call (None when reported as unsupported)."""
-    from precision_transpiler.rules.op_patterns import _kind_mismatch
+    from precision_transpiler.rules.op_patterns_any import kind_mismatch
 
     roots = ctx.mappings.all_roots
     for op, pattern in entries:
         match = match_pattern(pattern, call, ctx.qualified_name, roots)
-        if match is None or _kind_mismatch(ctx, op, match, method=True) is not None:
+        if match is None or kind_mismatch(ctx, op, match, method=True) is not None:
             continue
         value = state.op_rule._emit(ctx, op, match, call)
         if value is not None:
@@ -388,48 +377,8 @@ def _value(
 # ----------------------------------------------------------------------------------------------
 # Where the call is, and what it is called on
 # ----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Where:
-    kind: str  # "statement", "assign", "return", or "" (inside an expression)
-    statement: cst.CSTNode | None
-    scope: cst.CSTNode | None  # the enclosing FunctionDef or Module
-    parameters: frozenset[str]
-
-    @staticmethod
-    def of(ctx: RuleContext, call: cst.Call) -> _Where:
-        parent = ctx.parent(call)
-        kind, statement = "", None
-        if isinstance(parent, cst.Expr):
-            kind, statement = "statement", parent
-        elif isinstance(parent, cst.Assign) and parent.value is call:
-            kind, statement = "assign", parent
-        elif isinstance(parent, cst.Return) and parent.value is call:
-            kind, statement = "return", parent
-        scope = _Where.scope_of(ctx, call)
-        params: frozenset[str] = frozenset()
-        if isinstance(scope, cst.FunctionDef):
-            p = scope.params
-            params = frozenset(
-                a.name.value
-                for a in (*p.posonly_params, *p.params, *p.kwonly_params, p.star_arg, p.star_kwarg)
-                if isinstance(a, cst.Param)
-            )
-        return _Where(kind, statement, scope, params)
-
-    @staticmethod
-    def scope_of(ctx: RuleContext, node: cst.CSTNode) -> cst.CSTNode | None:
-        current: cst.CSTNode | None = node
-        while current is not None:
-            current = ctx.parent(current)
-            if isinstance(current, cst.FunctionDef | cst.Module | cst.Lambda | cst.ClassDef):
-                return current if isinstance(current, cst.FunctionDef | cst.Module) else None
-        return None
-
-
 def _receiver_problem(
-    ctx: RuleContext, receiver: cst.BaseExpression, method: str, where: _Where, call: cst.Call
+    ctx: RuleContext, receiver: cst.BaseExpression, method: str, where: Where, call: cst.Call
 ) -> str | None:
     """Why `receiver.method(...)` cannot be made an assignment here (None when it can)."""
     shown = _short(ctx, receiver)
@@ -441,7 +390,7 @@ def _receiver_problem(
     if isinstance(receiver, cst.Name):
         if receiver.value in ("self", "cls"):
             return f"{shown}.{method}(...) on the module itself"
-        if where.kind == "return" and _declared_outside(where.scope, receiver.value):
+        if where.kind == "return" and declared_outside(where.scope, receiver.value):
             return f"return {shown}.{method}(...) of a global or nonlocal name: assign it first, then return it"
         return None
     if isinstance(receiver, cst.Subscript):
@@ -460,7 +409,7 @@ def _receiver_problem(
     if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
         if where.kind != "statement":
             return f"the value of {shown}.{method}(...) on a module attribute: write the call as its own statement"
-        kind = _attribute_kind(ctx, receiver, call)
+        kind = attribute_kind(ctx, receiver, call)
         if kind == "unknown":
             return (
                 f"{shown}.{method}(...): {shown} is not assigned or registered in this class, so it cannot be "
@@ -473,397 +422,6 @@ def _receiver_problem(
         f"{shown}.{method}(...) on {ctx.code(receiver)[:40]}: only a plain name, a basic index of one, "
         "or an attribute of self can be assigned back"
     )
-
-
-def _declared_outside(scope: cst.CSTNode | None, name: str) -> bool:
-    if not isinstance(scope, cst.FunctionDef):
-        return True  # module level: other code may read it after the statement
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is scope
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Global(self, node: cst.Global) -> None:
-            nonlocal found
-            found = found or any(n.name.value == name for n in node.names)
-
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            nonlocal found
-            found = found or any(n.name.value == name for n in node.names)
-
-    scope.visit(_V())
-    return found
-
-
-def _attribute_kind(ctx: RuleContext, receiver: cst.Attribute, anchor: cst.CSTNode) -> str:
-    """ "variable" (a registered buffer or nn.Parameter), "plain" (another tensor the class assigns
-    to self) or "unknown", for `self.<name>`, from the enclosing class's code. `anchor` is a node on
-    the path being visited (the call)."""
-    name = receiver.attr.value
-    current: cst.CSTNode | None = anchor
-    cls: cst.ClassDef | None = None
-    while current is not None:
-        current = ctx.parent(current)
-        if isinstance(current, cst.ClassDef):
-            cls = current
-            break
-    if cls is None:
-        return "unknown"
-    kind = "unknown"
-
-    class _V(cst.CSTVisitor):
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return node is cls
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal kind
-            func = node.func
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in ("register_buffer", "register_parameter")
-                and isinstance(func.value, cst.Name)
-                and func.value.value == "self"
-                and node.args
-                and isinstance(node.args[0].value, cst.SimpleString)
-                and node.args[0].value.evaluated_value == name
-            ):
-                kind = "variable"
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal kind
-            for target in node.targets:
-                t = target.target
-                if (
-                    isinstance(t, cst.Attribute)
-                    and t.attr.value == name
-                    and isinstance(t.value, cst.Name)
-                    and t.value.value == "self"
-                    and kind != "variable"
-                ):
-                    kind = "variable" if _is_parameter_call(ctx, node.value) else _plain_or_unknown(ctx, node.value)
-
-    cls.visit(_V())
-    return kind
-
-
-def _is_parameter_call(ctx: RuleContext, value: cst.BaseExpression) -> bool:
-    if not isinstance(value, cst.Call):
-        return False
-    func = value.func
-    if isinstance(func, cst.Name | cst.Attribute):
-        text = ctx.code(func)
-        return text.rsplit(".", 1)[-1] in ("Parameter", "Buffer")
-    return False
-
-
-def _plain_or_unknown(ctx: RuleContext, value: cst.BaseExpression) -> str:
-    return "plain" if _torch_value(ctx, value) else "unknown"
-
-
-# ----------------------------------------------------------------------------------------------
-# Which names are tensors
-# ----------------------------------------------------------------------------------------------
-
-_NOT_TENSORS = (
-    cst.Dict,
-    cst.List,
-    cst.Set,
-    cst.Tuple,
-    cst.ListComp,
-    cst.DictComp,
-    cst.SetComp,
-    cst.GeneratorExp,
-    cst.SimpleString,
-    cst.ConcatenatedString,
-    cst.FormattedString,
-    cst.Integer,
-    cst.Float,
-    cst.Lambda,
-)
-#: tensor methods (of the op tables) whose result is not a tensor
-_NOT_TENSOR_METHODS = frozenset(
-    {"split", "chunk", "unbind", "tolist", "item", "size", "dim", "ndimension", "numel", "nelement", "equal"}
-)
-
-
-def _torch_value(ctx: RuleContext, value: cst.BaseExpression) -> bool:
-    """A torch function call (not a layer), or a tensor method call (`x.clone()`, `x.half()`,
-    `x.view(-1)`: a method some op table knows, called on something other than self): a tensor."""
-    if not isinstance(value, cst.Call):
-        return False
-    qualified = ctx.qualified_name(value.func)
-    if qualified is not None:
-        if not qualified.startswith("torch."):
-            return False
-        return not qualified.startswith("torch.nn.") or qualified.startswith("torch.nn.functional.")
-    func = value.func
-    if not isinstance(func, cst.Attribute) or func.attr.value in _NOT_TENSOR_METHODS:
-        return False
-    receiver = func.value
-    if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
-        return False
-    method = func.attr.value
-    return method in ctx.mappings.method_names.get("torch", ()) or method in _index(ctx.mappings)
-
-
-def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
-    """Whether `node` is known to be a tensor: a name its function binds only to tensors, a
-    registered buffer or parameter `self.<name>`, or a torch call (shared by the Keras rules that
-    rewrite only what holds tensors: torch_tensor_index_tf, torch_bool_arith_tf)."""
-    if isinstance(node, cst.Name):
-        return _tensor_names(ctx, _Where.scope_of(ctx, anchor)).get(node.value) is True
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return _attribute_kind(ctx, node, anchor) == "variable"
-    return _torch_value(ctx, node)
-
-
-def _tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool | None]:
-    """Names of a function (or module) -> True when it binds them only to tensors (a torch call,
-    a `torch.Tensor` annotation) and at least once so; False when some binding is not a tensor
-    (a display, a literal, a loop target)."""
-    if scope is None:
-        return {}
-    state = _state(ctx)
-    known = state.tensors.get(id(scope))
-    if known is not None:
-        return known
-    evidence: dict[str, set[bool | None]] = {}
-
-    def add(name: str, what: bool | None) -> None:
-        evidence.setdefault(name, set()).add(what)
-
-    def annotated_tensor(annotation: cst.Annotation | None) -> bool:
-        return annotation is not None and (ctx.qualified_name(annotation.annotation) or "") in (
-            "torch.Tensor",
-            "torch.FloatTensor",
-        )
-
-    if isinstance(scope, cst.FunctionDef):
-        p = scope.params
-        for param in (*p.posonly_params, *p.params, *p.kwonly_params):
-            add(param.name.value, True if annotated_tensor(param.annotation) else None)
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is scope
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                for name in _bound_names(target.target):
-                    if isinstance(target.target, cst.Name):
-                        if _torch_value(ctx, node.value) or (
-                            isinstance(node.value, cst.Name) and node.value.value == name
-                        ):
-                            add(name, True)
-                        elif isinstance(node.value, _NOT_TENSORS):
-                            add(name, False)
-                        else:
-                            add(name, None)
-                    else:
-                        add(name, None)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if isinstance(node.target, cst.Name):
-                add(node.target.value, True if annotated_tensor(node.annotation) else None)
-
-        def visit_For(self, node: cst.For) -> None:
-            for name in _bound_names(node.target):
-                add(name, False)
-
-        def visit_CompFor(self, node: cst.CompFor) -> None:
-            for name in _bound_names(node.target):
-                add(name, False)
-
-        def visit_WithItem(self, node: cst.WithItem) -> None:
-            if node.asname is not None:
-                for name in _bound_names(node.asname.name):
-                    add(name, False)
-
-    scope.visit(_V())
-    result = {name: True in seen and False not in seen for name, seen in evidence.items()}
-    state.tensors[id(scope)] = result
-    return result
-
-
-def _bound_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, cst.Tuple | cst.List):
-        for element in target.elements:
-            yield from _bound_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _bound_names(target.value)
-
-
-def _is_initialisation(ctx: RuleContext, receiver: cst.BaseExpression, call: cst.Call) -> bool:
-    """`zero_()`/`fill_()` on something other than a local tensor: initialisation of a parameter
-    (`p.weight.zero_()`, `for p in m.parameters(): p.zero_()`, `w = m.weight; w.fill_(1)`, any in
-    a function named *init*/*reset*), left to the torch-inplace-init rule."""
-    base = receiver.value if isinstance(receiver, cst.Subscript) else receiver
-    if not isinstance(base, cst.Name):
-        return True
-    scope = _Where.scope_of(ctx, call)
-    if isinstance(scope, cst.FunctionDef) and any(w in scope.name.value.lower() for w in _INIT_WORDS):
-        return True
-    return _loop_or_alias(scope, base.value)
-
-
-def _loop_or_alias(scope: cst.CSTNode | None, name: str) -> bool:
-    """Whether `name` is a loop target in the scope or bound to an attribute (`w = m.weight`)."""
-    if scope is None:
-        return False
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is scope
-
-        def visit_For(self, node: cst.For) -> None:
-            nonlocal found
-            found = found or name in set(_bound_names(node.target))
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
-            if isinstance(node.value, cst.Attribute | cst.Subscript):
-                found = found or any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
-
-    scope.visit(_V())
-    return found
-
-
-# ----------------------------------------------------------------------------------------------
-# Aliases: torch tensors share memory with their views, JAX arrays share nothing
-# ----------------------------------------------------------------------------------------------
-
-#: methods whose result may share memory with the receiver (views, or the tensor itself)
-_VIEW_METHODS = frozenset(
-    {
-        "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "unsqueeze", "squeeze",
-        "expand", "expand_as", "flatten", "unflatten", "narrow", "select", "diagonal", "detach", "contiguous",
-        "as_strided", "swapaxes", "swapdims", "movedim", "unfold", "split", "chunk", "unbind", "to", "type",
-        "float", "double", "half", "bfloat16", "type_as", "view_as_real", "view_as_complex",
-    }
-)  # fmt: skip
-_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
-
-
-@dataclass
-class _Aliases:
-    order: dict[int, int]  # id(small statement) -> its position in the scope
-    #: (position, name bound, the name it may now share memory with or None for a fresh value)
-    events: list[tuple[int, str, str | None]]
-
-
-def _view_of(ctx: RuleContext, value: cst.BaseExpression) -> str | None:
-    """The plain name whose memory `value` may share (`h.view(-1)`, `h[0]`, `h.T`, `h.add_(1)`)."""
-    while True:
-        if isinstance(value, cst.Name):
-            return value.value
-        if isinstance(value, cst.Subscript) or (
-            isinstance(value, cst.Attribute) and value.attr.value in _VIEW_ATTRIBUTES
-        ):
-            value = value.value
-        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            method = value.func.attr.value
-            if method not in _VIEW_METHODS and method not in _index(ctx.mappings):
-                return None
-            value = value.func.value
-        else:
-            return None
-
-
-def _aliases(ctx: RuleContext, scope: cst.CSTNode) -> _Aliases:
-    state = _state(ctx)
-    known = state.aliases.get(id(scope))
-    if known is not None:
-        return known
-    result = _Aliases({}, [])
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is scope
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            self._line(node.body)
-
-        def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-            self._line(node.body)
-
-        def _line(self, body: Sequence[cst.BaseSmallStatement]) -> None:
-            for statement in body:
-                position = len(result.order)
-                result.order[id(statement)] = position
-                if not isinstance(statement, cst.Assign | cst.AugAssign | cst.AnnAssign):
-                    continue
-                value = statement.value
-                source = None if value is None or isinstance(statement, cst.AugAssign) else _view_of(ctx, value)
-                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else []
-                if not isinstance(statement, cst.Assign):
-                    targets = [statement.target]
-                for target in targets:
-                    for name in _bound_names(target):
-                        result.events.append((position, name, source))
-
-    scope.visit(_V())
-    state.aliases[id(scope)] = result
-    return result
-
-
-def _warn_aliases(
-    ctx: RuleContext, scope: cst.CSTNode | None, statement: cst.CSTNode, name: str, at: cst.CSTNode
-) -> None:
-    """Warn when `name`, changed in place by `statement`, may share memory with another name
-    bound earlier in the scope (`y = h.view(-1)`, `y = h`, `y = h.mul_(2)`): torch's change
-    shows through the other name, the converted code's does not."""
-    if scope is None:
-        return
-    aliases = _aliases(ctx, scope)
-    position = aliases.order.get(id(statement))
-    if position is None:
-        return
-    groups: dict[str, set[str]] = {}  # name -> the names sharing its memory (one set per group)
-    for where, bound, source in aliases.events:
-        if where >= position:
-            break
-        if source == bound:
-            continue  # `h = h.t()`: still the same memory
-        old = groups.pop(bound, None)
-        if old is not None:
-            old.discard(bound)
-        if source is None:
-            continue  # a fresh value
-        group = groups.setdefault(source, {source})
-        group.add(bound)
-        groups[bound] = group
-    others = sorted(groups.get(name, {name}) - {name})
-    if not others:
-        return
-    shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-    ctx.diagnose(
-        at,
-        "warning",
-        "inplace-alias",
-        f"{name} may share memory with {shown} (a view or the same tensor, bound before): torch's in-place change "
-        f"shows through {shown} too, the converted code changes {name} only; check that {shown} is not used after",
-    )
-
-
-# ----------------------------------------------------------------------------------------------
-# Building the output
-# ----------------------------------------------------------------------------------------------
 
 
 def _assign_back(

@@ -143,7 +143,7 @@ class OpPatterns(Rule):
             match = match_pattern(pattern, original, ctx.qualified_name, roots)
             if match is None:
                 continue
-            mismatch = _kind_mismatch(ctx, op, match, method=pattern.method_name is not None)
+            mismatch = kind_mismatch(ctx, op, match, method=pattern.method_name is not None)
             if mismatch is not None:
                 foreign = foreign or (mismatch.foreign and pattern.method_name is not None)
                 continue
@@ -378,7 +378,7 @@ def _duplicable(node: cst.BaseExpression | None) -> bool:
 
 
 @dataclass(frozen=True)
-class _Mismatch:
+class KindMismatch:
     reason: str
     #: the argument shows the call is not a tensor call at all (a string where a dim goes)
     foreign: bool = False
@@ -400,7 +400,7 @@ _NOT_AN_INT = (
 _LITERALS = (*_NOT_AN_INT, cst.Integer)
 
 
-def _kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match, *, method: bool) -> _Mismatch | None:
+def kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match, *, method: bool) -> KindMismatch | None:
     """Why a bound argument does not fit its parameter kind (None when all fit).
 
     A framework function says what the call is; a method name may be overloaded (`x.to(dtype)`
@@ -421,16 +421,16 @@ def _kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match, *, method: bool) 
             for value in checked:
                 problem = _strict_kind_problem(ctx, value, element_kind)
                 if problem is not None:
-                    return _Mismatch(f"argument {ctx.code(value)!r} {problem}", isinstance(value, _STRINGS))
+                    return KindMismatch(f"argument {ctx.code(value)!r} {problem}", isinstance(value, _STRINGS))
             continue
         if not method or name in match.by_keyword:
             continue
         if kind == "dtype" and not ctx.is_dtype_like(node):
-            return _Mismatch(
+            return KindMismatch(
                 f"argument {ctx.code(node)!r} does not look like a dtype (a dtype symbol, string or *dtype name)"
             )
         if kind == "device" and not ctx.is_device_like(node):
-            return _Mismatch(f"argument {ctx.code(node)!r} does not look like a device")
+            return KindMismatch(f"argument {ctx.code(node)!r} does not look like a device")
     return None
 
 

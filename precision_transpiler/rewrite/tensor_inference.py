@@ -1,0 +1,487 @@
+"""What the rules know about tensors in torch model code: whether an expression is a tensor
+(`known_tensor`, `tensor_names`, `torch_value`), what `self.<name>` is in its class
+(`attribute_kind`: a buffer or parameter, another tensor, or unknown), where a call stands in its
+function (`Where`), which names may share memory with a view bound before (`aliases`,
+`warn_aliases`), and whether an in-place call initialises a parameter (`is_initialisation`).
+
+Used by the in-place rule (rules/torch_inplace_ops_model.py) and by the Keras rules that rewrite
+only what holds tensors (rules/torch_tensor_index_tf.py, rules/torch_bool_arith_tf.py,
+rules/torch_int_promotion_tf.py). Analyses of a scope are computed once per converted file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from precision_transpiler.mappings.model import MappingSet, OpSpec
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.templates import Pattern
+
+#: words in a function's name that make `zero_()`/`fill_()` in it initialisation
+_INIT_WORDS = ("init", "reset")
+
+
+def inplace_index(mappings: MappingSet) -> dict[str, list[tuple[OpSpec, Pattern]]]:
+    """In-place method name -> (op, torch pattern) of the in-place ops (names ending in `_`)."""
+    cache = mappings.caches.setdefault("torch-inplace-ops", {})
+    if "index" in cache:
+        return cache["index"]
+    index: dict[str, list[tuple[OpSpec, Pattern]]] = {}
+    for op in mappings.ops.values():
+        if not op.name.endswith("_"):
+            continue
+        for pattern in op.patterns.get("torch", ()):
+            method = pattern.method_name
+            if method is not None and method.endswith("_"):
+                index.setdefault(method, []).append((op, pattern))
+    cache["index"] = index
+    return index
+
+
+@dataclass
+class _Cache:
+    """Per-file: what was found for each scope (keyed by the scope node's id)."""
+
+    tensors: dict[int, dict[str, bool | None]] = field(default_factory=dict)
+    aliases: dict[int, Aliases] = field(default_factory=dict)
+
+
+def _cache(ctx: RuleContext) -> _Cache:
+    return ctx.per_file("tensor-inference", _Cache)
+
+
+# ----------------------------------------------------------------------------------------------
+# Where a call is
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Where:
+    kind: str  # "statement", "assign", "return", or "" (inside an expression)
+    statement: cst.CSTNode | None
+    scope: cst.CSTNode | None  # the enclosing FunctionDef or Module
+    parameters: frozenset[str]
+
+    @staticmethod
+    def of(ctx: RuleContext, call: cst.Call) -> Where:
+        parent = ctx.parent(call)
+        kind, statement = "", None
+        if isinstance(parent, cst.Expr):
+            kind, statement = "statement", parent
+        elif isinstance(parent, cst.Assign) and parent.value is call:
+            kind, statement = "assign", parent
+        elif isinstance(parent, cst.Return) and parent.value is call:
+            kind, statement = "return", parent
+        scope = Where.scope_of(ctx, call)
+        params: frozenset[str] = frozenset()
+        if isinstance(scope, cst.FunctionDef):
+            p = scope.params
+            params = frozenset(
+                a.name.value
+                for a in (*p.posonly_params, *p.params, *p.kwonly_params, p.star_arg, p.star_kwarg)
+                if isinstance(a, cst.Param)
+            )
+        return Where(kind, statement, scope, params)
+
+    @staticmethod
+    def scope_of(ctx: RuleContext, node: cst.CSTNode) -> cst.CSTNode | None:
+        current: cst.CSTNode | None = node
+        while current is not None:
+            current = ctx.parent(current)
+            if isinstance(current, cst.FunctionDef | cst.Module | cst.Lambda | cst.ClassDef):
+                return current if isinstance(current, cst.FunctionDef | cst.Module) else None
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# What `self.<name>` is
+# ----------------------------------------------------------------------------------------------
+
+
+def declared_outside(scope: cst.CSTNode | None, name: str) -> bool:
+    if not isinstance(scope, cst.FunctionDef):
+        return True  # module level: other code may read it after the statement
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Global(self, node: cst.Global) -> None:
+            nonlocal found
+            found = found or any(n.name.value == name for n in node.names)
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            nonlocal found
+            found = found or any(n.name.value == name for n in node.names)
+
+    scope.visit(_V())
+    return found
+
+
+def attribute_kind(ctx: RuleContext, receiver: cst.Attribute, anchor: cst.CSTNode) -> str:
+    """ "variable" (a registered buffer or nn.Parameter), "plain" (another tensor the class assigns
+    to self) or "unknown", for `self.<name>`, from the enclosing class's code. `anchor` is a node on
+    the path being visited (the call)."""
+    name = receiver.attr.value
+    current: cst.CSTNode | None = anchor
+    cls: cst.ClassDef | None = None
+    while current is not None:
+        current = ctx.parent(current)
+        if isinstance(current, cst.ClassDef):
+            cls = current
+            break
+    if cls is None:
+        return "unknown"
+    kind = "unknown"
+
+    class _V(cst.CSTVisitor):
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return node is cls
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal kind
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("register_buffer", "register_parameter")
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and node.args
+                and isinstance(node.args[0].value, cst.SimpleString)
+                and node.args[0].value.evaluated_value == name
+            ):
+                kind = "variable"
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal kind
+            for target in node.targets:
+                t = target.target
+                if (
+                    isinstance(t, cst.Attribute)
+                    and t.attr.value == name
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == "self"
+                    and kind != "variable"
+                ):
+                    kind = "variable" if _is_parameter_call(ctx, node.value) else _plain_or_unknown(ctx, node.value)
+
+    cls.visit(_V())
+    return kind
+
+
+def _is_parameter_call(ctx: RuleContext, value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Name | cst.Attribute):
+        text = ctx.code(func)
+        return text.rsplit(".", 1)[-1] in ("Parameter", "Buffer")
+    return False
+
+
+def _plain_or_unknown(ctx: RuleContext, value: cst.BaseExpression) -> str:
+    return "plain" if torch_value(ctx, value) else "unknown"
+
+
+# ----------------------------------------------------------------------------------------------
+# Which names are tensors
+# ----------------------------------------------------------------------------------------------
+
+_NOT_TENSORS = (
+    cst.Dict,
+    cst.List,
+    cst.Set,
+    cst.Tuple,
+    cst.ListComp,
+    cst.DictComp,
+    cst.SetComp,
+    cst.GeneratorExp,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.Integer,
+    cst.Float,
+    cst.Lambda,
+)
+#: tensor methods (of the op tables) whose result is not a tensor
+_NOT_TENSOR_METHODS = frozenset(
+    {"split", "chunk", "unbind", "tolist", "item", "size", "dim", "ndimension", "numel", "nelement", "equal"}
+)
+
+
+def torch_value(ctx: RuleContext, value: cst.BaseExpression) -> bool:
+    """A torch function call (not a layer), or a tensor method call (`x.clone()`, `x.half()`,
+    `x.view(-1)`: a method some op table knows, called on something other than self): a tensor."""
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = ctx.qualified_name(value.func)
+    if qualified is not None:
+        if not qualified.startswith("torch."):
+            return False
+        return not qualified.startswith("torch.nn.") or qualified.startswith("torch.nn.functional.")
+    func = value.func
+    if not isinstance(func, cst.Attribute) or func.attr.value in _NOT_TENSOR_METHODS:
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+        return False
+    method = func.attr.value
+    return method in ctx.mappings.method_names.get("torch", ()) or method in inplace_index(ctx.mappings)
+
+
+def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+    """Whether `node` is known to be a tensor: a name its function binds only to tensors, a
+    registered buffer or parameter `self.<name>`, or a torch call (shared by the Keras rules that
+    rewrite only what holds tensors: torch_tensor_index_tf, torch_bool_arith_tf)."""
+    if isinstance(node, cst.Name):
+        return tensor_names(ctx, Where.scope_of(ctx, anchor)).get(node.value) is True
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return attribute_kind(ctx, node, anchor) == "variable"
+    return torch_value(ctx, node)
+
+
+def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool | None]:
+    """Names of a function (or module) -> True when it binds them only to tensors (a torch call,
+    a `torch.Tensor` annotation) and at least once so; False when some binding is not a tensor
+    (a display, a literal, a loop target)."""
+    if scope is None:
+        return {}
+    state = _cache(ctx)
+    known = state.tensors.get(id(scope))
+    if known is not None:
+        return known
+    evidence: dict[str, set[bool | None]] = {}
+
+    def add(name: str, what: bool | None) -> None:
+        evidence.setdefault(name, set()).add(what)
+
+    def annotated_tensor(annotation: cst.Annotation | None) -> bool:
+        return annotation is not None and (ctx.qualified_name(annotation.annotation) or "") in (
+            "torch.Tensor",
+            "torch.FloatTensor",
+        )
+
+    if isinstance(scope, cst.FunctionDef):
+        p = scope.params
+        for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+            add(param.name.value, True if annotated_tensor(param.annotation) else None)
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                for name in bound_names(target.target):
+                    if isinstance(target.target, cst.Name):
+                        if torch_value(ctx, node.value) or (
+                            isinstance(node.value, cst.Name) and node.value.value == name
+                        ):
+                            add(name, True)
+                        elif isinstance(node.value, _NOT_TENSORS):
+                            add(name, False)
+                        else:
+                            add(name, None)
+                    else:
+                        add(name, None)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                add(node.target.value, True if annotated_tensor(node.annotation) else None)
+
+        def visit_For(self, node: cst.For) -> None:
+            for name in bound_names(node.target):
+                add(name, False)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            for name in bound_names(node.target):
+                add(name, False)
+
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            if node.asname is not None:
+                for name in bound_names(node.asname.name):
+                    add(name, False)
+
+    scope.visit(_V())
+    result = {name: True in seen and False not in seen for name, seen in evidence.items()}
+    state.tensors[id(scope)] = result
+    return result
+
+
+def bound_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, cst.Tuple | cst.List):
+        for element in target.elements:
+            yield from bound_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from bound_names(target.value)
+
+
+def is_initialisation(ctx: RuleContext, receiver: cst.BaseExpression, call: cst.Call) -> bool:
+    """`zero_()`/`fill_()` on something other than a local tensor: initialisation of a parameter
+    (`p.weight.zero_()`, `for p in m.parameters(): p.zero_()`, `w = m.weight; w.fill_(1)`, any in
+    a function named *init*/*reset*), left to the torch-inplace-init rule."""
+    base = receiver.value if isinstance(receiver, cst.Subscript) else receiver
+    if not isinstance(base, cst.Name):
+        return True
+    scope = Where.scope_of(ctx, call)
+    if isinstance(scope, cst.FunctionDef) and any(w in scope.name.value.lower() for w in _INIT_WORDS):
+        return True
+    return _loop_or_alias(scope, base.value)
+
+
+def _loop_or_alias(scope: cst.CSTNode | None, name: str) -> bool:
+    """Whether `name` is a loop target in the scope or bound to an attribute (`w = m.weight`)."""
+    if scope is None:
+        return False
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal found
+            found = found or name in set(bound_names(node.target))
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            if isinstance(node.value, cst.Attribute | cst.Subscript):
+                found = found or any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+
+    scope.visit(_V())
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# Aliases: torch tensors share memory with their views, JAX arrays share nothing
+# ----------------------------------------------------------------------------------------------
+
+#: methods whose result may share memory with the receiver (views, or the tensor itself)
+_VIEW_METHODS = frozenset(
+    {
+        "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "unsqueeze", "squeeze",
+        "expand", "expand_as", "flatten", "unflatten", "narrow", "select", "diagonal", "detach", "contiguous",
+        "as_strided", "swapaxes", "swapdims", "movedim", "unfold", "split", "chunk", "unbind", "to", "type",
+        "float", "double", "half", "bfloat16", "type_as", "view_as_real", "view_as_complex",
+    }
+)  # fmt: skip
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+
+
+@dataclass
+class Aliases:
+    order: dict[int, int]  # id(small statement) -> its position in the scope
+    #: (position, name bound, the name it may now share memory with or None for a fresh value)
+    events: list[tuple[int, str, str | None]]
+
+
+def _view_of(ctx: RuleContext, value: cst.BaseExpression) -> str | None:
+    """The plain name whose memory `value` may share (`h.view(-1)`, `h[0]`, `h.T`, `h.add_(1)`)."""
+    while True:
+        if isinstance(value, cst.Name):
+            return value.value
+        if isinstance(value, cst.Subscript) or (
+            isinstance(value, cst.Attribute) and value.attr.value in _VIEW_ATTRIBUTES
+        ):
+            value = value.value
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            if method not in _VIEW_METHODS and method not in inplace_index(ctx.mappings):
+                return None
+            value = value.func.value
+        else:
+            return None
+
+
+def aliases(ctx: RuleContext, scope: cst.CSTNode) -> Aliases:
+    state = _cache(ctx)
+    known = state.aliases.get(id(scope))
+    if known is not None:
+        return known
+    result = Aliases({}, [])
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            self._line(node.body)
+
+        def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+            self._line(node.body)
+
+        def _line(self, body: Sequence[cst.BaseSmallStatement]) -> None:
+            for statement in body:
+                position = len(result.order)
+                result.order[id(statement)] = position
+                if not isinstance(statement, cst.Assign | cst.AugAssign | cst.AnnAssign):
+                    continue
+                value = statement.value
+                source = None if value is None or isinstance(statement, cst.AugAssign) else _view_of(ctx, value)
+                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else []
+                if not isinstance(statement, cst.Assign):
+                    targets = [statement.target]
+                for target in targets:
+                    for name in bound_names(target):
+                        result.events.append((position, name, source))
+
+    scope.visit(_V())
+    state.aliases[id(scope)] = result
+    return result
+
+
+def warn_aliases(
+    ctx: RuleContext, scope: cst.CSTNode | None, statement: cst.CSTNode, name: str, at: cst.CSTNode
+) -> None:
+    """Warn when `name`, changed in place by `statement`, may share memory with another name
+    bound earlier in the scope (`y = h.view(-1)`, `y = h`, `y = h.mul_(2)`): torch's change
+    shows through the other name, the converted code's does not."""
+    if scope is None:
+        return
+    known = aliases(ctx, scope)
+    position = known.order.get(id(statement))
+    if position is None:
+        return
+    groups: dict[str, set[str]] = {}  # name -> the names sharing its memory (one set per group)
+    for where, bound, source in known.events:
+        if where >= position:
+            break
+        if source == bound:
+            continue  # `h = h.t()`: still the same memory
+        old = groups.pop(bound, None)
+        if old is not None:
+            old.discard(bound)
+        if source is None:
+            continue  # a fresh value
+        group = groups.setdefault(source, {source})
+        group.add(bound)
+        groups[bound] = group
+    others = sorted(groups.get(name, {name}) - {name})
+    if not others:
+        return
+    shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+    ctx.diagnose(
+        at,
+        "warning",
+        "inplace-alias",
+        f"{name} may share memory with {shown} (a view or the same tensor, bound before): torch's in-place change "
+        f"shows through {shown} too, the converted code changes {name} only; check that {shown} is not used after",
+    )
