@@ -10,7 +10,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
 from precision_transpiler.rewrite.names import NameResolver
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.syntax import dotted_name
 
 SHADOWING = """
 import torch

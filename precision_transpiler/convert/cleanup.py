@@ -14,7 +14,7 @@ import ast
 import libcst as cst
 
 from precision_transpiler.rewrite.skips import marker_in
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.syntax import dotted_name
 
 
 def _used_names(module: cst.Module) -> set[str]:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
+from precision_transpiler.syntax import dotted_name
 
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
 SHIM_DIR = Path(__file__).resolve().parent.parent / "runtime"

@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from precision_transpiler.rewrite.templates import Pattern
+from precision_transpiler.mappings.patterns import Pattern
 
 #: Frameworks a file can be converted from and to.
 FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "tf", "numpy")

@@ -23,7 +23,7 @@ from precision_transpiler.errors import MappingError
 from precision_transpiler.mappings.layers import layers_handler
 from precision_transpiler.mappings.linetypes import LineDict, LineList
 from precision_transpiler.mappings.model import FrameworkInfo, MappingSet, OpSpec
-from precision_transpiler.rewrite.templates import Pattern, parse_pattern
+from precision_transpiler.mappings.patterns import Pattern, parse_pattern
 
 ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 #: `any` binds anything; `dtype`/`device` must look like one (method patterns only); `tensor`,
@@ -134,13 +134,12 @@ def _load_cached(dirs: tuple[Path, ...]) -> MappingSet:
 def _pickle_path(files: list[Path]) -> Path | None:
     """Validated tables are cached (pickled) per exact set of table files and their mtimes:
     parsing YAML and ~60 patterns costs a tenth of the CLI's start-up budget."""
-    from precision_transpiler.rewrite import templates
     from precision_transpiler.version import __version__
 
     parts = [__version__, sys.version]
     try:
         # the code that builds the tables is part of the key too (matters while developing)
-        code = (Path(__file__), Path(templates.__file__), Path(__file__).with_name("model.py"))
+        code = (Path(__file__), Path(__file__).with_name("patterns.py"), Path(__file__).with_name("model.py"))
         for f in (*code, Path(__file__).with_name("layers.py"), *files):
             st = f.stat()
             parts.append(f"{f.resolve()}:{st.st_mtime_ns}:{st.st_size}")

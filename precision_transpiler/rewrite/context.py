@@ -11,7 +11,7 @@ import libcst as cst
 from precision_transpiler.diagnostics import Severity
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.rewrite.imports import ImportNamer
-from precision_transpiler.rewrite.templates import code_of, dotted_name
+from precision_transpiler.syntax import code_of, dotted_name
 
 if TYPE_CHECKING:
     from precision_transpiler.rewrite.engine import Transpiler

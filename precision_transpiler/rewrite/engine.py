@@ -24,8 +24,8 @@ from precision_transpiler.rewrite.imports import ImportNamer
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
 from precision_transpiler.rewrite.skips import scan_skips
-from precision_transpiler.rewrite.templates import code_of
 from precision_transpiler.rules import active_rules
+from precision_transpiler.syntax import code_of
 
 MARKER = "# ptranspile:"
 SKIPPED_BY_COMMENT = "`# ptranspile: skip-file` comment"  # EngineResult.skipped of such a file

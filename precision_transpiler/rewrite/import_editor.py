@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
-from precision_transpiler.rewrite.templates import dotted_name as get_full_name_for_node
+from precision_transpiler.syntax import dotted_name as get_full_name_for_node
 
 
 def used_names(code: str) -> set[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
-from precision_transpiler.rewrite.templates import dotted_name as get_full_name_for_node
+from precision_transpiler.syntax import dotted_name as get_full_name_for_node
 
 
 def module_imports(module: cst.Module) -> dict[str, str]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.syntax import dotted_name
 
 _SCOPE_STMTS = (cst.FunctionDef, cst.ClassDef)
 _EXPR_SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet, OpSpec
+from precision_transpiler.mappings.patterns import Pattern
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.templates import Pattern
 
 #: words in a function's name that make `zero_()`/`fill_()` in it initialisation
 _INIT_WORDS = ("init", "reset")

@@ -17,22 +17,18 @@ from dataclasses import dataclass
 import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet, OpSpec
-from precision_transpiler.rewrite.context import RuleContext, string_value
-from precision_transpiler.rewrite.templates import (
-    ATOMS,
+from precision_transpiler.mappings.patterns import (
     NOT_LITERAL,
     ArgList,
-    Match,
     Pattern,
-    dotted_name,
-    emit_pattern,
     literal_node,
     literal_value,
-    match_pattern,
-    parenthesize,
     same_value,
 )
+from precision_transpiler.rewrite.context import RuleContext, string_value
+from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.syntax import dotted_name
 
 
 @register

@@ -34,9 +34,9 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext, string_value
-from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
+from precision_transpiler.syntax import dotted_name
 
 _SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
 _MATMUL = {"jax": "jax.numpy.matmul", "tf": "keras.ops.matmul"}

@@ -40,8 +40,9 @@ from typing import Any
 import libcst as cst
 
 from precision_transpiler.mappings.model import OpSpec
+from precision_transpiler.mappings.patterns import Pattern
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.templates import Pattern, match_pattern, parenthesize
+from precision_transpiler.rewrite.templates import match_pattern, parenthesize
 from precision_transpiler.rewrite.tensor_inference import (
     Where,
     attribute_kind,

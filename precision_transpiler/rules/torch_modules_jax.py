@@ -15,9 +15,9 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module, runtime_name
+from precision_transpiler.syntax import dotted_name
 
 
 @register

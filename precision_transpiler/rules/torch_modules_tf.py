@@ -26,9 +26,9 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
+from precision_transpiler.syntax import dotted_name
 
 _SHIMS = runtime_module("tf", "modules")
 #: read-only properties of keras.layers.Layer (Keras 3.15): `self.dtype = ...` raises AttributeError

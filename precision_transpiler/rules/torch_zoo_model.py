@@ -13,8 +13,8 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.templates import dotted_name
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.syntax import dotted_name
 
 
 def _last(node: cst.CSTNode) -> str | None:

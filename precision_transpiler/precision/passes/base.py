@@ -17,7 +17,7 @@ from precision_transpiler.rewrite.calls import parenthesize_generators
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
 from precision_transpiler.rewrite.skips import scan_skips
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.syntax import dotted_name
 
 
 @dataclass(frozen=True)

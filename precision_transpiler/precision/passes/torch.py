@@ -32,7 +32,7 @@ from precision_transpiler.precision.passes.base import (
     with_device_helpers,
 )
 from precision_transpiler.precision.policy import Policy
-from precision_transpiler.rewrite.templates import dotted_name
+from precision_transpiler.syntax import dotted_name
 
 ISLAND = "_ptranspile_fp32"
 DECORATOR = "_ptranspile_policy"
