@@ -35,7 +35,7 @@ from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_le
 from tests.runtime import runtime_namespace  # noqa: E402
 
 # the Flax runtime modules torch layers and functions are converted to
-FLAX_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "modules")
+FLAX_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "activations", "containers", "modules")
 S = runtime_namespace("flax", FLAX_SUBJECTS)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same':UserWarning")  # torch's own note

@@ -31,7 +31,7 @@ from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_le
 from tests.runtime import runtime_namespace  # noqa: E402
 
 # the Keras runtime modules torch layers and functions are converted to (K: layers, KF: functions)
-KERAS_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "modules")
+KERAS_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "activations", "containers", "modules")
 K = KF = runtime_namespace("keras", KERAS_SUBJECTS)
 
 pytestmark = [  # torch's own notes
@@ -856,10 +856,10 @@ def test_vendored_definitions_run() -> None:
     code = (
         "import precision_transpiler\n\n"
         "def build():\n"
-        "    return precision_transpiler.runtime.keras.modules.Sequential(\n"
+        "    return precision_transpiler.runtime.keras.containers.Sequential(\n"
         "        precision_transpiler.runtime.keras.conv.Conv2d(3, 4, 3, padding='same'),\n"
         "        precision_transpiler.runtime.keras.norm.BatchNorm2d(4),\n"
-        "        precision_transpiler.runtime.keras.modules.GELU(),\n"
+        "        precision_transpiler.runtime.keras.activations.GELU(),\n"
         "    )\n\n"
         "def up(x):\n"
         "    return precision_transpiler.runtime.keras.functional.interpolate(x, scale_factor=2, mode='bilinear')\n"

@@ -8,8 +8,8 @@ alone. Layout:
 - `common.py`: framework-free arithmetic both targets share (padding pairs, pooling sizes,
   adaptive bins, ...); standard library and numpy only.
 - `flax/` and `keras/`: the same subjects under the same file names (`conv`, `pool`, `norm`,
-  `attention`, `functional`, `tensor`, `losses`, `modules`, `transformers`, `device`), and the
-  same names for the same torch behaviour on both sides.
+  `attention`, `functional`, `tensor`, `losses`, `activations`, `containers`, `modules`,
+  `transformers`, `device`), and the same names for the same torch behaviour on both sides.
 - `torch/`: what converted torch code needs (the `--device auto` decision).
 - `device.py`: the framework-free half of the `--device auto` decision, which the three
   `device.py` files of the frameworks call; kept apart from `common.py` because a policy's helper
@@ -32,7 +32,20 @@ PACKAGE = "precision_transpiler.runtime"
 #: The runtime package of each target framework (the `to` of a conversion).
 TARGET_PACKAGES = {"jax": "flax", "tf": "keras", "torch": "torch"}
 #: The files of `flax/` and `keras/` (the same on both sides; tests/runtime/test_layout.py).
-SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "tensor", "losses", "modules", "transformers", "device")
+SUBJECTS = (
+    "conv",
+    "pool",
+    "norm",
+    "attention",
+    "functional",
+    "tensor",
+    "losses",
+    "activations",
+    "containers",
+    "modules",
+    "transformers",
+    "device",
+)
 
 
 def runtime_module(target: str | None, subject: str) -> str:

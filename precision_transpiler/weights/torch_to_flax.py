@@ -1,7 +1,7 @@
 """Copy a torch `state_dict` into a converted Flax NNX model.
 
 Converted models keep torch's module tree: attribute names are torch's, Sequential/ModuleList
-children sit at paths "0", "1", ... (see precision_transpiler/runtime/flax/modules.py), so the module path of
+children sit at paths "0", "1", ... (see precision_transpiler/runtime/flax/containers.py), so the module path of
 a torch key (`layer1.0.conv1` in `layer1.0.conv1.weight`) is the nnx path of the converted module.
 Only the parameter names and layouts differ, per layer type; `TORCH_PARAM_RULES` holds them.
 

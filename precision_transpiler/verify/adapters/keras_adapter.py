@@ -11,7 +11,7 @@ Conventions (shared with the other adapters, so that the verifier pairs things b
     functional model index 0 is the InputLayer, which is never called);
   - subclassed models and layers: attribute names as written (`blocks.0.attn`, `head`), public
     attributes first, then private ones (`attn._query_dense` inside a Keras MultiHeadAttention);
-  - the torch-semantics containers of converted torch models (runtime/keras/modules.py's Sequential,
+  - the torch-semantics containers of converted torch models (runtime/keras/containers.py's Sequential,
     ModuleList, ModuleDict): their children by torch's names (`layer1.0.conv1`), as torch spells
     the same path;
   - nested: `layers.3.dense`, `backbone.layers.12`.
