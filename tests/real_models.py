@@ -72,7 +72,7 @@ def relative_error(reference, value) -> float:
 
 def calibrate_batchnorm(model, batch) -> None:
     """Recompute BatchNorm running statistics on a random batch: random-init deep CNNs in eval
-    mode otherwise vanish or explode (docs/background.md, "Verification with random weights")."""
+    mode otherwise vanish or explode (docs/precision-reference.md, "Verification with random weights")."""
     import torch
 
     for module in model.modules():

@@ -166,7 +166,7 @@ def build_torch(case: Case) -> tuple[torch.nn.Module, np.ndarray]:
     """The seeded, perturbed torch model in eval mode and its seeded input.
 
     Perturbing every parameter and buffer (LayerNorm's ones and zeros included) is what makes a
-    wrong branch visible (docs/background.md#verification-with-random-weights)."""
+    wrong branch visible (docs/precision-reference.md#verification-with-random-weights)."""
     torch.manual_seed(SEED)
     model = load_class(case)().eval()
     with torch.no_grad():

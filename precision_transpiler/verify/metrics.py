@@ -2,7 +2,7 @@
 
 Relative L2 (`||converted - original|| / ||original||`) is the headline metric: absolute
 differences mean nothing on random-init models whose activations vanish or explode
-(docs/background.md#verification-with-random-weights). Non-finite values are counted separately and
+(docs/precision-reference.md#verification-with-random-weights). Non-finite values are counted separately and
 excluded from the norms.
 """
 

@@ -9,7 +9,7 @@ What the pass inserts, and why:
   (a nested module sees autocast already enabled and just runs).
 * `_ptranspile_fp32(x)` around the input of ops whose class the policy keeps in fp32 (norms,
   softmax, losses, reductions, exp/log/pow): CPU autocast leaves layer_norm and softmax in
-  bf16 (measured; docs/background.md#pytorch-autocast-op-lists), so these islands must be explicit.
+  bf16 (measured; docs/precision-reference.md#pytorch-autocast-op-lists), so these islands must be explicit.
 * One helper block after the imports, marked `# ptranspile: begin precision policy`.
 
 All of it is named `_ptranspile_*`, so `precision.strip` can remove it exactly; the pass strips

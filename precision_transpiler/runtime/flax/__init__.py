@@ -2,7 +2,7 @@
 
 Why this package exists: a torch model converted to Flax NNX keeps its torch layouts (NCHW images,
 NCL sequences, sequence-first attention) and its torch defaults, but the plain Flax/JAX API differs
-silently in exactly those places (docs/background.md#framework-defaults-that-differ): Flax
+silently in exactly those places (docs/precision-reference.md#framework-defaults-that-differ): Flax
 convolutions are NHWC with 'SAME' padding, JAX's SAME padding and pooling strides differ from
 torch's, Flax BatchNorm's momentum is the decay of the old statistics and its running variance is
 biased, Flax attention masks use the opposite polarity, `jax.nn.gelu` is the tanh approximation,

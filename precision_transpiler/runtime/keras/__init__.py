@@ -2,7 +2,7 @@
 
 Why this package exists: a torch model converted to Keras keeps its torch layouts (NCHW images, NCL
 sequences, sequence-first attention) and torch's defaults, but Keras' own layers differ silently in
-exactly those places (docs/background.md#framework-defaults-that-differ): Conv2D is channels-last with 'valid'
+exactly those places (docs/precision-reference.md#framework-defaults-that-differ): Conv2D is channels-last with 'valid'
 padding and an HWIO kernel, BatchNormalization has momentum 0.99 (decay of the old statistics),
 eps 1e-3 and a biased moving variance, LayerNormalization has eps 1e-3, `ops.gelu` is the tanh
 approximation, MultiHeadAttention masks are True = attend, pooling and padding modes differ, and
