@@ -647,8 +647,9 @@ def _judge(
 
 
 def _same_kind_across_frameworks(original: str, converted: str, target: str) -> bool:
-    """JAX computes 64-bit integers in 32 bits unless x64 is on (docs/precision-reference.md#framework-defaults-that-differ): an
-    int64 torch output and an int32 JAX output are the same result."""
+    """JAX computes 64-bit integers in 32 bits unless x64 is on
+    (docs/precision-reference.md#framework-defaults-that-differ): an int64 torch output and an
+    int32 JAX output are the same result."""
     return target == "jax" and original == "int64" and converted == "int32"
 
 

@@ -3,7 +3,8 @@
 Flax expresses precision per layer: `dtype` is the compute dtype, `param_dtype` the storage
 dtype, and Linear/Conv take `preferred_element_type` for the accumulator. On this project's CPU
 an XLA bf16 matmul with bf16 output is 1.2x *slower* than fp32, with fp32 accumulation 0.53x
-(docs/precision-reference.md#measured-bfloat16-speed), so low-precision linear/conv layers get fp32 accumulation. Keep-fp32
+(docs/precision-reference.md#measured-bfloat16-speed), so low-precision linear/conv layers get
+fp32 accumulation. Keep-fp32
 classes (LayerNorm, RMSNorm, embeddings) get `dtype=float32`; keep-fp32 functions
 (`jax.nn.softmax(x)`) get float32 inputs; `__call__` of every nnx.Module subclass is wrapped so
 that the outermost call returns the policy's output dtype. `path:` overrides with

@@ -54,7 +54,8 @@ class Adapter(Protocol):
 
         `perturb`: add seeded noise to every floating parameter and buffer, constant-initialised
         ones included (zero-init residual scales and heads hide whole branches otherwise,
-        docs/precision-reference.md#verification-with-random-weights). `calibrate_bn`: recompute BatchNorm running statistics on
+        docs/precision-reference.md#verification-with-random-weights). `calibrate_bn`: recompute
+        BatchNorm running statistics on
         `inputs` first (random-init deep CNNs vanish or explode otherwise).
         """
 
