@@ -26,7 +26,7 @@ _SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
 @register
 class TorchInplaceInit(Rule):
     name = "torch-inplace-init"
-    summary = "Turn in-place initialisation methods into values (or drop init statements) for Flax."
+    summary = "Turn in-place initialisation methods into values (or drop init statements) for Flax and Keras."
     EXAMPLES = (
         Example(
             "import torch\n\n\ndef init(p):\n    p.weight.zero_()\n    return p\n",
