@@ -525,8 +525,8 @@ def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnos
         ast.parse(source, filename=path)
     except SyntaxError as err:
         return Diagnostic(path, err.lineno or 1, err.offset or 1, "error", "syntax-error", f"syntax error: {err.msg}")
-    except (ValueError, RecursionError):
-        pass
+    except (ValueError, RecursionError, MemoryError):
+        pass  # CPython's parser gives up on some deep invalid input (MemoryError): LibCST's message
     message = exc.message.splitlines()[0] if exc.message else "invalid syntax"
     return Diagnostic(path, exc.raw_line, exc.raw_column + 1, "error", "syntax-error", f"syntax error: {message}")
 

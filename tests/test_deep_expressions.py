@@ -163,3 +163,19 @@ def test_a_chain_whose_conversion_nests_too_deep_is_a_one_line_error() -> None:
     assert result.code == source
     assert [(d.severity, d.code) for d in result.diagnostics] == [("error", "too-deep")]
     assert "internal error" not in result.diagnostics[0].message
+
+
+def test_a_syntax_error_python_cannot_report_is_still_one_line() -> None:
+    """CPython's parser raises MemoryError instead of SyntaxError on some invalid input with deep
+    brackets (here: 199 nested braces, then a `def` without a body at the end of the file); the
+    error comes from LibCST's parser then (found by benchmarks/fuzz.py)."""
+    from precision_transpiler import transpile
+
+    braces = 199
+    source = (
+        "class M:\n    def f(self):\n        if a:\n            b = 1\n"
+        f"        y = {'{' * braces}torch.half{'}' * braces}\n    def forward(self, x):"
+    )
+    result = transpile(source, to="jax")
+    assert [d.code for d in result.diagnostics] == ["syntax-error"]
+    assert result.code == source
