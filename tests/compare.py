@@ -2,16 +2,17 @@
 
 Two kinds of comparison live here:
 
-- the shim tests (test_flax_shims.py, test_keras_shims.py): random float32 inputs (`rand`), torch
-  modules with every weight randomised (`perturb`), and the relative L2 error of whole arrays
-  (`relative_l2`, `assert_within`), each test file converting its framework's arrays to NumPy;
-- the converted-code tests (test_tensor_ops_execute.py, test_torch_inplace_ops.py): run `f` from a
-  torch source and from its conversion on the same NumPy inputs (`run_both`), then compare the
-  results structurally (`assert_same`: shapes, dtypes, exact integers, float32 to a relative
-  error of max|got - ref| / max|ref|).
+- the runtime tests (runtime/test_flax_runtime.py, runtime/test_keras_runtime.py): random
+  float32 inputs (`rand`), torch modules with every weight randomised (`perturb`), and the
+  relative L2 error of whole arrays (`relative_l2`, `assert_within`), each test file converting
+  its framework's arrays to NumPy;
+- the converted-code tests (runtime/test_tensor_ops_execute.py, rules/test_torch_inplace_ops.py):
+  run `f` from a torch source and from its conversion on the same NumPy inputs (`run_both`), then
+  compare the results structurally (`assert_same`: shapes, dtypes, exact integers, float32 to a
+  relative error of max|got - ref| / max|ref|).
 
 torch and jax are imported inside the functions that need them, so importing this module needs
-neither (test_keras_shims.py runs without jax).
+neither (runtime/test_keras_runtime.py runs without jax).
 """
 
 from __future__ import annotations

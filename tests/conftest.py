@@ -8,11 +8,14 @@
   with 1). Set as environment variables, so subprocesses the tests start inherit them; a value
   already set in the environment wins.
 - A framework that is not installed skips the tests that need it, with the reason, instead of
-  breaking collection: a test module whose import fails on a missing framework is skipped as a
-  whole, and a test that meets one while it runs (a lazy `import torch`, or
-  `tests.real_models.package_file("transformers", ...)`) is skipped. Only a package that is
-  really missing counts: an ImportError for an installed one (a broken build, a test's own
-  import blocker) still fails.
+  breaking collection. Test modules say what they run with `pytestmark`:
+  `@pytest.mark.needs_torch` (torch), `needs_jax` (jax, jaxlib and flax), `needs_tf` (tensorflow
+  and keras); a marked test is skipped at collection when one of those packages is missing
+  (`pytest_collection_modifyitems`). The safety net behind the markers: a test module whose
+  import fails on a missing framework is skipped as a whole, and a test that meets one while it
+  runs (a lazy `import torch`, or `tests.real_models.package_file("transformers", ...)`) is
+  skipped. Only a package that is really missing counts: an ImportError for an installed one (a
+  broken build, a test's own import blocker) still fails.
 - `@pytest.mark.browser` tests (a real headless Chromium) run only when asked for:
   PTRANSPILE_BROWSER_TESTS=1 (`make test-browser`) or CI=true; then a missing Chromium fails them.
 - `@pytest.mark.slow` tests (over ~5 s on a 2-core machine) are left out by `make test-fast`
@@ -20,7 +23,7 @@
 - `PTRANSPILE_COMPUTE_DTYPE=bfloat16` (unless set): generated `--device auto` code decides its
   compute dtype by the machine, float32 on a CPU without native bf16 kernels; the tests of
   low-precision behaviour (bf16 layers, mixed-precision errors) must exercise bf16 on every CPU,
-  so the suite decides for the machine. tests/test_device_auto.py clears it to test the decision.
+  so the suite decides for the machine. tests/runtime/test_device_auto.py clears it to test the decision.
 - `converted`: conversions of real model files that several tests repeat (torchvision's
   resnet.py to JAX takes seconds, transformers' BERT more), done once per run and shared.
 """
@@ -77,7 +80,7 @@ def _limit_threads_in_xdist_workers() -> None:
 _limit_threads_in_xdist_workers()
 os.environ.setdefault("PTRANSPILE_COMPUTE_DTYPE", "bfloat16")
 # verification prints progress lines once it has run a few seconds: on a busy machine that would
-# add lines to the stderr the tests compare (tests/test_verify_progress.py sets its own)
+# add lines to the stderr the tests compare (tests/verify/test_verify_progress.py sets its own)
 os.environ.setdefault("PTRANSPILE_PROGRESS_AFTER", "3600")
 
 
@@ -164,13 +167,32 @@ BROWSER_SKIP = (
 )
 
 
+#: `@pytest.mark.needs_<name>` -> the packages it needs (each must be installed, else a skip)
+NEEDS = {
+    "needs_torch": ("torch",),
+    "needs_jax": ("jax", "jaxlib", "flax"),
+    "needs_tf": ("tensorflow", "keras"),
+}
+
+
+def _missing_for(item: pytest.Item) -> str | None:
+    """The first package a `needs_*` marker of `item` names that is not installed, else None."""
+    for marker, packages in NEEDS.items():
+        if item.get_closest_marker(marker) is not None:
+            for name in packages:
+                if _not_installed(name):
+                    return name
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if browser_tests_requested():
-        return
-    skip = pytest.mark.skip(reason=BROWSER_SKIP)
+    browser_skip = None if browser_tests_requested() else pytest.mark.skip(reason=BROWSER_SKIP)
     for item in items:
-        if item.get_closest_marker("browser") is not None:
-            item.add_marker(skip)
+        missing = _missing_for(item)
+        if missing is not None:
+            item.add_marker(pytest.mark.skip(reason=_skip_reason(missing)))
+        elif browser_skip is not None and item.get_closest_marker("browser") is not None:
+            item.add_marker(browser_skip)
 
 
 # ------------------------------------------------------------------------ shared conversions

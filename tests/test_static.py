@@ -49,9 +49,7 @@ def test_transpile_imports_no_framework_and_runs_no_user_code(tmp_path: Path) ->
         print("loaded:", loaded)
         """
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "loaded: []" in proc.stdout
     assert not marker.exists()

@@ -1,5 +1,6 @@
 """The test configuration itself (tests/conftest.py): a missing framework skips the tests that need
-it, with the reason, and nothing else is turned into a skip; the browser test is skipped unless
+it (marked `needs_torch`/`needs_jax`/`needs_tf`, or found missing on import), with the reason, and
+nothing else is turned into a skip; the browser test is skipped unless
 asked for, and under CI=true it runs and fails without Chromium. Each check runs pytest in a
 subprocess, as `make test` would."""
 
@@ -73,8 +74,32 @@ def test_missing_frameworks_skip_with_the_reason(tmp_path: Path) -> None:
     assert "error" not in out.splitlines()[-1], out  # collection did not break
 
 
+MARKED = """
+import pytest
+
+pytestmark = pytest.mark.needs_jax
+
+
+def test_marked_for_jax():
+    pass
+
+
+@pytest.mark.needs_torch
+def test_marked_for_torch_too():
+    pass
+"""
+
+
+def test_a_needs_marker_skips_when_its_framework_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "test_marked.py").write_text(MARKED)
+    out = _pytest(["-p", "tests.conftest", str(tmp_path)], block=("jax",))
+    assert "2 skipped" in out, out
+    assert "needs jax, which is not installed here (pip install jax)" in out, out
+    assert "error" not in out.splitlines()[-1], out
+
+
 def test_the_browser_test_runs_only_when_asked_and_then_needs_chromium() -> None:
-    target = "tests/test_verify_render.py::test_html_report_in_headless_chromium"
+    target = "tests/verify/test_verify_render.py::test_html_report_in_headless_chromium"
     quiet = {"CI": "", "PTRANSPILE_BROWSER_TESTS": ""}
     out = _pytest([target], env=quiet)
     assert "1 skipped" in out and "make test-browser" in out, out

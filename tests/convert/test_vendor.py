@@ -1,0 +1,271 @@
+"""convert/vendor.py: copying runtime definitions into converted code, across runtime modules.
+
+The runtime modules here are small files in a temporary folder (vendor.SHIM_DIR is pointed at it);
+tests/runtime/test_keras_runtime.py vendors and runs the real Keras runtime (its modules take helpers from
+runtime/keras/functional.py and runtime/common.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from precision_transpiler.convert import vendor
+from precision_transpiler.convert.vendor import MARKER, vendor_shims
+
+P = "precision_transpiler.runtime"
+
+
+@pytest.fixture
+def shims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(vendor, "SHIM_DIR", tmp_path)
+
+    def write(**modules: str) -> None:
+        for name, source in modules.items():  # `flax__conv` is flax/conv.py
+            path = tmp_path.joinpath(*name.split("__")).with_suffix(".py")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+
+    return write
+
+
+def definitions(code: str, user: str) -> list[str]:
+    """The names the copied block defines, in order: from the marker to the converted code's own
+    first assignment, to `user`."""
+    names = []
+    for node in ast.parse(code.split(MARKER, 1)[1]).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if user in targets:
+                break
+            names += targets
+    return names
+
+
+def run(code: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "vendored"}
+    exec(compile(code, "<vendored>", "exec"), namespace)
+    return namespace
+
+
+A = """
+import math
+
+
+def _half(x):
+    return x / 2
+
+
+def _root(x):
+    return math.sqrt(_half(x))
+
+
+class Base:
+    scale = 3
+
+    def twice(self, x):
+        return 2 * x
+
+
+def unused():
+    return 0
+"""
+
+B = f"""
+from typing import Any
+
+from {P}.a import Base, _root
+
+
+def _unit(x: Any) -> Any:
+    return _root(x) * 1
+
+
+class Thing(Base):
+    def __call__(self, x):
+        return self.twice(_unit(x)) * self.scale
+
+
+LIMIT = _root(16.0)
+"""
+
+
+def test_definitions_follow_imports_between_shim_modules(shims: Any) -> None:
+    shims(a=A, b=B)
+    code, missing = vendor_shims("import precision_transpiler\n\nT = precision_transpiler.runtime.b.Thing\n")
+    assert missing == []
+    assert f"from {P}" not in code and "import precision_transpiler" not in code
+    # a's definitions (the module b imports from) first, each module in its source order
+    assert definitions(code, "T") == ["_half", "_root", "Base", "_unit", "Thing"]
+    assert "import math" in code and "from typing import Any" in code  # each module's own imports
+    assert run(code)["T"]()(8.0) == 2 * 3 * 2.0
+
+
+def test_module_level_assignment_after_what_it_calls(shims: Any) -> None:
+    shims(a=A, b=B)
+    code, missing = vendor_shims("import precision_transpiler\n\nL = precision_transpiler.runtime.b.LIMIT\n")
+    assert missing == [] and definitions(code, "L") == ["_half", "_root", "LIMIT"]
+    assert run(code)["L"] == 8**0.5
+
+
+def test_each_definition_copied_once_across_modules(shims: Any) -> None:
+    shims(a=A, b=B)
+    src = (
+        "import precision_transpiler\n\n"
+        "T = precision_transpiler.runtime.b.Thing\n"
+        "R = precision_transpiler.runtime.a._root\n"
+        "B = precision_transpiler.runtime.a.Base\n"
+    )
+    code, missing = vendor_shims(src)
+    assert missing == [] and definitions(code, "T") == ["_half", "_root", "Base", "_unit", "Thing"]
+    ns = run(code)
+    assert ns["R"](8.0) == 2.0 and issubclass(ns["T"], ns["B"])
+
+
+def test_name_imported_into_a_shim_module_resolves_to_its_definition(shims: Any) -> None:
+    shims(a=A, b=B)
+    code, missing = vendor_shims("import precision_transpiler\n\nR = precision_transpiler.runtime.b._root\n")
+    assert missing == [] and definitions(code, "R") == ["_half", "_root"]
+    assert run(code)["R"](8.0) == 2.0
+
+
+def test_transitive_across_three_modules_and_from_imports_in_converted_code(shims: Any) -> None:
+    c = f"""
+    from {P}.b import Thing
+
+
+    class Bigger(Thing):
+        def __call__(self, x):
+            return 10 * super().__call__(x)
+    """
+    shims(a=A, b=B, c=c)
+    code, missing = vendor_shims(f"from {P}.c import Bigger as Big\n\ny = Big()(8.0)\n")
+    assert missing == []
+    assert definitions(code, "y") == ["_half", "_root", "Base", "_unit", "Thing", "Bigger", "Big"]
+    assert "Big = Bigger" in code and f"from {P}" not in code
+    assert run(code)["y"] == 120.0
+
+
+def test_import_time_needs_win_over_module_order_in_a_cycle(shims: Any) -> None:
+    # Python could not import this pair, but each copied definition still comes after what it
+    # needs when it runs (a base class); function bodies may name later definitions
+    a = f"""
+    from {P}.b import Base
+
+
+    class Meta:
+        tag = "meta"
+
+
+    def helper():
+        return Base.tag
+
+
+    class Child(Base):
+        pass
+    """
+    b = f"""
+    from {P}.a import Meta, helper
+
+
+    class Base(Meta):
+        def describe(self):
+            return helper()
+    """
+    shims(a=a, b=b)
+    code, missing = vendor_shims("import precision_transpiler\n\nC = precision_transpiler.runtime.a.Child\n")
+    assert missing == []
+    assert definitions(code, "C") == ["Meta", "Base", "helper", "Child"]
+    assert run(code)["C"]().describe() == "meta"
+
+
+def test_functions_may_name_later_definitions(shims: Any) -> None:
+    shims(
+        a="""
+        def first():
+            return second() + 1
+
+
+        def second():
+            return 1
+        """
+    )
+    code, missing = vendor_shims("import precision_transpiler\n\nv = precision_transpiler.runtime.a.first()\n")
+    assert missing == [] and definitions(code, "v") == ["first", "second"]
+    assert run(code)["v"] == 2
+
+
+def test_missing_names_and_modules_are_reported(shims: Any) -> None:
+    b = f"""
+    from {P}.a import _gone
+
+
+    def uses_gone():
+        return _gone()
+    """
+    shims(a=A, b=b)
+    src = (
+        "import precision_transpiler\n\n"
+        "f = precision_transpiler.runtime.b.uses_gone\n"
+        "g = precision_transpiler.runtime.b.nothing\n"
+        "h = precision_transpiler.runtime.nowhere.x\n"
+    )
+    code, missing = vendor_shims(src)
+    assert missing == [f"{P}.nowhere.x", f"{P}.b.nothing", f"{P}.a._gone"]
+    assert definitions(code, "f")[0] == "uses_gone"
+
+
+def test_aliased_imports_between_shim_modules_are_refused(shims: Any) -> None:
+    shims(a=A, b=f"from {P}.a import _root as root\n\n\ndef f(x):\n    return root(x)\n")
+    with pytest.raises(ValueError, match="unaliased"):
+        vendor_shims("import precision_transpiler\n\ny = precision_transpiler.runtime.b.f\n")
+
+
+def test_relative_imports_between_shim_modules(shims: Any) -> None:
+    shims(a=A, b="from .a import _root\n\n\ndef f(x):\n    return _root(x)\n")
+    code, missing = vendor_shims("import precision_transpiler\n\ny = precision_transpiler.runtime.b.f(8.0)\n")
+    assert missing == [] and "from .a" not in code and run(code)["y"] == 2.0
+
+
+def test_nested_runtime_modules_and_relative_imports_into_common(shims: Any) -> None:
+    # the real layout: flax/conv.py takes arithmetic from common.py, absolutely or relatively
+    shims(
+        common="def _pair(x):\n    return (x, x)\n",
+        flax__functional="def _double(x):\n    return 2 * x\n",
+        flax__conv=(
+            f"from {P}.common import _pair\nfrom .functional import _double\n\n\n"
+            "def conv(x):\n    return _pair(_double(x))\n"
+        ),
+        keras__conv="from ..common import _pair\n\n\ndef conv(x):\n    return _pair(x)\n",
+    )
+    code, missing = vendor_shims(f"import precision_transpiler\n\nf = {P}.flax.conv.conv(1)\n")
+    assert missing == [] and definitions(code, "f") == ["_pair", "_double", "conv"] and run(code)["f"] == (2, 2)
+    code, missing = vendor_shims(f"import precision_transpiler\n\nk = {P}.keras.conv.conv(1)\n")
+    assert missing == [] and definitions(code, "k") == ["_pair", "conv"] and run(code)["k"] == (1, 1)
+    assert "import precision_transpiler" not in code and "from .." not in code
+
+
+def test_package_paths_are_not_references_and_unknown_modules_are_reported(shims: Any) -> None:
+    shims(flax__conv="def conv(x):\n    return x\n")
+    code, missing = vendor_shims(
+        f"import precision_transpiler\n\nf = {P}.flax.conv.conv.__name__\ng = {P}.flax.nope.x\n"
+    )
+    assert missing == [f"{P}.flax.nope.x"]
+    assert "f = conv.__name__" in code
+
+
+def test_real_keras_conv_takes_its_helpers_from_functional_and_common() -> None:
+    # read as text only: no keras needed
+    code, missing = vendor_shims(f"import precision_transpiler\n\nL = {P}.keras.conv.Conv2d\n")
+    names = definitions(code, "L")
+    assert missing == [] and len(names) == len(set(names))
+    # common's arithmetic first (the module the others import from), then each module's users
+    assert names.index("_tuple") < names.index("_conv_nd") < names.index("_ConvNd") < names.index("Conv2d")
+    assert names.index("_conv_padding_pairs") < names.index("_conv_nd")
+    assert "import" not in "".join(line for line in code.splitlines() if "precision_transpiler" in line)

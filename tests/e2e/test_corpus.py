@@ -1,0 +1,93 @@
+"""benchmarks/corpus.py on a tiny corpus: a real torchvision model converts and verifies, a broken
+case is recorded as a failure with its first diagnostic (not raised), and the tables and JSON
+come out."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _corpus():
+    spec = importlib.util.spec_from_file_location("corpus", REPO / "benchmarks" / "corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["corpus"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = """
+cases:
+  - name: torchvision squeezenet1_1
+    package: torchvision
+    file: models/squeezenet.py
+    entry: squeezenet1_1(num_classes=10)
+    inputs: ["float32[1,3,32,32]"]
+    quick: true
+  - name: a file that is not there
+    package: torchvision
+    file: models/no_such_model.py
+    entry: Nope()
+    inputs: ["float32[1,3]"]
+    quick: true
+"""
+
+
+@pytest.mark.slow
+def test_corpus_runner_on_a_tiny_corpus(tmp_path: Path, capsys) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(CASES)
+    out_json, out_md = tmp_path / "corpus.json", tmp_path / "corpus.md"
+    corpus = _corpus()
+    code = corpus.main(
+        [
+            "--cases-file",
+            str(cases),
+            "--quick",
+            "--policies",
+            "fp32",
+            "--json",
+            str(out_json),
+            "--markdown",
+            str(out_md),
+        ]
+    )
+    assert code == 0
+    data = json.loads(out_json.read_text())
+    outcomes = {o["case"]: o for o in data["outcomes"]}
+    good = outcomes["torchvision squeezenet1_1"]
+    assert good["converted"] and good["verified"] and good["max_rel_err"] <= 1e-5
+    bad = outcomes["a file that is not there"]
+    assert not bad["converted"] and not bad["verified"] and "no_such_model.py" in bad["first_problem"]
+    table = out_md.read_text()
+    assert "| torchvision squeezenet1_1 | jax | fp32 | yes | 0 | yes |" in table
+    assert "| jax | fp32 | 2 | 1 (50%) | 1 (50%) | 1 (50%) |" in table
+    assert data["versions"]["torch"].startswith("2.")
+
+
+@pytest.mark.slow
+def test_corpus_times_the_models_side_by_side(tmp_path: Path) -> None:
+    """--time: the forward of the original, the converted model (jax.jit / tf.function) and, under
+    the mixed policy, torch autocast, medians in one process; ratios in the table."""
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(CASES.split("  - name: a file")[0])
+    out_json, out_md = tmp_path / "corpus.json", tmp_path / "corpus.md"
+    corpus = _corpus()
+    argv = ["--cases-file", str(cases), "--targets", "tf", "--policies", "mixed", "--time", "2"]
+    assert corpus.main([*argv, "--json", str(out_json), "--markdown", str(out_md)]) == 0
+    (outcome,) = json.loads(out_json.read_text())["outcomes"]
+    assert outcome["verified"], outcome["first_problem"]
+    for key in ("forward_original_s", "forward_converted_s", "forward_reference_s"):
+        assert outcome[key] is not None and outcome[key] > 0, key
+    assert outcome["param_bytes_original"]  # measured, not missing
+    assert outcome["param_bytes_converted"] == outcome["param_bytes_original"]  # mixed keeps float32 variables
+    assert "| converted / torch | torch autocast / torch |" in out_md.read_text()

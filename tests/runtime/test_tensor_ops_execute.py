@@ -1,0 +1,825 @@
+"""torch tensor functions and methods converted to JAX compute what torch computes.
+
+Each case is a small torch function. It runs in real torch (the reference), is converted with
+`transpile(src, to="jax")`, and the converted module (with the shims the converter copies into
+it) runs in real JAX on the same random inputs. float32 results must agree to a relative error of
+1e-6, measured as max|jax - torch| / max|torch| over each array (elementwise ratios are
+meaningless where a result crosses zero); integer and bool results must be equal (torch's int64
+may be JAX's int32: JAX runs with its default 32-bit types, as converted models do).
+
+The tricky semantics are cases of their own: chunk sizes that do not divide, split by sizes,
+expand with -1, squeeze of a dim whose size is not 1, unbiased std, max(dim) as (values, indices),
+exact vs tanh GELU, softmax's dim. Negative cases check that str/dict methods with tensor method
+names are left alone and that what cannot be converted is reported with file:line:col.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from precision_transpiler import load_mappings, transpile
+from precision_transpiler.rules import op_patterns_any
+from tests.compare import assert_max_relative, run_both
+from tests.runtime import runtime_module_of
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax]
+
+RTOL = 1e-6
+HEADER = "import torch\nimport torch.nn.functional as F\n\n\n"
+
+# ----------------------------------------------------------------------------------------------
+# Inputs: made from one NumPy generator, then given to each framework as its own arrays
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arr:
+    """A random input array: float32 normal, int64 in [low, high), or bool."""
+
+    shape: tuple[int, ...]
+    kind: str = "float32"
+    low: int = 0
+    high: int = 5
+
+    def make(self, rng: np.random.Generator) -> np.ndarray:
+        if self.kind == "float32":
+            return rng.standard_normal(self.shape).astype(np.float32)
+        if self.kind == "positive":
+            return rng.uniform(0.1, 4.0, self.shape).astype(np.float32)
+        if self.kind == "int64":
+            return rng.integers(self.low, self.high, self.shape).astype(np.int64)
+        if self.kind == "bool":
+            return rng.random(self.shape) > 0.5
+        raise AssertionError(self.kind)
+
+
+def F32(*shape: int) -> Arr:
+    return Arr(shape)
+
+
+def POS(*shape: int) -> Arr:
+    return Arr(shape, "positive")
+
+
+def I64(*shape: int, low: int = 0, high: int = 5) -> Arr:
+    return Arr(shape, "int64", low, high)
+
+
+def BOOL(*shape: int) -> Arr:
+    return Arr(shape, "bool")
+
+
+# ----------------------------------------------------------------------------------------------
+# Comparing results of the two frameworks
+# ----------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A framework-neutral view: arrays as NumPy, tuples (also torch.Size and the (values,
+    indices) named tuples) as tuples, Python scalars and lists as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().numpy()
+    if isinstance(value, jax.Array):
+        return np.asarray(value)
+    if isinstance(value, tuple | list):
+        return type(value)(_plain(v) for v in value) if isinstance(value, list) else tuple(_plain(v) for v in value)
+    return value
+
+
+def assert_same(got: Any, ref: Any, path: str = "result") -> None:
+    got, ref = _plain(got), _plain(ref)
+    if isinstance(ref, tuple | list):
+        assert isinstance(got, tuple | list) and len(got) == len(ref), f"{path}: {got!r} vs {ref!r}"
+        assert isinstance(got, list) == isinstance(ref, list), f"{path}: {type(got)} vs {type(ref)}"
+        for i, (g, r) in enumerate(zip(got, ref, strict=True)):
+            assert_same(g, r, f"{path}[{i}]")
+        return
+    if isinstance(ref, np.ndarray):
+        assert isinstance(got, np.ndarray), f"{path}: expected an array, got {got!r}"
+        assert got.shape == ref.shape, f"{path}: shape {got.shape} vs {ref.shape}"
+        assert got.dtype.kind == ref.dtype.kind, f"{path}: dtype {got.dtype} vs {ref.dtype}"
+        if ref.dtype.kind == "f":
+            assert got.dtype == ref.dtype, f"{path}: dtype {got.dtype} vs {ref.dtype}"
+            assert_max_relative(got, ref, path, RTOL)
+        else:
+            np.testing.assert_array_equal(got, ref, err_msg=path)
+        return
+    if isinstance(ref, float):
+        assert isinstance(got, float), f"{path}: {got!r} vs {ref!r}"
+        assert_max_relative(np.asarray(got), np.asarray(ref), path, RTOL)
+        return
+    assert type(got) is type(ref) and got == ref, f"{path}: {got!r} vs {ref!r}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Cases
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    id: str
+    params: str
+    body: str
+    inputs: tuple[Any, ...]
+    #: substrings the converted code must contain (the expression it should become)
+    expect: tuple[str, ...] = ()
+    #: substrings that must each appear in some warning or note
+    said: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        body = textwrap.indent(textwrap.dedent(self.body).strip("\n"), "    ")
+        return f"{HEADER}def f({self.params}):\n{body}\n"
+
+
+def C(id: str, params: str, body: str, *inputs: Any, **kw: Any) -> Case:
+    return Case(id, params, body, inputs, **kw)
+
+
+CASES = [
+    # -- shapes and layout
+    C(
+        "view-varargs-tuple-name-minus-one",
+        "x, s",
+        "return x.view(2, -1), x.view((4, 6)), x.view(s), x.view(-1), x.view(size=(3, 8))",
+        F32(2, 3, 4),
+        (6, 4),
+        expect=("x.reshape((2, -1))", "x.reshape((4, 6))", "x.reshape(s)", "x.reshape(-1)", "x.reshape((3, 8))"),
+    ),
+    C(
+        "reshape-method-and-function",
+        "x",
+        "return x.reshape(4, 6), x.reshape((2, 12)), torch.reshape(x, (-1, 2)), x.view_as(x.t()), x.reshape_as(x)",
+        F32(6, 4),
+        expect=("x.reshape((4, 6))", "x.reshape((-1, 2))", "x.reshape(x.T.shape)"),
+    ),
+    C(
+        "view-of-expression",
+        "x, y",
+        "return (x + y).view(-1, 2)",
+        F32(2, 4),
+        F32(2, 4),
+        expect=("(x + y).reshape((-1, 2))",),
+    ),
+    C(
+        "transpose-two-dims-is-swapaxes",
+        "x",
+        "return x.transpose(0, 2), torch.transpose(x, -1, -2), x.transpose(1, 1), x.swapaxes(0, 1)",
+        F32(2, 3, 4),
+        expect=("jnp.swapaxes(x, 0, 2)",),
+    ),
+    C(
+        "permute-varargs-and-tuple",
+        "x",
+        "return x.permute(2, 0, 1), x.permute((1, 2, 0)), torch.permute(x, (0, 2, 1)), x.permute(*[2, 1, 0])",
+        F32(2, 3, 4),
+        expect=("jnp.transpose(x, (2, 0, 1))", "jnp.transpose(x, (1, 2, 0))", "jnp.transpose(x, (*[2, 1, 0],))"),
+    ),
+    C("t-and-T", "x, v", "return x.t(), x.T, torch.t(x), v.t()", F32(3, 5), F32(4), expect=("x.T",)),
+    C(
+        "contiguous-clone-detach",
+        "x",
+        "return x.transpose(0, 1).contiguous(), x.clone(), x.detach(), torch.clone(x)",
+        F32(3, 4),
+        expect=("return jnp.swapaxes(x, 0, 1), x, jax.lax.stop_gradient(x), x\n",),
+    ),
+    C(
+        "size-shape-dim-numel",
+        "x",
+        "return x.size(), x.size(1), x.size(-1), x.size(dim=0), x.shape, x.shape[2], x.dim(), x.ndim, x.numel()",
+        F32(2, 3, 4),
+        expect=("x.shape[1]", "x.ndim", "x.size"),
+    ),
+    C(
+        "flatten-defaults-differ-by-nothing-but-start",
+        "x",
+        "return torch.flatten(x), x.flatten(), x.flatten(1), torch.flatten(x, 1, 2), x.flatten(0, 1), x.flatten(-2)",
+        F32(2, 3, 4, 5),
+        expect=("jnp.ravel(x)", "torch_flatten(x, 1)", "torch_flatten(x, 1, 2)", "torch_flatten(x, -2)"),
+    ),
+    C("flatten-0d", "x", "return x.sum().flatten(), torch.flatten(x.sum(), 0)", F32(3)),
+    C(
+        "squeeze-non-one-dim-is-a-no-op",
+        "x",
+        "return x.squeeze(), x.squeeze(1), x.squeeze(0), x.squeeze(-1), torch.squeeze(x, 3), x.squeeze((1, 3))",
+        F32(2, 1, 3, 1),
+        expect=("jnp.squeeze(x)", "torch_squeeze(x, 0)"),
+    ),
+    C(
+        "unsqueeze",
+        "x",
+        "return x.unsqueeze(0), x.unsqueeze(-1), torch.unsqueeze(x, 1), x[:, None].unsqueeze(dim=2)",
+        F32(2, 3),
+        expect=("jnp.expand_dims(x, 0)",),
+    ),
+    C(
+        "expand-minus-one-and-new-leading-dims",
+        "x, y",
+        "return x.expand(-1, 4), x.expand(2, 3, 4), x.expand((5, 3, -1)), x.expand_as(y)",
+        F32(3, 1),
+        F32(3, 6),
+        expect=("torch_expand(x, -1, 4)", "jnp.broadcast_to(x, y.shape)"),
+    ),
+    C(
+        "repeat-is-tile",
+        "x",
+        "return x.repeat(2, 3), x.repeat(2, 1, 1), x.repeat((1, 2)), torch.tile(x, (2,)), x.tile(2, 1)",
+        F32(2, 3),
+        expect=("jnp.tile(x, (2, 3))",),
+    ),
+    C(
+        "chunk-not-divisible-and-fewer-chunks",
+        "x",
+        "return x.chunk(4), x.chunk(6), x.chunk(3, dim=1), torch.chunk(x, 2, 1), x.chunk(5, -1), x.chunk(10)",
+        F32(10, 7),
+        expect=("torch_chunk(x, 4)",),
+    ),
+    C(
+        "split-by-size-and-by-size-list",
+        "x",
+        "return x.split(3), x.split([2, 8]), x.split([1, 6], dim=1), torch.split(x, 4, 1), torch.split(x, [5, 5])",
+        F32(10, 7),
+        expect=("torch_split(x, 3)", "torch_split(x, [1, 6], 1)"),
+    ),
+    C(
+        "unbind-unflatten",
+        "x",
+        "a, b = x.unbind(0)\nreturn a, b, torch.unbind(x, 1), x.unbind(dim=-1)",
+        F32(2, 3, 4),
+        expect=("tuple(x)", "tuple(jnp.moveaxis(x, 1, 0))"),
+    ),
+    C(
+        "cat-concat-stack",
+        "a, b",
+        "return torch.cat([a, b]), torch.cat((a, b), dim=1), torch.concat([a, b], -1), torch.stack([a, b]), "
+        "torch.stack((a, b), dim=2), torch.concatenate([a, b], axis=1)",
+        F32(2, 3),
+        F32(2, 3),
+        expect=("jnp.concatenate([a, b])", "jnp.concatenate((a, b), axis=1)", "jnp.stack((a, b), axis=2)"),
+    ),
+    C(
+        "tril-triu",
+        "x",
+        "return torch.tril(x), x.tril(1), torch.triu(x, -1), x.triu(diagonal=2), torch.triu(x)",
+        F32(2, 4, 5),
+        expect=("jnp.tril(x)", "jnp.tril(x, k=1)"),
+    ),
+    C(
+        "flip-roll",
+        "x",
+        "return x.flip(0), x.flip(0, 1), x.flip([1]), torch.flip(x, (0, 2)), x.roll(1), x.roll(2, 1), "
+        "torch.roll(x, (1, -1), (0, 2))",
+        F32(2, 3, 4),
+        expect=("jnp.flip(x, axis=(0, 1))", "jnp.roll(x, 1)"),
+    ),
+    C(
+        "meshgrid-indexes-ij-like-torch",
+        "a, b",
+        'return torch.meshgrid(a, b), torch.meshgrid([a, b], indexing="ij"), torch.meshgrid(a, b, indexing="xy")',
+        F32(3),
+        F32(4),
+        expect=('tuple(jnp.meshgrid(a, b, indexing="ij"))', 'tuple(jnp.meshgrid(a, b, indexing="xy"))'),
+    ),
+    # -- indexing
+    C(
+        "gather-index-smaller-than-input",
+        "x, idx, full, rows",
+        "return x.gather(1, idx), torch.gather(x, 1, full), x.gather(0, rows)",
+        F32(3, 5),
+        I64(3, 2, high=5),
+        I64(3, 5, high=5),
+        I64(2, 4, high=3),
+        expect=("torch_gather(x, 1, idx)",),
+    ),
+    C(
+        "index-select-narrow",
+        "x, idx",
+        "return x.index_select(1, idx), torch.index_select(x, 0, idx[:2]), x.narrow(1, 1, 3), "
+        "torch.narrow(x, 0, -2, 2), x.narrow(-1, -3, 2)",
+        F32(3, 5),
+        I64(4, high=3),
+        expect=("jnp.take(x, idx, axis=1)",),
+    ),
+    C(
+        "masked-fill-keeps-dtype",
+        "x, mask, n",
+        'return x.masked_fill(mask, float("-inf")), x.masked_fill(mask, 0), n.masked_fill(mask, 1.5), '
+        "torch.masked_fill(x, ~mask, -1e9), x.masked_fill(mask, x.sum())",
+        F32(3, 4),
+        BOOL(3, 4),
+        I64(3, 4),
+        expect=('torch_masked_fill(x, mask, float("-inf"))',),
+    ),
+    C(
+        "where",
+        "c, x, y",
+        "return torch.where(c, x, y), torch.where(c, x, 0.0), x.where(c, y), torch.where(c)",
+        BOOL(3, 4),
+        F32(3, 4),
+        F32(3, 4),
+        expect=("jnp.where(c, x, y)", "jnp.nonzero(c)"),
+    ),
+    # -- creation
+    C(
+        "arange-int-and-float",
+        "n",
+        "return torch.arange(5), torch.arange(1, 7), torch.arange(0, 10, 3), torch.arange(n), "
+        "torch.arange(2, 8, dtype=torch.float32), torch.arange(0.0, 2.0, 0.5), torch.arange(start=1, end=4)",
+        4,
+        expect=("jnp.arange(5)", "jnp.arange(0, 10, 3)", "jnp.arange(2, 8, dtype=jnp.float32)"),
+        said=("torch.arange of integers without dtype= makes int64",),
+    ),
+    C(
+        "zeros-ones-full-empty",
+        "s",
+        "return torch.zeros(2, 3), torch.ones((4,)), torch.zeros(s), torch.ones(2, 3, dtype=torch.int32), "
+        "torch.full((2, 2), 1.5), torch.full((3,), 7), torch.full([2], True), torch.zeros(size=(1, 2)), "
+        'torch.empty(3, 2).shape, torch.zeros(2, device="cpu", requires_grad=False)',
+        (2, 5),
+        expect=("jnp.zeros((2, 3))", "jnp.ones((4,))", "jnp.full((2, 2), 1.5)", "jnp.empty((3, 2)).shape"),
+        said=("argument 'device' of zeros has no equivalent in jax and was dropped",),
+    ),
+    C(
+        "like-constructors",
+        "x, n",
+        "return torch.zeros_like(x), torch.ones_like(n), torch.full_like(x, 2.5), torch.full_like(n, 3), "
+        "torch.zeros_like(x, dtype=torch.int32), torch.empty_like(x).shape",
+        F32(2, 3),
+        I64(4),
+        expect=("jnp.zeros_like(x)", "jnp.full_like(x, 2.5)"),
+    ),
+    C(
+        "new-constructors-take-the-tensor-dtype",
+        "x, n",
+        "return x.new_zeros(2, 3), x.new_ones((4,)), n.new_zeros(3), x.new_full((2, 2), 7), n.new_full([3], 2), "
+        "x.new_tensor([1, 2, 3]), n.new_tensor([1.5, 2.5]), x.new_zeros(2, dtype=torch.int32), "
+        "x.new_empty(3, 1).shape",
+        F32(2, 3),
+        I64(4),
+        expect=("jnp.zeros((2, 3), dtype=x.dtype)", "jnp.zeros(2, dtype=jnp.int32)"),
+    ),
+    # -- arithmetic
+    C(
+        "matmul-bmm-mm-einsum-outer",
+        "a, b, v, w",
+        "return torch.matmul(a, b), a.matmul(b), torch.bmm(a, b), a.bmm(b), torch.mm(a[0], b[0]), a[1].mm(b[1]), "
+        'torch.einsum("bij,bjk->bik", a, b), torch.einsum("bij,bjk->bik", [a, b]), torch.einsum("i,j->ij", v, w), '
+        "torch.outer(v, w), v.outer(w)",
+        F32(2, 3, 4),
+        F32(2, 4, 5),
+        F32(3),
+        F32(6),
+        expect=('jnp.einsum("bij,bjk->bik", a, b)', "jnp.matmul(a, b)", "jnp.outer(v, w)"),
+    ),
+    C(
+        "elementwise-math",
+        "x, p",
+        "return torch.exp(x), x.exp(), torch.log(p), p.log(), torch.sqrt(p), p.sqrt(), torch.rsqrt(p), p.rsqrt(), "
+        "torch.abs(x), x.abs(), torch.sin(x), x.cos(), torch.cos(x), torch.erf(x), x.erf(), p.log1p(), "
+        "torch.pow(x, 2), x.pow(3), p.pow(0.5), torch.pow(2.0, x), torch.log2(p), p.log2(), torch.sign(x), "
+        "x.sign(), torch.floor(x * 3), (x * 3).floor(), torch.ceil(x * 3), x.ceil()",
+        F32(3, 4),
+        POS(3, 4),
+        expect=("jax.lax.rsqrt(p)", "jax.lax.erf(x)", "jnp.power(x, 2)"),
+    ),
+    C(
+        "clamp-clip-maximum-minimum",
+        "x, y",
+        "return torch.clamp(x, -0.5, 0.5), x.clamp(min=0), x.clamp(max=0.1), torch.clip(x, 0, 1), x.clip(-1), "
+        "torch.maximum(x, y), x.minimum(y), torch.max(x, other=y), x.min(other=y)",
+        F32(3, 4),
+        F32(3, 4),
+        expect=("jnp.clip(x, min=-0.5, max=0.5)", "jnp.clip(x, min=0)", "jnp.maximum(x, y)"),
+    ),
+    C(
+        "comparisons",
+        "x, y",
+        "return x.eq(y), torch.eq(x, x), x.ne(y), x.gt(0), torch.lt(x, y), x.ge(y), x.le(0.5), torch.equal(x, x), "
+        "x.equal(y)",
+        I64(3, 4),
+        I64(3, 4),
+        expect=("jnp.equal(x, y)", "jnp.array_equal(x, x)"),
+    ),
+    # -- reductions
+    C(
+        "sum-mean-dims-keepdim",
+        "x",
+        "return x.sum(), x.sum(1), x.sum((0, 2)), x.sum([0, 1], keepdim=True), torch.sum(x, -1, True), "
+        "x.mean(), x.mean(dim=1), torch.mean(x, (1, 2)), x.mean(0, True), x.sum(dtype=torch.float32)",
+        F32(2, 3, 4),
+        expect=("jnp.sum(x, axis=(0, 2))", "jnp.mean(x, axis=0, keepdims=True)"),
+    ),
+    C(
+        "std-var-unbiased-by-default",
+        "x",
+        "return x.std(), x.std(0), x.std(1, unbiased=False), x.std(dim=1, keepdim=True), torch.std(x, 0), "
+        "x.var(), x.var(1), torch.var(x, 1, unbiased=False, keepdim=True), x.var(0, correction=0), "
+        "x.std(unbiased=True), torch.std(x, correction=2)",
+        F32(4, 5),
+        expect=("jnp.std(x, ddof=1)", "jnp.std(x, axis=1)", "jnp.var(x, axis=0, ddof=0)"),
+    ),
+    C(
+        "max-min-with-dim-return-values-and-indices",
+        "x",
+        "m = x.max(1)\nvalues, indices = torch.min(x, 0)\n"
+        "return m, m.values, m.indices, m[0], values, indices, x.max(-1, keepdim=True), x.max(dim=0), "
+        "x.max(), torch.max(x), x.min(), torch.min(x, 1, True)",
+        F32(4, 5),
+        expect=("torch_max(x, 1)", "jnp.max(x)", "torch_min(x, 1, keepdim=True)"),
+    ),
+    C(
+        "amax-amin-argmax-argmin",
+        "x",
+        "return x.amax(1), torch.amax(x, (0, 1)), x.amin(-1, True), torch.amin(x), x.argmax(), x.argmax(1), "
+        "torch.argmax(x, dim=0, keepdim=True), x.argmin(-1), torch.argmin(x)",
+        F32(3, 4, 5),
+        expect=("jnp.max(x, axis=1)", "jnp.argmax(x, axis=1)"),
+    ),
+    C(
+        "all-any-cumsum",
+        "b, x",
+        "return b.all(), b.any(), b.all(1), torch.any(b, 0), b.any(dim=1, keepdim=True), torch.all(b), "
+        "x.cumsum(0), torch.cumsum(x, dim=1)",
+        BOOL(3, 4),
+        F32(3, 4),
+        expect=("jnp.all(b, axis=1)", "jnp.cumsum(x, axis=0)"),
+    ),
+    C(
+        "norm",
+        "x",
+        'return x.norm(), x.norm(dim=1), x.norm(2, -1, True), x.norm(p=1, dim=0), torch.norm(x), x.norm(p="fro"), '
+        'torch.norm(x, dim=(0, 1)), x.norm(float("inf"), 1), torch.linalg.vector_norm(x, 3, 1)',
+        F32(3, 4),
+        expect=("jnp.linalg.vector_norm(x)", "jnp.linalg.vector_norm(x, ord=2, axis=-1, keepdims=True)"),
+    ),
+    # -- activations
+    C(
+        "relu-family",
+        "x",
+        "return torch.relu(x), x.relu(), F.relu(x), F.relu(x.clone(), inplace=True), F.relu6(x * 4), F.leaky_relu(x), "
+        "F.leaky_relu(x, 0.2), F.elu(x), F.elu(x, alpha=0.5), F.silu(x), F.hardswish(x * 4), "
+        "F.hardsigmoid(x * 4), F.mish(x)",
+        F32(4, 6),
+        expect=("jax.nn.relu(x)", "jax.nn.leaky_relu(x)", "jax.nn.leaky_relu(x, negative_slope=0.2)"),
+        said=("argument 'inplace' of relu has no equivalent in jax and was dropped",),
+    ),
+    C(
+        "gelu-exact-by-default-tanh-on-request",
+        "x",
+        'return F.gelu(x), F.gelu(x, approximate="tanh"), F.gelu(x, approximate="none")',
+        F32(4, 6),
+        expect=("jax.nn.gelu(x, approximate=False)", "jax.nn.gelu(x, approximate=True)"),
+    ),
+    C(
+        # keyword arguments only: the pass-through pattern's `{*args}` takes none of them
+        "sdpa-keyword-arguments-only",
+        "q, k, v",
+        "return F.scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True)",
+        F32(2, 3, 5, 4),
+        F32(2, 3, 5, 4),
+        F32(2, 3, 5, 4),
+        expect=("scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True)",),
+    ),
+    C(
+        "sigmoid-tanh-softplus",
+        "x",
+        "return torch.sigmoid(x), x.sigmoid(), F.sigmoid(x), torch.tanh(x), x.tanh(), F.tanh(x), "
+        "F.softplus(x * 15), F.softplus(x, beta=2.0), F.softplus(x * 15, 1, 5), F.softplus(x, 1.0, 20.0)",
+        F32(4, 6),
+        expect=(
+            "jax.nn.softplus(x * 15)",
+            "torch_softplus(x, 2.0)",
+            "torch_softplus(x * 15, 1, 5), jax.nn.softplus(x)",
+        ),
+    ),
+    C(
+        "softmax-log-softmax-dim",
+        "x",
+        "return F.softmax(x, dim=-1), F.softmax(x, 0), torch.softmax(x, 1), x.softmax(-1), x.softmax(dim=0), "
+        "F.log_softmax(x, dim=1), torch.log_softmax(x, -1), x.log_softmax(0), F.softmax(x, -1, dtype=torch.float32)",
+        F32(3, 4, 5),
+        expect=("jax.nn.softmax(x, axis=-1)", "jax.nn.softmax(x.astype(jnp.float32), axis=-1)"),
+    ),
+    C(
+        "normalize",
+        "x",
+        "return F.normalize(x), F.normalize(x, dim=-1), F.normalize(x, p=1.0, dim=0), F.normalize(x * 0, eps=1e-6)",
+        F32(3, 4),
+        expect=("torch_normalize(x)", "torch_normalize(x, dim=-1)", "torch_normalize(x, 1.0, 0)"),
+    ),
+    # -- Python values out of tensors
+    C(
+        "item-tolist",
+        "x",
+        "return x.sum().item(), x[0, 0].item(), x.tolist(), (x > 0).tolist()",
+        F32(2, 3),
+    ),
+    # -- matrix products with scaling, losses, devices and grad/autocast plumbing
+    C(
+        "addmm-baddbmm-beta-alpha",
+        "b, m1, m2, bb, b1, b2",
+        "return torch.addmm(b, m1, m2), torch.addmm(b + 1, m1, m2, beta=0.5, alpha=2.0), "
+        "torch.baddbmm(bb, b1, b2), bb.baddbmm(b1, b2, beta=2)",
+        F32(3, 5),
+        F32(3, 4),
+        F32(4, 5),
+        F32(2, 3, 5),
+        F32(2, 3, 4),
+        F32(2, 4, 5),
+        expect=("b + jnp.matmul(m1, m2)", "0.5 * (b + 1) + 2.0 * jnp.matmul(m1, m2)"),
+    ),
+    C(
+        "losses-with-torch-options",
+        "x, y, t, logits",
+        "return (F.mse_loss(x, y), F.l1_loss(x, y, reduction='sum'), "
+        "F.binary_cross_entropy_with_logits(x, torch.sigmoid(y), pos_weight=torch.full((4,), 2.0)), "
+        "F.nll_loss(F.log_softmax(logits, dim=1), t, ignore_index=1))",
+        F32(3, 4),
+        F32(3, 4),
+        I64(6, high=5),
+        F32(6, 5),
+    ),
+    C(
+        "from-numpy-device-cuda-queries",
+        "x",
+        """
+        import numpy as np
+        base = torch.from_numpy(np.arange(6, dtype=np.float32))
+        z = torch.zeros(2, device=x.device) + torch.cuda.device_count()
+        return base, z, torch.cuda.is_available()
+        """,
+        F32(2),
+    ),
+    C(
+        "round-divide-diff-checkpoint",
+        "x, y",
+        """
+        import torch.utils.checkpoint as cp
+        rounded = (torch.round(x * 3), (x * 300).round(decimals=-2))
+        divided = (torch.divide(x, y), torch.div(x, y, rounding_mode="floor"), x.div(y, rounding_mode="trunc"))
+        checkpointed = cp.checkpoint(lambda a, b: a * b, x, y, use_reentrant=False)
+        arithmetic = (torch.add(x, y), torch.add(x, y, alpha=2), torch.sub(x, y, alpha=0.5), torch.mul(x, y), x.mul(2))
+        return rounded, divided, torch.diff(x), x.diff(dim=0), checkpointed, arithmetic
+        """,
+        F32(3, 4),
+        POS(3, 4),
+        expect=(
+            "jnp.floor_divide(x, y)",
+            "jnp.trunc(jnp.true_divide(x, y))",
+            "jnp.diff(x, axis=0)",
+            "jnp.add(x, 2 * y)",
+        ),
+    ),
+    C(
+        "float-predicates-and-bitwise",
+        "x, m, n, i, j",
+        """
+        y = x / (x - x.round())
+        preds = (torch.isinf(y), y.isnan(), torch.isfinite(x), (x * 0).isinf())
+        bits = (torch.bitwise_xor(m, n), m.bitwise_and(n), torch.bitwise_or(m, n), torch.bitwise_not(m))
+        return preds, bits, torch.bitwise_xor(i, j), i.bitwise_and(j), torch.bitwise_not(i)
+        """,
+        F32(3, 4),
+        BOOL(3, 4),
+        BOOL(3, 4),
+        I64(3, 4, high=16),
+        I64(3, 4, high=16),
+    ),
+    C(
+        "linspace",
+        "x",
+        'return torch.linspace(0, 1, 5), torch.linspace(-2.5, x.shape[0], 7, device="cpu"), '
+        "torch.linspace(0, 10, 3, dtype=torch.float32)",
+        F32(4),
+    ),
+    C(
+        "autocast-disabled-region",
+        "x",
+        """
+        with torch.autocast("cpu", enabled=False):
+            y = x * 2
+        return y
+        """,
+        F32(3),
+        expect=('with torch_autocast(None, "bfloat16", enabled=False):',),  # rules/torch_autocast_model.py
+    ),
+    C(
+        "autocast-disabled-object",  # not a `with` item: the op table's autocast_disabled
+        "x",
+        """
+        ctx = torch.autocast("cpu", enabled=False)
+        with ctx:
+            y = x * 2
+        return y
+        """,
+        F32(3),
+    ),
+]
+
+
+@pytest.mark.filterwarnings("ignore:torch.meshgrid")  # the reference run of meshgrid without indexing=
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_converted_code_computes_what_torch_computes(case: Case) -> None:
+    result = transpile(case.source, to="jax", path="case.py")
+    messages = [d.format() for d in result.diagnostics]
+    assert not result.unsupported and not result.errors, messages
+    assert "torch." not in result.code.split("def f(", 1)[1], result.code
+    for text in case.expect:
+        assert text in result.code, (text, result.code)
+    for text in case.said:
+        assert any(text in m for m in messages), (text, messages)
+
+    assert_same(*run_both(case.id, case.source, result.code, case.inputs))
+
+
+def test_max_dim_result_has_values_and_indices() -> None:
+    src = HEADER + "def f(x):\n    return x.max(1)\n"
+    ns: dict[str, Any] = {}
+    exec(compile(transpile(src, to="jax").code, "converted.py", "exec"), ns)
+    result = ns["f"](jnp.asarray([[1.0, 3.0, 2.0], [5.0, 4.0, 6.0]]))
+    values, indices = result
+    assert result.values is values and result.indices is indices
+    assert values.tolist() == [3.0, 6.0] and indices.tolist() == [1, 2]
+
+
+def test_arange_warning_is_said_once_per_file() -> None:
+    src = HEADER + "def f(n):\n    return torch.arange(n), torch.arange(2, n)\n\n\ng = torch.arange(3)\n"
+    result = transpile(src, to="jax", path="m.py")
+    warnings = [d.format() for d in result.diagnostics if "torch.arange of integers" in d.message]
+    assert warnings == [
+        "m.py:6:12: warning: torch.arange of integers without dtype= makes int64, jax.numpy.arange int32 "
+        "unless jax_enable_x64 is set (the values agree while they fit in int32)"
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.nn.functional through the Flax runtime: the text they are converted to
+# ----------------------------------------------------------------------------------------------
+
+SHIMMED = [
+    (
+        "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+        "scaled_dot_product_attention(q, k, v, is_causal=True)",
+    ),
+    (
+        "F.scaled_dot_product_attention(query=q, key=k, value=v)",
+        "scaled_dot_product_attention(query=q, key=k, value=v)",
+    ),
+    ("F.pad(**opts)", "pad(**opts)"),
+    ('F.interpolate(x, scale_factor=2, mode="nearest")', 'interpolate(x, scale_factor=2, mode="nearest")'),
+    ("F.pad(x, (1, 1, 2, 0), value=0.5)", "pad(x, (1, 1, 2, 0), value=0.5)"),
+    ("F.dropout(x, p=0.1, training=self_training)", "dropout(x, p=0.1, training=self_training)"),
+    ("F.layer_norm(x, (4,), w, b, eps=1e-6)", "layer_norm(x, (4,), w, b, eps=1e-6)"),
+    ("F.group_norm(x, 2, w, b)", "group_norm(x, 2, w, b)"),
+    ("F.batch_norm(x, m, v, training=False)", "batch_norm(x, m, v, training=False)"),
+    ("F.linear(x, w, b)", "linear(x, w, b)"),
+    ("F.embedding(i, w, padding_idx=0)", "embedding(i, w, padding_idx=0)"),
+    ('F.cross_entropy(x, t, reduction="sum", **kw)', 'cross_entropy(x, t, reduction="sum", **kw)'),
+    ("F.conv1d(x, w, stride=2)", "conv1d(x, w, stride=2)"),
+    ("F.conv2d(x, w, b, 1, 1)", "conv2d(x, w, b, 1, 1)"),
+    ("F.max_pool1d(x, 2)", "max_pool1d(x, 2)"),
+    ("F.max_pool2d(x, 3, 2, 1)", "max_pool2d(x, 3, 2, 1)"),
+    ("F.avg_pool1d(x, 2)", "avg_pool1d(x, 2)"),
+    ("F.avg_pool2d(x, kernel_size=2, *rest)", "avg_pool2d(x, *rest, kernel_size=2)"),
+    ("F.adaptive_avg_pool1d(x, 1)", "adaptive_avg_pool1d(x, 1)"),
+    ("F.adaptive_avg_pool2d(x, (1, 1))", "adaptive_avg_pool2d(x, (1, 1))"),
+    ("F.adaptive_max_pool2d(x, 7)", "adaptive_max_pool2d(x, 7)"),
+    ("torch.unflatten(x, 1, (2, 3))", "unflatten(x, 1, (2, 3))"),
+    ("x.unflatten(-1, (2, -1))", "unflatten(x, -1, (2, -1))"),
+]
+
+
+@pytest.mark.parametrize(("call", "shim_call"), SHIMMED, ids=[c for c, _ in SHIMMED])
+def test_functional_calls_become_torch_signature_shims(call: str, shim_call: str) -> None:
+    """The Flax runtime's functions take torch's signatures: arguments pass through as written."""
+    result = transpile(f"{HEADER}y = {call}\n", to="jax", path="m.py")
+    rewrites = [r.after for r in result.rewrites if r.rule == "op-pattern"]
+    module = runtime_module_of("flax", shim_call.split("(", 1)[0])
+    assert f"{module}.{shim_call}" in rewrites, rewrites
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert f"y = {shim_call}\n" in result.code
+
+
+def test_functional_dropout_warns_about_its_generator() -> None:
+    result = transpile(HEADER + "y = F.dropout(x, 0.5)\n", to="jax", path="m.py")
+    assert any("rngs=" in d.message and d.severity == "warning" for d in result.diagnostics)
+
+
+# ----------------------------------------------------------------------------------------------
+# What must not be touched, and what must be reported
+# ----------------------------------------------------------------------------------------------
+
+NOT_TENSORS = """\
+import os
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x, line, d, s, path):
+        parts = line.split(",")
+        words = "a b".split()
+        fields = line.split()
+        kv = line.split(sep="=", maxsplit=1)
+        head, tail = os.path.split(path)
+        pieces = np.split(np.arange(6), 3)
+        items = d.items()
+        keys = list(d.keys())
+        size = d.get("size")
+        y = self.norm(x)
+        z = self.relu(y)
+        w = self.flatten(z)
+        n = [1, 2].index(2)
+        return parts, words, fields, kv, head, pieces, items, keys, size, w, n, s.view(-1)
+"""
+
+
+def test_str_dict_list_and_module_methods_are_left_alone() -> None:
+    result = transpile(NOT_TENSORS, to="jax", path="m.py")
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    body = result.code.split("class Net", 1)[1]
+    for line in NOT_TENSORS.split("class Net", 1)[1].splitlines()[2:-1]:
+        assert line in body, line
+    assert "s.reshape(-1)" in body  # ... while the tensor method on the same line is converted
+
+
+def test_string_split_still_runs_after_conversion() -> None:
+    src = HEADER + 'def f(x, line):\n    parts = line.split(",")\n    return x.split(2), parts, line.split()\n'
+    ns: dict[str, Any] = {}
+    exec(compile(transpile(src, to="jax").code, "converted.py", "exec"), ns)
+    pieces, parts, words = ns["f"](jnp.arange(5.0), "a,b c")
+    assert [p.tolist() for p in pieces] == [[0.0, 1.0], [2.0, 3.0], [4.0]]
+    assert parts == ["a", "b c"] and words == ["a,b", "c"]
+
+
+UNSUPPORTED = [
+    ("torch.randn(2, 3)", "torch.randn has no mapping to jax: torch.randn draws from torch's global random generator"),
+    ("torch.rand(4, 2)", "call jax.random.uniform(key, shape)"),
+    ("torch.rand_like(x)", "call jax.random.uniform(key, x.shape, x.dtype)"),
+    ("torch.randint(0, 10, (3,))", "call jax.random.randint(key, shape, low, high)"),
+    ("torch.randn_like(x)", "jax.random.normal(key, x.shape, x.dtype)"),
+    ("torch.randperm(5)", "jax.random.permutation(key, n)"),
+    ("F.softmax(x)", "torch.nn.functional.softmax has no mapping to jax: without dim= torch picks the dim"),
+    ("F.softmax(x, dim=None)", "torch.nn.functional.softmax has no mapping to jax: without dim="),
+    ("F.log_softmax(x)", "torch.nn.functional.log_softmax has no mapping to jax: without dim="),
+    ("F.gelu(x, approximate=mode)", "gelu with these arguments has no equivalent in jax"),
+    ("x.view(torch.int16)", ".view(...) call could not be converted to jax: no pattern matches its arguments"),
+    ("torch.cat([x, x], out=y)", "torch.cat has no mapping to jax"),
+    ("x.std(unbiased=flag)", ".std(...) call could not be converted to jax"),
+]
+
+
+@pytest.mark.parametrize(("expr", "message"), UNSUPPORTED, ids=[e for e, _ in UNSUPPORTED])
+def test_unsupported_forms_are_reported_with_position(expr: str, message: str) -> None:
+    src = HEADER + f"def f(x, y, mode, flag):\n    return 1, {expr}\n"
+    result = transpile(src, to="jax", path="m.py")
+    reported = [d.format() for d in result.unsupported]
+    assert reported == [f"m.py:6:15: unsupported: {message}"] or any(
+        r.startswith("m.py:6:15: unsupported: ") and message in r for r in reported
+    ), reported
+    # kept (its arguments converted: a dtype symbol becomes JAX's), marked above
+    assert f"    return 1, {expr.replace('torch.int16', 'jnp.int16')}\n" in result.code
+    assert "# ptranspile: unsupported: " in result.code
+
+
+def test_method_names_on_literals_and_plain_imports_are_not_tensor_calls() -> None:
+    src = 'import torch\nimport re\na = re.split(",", s)\nb = "x".split(",")\nc = ["a"].index("a")\n'
+    result = transpile(src, to="jax", path="m.py")
+    assert result.code.endswith('a = re.split(",", s)\nb = "x".split(",")\nc = ["a"].index("a")\n')
+    assert not result.unsupported
+
+
+# ----------------------------------------------------------------------------------------------
+# Every op of the table is exercised by the cases above
+# ----------------------------------------------------------------------------------------------
+
+
+def test_every_tensor_op_is_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
+    used: set[str] = set()
+    emit = op_patterns_any.OpPatterns._emit
+
+    def recording(self, ctx, op, match, original):  # type: ignore[no-untyped-def]
+        used.add(op.name)
+        return emit(self, ctx, op, match, original)
+
+    monkeypatch.setattr(op_patterns_any.OpPatterns, "_emit", recording)
+    sources = [c.source for c in CASES] + [f"{HEADER}y = {call}\n" for call, _ in SHIMMED]
+    sources += [HEADER + f"def f(x, y, mode, flag):\n    return {expr}\n" for expr, _ in UNSUPPORTED]
+    for src in sources:
+        transpile(src, to="jax")
+    table = {name for name, op in load_mappings().ops.items() if "tensor_ops.yaml:" in op.origin}
+    assert table - used == set()

@@ -1,0 +1,102 @@
+"""Verification cannot be fooled or starved: user code that raises SystemExit (or any other
+BaseException) is a failed verification, never exit 0 without a verdict; an original whose
+outputs are non-finite is reported as such, never PASSED; input specs over the memory budget are
+refused before anything is allocated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from precision_transpiler.verify.metrics import compare
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.needs_torch
+
+MODEL = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        {body}
+"""
+ARGS = ["--entry", "Net()", "--input", "float32[2,4]", "--no-layers"]
+
+
+def _files(tmp_path: Path, body: str, converted_body: str | None = None) -> tuple[str, str]:
+    original, converted = tmp_path / "net.py", tmp_path / "net_fp32.py"
+    original.write_text(MODEL.format(body=body))
+    converted.write_text(MODEL.format(body=converted_body or body))
+    return str(original), str(converted)
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "expected"),
+    [
+        ("raise SystemExit(0)", 2, "SystemExit"),
+        ("raise KeyboardInterrupt", 130, "interrupted"),
+        ("raise GeneratorExit('bye')", 2, "GeneratorExit"),
+    ],
+)
+def test_base_exceptions_in_forward_never_pass_silently(tmp_path: Path, body: str, code: int, expected: str) -> None:
+    run = run_cli("verify", *_files(tmp_path, body), *ARGS, "-q")
+    assert run.code == code, run.err
+    errors = [ln for ln in run.err.splitlines() if ln.startswith("ptranspile: error")]
+    assert len(errors) == 1 and expected in errors[0], run.err
+    assert "Traceback" not in run.err
+
+
+def test_system_exit_at_import_and_in_convert_and_verify(tmp_path: Path) -> None:
+    original = tmp_path / "boom.py"
+    original.write_text(MODEL.format(body="return self.fc(x)") + "\nraise SystemExit(0)\n")
+    run = run_cli(str(original), "--to", "torch", "-o", str(tmp_path / "out.py"), "--verify", *ARGS)
+    assert run.code == 2, run.err
+    assert run.err.count("ptranspile: error") == 1 and "SystemExit" in run.err, run.err
+    assert not (tmp_path / "out.py").exists()
+
+
+def test_an_original_with_only_non_finite_outputs_fails(tmp_path: Path) -> None:
+    run = run_cli("verify", *_files(tmp_path, "return self.fc(x) * float('nan')"), *ARGS)
+    assert run.code == 1, run.err
+    assert "PASSED" not in run.err and "non-finite" in run.err, run.err
+
+
+def test_entries_finite_in_the_original_are_compared(tmp_path: Path) -> None:
+    body = "y = self.fc(x)\n        return torch.where(y > 0, y, torch.full_like(y, float('nan')))"
+    run = run_cli("verify", *_files(tmp_path, body), *ARGS, "-q")
+    assert run.code == 0, run.err  # the same model: the finite entries agree
+    wrong = body.replace("return torch.where(y > 0, y,", "return torch.where(y > 0, y * 2,")
+    run = run_cli("verify", *_files(tmp_path, body, wrong), *ARGS, "-q")
+    assert run.code == 1 and "FAILED" in run.err, run.err
+
+
+def test_compare_counts_values_the_converted_lost_where_the_original_was_finite() -> None:
+    errors = compare(np.array([np.nan, 1.0, 2.0]), np.array([5.0, np.inf, 2.0]))
+    assert errors.nonfinite_original == 1 and errors.nonfinite_converted == 1
+    assert errors.new_nonfinite == 1  # position 1: finite in the original, not in the converted
+    assert errors.rel_err == 0.0  # the one entry finite in both agrees
+    nothing = compare(np.array([np.nan, np.inf]), np.array([np.nan, np.inf]))
+    assert nothing.rel_err is None and nothing.finite_original == 0
+
+
+def test_inputs_over_the_memory_budget_are_refused_up_front(tmp_path: Path) -> None:
+    original, converted = _files(tmp_path, "return self.fc(x)")
+    run = run_cli("verify", original, converted, "--entry", "Net()", "--input", "float32[1000000,1000000,4]")
+    assert run.code == 2, run.err
+    lines = run.err.splitlines()
+    assert len(lines) == 1 and "float32[1000000,1000000,4]" in lines[0], run.err
+    assert "MemoryError" not in run.err and "1024 MB" in lines[0] and "--max-input-mb" in lines[0], run.err
+    small = ["--entry", "Net()", "--input", "float32[1000,1000]"]
+    run = run_cli("verify", original, converted, *small, "--max-input-mb", "1")
+    assert run.code == 2 and "1 MB" in run.err and "4 MB" in run.err, run.err
+    (tmp_path / "pyproject.toml").write_text("[tool.ptranspile]\nmax-input-mb = 1\n")
+    run = run_cli("verify", original, converted, *small, cwd=tmp_path)
+    assert run.code == 2 and "float32[1000,1000]" in run.err, run.err
