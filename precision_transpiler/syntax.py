@@ -20,3 +20,29 @@ def dotted_name(node: cst.CSTNode) -> str | None:
         base = dotted_name(node.value)
         return None if base is None else f"{base}.{node.attr.value}"
     return None
+
+
+_OPERATOR_SYMBOLS: dict[type[cst.CSTNode], str] = {
+    cst.Add: "+",
+    cst.Subtract: "-",
+    cst.Multiply: "*",
+    cst.Divide: "/",
+    cst.FloorDivide: "//",
+    cst.Modulo: "%",
+    cst.Power: "**",
+    cst.MatrixMultiply: "@",
+    cst.AddAssign: "+",
+    cst.SubtractAssign: "-",
+    cst.MultiplyAssign: "*",
+    cst.DivideAssign: "/",
+    cst.FloorDivideAssign: "//",
+    cst.ModuloAssign: "%",
+    cst.PowerAssign: "**",
+    cst.MatrixMultiplyAssign: "@",
+}
+
+
+def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
+    """The arithmetic operator as Python spells it ("*" for both `a * b` and `a *= b`), the key
+    of mappings/frameworks.yaml's `operators`; None for bitwise operators."""
+    return _OPERATOR_SYMBOLS.get(type(operator))

@@ -18,18 +18,25 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-_NOT_LAYERS = frozenset({"torch.nn.Module", "torch.nn.Parameter", "torch.nn.Buffer"})
-_NOT_LAYER_PACKAGES = ("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.parameter.")
+from precision_transpiler.mappings.model import FrameworkInfo
+from precision_transpiler.mappings.registry import load_mappings
+
 _FACTORY_SUFFIXES = ("_layer", "layer", "block", "Block", "_cls", "_module", "norm", "act", "activation")
 
 
+def _torch() -> FrameworkInfo:
+    """torch as mappings/frameworks.yaml describes it (module bases, where layer classes live)."""
+    return load_mappings().frameworks["torch"]
+
+
 def is_layer_symbol(qualified: str | None) -> bool:
-    """`torch.nn.Conv2d` and friends: classes under torch.nn (not Module/Parameter/functions)."""
-    if not qualified or not qualified.startswith("torch.nn.") or qualified in _NOT_LAYERS:
-        return False
-    if qualified.startswith(_NOT_LAYER_PACKAGES):
-        return False
-    return qualified.rsplit(".", 1)[-1][:1].isupper()
+    """`torch.nn.Conv2d` and friends: torch's layer classes (not Module/Parameter/functions)."""
+    return _torch().is_layer_class(qualified)
+
+
+def is_module_base(qualified: str | None) -> bool:
+    """`torch.nn.Module`, under any name it is importable as."""
+    return _torch().is_module_base(qualified)
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -110,10 +117,10 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                 continue
             for base in cls.bases:
                 q = resolve(base, bindings)
-                if q is not None and q != "torch.nn.Module" and is_layer_symbol(q):
+                if q is not None and is_layer_symbol(q):
                     result.layer_bases[cls.name] = q
                 if (
-                    q == "torch.nn.Module"
+                    is_module_base(q)
                     or is_layer_symbol(q)
                     or dotted(base) in result.module_classes
                     or (not strict and _imported_module_class(cls, base, bindings))

@@ -13,6 +13,20 @@ if TYPE_CHECKING:
     from precision_transpiler.mappings.model import MappingSet
 
 _TARGET_KEYS = ("call", "shim", "args", "keywords", "defaults", "drop", "reference", "rngs", "attributes")
+#: how a torch parameter's array becomes the target's (mappings/layers/torch_nn.yaml's header);
+#: precision_transpiler/weights/torch_to_flax.py implements each
+LAYOUTS = ("same", "transposed", "conv_kernel", "conv_transpose_kernel")
+#: torch code reading a renamed parameter (`self.fc.weight`) gets this, per layout
+_ATTRIBUTE_READS = {"same": "{{layer}}.{name}[...]", "transposed": "{{layer}}.{name}[...].T"}
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Where the target keeps one torch parameter or buffer: `name` in `layout`, or nowhere
+    (`name` None: the torch entry is accepted and dropped when loading weights)."""
+
+    name: str | None
+    layout: str = "same"
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,39 @@ def _qualified(value: Any) -> bool:
     )
 
 
+def _params(raw: Any, where: Any, line: int, ctx: str) -> dict[str, ParamLayout]:
+    """One class of the `params:` section: `torch name: target name | {name, layout} | null`."""
+    if not hasattr(raw, "items"):
+        raise where.error(line, ctx, "expected torch name: target name (or {name, layout}, or null) pairs")
+    params: dict[str, ParamLayout] = {}
+    for torch_name, value in raw.items():
+        if value is None:
+            params[str(torch_name)] = ParamLayout(None)
+            continue
+        if isinstance(value, str):
+            value = {"name": value}
+        if not hasattr(value, "items") or set(value) - {"name", "layout"} or not isinstance(value.get("name"), str):
+            raise where.error(line, f"{ctx}.{torch_name}", "expected a target name or {name, layout}")
+        layout = value.get("layout", "same")
+        if layout not in LAYOUTS:
+            raise where.error(
+                line, f"{ctx}.{torch_name}.layout", f"expected one of {', '.join(LAYOUTS)}, got {layout!r}"
+            )
+        if not str(value["name"]).isidentifier():
+            raise where.error(line, f"{ctx}.{torch_name}.name", f"{value['name']!r} is not an attribute name")
+        params[str(torch_name)] = ParamLayout(str(value["name"]), str(layout))
+    return params
+
+
+def _implied_attributes(params: dict[str, ParamLayout]) -> dict[str, str]:
+    """What torch code reading a renamed parameter gets, where the layout says it."""
+    return {
+        torch_name: _ATTRIBUTE_READS[p.layout].format(name=p.name)
+        for torch_name, p in params.items()
+        if p.name is not None and p.name != torch_name and p.layout in _ATTRIBUTE_READS
+    }
+
+
 def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
     """Validate a `kind: layers` table and merge it into `result.layers`."""
     zoo = data.get("zoo")
@@ -76,6 +123,15 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
             if key not in ("calls", "decorators", "bases", "names"):
                 raise where.error(data.line, f"zoo.{key}", "expected one of calls, decorators, bases, names")
             result.zoo.setdefault(str(key), []).extend(str(n) for n in names)
+    params = data.get("params")
+    if params is not None:  # first: a `call` target's attribute reads follow from its class's params
+        if not hasattr(params, "items"):
+            raise where.error(data.line, "params", "expected target class: {torch name: ...} pairs")
+        for cls, spec in params.items():
+            line = params.lines.get(cls, data.line)
+            if not _qualified(cls):
+                raise where.error(line, f"params.{cls}", f"{cls!r} is not a qualified name")
+            result.layer_params[str(cls)] = _params(spec, where, line, f"params.{cls}")
     symbols = data.get("symbols")
     if symbols is not None:
         if not hasattr(symbols, "items"):
@@ -87,8 +143,8 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 )
             result.layer_symbols.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in per_fw.items()})
     layers = data.get("layers")
-    if layers is None and symbols is not None:
-        return  # a table of symbols only (mappings/layers/transformers.yaml)
+    if layers is None and (symbols is not None or params is not None):
+        return  # a table of symbols or params only (mappings/layers/transformers.yaml)
     if not hasattr(layers, "items"):
         raise where.error(data.line, "layers", "expected a mapping of torch layer symbols")
     for symbol, spec in layers.items():
@@ -126,6 +182,8 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 for used in (*args, *keywords.values(), *drop):
                     if used not in names:
                         raise where.error(line, f"{ctx}.{fw}", f"{used!r} is not a parameter of the signature")
+            params = result.layer_params.get(str(raw.get("call")), {})
+            attributes = {str(k): str(v) for k, v in dict(raw.get("attributes", {})).items()}
             targets[str(fw)] = LayerTarget(
                 call=raw.get("call"),
                 shim=raw.get("shim"),
@@ -135,6 +193,6 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 drop=drop,
                 reference=raw.get("reference"),
                 rngs=bool(raw.get("rngs", str(fw) == "jax")),  # Keras layers take no rngs
-                attributes={str(k): str(v) for k, v in dict(raw.get("attributes", {})).items()},
+                attributes={**_implied_attributes(params), **attributes},
             )
         result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")

@@ -15,11 +15,36 @@ FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "tf", "numpy")
 
 @dataclass(frozen=True)
 class FrameworkInfo:
+    """One framework of mappings/frameworks.yaml (the file's header explains each field)."""
+
     name: str
     display: str
     roots: tuple[str, ...]
     imports: dict[str, str]  # module -> preferred alias
     companions: tuple[str, ...] = ()  # other modules its emitted code uses
+    module_bases: tuple[str, ...] = ()  # base classes of user modules, under every import name
+    layer_namespaces: tuple[str, ...] = ()  # where layer classes live
+    not_layers: tuple[str, ...] = ()  # names (or namespaces) there that are not layer classes
+    model_bases: tuple[str, ...] = ()  # base classes of whole models
+    model_calls: tuple[str, ...] = ()  # calls that build a whole model from layers
+    sequential_calls: tuple[str, ...] = ()  # calls that build a sequential container
+    operators: dict[str, str] = field(default_factory=dict)  # "+" -> function with torch's promotion
+
+    def is_module_base(self, qualified: str | None) -> bool:
+        """`torch.nn.Module` (under any of its names) for torch."""
+        return qualified is not None and qualified in self.module_bases
+
+    def is_layer_class(self, qualified: str | None) -> bool:
+        """A layer class of the framework (`torch.nn.Conv2d`, `flax.nnx.Linear`, a runtime
+        class): a capitalised name under `layer_namespaces`, not a module base nor excluded.
+        The one place the converters and policies tell a layer class from a function."""
+        if not qualified or qualified in self.module_bases:
+            return False
+        if any(qualified == n or qualified.startswith(n + ".") for n in self.not_layers):
+            return False
+        if not any(qualified.startswith(n + ".") for n in self.layer_namespaces):
+            return False
+        return qualified.rsplit(".", 1)[1][:1].isupper()
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,9 @@ class OpSpec:
     once: bool = False
     #: framework -> why the op has no pattern there (said instead of a bare "no mapping")
     unsupported: dict[str, str] = field(default_factory=dict)
+    #: what the result holds when that is not its input's dtype: "int" (indices, counts, integer
+    #: ranges: `torch.argmax`, `torch.arange(n)`; a float argument or a `dtype` overrides it)
+    returns: str | None = None
 
 
 @dataclass
@@ -57,6 +85,8 @@ class MappingSet:
     layers: dict[str, Any] = field(default_factory=dict)
     #: model-zoo names dropped when converting between frameworks: {"calls"|"decorators"|"bases": [...]}
     zoo: dict[str, list[str]] = field(default_factory=dict)
+    #: target class -> torch parameter/buffer name -> ParamLayout (the layer tables' `params:`)
+    layer_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: other torch symbols with a direct counterpart: symbol -> framework -> target symbol
     layer_symbols: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
@@ -118,6 +148,25 @@ class MappingSet:
                 for symbol in symbols:
                     index.setdefault(fw, {}).setdefault(symbol, cls)
         return index
+
+    def integer_results(self, framework: str) -> tuple[frozenset[str], frozenset[str]]:
+        """(qualified functions, method names) of `framework` whose result holds integers: the
+        patterns of ops with `returns: int`, and patterns that bind `dtype` to an integer type
+        (`{x}.long()`)."""
+        key = f"integer-results:{framework}"
+        if key not in self.caches:
+            functions: set[str] = set()
+            methods: set[str] = set()
+            for op in self.ops.values():
+                for pattern in op.patterns.get(framework, ()):
+                    bound = pattern.bind.get("dtype")
+                    if op.returns == "int" or (isinstance(bound, str) and bound.startswith(("int", "uint"))):
+                        if pattern.method_name:
+                            methods.add(pattern.method_name)
+                        elif pattern.function_name:
+                            functions.add(pattern.function_name)
+            self.caches[key] = (frozenset(functions), frozenset(methods))
+        return self.caches[key]
 
     @cached_property
     def method_names(self) -> dict[str, frozenset[str]]:

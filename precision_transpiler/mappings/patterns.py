@@ -205,6 +205,20 @@ class Pattern:
                 return expr.func.attr.value
         return None
 
+    @property
+    def function_name(self) -> str | None:
+        """`torch.argmax` for `torch.argmax({x:input}, ...)`: the function a call pattern calls."""
+        expr = self.expr
+        if isinstance(expr, cst.Call) and self.method_name is None:
+            parts: list[str] = []
+            node: cst.BaseExpression = expr.func
+            while isinstance(node, cst.Attribute):
+                parts.append(node.attr.value)
+                node = node.value
+            if isinstance(node, cst.Name) and node.value not in self.placeholders:
+                return ".".join([node.value, *reversed(parts)])
+        return None
+
     @cached_property
     def positional_groups(self) -> tuple[tuple[tuple[cst.Arg, str], ...], ...]:
         """Per call whose positional placeholders include one that may be absent: those

@@ -31,6 +31,8 @@ ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 #: `s.split(",")` on a string is never read as a tensor split.
 PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "int", "ints"})
 _BIND_SCALARS = (str, int, float, bool, type(None))
+#: values of an op's `returns:` (what its result holds when that is not its input's dtype)
+OP_RESULTS = frozenset({"int"})
 
 
 def builtin_mappings_dir() -> Path:
@@ -266,14 +268,45 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         ctx = f"frameworks.{name}."
         if not isinstance(spec, LineDict):
             raise where.error(frameworks.lines[name], f"frameworks.{name}", "expected a mapping")
-        _unknown_keys(where, spec, ("display", "roots", "imports", "companions"), ctx)
+        _unknown_keys(where, spec, ("display", "roots", "imports", "companions", *_SYMBOL_LISTS, "operators"), ctx)
         roots = _str_list(where, spec, "roots", ctx)
         companions = _str_list(where, spec, "companions", ctx) if "companions" in spec else []
         imports = spec.get("imports", LineDict())
         if not isinstance(imports, LineDict) or not all(isinstance(v, str) for v in imports.values()):
             raise where.error(spec.lines.get("imports", spec.line), f"{ctx}imports", "expected module: alias pairs")
+        lists = {key: tuple(_qualified_list(where, spec, key, ctx)) for key in _SYMBOL_LISTS if key in spec}
+        operators = spec.get("operators", LineDict())
+        if not isinstance(operators, LineDict) or not all(
+            op in _OPERATORS and isinstance(f, str) and _is_qualified(f) for op, f in operators.items()
+        ):
+            raise where.error(
+                spec.lines.get("operators", spec.line),
+                f"{ctx}operators",
+                f"expected operator: qualified function pairs (operators: {' '.join(_OPERATORS)})",
+            )
         display = spec.get("display", name)
-        result.frameworks[name] = FrameworkInfo(name, str(display), tuple(roots), dict(imports), tuple(companions))
+        result.frameworks[name] = FrameworkInfo(
+            name, str(display), tuple(roots), dict(imports), tuple(companions), **lists, operators=dict(operators)
+        )
+
+
+#: frameworks.yaml keys that list qualified names (FrameworkInfo fields of the same names)
+_SYMBOL_LISTS = ("module_bases", "layer_namespaces", "not_layers", "model_bases", "model_calls", "sequential_calls")
+_OPERATORS = ("+", "-", "*", "/", "//", "%", "**", "@")
+
+
+def _is_qualified(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() and not keyword.iskeyword(part) for part in text.split("."))
+
+
+def _qualified_list(where: _Where, parent: LineDict, key: str, context: str) -> list[str]:
+    values = _str_list(where, parent, key, context)
+    for value in values:
+        if not _is_qualified(value):
+            raise where.error(
+                parent.lines.get(key, parent.line), f"{context}{key}", f"{value!r} is not a qualified name"
+            )
+    return values
 
 
 def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
@@ -329,7 +362,17 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         _unknown_keys(
             where,
             spec,
-            ("summary", "params", "drop", "warn_if_missing", "warn", "once", "unsupported", *sorted(framework_keys)),
+            (
+                "summary",
+                "params",
+                "drop",
+                "warn_if_missing",
+                "warn",
+                "once",
+                "unsupported",
+                "returns",
+                *sorted(framework_keys),
+            ),
             f"{ctx}.",
         )
         once = spec.get("once")
@@ -341,6 +384,11 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         ):
             raise where.error(
                 spec.lines.get("unsupported", line), f"{ctx}.unsupported", "expected framework: reason pairs"
+            )
+        returns = spec.get("returns")
+        if returns is not None and returns not in OP_RESULTS:
+            raise where.error(
+                spec.lines.get("returns", line), f"{ctx}.returns", f"expected one of {sorted(OP_RESULTS)}"
             )
         op_warn = spec.get("warn")
         if op_warn is not None and not isinstance(op_warn, str):
@@ -377,6 +425,7 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
             warn=op_warn if op_warn is not None else (previous.warn if previous else None),
             once=once if once is not None else (previous.once if previous else False),
             unsupported={**(previous.unsupported if previous else {}), **unsupported},
+            returns=returns if returns is not None else (previous.returns if previous else None),
         )
 
 

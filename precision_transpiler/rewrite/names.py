@@ -7,7 +7,7 @@ analyses every name of the module up front and alone costs more than the 0.5 s b
 an imported alias are ever resolved, against bindings read from Python's own `ast` of the
 enclosing scope (parameters, assignments, loop/with/except targets, walrus, nested defs,
 imports, `global`), walking outwards through enclosing functions and skipping class bodies,
-exactly as Python does. tests/test_names.py checks it against QualifiedNameProvider.
+exactly as Python does. tests/rewrite/test_names.py checks it against QualifiedNameProvider.
 """
 
 from __future__ import annotations

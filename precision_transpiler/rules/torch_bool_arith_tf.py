@@ -20,17 +20,16 @@ import libcst as cst
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.tensor_inference import known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.syntax import operator_symbol
 
-_OPS: dict[type[cst.BaseBinaryOp], str] = {
-    cst.Multiply: "keras.ops.multiply",
-    cst.Add: "keras.ops.add",
-    cst.Subtract: "keras.ops.subtract",
-}
-_AUG_OPS: dict[type[cst.BaseAugOp], str] = {
-    cst.MultiplyAssign: "keras.ops.multiply",
-    cst.AddAssign: "keras.ops.add",
-    cst.SubtractAssign: "keras.ops.subtract",
-}
+#: the operators rewritten; the function applying each with torch's promotion is the Keras
+#: framework's `operators` entry in mappings/frameworks.yaml
+_OPERATORS = ("*", "+", "-")
+
+
+def _promoting(ctx: RuleContext, operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
+    symbol = operator_symbol(operator)
+    return ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _OPERATORS else None
 
 
 @register
@@ -51,7 +50,7 @@ class TorchBoolArithTf(Rule):
         return ctx.source == "torch" and ctx.target == "tf"
 
     def leave_AugAssign(self, ctx: RuleContext, original: cst.AugAssign, updated: cst.AugAssign) -> cst.Assign | None:
-        op = _AUG_OPS.get(type(original.operator))
+        op = _promoting(ctx, original.operator)
         if op is None or not isinstance(original.target, cst.Name | cst.Attribute):
             return None
         if not self._tensor_comparison(ctx, original.value, original):
@@ -64,7 +63,7 @@ class TorchBoolArithTf(Rule):
     def leave_BinaryOperation(
         self, ctx: RuleContext, original: cst.BinaryOperation, updated: cst.BinaryOperation
     ) -> cst.BaseExpression | None:
-        op = _OPS.get(type(original.operator))
+        op = _promoting(ctx, original.operator)
         if op is None:
             return None
         if not any(self._tensor_comparison(ctx, side, original) for side in (original.left, original.right)):

@@ -19,28 +19,11 @@ import libcst as cst
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.tensor_inference import Where
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.syntax import operator_symbol
 
-_OPS: dict[type[cst.BaseBinaryOp], str] = {
-    cst.Add: "keras.ops.add",
-    cst.Subtract: "keras.ops.subtract",
-    cst.Multiply: "keras.ops.multiply",
-    cst.Divide: "keras.ops.true_divide",
-}
-#: torch functions whose result holds integers (arange only without float arguments or dtype)
-_INT_FUNCTIONS = frozenset(
-    {
-        "torch.arange",
-        "torch.randint",
-        "torch.argmax",
-        "torch.argmin",
-        "torch.argsort",
-        "torch.nonzero",
-        "torch.bucketize",
-        "torch.searchsorted",
-        "torch.randperm",
-    }
-)
-_INT_METHODS = frozenset({"long", "int", "argmax", "argmin", "argsort", "nonzero"})
+#: the operators rewritten; the function applying each with torch's promotion is the Keras
+#: framework's `operators` entry in mappings/frameworks.yaml
+_OPERATORS = ("+", "-", "*", "/")
 
 
 @register
@@ -66,7 +49,8 @@ class TorchIntPromotionTf(Rule):
     def leave_BinaryOperation(
         self, ctx: RuleContext, original: cst.BinaryOperation, updated: cst.BinaryOperation
     ) -> cst.BaseExpression | None:
-        op = _OPS.get(type(original.operator))
+        symbol = operator_symbol(original.operator)
+        op = ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _OPERATORS else None
         if op is None:
             return None
         left, right = original.left, original.right
@@ -84,12 +68,14 @@ class TorchIntPromotionTf(Rule):
     def _integers(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
         """A torch call returning integers, or a name bound only to such calls in this function."""
         if isinstance(node, cst.Call):
+            # ops with `returns: int` in the op tables, and casts to integer types (`.long()`)
+            functions, methods = ctx.mappings.integer_results("torch")
             qualified = ctx.qualified_name(node.func)
-            if qualified in _INT_FUNCTIONS:
+            if qualified in functions:
                 floats = any(isinstance(a.value, cst.Float) for a in node.args)
                 return not floats and not any(a.keyword is not None and a.keyword.value == "dtype" for a in node.args)
             func = node.func
-            return qualified is None and isinstance(func, cst.Attribute) and func.attr.value in _INT_METHODS
+            return qualified is None and isinstance(func, cst.Attribute) and func.attr.value in methods
         if isinstance(node, cst.Name):
             return self._int_names(ctx, anchor).get(node.value, False)
         return False

@@ -51,8 +51,9 @@ class TorchModules(Rule):
         bases = []
         changed = False
         for arg in updated.bases:
-            if ctx.qualified_name(arg.value) == "torch.nn.Module" or (
-                isinstance(arg.value, cst.Attribute | cst.Name) and dotted_name(arg.value) == "torch.nn.Module"
+            torch = ctx.mappings.frameworks["torch"]
+            if torch.is_module_base(ctx.qualified_name(arg.value)) or (
+                isinstance(arg.value, cst.Attribute | cst.Name) and torch.is_module_base(dotted_name(arg.value))
             ):
                 arg = arg.with_changes(value=ctx.expr_for("flax.nnx.Module"))
                 changed = True

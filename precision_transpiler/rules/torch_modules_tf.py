@@ -51,7 +51,7 @@ class TorchModulesKeras(Rule):
     name = "torch-module-keras"
     summary = "Turn nn.Module classes into Keras layers with torch's module behaviour (forward -> call)."
     EXAMPLES = (
-        # (class conversions carry the whole TorchModule shim: tests/test_torch_to_keras.py)
+        # (class conversions carry the whole TorchModule shim: tests/e2e/test_torch_to_keras.py)
         Example(
             "import torch.nn as nn\n\n\ndef is_layer(m):\n    return isinstance(m, (nn.Module, int))\n",
             "import keras\n\n\ndef is_layer(m):\n    return isinstance(m, (keras.layers.Layer, int))\n",
@@ -80,7 +80,7 @@ class TorchModulesKeras(Rule):
         layer_base = False
         for arg in original.bases:
             qualified = ctx.qualified_name(arg.value)
-            if qualified in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+            if ctx.mappings.frameworks["torch"].is_module_base(qualified):
                 return None
             if dotted_name(arg.value) in analysis.module_classes:
                 return None
@@ -205,15 +205,14 @@ class TorchModulesKeras(Rule):
             return None
         classes = original.args[1].value
         targets = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]
-        if not any(ctx.qualified_name(t) in ("torch.nn.Module", "torch.nn.modules.module.Module") for t in targets):
+        is_module = ctx.mappings.frameworks["torch"].is_module_base
+        if not any(is_module(ctx.qualified_name(t)) for t in targets):
             return None
         converted = updated.args[1].value
         layer = ctx.expr_for("keras.layers.Layer")
         if isinstance(classes, cst.Tuple) and isinstance(converted, cst.Tuple):
             elements = [
-                e.with_changes(value=layer)
-                if ctx.qualified_name(o.value) in ("torch.nn.Module", "torch.nn.modules.module.Module")
-                else e
+                e.with_changes(value=layer) if is_module(ctx.qualified_name(o.value)) else e
                 for o, e in zip(classes.elements, converted.elements, strict=True)
             ]
             value: cst.BaseExpression = converted.with_changes(elements=elements)

@@ -44,7 +44,7 @@ class TorchZoo(Rule):
             "import torch.nn as nn\nfrom ._api import register_model, WeightsEnum\n\n\n"
             "class Net_Weights(WeightsEnum):\n    pass\n\n\n@register_model()\ndef net(weights=None):\n"
             "    weights = Net_Weights.verify(weights)\n    return nn.Identity()\n",
-            None,  # checked in tests/test_torch_to_flax.py (needs the shims)
+            None,  # checked in tests/e2e/test_torch_to_flax.py (needs the shims)
             to="jax",
             diagnostics=("dropped",),
         ),

@@ -12,9 +12,10 @@ name):
 1. A variable attribute called `<name>` on that module (a converted `nn.Parameter` or buffer, or a
    shim that keeps torch's names such as MultiheadAttention): copied as is (same layout).
 2. Otherwise the rule for the module's class (looked up by class name along the MRO, so both nnx
-   layers and shims copied into converted files match): `TORCH_PARAM_RULES[cls][name]` is
-   `(flax_attribute, transform)`, or None for a torch entry that has no Flax counterpart and is
-   accepted and dropped (nnx.BatchNorm has no `num_batches_tracked`).
+   layers and runtime classes copied into converted files match): `TORCH_PARAM_RULES[cls][name]`
+   is `(flax_attribute, transform)`, or None for a torch entry that has no Flax counterpart and
+   is accepted and dropped. The rules come from the `params:` of the layer tables
+   (mappings/layers/torch_nn.yaml: `torch.nn.Linear`'s weight is the Flax kernel, transposed).
 
 Values are torch tensors (converted without importing torch: `.detach().cpu().numpy()`, bf16 via
 float32) or anything `numpy.asarray` accepts; they are cast to each target variable's dtype.
@@ -39,50 +40,52 @@ def _same(value: np.ndarray, module: Any) -> np.ndarray:
     return value
 
 
-def _linear_weight(value: np.ndarray, module: Any) -> np.ndarray:
-    """torch Linear weight (out, in) -> Flax kernel (in, out)."""
+def _transposed(value: np.ndarray, module: Any) -> np.ndarray:
+    """Axes reversed: torch Linear weight (out, in) -> Flax kernel (in, out)."""
     return value.T
 
 
-def _conv_weight(value: np.ndarray, module: Any) -> np.ndarray:
+def _conv_kernel(value: np.ndarray, module: Any) -> np.ndarray:
     """torch conv weight (out, in/groups, *k) -> Flax kernel (*k, in/groups, out) (OIHW -> HWIO)."""
     return np.transpose(value, (*range(2, value.ndim), 1, 0))
 
 
-def _conv_transpose_weight(value: np.ndarray, module: Any) -> np.ndarray:
-    """torch transposed-conv weight (in, out/groups, *k) -> shim kernel (*k, in, out/groups)."""
+def _conv_transpose_kernel(value: np.ndarray, module: Any) -> np.ndarray:
+    """torch transposed-conv weight (in, out/groups, *k) -> runtime kernel (*k, in, out/groups)."""
     return np.transpose(value, (*range(2, value.ndim), 0, 1))
 
 
+#: the layouts a layer table's `params:` may name (precision_transpiler.mappings.layers.LAYOUTS)
+LAYOUT_TRANSFORMS: dict[str, Transform] = {
+    "same": _same,
+    "transposed": _transposed,
+    "conv_kernel": _conv_kernel,
+    "conv_transpose_kernel": _conv_transpose_kernel,
+}
+
 Rule = tuple[str, Transform] | None
 
-# Per layer type (class name, matched along the MRO): torch parameter/buffer name -> (Flax
-# attribute, transform), or None to accept and drop the torch entry. Names a class keeps from torch
-# need no entry (rule 1 in the module docstring). Adding a layer type is one entry here.
-TORCH_PARAM_RULES: dict[str, dict[str, Rule]] = {
-    # nnx layers the converter maps directly
-    "Linear": {"weight": ("kernel", _linear_weight)},
-    "Embed": {"weight": ("embedding", _same)},
-    "LayerNorm": {"weight": ("scale", _same)},  # nnx.LayerNorm and the shim; bias keeps its name
-    "RMSNorm": {"weight": ("scale", _same)},
-    "GroupNorm": {"weight": ("scale", _same)},  # nnx.GroupNorm and the shim
-    "Conv": {"weight": ("kernel", _conv_weight)},  # nnx.Conv (channels-last, same kernel layout)
-    "BatchNorm": {
-        "weight": ("scale", _same),
-        "running_mean": ("mean", _same),
-        "running_var": ("var", _same),
-        "num_batches_tracked": None,
-    },
-    # shims (precision_transpiler/runtime/flax/; base classes cover the 1d/2d/3d variants)
-    "_ConvNd": {"weight": ("kernel", _conv_weight)},
-    "_ConvTransposeNd": {"weight": ("kernel", _conv_transpose_weight)},
-    "_BatchNorm": {
-        "weight": ("scale", _same),
-        "running_mean": ("mean", _same),
-        "running_var": ("var", _same),
-        "num_batches_tracked": ("num_batches_tracked", _same),
-    },
-}
+
+def _param_rules() -> dict[str, dict[str, Rule]]:
+    """Per Flax class name: torch parameter/buffer name -> (Flax attribute, transform), or None
+    to accept and drop the torch entry. Built from the layer tables' `params:` section
+    (mappings/layers/torch_nn.yaml), where a new layer's weight layout is one line."""
+    from precision_transpiler.mappings.registry import load_mappings
+
+    rules: dict[str, dict[str, Rule]] = {}
+    for cls, params in load_mappings().layer_params.items():
+        rules.setdefault(cls.rsplit(".", 1)[-1], {}).update(
+            {
+                torch_name: None if p.name is None else (p.name, LAYOUT_TRANSFORMS[p.layout])
+                for torch_name, p in params.items()
+            }
+        )
+    return rules
+
+
+#: Flax class name (matched along the MRO, so that converted subclasses match) -> rules; names a
+#: class keeps from torch need no entry (rule 1 in the module docstring).
+TORCH_PARAM_RULES: dict[str, dict[str, Rule]] = _param_rules()
 
 
 @dataclass(frozen=True)

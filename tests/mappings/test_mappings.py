@@ -122,6 +122,27 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
             "kind: frameworks\nframeworks:\n  torch:\n    roots: torch\n    extra: 1\n",
             ":5: frameworks.torch.extra: unknown key",
         ),
+        # framework facts: frameworks.yaml lists and operators, op results, weight layouts
+        (
+            "kind: frameworks\nframeworks:\n  torch:\n    roots: [torch]\n    operators: {'&': torch.bitwise_and}\n",
+            ":5: frameworks.torch.operators: expected operator: qualified function pairs",
+        ),
+        (
+            "kind: frameworks\nframeworks:\n  torch:\n    roots: [torch]\n    module_bases: ['torch.nn.Module()']\n",
+            ":5: frameworks.torch.module_bases: 'torch.nn.Module()' is not a qualified name",
+        ),
+        (
+            "kind: ops\nops:\n  a:\n    returns: integer\n    params: {x: any}\n    torch: ['{x}.a()']\n",
+            ":4: ops.a.returns: expected one of ['int']",
+        ),
+        (
+            "kind: layers\nparams:\n  a.Linear: {weight: {name: kernel, layout: sideways}}\n",
+            ":3: params.a.Linear.weight.layout: expected one of same, transposed",
+        ),
+        (
+            "kind: layers\nparams:\n  a.Linear: {weight: [kernel]}\n",
+            ":3: params.a.Linear.weight: expected a target name or {name, layout}",
+        ),
     ],
 )
 def test_malformed_tables_name_file_line_key(tmp_path: Path, text: str, where: str) -> None:

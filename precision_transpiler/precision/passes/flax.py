@@ -185,6 +185,7 @@ class FlaxPolicyPass(PolicyPass):
     def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str) -> None:
         super().__init__(policy, module, source)
         self.symbols = {normalise(k): v for k, v in mappings.symbol_to_precision_class.get("jax", {}).items()}
+        self.is_layer = mappings.frameworks["jax"].is_layer_class
         self.factory_calls = False
         self.module_code = source
 
@@ -218,7 +219,7 @@ class FlaxPolicyPass(PolicyPass):
         table: dict[str, str] = {}
         for name, op_class in self.symbols.items():
             layer = name.rsplit(".", 1)[1]
-            if not layer[:1].isupper() or layer not in mentioned:
+            if not self.is_layer(name) or layer not in mentioned:
                 continue
             decision = self.policy.precision_for(op_class, class_name=layer)
             table[layer] = "_PTRANSPILE_FLOAT32" if decision.compute == "float32" else "_PTRANSPILE_COMPUTE"
@@ -233,7 +234,7 @@ class FlaxPolicyPass(PolicyPass):
             return updated_node
         assert name is not None
         layer = name.rsplit(".", 1)[1]
-        is_layer = layer[:1].isupper()
+        is_layer = self.is_layer(name)
         decision = self.policy.precision_for(op_class, class_name=layer)
         if not is_layer:
             if (

@@ -48,33 +48,6 @@ from precision_transpiler.precision.passes.base import (
 )
 from precision_transpiler.precision.policy import Policy, Precision
 
-_NOT_LAYERS = frozenset({"Input", "InputLayer", "InputSpec"})
-_MODEL_CALLS = frozenset(
-    {
-        "keras.Model",
-        "keras.models.Model",
-        "keras.models.Functional",
-        "keras.src.models.Functional",
-        "keras.src.models.Model",
-        "keras.src.models.functional.Functional",
-    }
-)
-_SEQUENTIAL_CALLS = frozenset({"keras.Sequential", "keras.models.Sequential", "keras.src.models.Sequential"})
-# Base classes (after `normalise`) whose subclasses in the converted file get `@_ptranspile_layer`.
-_LAYER_BASES = frozenset(
-    {
-        "keras.Layer",
-        "keras.layers.Layer",
-        "keras.Model",
-        "keras.models.Model",
-        "keras.models.model.Model",
-        "keras.Sequential",
-        "keras.models.Sequential",
-        "keras.models.sequential.Sequential",
-    }
-)
-_MODEL_BASES = _LAYER_BASES - {"keras.Layer", "keras.layers.Layer"}
-
 HELPERS = '''
 # ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
 _PTRANSPILE_LOW = {low}
@@ -352,6 +325,8 @@ class KerasPolicyPass(PolicyPass):
     ) -> None:
         super().__init__(policy, module, source)
         self.symbols = {normalise(k): v for k, v in mappings.symbol_to_precision_class.get("tf", {}).items()}
+        # Keras' layer and model classes and model-building calls: mappings/frameworks.yaml
+        self.keras = mappings.frameworks["tf"]
         self.fp32_paths = fp32_path_overrides(policy)
         self.nan_fallback = nan_fallback
         self.layer_classes: dict[str, _LayerClass] = {}  # every Layer/Model subclass of the file so far
@@ -372,10 +347,10 @@ class KerasPolicyPass(PolicyPass):
             inherited = self.layer_classes.get(local) if local is not None else None
             qualified = self.qualified(base.value)
             name = normalise(qualified) if qualified else None
-            if inherited is not None or name in _LAYER_BASES:
+            if inherited is not None or self.keras.is_module_base(name):
                 if info is None:
                     info = _LayerClass(node.name.value, False)
-                info.is_model |= name in _MODEL_BASES or (inherited is not None and inherited.is_model)
+                info.is_model |= name in self.keras.model_bases or (inherited is not None and inherited.is_model)
                 if inherited is not None:
                     info.fp32_attrs.update(inherited.fp32_attrs)
         self._classes.append(info)
@@ -421,15 +396,16 @@ class KerasPolicyPass(PolicyPass):
         if qualified is None:
             return updated_node
         name = normalise(qualified)
-        if name in _MODEL_CALLS or name in _SEQUENTIAL_CALLS:
-            wrapped = self._wrap_outputs(original_node, updated_node) if name in _MODEL_CALLS else updated_node
+        model_call = name in self.keras.model_calls
+        if model_call or name in self.keras.sequential_calls:
+            wrapped = self._wrap_outputs(original_node, updated_node) if model_call else updated_node
             if self.nan_fallback:
                 self.models_wrapped += 1
                 wrapped = cst.Call(func=cst.Name("_ptranspile_model"), args=[cst.Arg(value=wrapped)])
             if self.fp32_paths:
                 wrapped = cst.Call(func=cst.Name("_ptranspile_paths"), args=[cst.Arg(value=wrapped)])
             return wrapped
-        if name.startswith("keras.layers.") and name.rsplit(".", 1)[1] not in _NOT_LAYERS:
+        if name.startswith("keras.layers.") and self.keras.is_layer_class(name):
             return self._layer(original_node, updated_node, name)
         op_class = self.symbols.get(name)
         if op_class in self.policy.keep_fp32 and updated_node.args and updated_node.args[0].keyword is None:

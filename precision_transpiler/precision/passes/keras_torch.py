@@ -285,6 +285,7 @@ class KerasTorchPolicyPass(PolicyPass):
     def __init__(self, policy: Policy, mappings: MappingSet, module: cst.Module, source: str) -> None:
         super().__init__(policy, module, source)
         self.symbols = mappings.symbol_to_precision_class.get("tf", {})
+        self.is_layer = mappings.frameworks["tf"].is_layer_class
         self.module_classes: set[str] = set()  # converted classes of the file seen so far
         self.base_is_fp32 = policy.param == "float32"
         self.autocast = policy.compute != policy.param
@@ -314,7 +315,7 @@ class KerasTorchPolicyPass(PolicyPass):
             return updated_node
         short = name.rsplit(".", 1)[1]
         decision = self.policy.precision_for(op_class, class_name=short)
-        if short[:1].isupper():  # a layer
+        if self.is_layer(name):
             if not name.startswith(_SHIMS) or any(
                 a.keyword is not None and a.keyword.value == "dtype" for a in updated_node.args
             ):
@@ -349,7 +350,7 @@ class KerasTorchPolicyPass(PolicyPass):
         table: dict[str, str] = {}
         for name, op_class in self.symbols.items():
             layer = name.rsplit(".", 1)[1]
-            if not name.startswith(_SHIMS) or not layer[:1].isupper() or layer not in self.source:
+            if not name.startswith(_SHIMS) or not self.is_layer(name) or layer not in self.source:
                 continue
             decision = self.policy.precision_for(op_class, class_name=layer)
             table[layer] = "_PTRANSPILE_FP32" if decision.compute == "float32" else "_PTRANSPILE_LOW"

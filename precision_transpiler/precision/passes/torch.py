@@ -348,7 +348,7 @@ def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> li
         s
         for cls in policy.keep_fp32
         for s in mappings.precision_classes.get(cls, {}).get("torch", [])
-        if s.startswith("torch.nn.") and s.rsplit(".", 1)[1][:1].isupper()
+        if mappings.frameworks["torch"].is_layer_class(s)
     ]
     fp32_paths = tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
     fp32_classes = {o.class_name for o in policy.overrides if o.class_name and o.values.get("compute") == "float32"}

@@ -10,7 +10,7 @@ biased, Flax attention masks use the opposite polarity, `jax.nn.gelu` is the tan
 nnx.Embed, nnx.LayerNorm with `epsilon`); everything else is mapped to the definitions here. Its
 files match those of the Keras twin (`precision_transpiler.runtime.keras`) one for one.
 
-Rules these modules keep (tests/test_flax_shims.py and tests/runtime guard them), because the
+Rules these modules keep (tests/runtime/test_flax_runtime.py and tests/runtime guard them), because the
 converter copies the definitions a converted file needs into that file: they import jax, numpy,
 flax.nnx and the standard library, never torch; every top-level definition is copyable with the
 top-level names it references (transitively, across runtime modules); module-level state is

@@ -8,7 +8,7 @@ eps 1e-3 and a biased moving variance, LayerNormalization has eps 1e-3, `ops.gel
 approximation, MultiHeadAttention masks are True = attend, pooling and padding modes differ, and
 TensorFlow on CPU has no channels-first convolution or pooling kernels at all. Each class here
 takes torch's constructor arguments (same names, order and defaults) and computes what torch
-computes (relative error <= 1e-5 in float32, tests/test_keras_shims.py).
+computes (relative error <= 1e-5 in float32, tests/runtime/test_keras_runtime.py).
 
 Rules these modules keep, because the converter copies the definitions a converted file needs into
 that file (precision_transpiler/convert/vendor.py): they import keras, keras.ops, numpy and the
