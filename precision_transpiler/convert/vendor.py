@@ -23,6 +23,7 @@ at import time, it is moved after it.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -282,7 +283,8 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
         return code, missing
     blocks: list[str] = []
     needed_imports: dict[str, str] = {}
-    for shim_name, symbol in _closure(wanted, missing):
+    keys = _closure(wanted, missing)
+    for shim_name, symbol in keys:
         shim = _shim_module(shim_name)
         definition = shim.definitions[symbol]
         blocks.append(definition.source.rstrip("\n"))
@@ -292,10 +294,96 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     existing = _bound_names(module)
     import_lines = [stmt for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
     text = "\n".join(import_lines)
-    block = MARKER + "\n" + "\n\n\n".join(blocks) + "\n"
+    definitions = "\n\n\n".join(blocks) + "\n"
+    rebound = {symbol for _, symbol in keys} & _module_bindings(module)
+    if rebound:
+        referred = {name for _, name in aliases if name in rebound}  # the user's code names the copy too
+        definitions = _guard_rebound(definitions, rebound, referred)
+        aliases = [(local, name) for local, name in aliases if name not in rebound]
+    block = MARKER + "\n" + definitions
     if aliases:
         block += "\n\n" + "\n".join(f"{local} = {name}" for local, name in aliases) + "\n"
     return _insert_after_imports(module, text, block), missing
+
+
+def _module_bindings(module: cst.Module) -> set[str]:
+    """Names the converted code binds at module level (definitions, assignments, imports, loop and
+    `with` targets, `global` declarations): what would rebind a copied definition of that name."""
+    try:
+        tree = ast.parse(module.code)
+    except SyntaxError:  # (the pipeline reports unparseable output itself)
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        for sub in (
+            ast.walk(node) if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else [node]
+        ):
+            if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(sub.name)
+            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                names.add(sub.id)
+            elif isinstance(sub, ast.alias):
+                names.add(sub.asname or sub.name.split(".")[0])
+    names |= {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    return names
+
+
+def _guard_rebound(definitions: str, rebound: set[str], referred: set[str]) -> str:
+    """The converted code defines names the copied definitions also define (a user's `_tuple`,
+    `linear`, `class LayerNorm`): defined after the copies, the user's would replace them for
+    every copied function that calls them at run time. So each such copy that copied code calls
+    late, or that the user's code names, gets a second name right after its definition
+    (`_ptshim_linear = linear`), and the copied code refers to it by that name wherever it runs
+    late (inside functions); references evaluated while the copies are defined (bases,
+    decorators, defaults) still mean the copies. The user's code, and the copies' names, are
+    unchanged (weight loading matches classes by name)."""
+    from libcst.metadata import FunctionScope, GlobalScope, MetadataWrapper, ScopeProvider
+
+    wrapper = MetadataWrapper(cst.parse_module(definitions), unsafe_skip_copy=True)
+    seconded = set(referred)  # the copies that need their second name
+    scopes = wrapper.resolve(ScopeProvider)
+    module = wrapper.module
+    top = scopes[module]
+    assert isinstance(top, GlobalScope)
+    late: set[cst.Name] = set()
+    for name in rebound:
+        for assignment in top.assignments[name]:
+            for access in assignment.references:
+                scope = access.scope
+                while scope is not None and not isinstance(scope, GlobalScope):
+                    if isinstance(scope, FunctionScope) and isinstance(access.node, cst.Name):
+                        late.add(access.node)
+                        seconded.add(name)
+                        break
+                    scope = scope.parent
+
+    class _Late(cst.CSTTransformer):
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+            return updated.with_changes(value=f"_ptshim_{original.value}") if original in late else updated
+
+    renamed = module.visit(_Late())
+    body: list[cst.BaseStatement] = []
+    two_blank = [cst.EmptyLine(), cst.EmptyLine()]
+    for stmt in renamed.body:
+        body.append(stmt)
+        defined = _defined_name(stmt)
+        if defined in seconded:
+            alias = cst.parse_statement(f"_ptshim_{defined} = {defined}\n")
+            body.append(alias.with_changes(leading_lines=two_blank))
+    return renamed.with_changes(body=body).code
+
+
+def _defined_name(stmt: cst.CSTNode) -> str | None:
+    if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+        return stmt.name.value
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
+        if isinstance(small, cst.AnnAssign):
+            target = small.target
+        if isinstance(target, cst.Name):
+            return target.value
+    return None
 
 
 def shim_source(module_name: str, names: list[str]) -> str:
@@ -431,34 +519,44 @@ def unvendor(code: str, target: str) -> str | None:
         return None
     known = _known_definitions()
     prefix = TARGET_PACKAGES[target] + "."
-    imports: list[str] = []
+    found: dict[str, str] = {}  # copied definition -> its runtime module
+    entries: list[tuple[str, str, str]] = []  # (runtime module, name, local name)
     end = start
+    guarded = re.compile(r"\b_ptshim_(\w+)")  # second names of copies the user's code rebinds
     for stmt in body[start:]:
         text = module.with_changes(body=[stmt.with_changes(leading_lines=[])], header=[], footer=[]).code.strip("\n")
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            text = guarded.sub(r"\1", text)
         if end > start and any(line.comment is not None for line in stmt.leading_lines):
             break  # the next block (a precision policy's helpers)
         if text in known:
             candidates = known[text]
             shim, name = next((c for c in candidates if c[0].startswith(prefix)), candidates[0])
-            imports.append(f"from {PACKAGE}.{shim} import {name}")
+            found[name] = shim
+            entries.append((shim, name, name))
         elif (
             isinstance(stmt, cst.SimpleStatementLine)
             and isinstance(stmt.body[0], cst.Assign)
             and len(stmt.body[0].targets) == 1
             and isinstance(stmt.body[0].targets[0].target, cst.Name)
             and isinstance(stmt.body[0].value, cst.Name)
-            and imports
+            and stmt.body[0].value.value in found
         ):
             local, name = stmt.body[0].targets[0].target.value, stmt.body[0].value.value
-            shim = next((i.split()[1] for i in imports if i.endswith(f" import {name}")), None)
-            if shim is None:
-                break
-            imports.append(f"from {shim} import {name} as {local}")
+            entries.append((found[name], name, local))
         else:
             break
         end += 1
-    if not imports:
+    if not entries:
         return None
+    # a copy the user's code defines a name of its own for is imported under its second name only:
+    # as when the policy first ran, the plain name means the user's definition
+    rebound = _module_bindings(module.with_changes(body=body[:start] + body[end:]))
+    imports = [
+        f"from {PACKAGE}.{shim} import {name}" + (f" as {local}" if local != name else "")
+        for shim, name, local in entries
+        if local != name or name not in rebound
+    ]
     rest = module.with_changes(body=body[:start] + body[end:])
     new = [cst.parse_statement(line + "\n") for line in imports]
     index = 0

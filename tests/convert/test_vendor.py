@@ -269,3 +269,81 @@ def test_real_keras_conv_takes_its_helpers_from_functional_and_common() -> None:
     assert names.index("_tuple") < names.index("_conv_nd") < names.index("_ConvNd") < names.index("Conv2d")
     assert names.index("_conv_padding_pairs") < names.index("_conv_nd")
     assert "import" not in "".join(line for line in code.splitlines() if "precision_transpiler" in line)
+
+
+_SHADOWING_USER = """import torch.nn as nn
+
+
+def _tuple(x):  # a helper of the user's, named like one the copied Conv2d calls
+    return "mine"
+
+
+class GroupNorm(nn.GroupNorm):  # a class of the user's, named like the copied one
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(4, 4, 3)
+        self.a = GroupNorm(2, 4)
+        self.b = nn.GroupNorm(2, 4)
+
+    def forward(self, x):
+        return self.b(self.a(self.c(x))) + len(_tuple(x))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.needs_torch
+@pytest.mark.needs_jax
+@pytest.mark.needs_tf
+@pytest.mark.parametrize("to", ["jax", "tf"])
+@pytest.mark.parametrize("policy", ["fp32", "mixed"])
+def test_user_definitions_named_like_copied_ones_do_not_replace_them(tmp_path: Path, to: str, policy: str) -> None:
+    """The user's `_tuple` and `GroupNorm`, defined after the copied runtime, would replace the
+    copies for every copied function calling them at run time (the copied Conv2d calls `_tuple`):
+    the copies keep a second name for that, the output runs like torch, and converting it again
+    changes nothing."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    import torch
+
+    from precision_transpiler import transpile
+
+    code = transpile(_SHADOWING_USER, to=to, policy=policy).code
+    assert "_ptshim__tuple = _tuple" in code and "def _tuple(x):" in code
+    assert transpile(code, to=to, policy=policy).code == code
+    torch.manual_seed(0)
+    namespace: dict[str, Any] = {}
+    exec(compile(_SHADOWING_USER, "original.py", "exec"), namespace)
+    model = namespace["M"]().eval()
+    x = torch.randn(2, 4, 6, 6)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    out = tmp_path / "converted.py"
+    out.write_text(code)
+    weights = tmp_path / "w.npz"
+    np.savez(weights, x=x.numpy(), **{k: v.numpy() for k, v in model.state_dict().items()})
+    loader = (
+        "from precision_transpiler.weights.torch_to_flax import load_torch_state_dict as load\n"
+        "from flax import nnx\nmodel = converted.M(rngs=nnx.Rngs(0)); model.eval()\n"
+        if to == "jax"
+        else "from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras as load\n"
+        "model = converted.M(); model(data['x'], training=False)\n"
+    )
+    script = (
+        f"import sys, numpy as np\nsys.path.insert(0, {str(tmp_path)!r})\nimport converted\n"
+        f"data = dict(np.load({str(weights)!r}))\n{loader}"
+        "load(model, {k: v for k, v in data.items() if k != 'x'})\n"
+        + ("y = model(data['x'])\n" if to == "jax" else "y = model(data['x'], training=False)\n")
+        + f"np.save({str(tmp_path / 'y.npy')!r}, np.asarray(y, dtype=np.float32))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = np.load(tmp_path / "y.npy")
+    tolerance = 1e-4 if policy == "fp32" else 5e-2  # mixed: bf16 convolutions
+    np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance * np.abs(expected).max())
