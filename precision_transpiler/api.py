@@ -337,10 +337,13 @@ class _Job:
         except PtranspileError:
             raise
         except Exception as exc:
-            display = os.fspath(path)
-            message = f"internal error: {type(exc).__name__}: {exc}"[:300]
-            diag = Diagnostic(display, 1, 1, "error", "internal-error", f"{message} (please report this)")
-            return TranspileResult(display, "", "", None, self.to, self.policy, diagnostics=(diag,), skipped=message)
+            return self.failed(path, f"internal error: {type(exc).__name__}: {exc}"[:300])
+
+    def failed(self, path: Path, message: str) -> TranspileResult:
+        """The result of a file whose conversion failed on a bug of ours: its one error."""
+        display = os.fspath(path)
+        diag = Diagnostic(display, 1, 1, "error", "internal-error", f"{message} (please report this)")
+        return TranspileResult(display, "", "", None, self.to, self.policy, diagnostics=(diag,), skipped=message)
 
     def _convert(self, item: tuple[Path, bool]) -> TranspileResult:
         path, from_walk = item
@@ -418,19 +421,57 @@ def transpile_paths(
 
 
 def _in_workers(job: _Job, items: list[tuple[Path, bool]], jobs: int) -> Iterator[TranspileResult]:
-    """`job`'s results over `items` from `jobs` worker processes, in the items' order."""
+    """`job`'s results over `items` from `jobs` worker processes, in the items' order.
+
+    A worker that dies (a native crash: a C extension's segmentation fault, which no `except`
+    catches) breaks the pool. The files from the first one without a result on are then taken
+    one at a time, each alone in a fresh process, until the one that crashes: that file's result
+    is its error, and the rest of the run goes on in a new pool."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    done = 0
+    while done < len(items):
+        rest = items[done:]
+        try:
+            with _pool(jobs) as pool:
+                for result in pool.map(job, rest, chunksize=max(1, len(rest) // (jobs * 4))):
+                    yield result
+                    done += 1
+        except BrokenProcessPool:
+            while done < len(items):
+                result = _alone(job, items[done])
+                yield result
+                done += 1
+                if result.skipped and result.skipped.startswith(_CRASHED):
+                    break  # the file that crashed the pool: the others go back to a pool
+
+
+_CRASHED = "internal error: the converter's process crashed"
+
+
+def _pool(jobs: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from precision_transpiler.workers import watch_parent
 
-    with ProcessPoolExecutor(
+    return ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("fork"),
         initializer=watch_parent,  # a killed parent leaves no worker behind
         initargs=(os.getpid(),),
-    ) as pool:
-        yield from pool.map(job, items, chunksize=max(1, len(items) // (jobs * 4)))
+    )
+
+
+def _alone(job: _Job, item: tuple[Path, bool]) -> TranspileResult:
+    """`job(item)` in a process of its own: a native crash is that file's error."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with _pool(1) as pool:
+        try:
+            return pool.submit(job, item).result()
+        except BrokenProcessPool:
+            return job.failed(item[0], f"{_CRASHED} on this file (a native crash, most likely in the parser)")
 
 
 def _with_progress(job: _Job, items: list[tuple[Path, bool]], jobs: int, progress: Any) -> list[TranspileResult]:

@@ -15,6 +15,11 @@ die with exit 139, `-j 2` with BrokenProcessPool). So every source is scanned wi
   a dict's or a slice's colon does, and the colon counts as a second operator: `lambda: lambda:
   ...` costs LibCST about twice what `not not ...` does (20,000 of them crashed it). Adjacent
   string literals (`"a" "b" ...`, implicitly concatenated) nest too, one level per string.
+  So do trailers, and LibCST's time grows with the square of their number: 2,000 subscripts
+  (`x[0][0]...`) take it 7.5 s, 6,000 take 99 s and 12,000 crash it; calls (`f()()...`) cost
+  about a third of that, attributes (`.a.b...`) and operators less. A subscript counts as
+  `TRAILER_COST["["]` operators and a call as `TRAILER_COST["("]`, so a chain within the limit
+  parses in well under a second.
 
 Below those limits LibCST's (Python) visitors can still exceed the interpreter's recursion limit
 on a long flat chain (a 200-term `torch.half + 1 + ...` did): `with_deep_stack` reruns such a
@@ -24,6 +29,7 @@ conversion in a thread with a large stack and a raised recursion limit.
 from __future__ import annotations
 
 import io
+import keyword
 import sys
 import threading
 import tokenize
@@ -38,6 +44,9 @@ _DEEP_STACK = 512 * 1024 * 1024
 _OPEN, _CLOSE = "([{", ")]}"
 _NOT_CHAINING = {",", ";", ":", "=", "->", ":="}
 _CHAINING_WORDS = {"not", "and", "or", "if", "else", "lambda", "is", "in", "await"}
+#: what a bracket opened right after an operand (a subscript or a call: a trailer) adds to the chain
+TRAILER_COST = {"[": 4, "(": 2}
+_OPERAND_WORDS = {"True", "False", "None"}
 
 T = TypeVar("T")
 
@@ -58,14 +67,36 @@ def check_depth(source: str) -> None:
     lambdas = [0]  # per open bracket: lambdas whose parameter list has not reached its colon
     chain = 0  # their sum
     previous = tokenize.NEWLINE  # kind of the previous token that is not a comment or a line break
+    previous_text = ""
     try:
         # newline=None: universal newlines, as Python and LibCST read code (a file whose lines end
         # in a lone CR is otherwise one line to tokenize, and nothing in it was counted)
         for token in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
             kind, text = token.type, token.string
             concatenated = kind == tokenize.STRING and previous == tokenize.STRING
+            trailer = (
+                kind == tokenize.OP
+                and text in TRAILER_COST
+                and (
+                    previous in (tokenize.NUMBER, tokenize.STRING)
+                    or (previous == tokenize.OP and previous_text in _CLOSE)
+                    or (
+                        previous == tokenize.NAME
+                        and (not keyword.iskeyword(previous_text) or previous_text in _OPERAND_WORDS)
+                    )
+                )
+            )
             if kind not in (tokenize.NL, tokenize.COMMENT):
-                previous = kind
+                previous, previous_text = kind, text
+            if trailer:
+                levels[-1] += TRAILER_COST[text]
+                chain += TRAILER_COST[text]
+                if chain > MAX_CHAIN:
+                    raise TooDeep(
+                        token.start[0],
+                        f"an expression chains more than {MAX_CHAIN} operators, subscripts and calls (deeper "
+                        "nesting would crash the parser); split it into several statements",
+                    )
             if kind == tokenize.OP and text in _OPEN:
                 levels.append(0)
                 lambdas.append(0)

@@ -116,3 +116,43 @@ def test_the_portable_watch_ends_a_worker_whose_parent_died() -> None:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
         proc.wait()
+
+
+class _CrashingJob:
+    """A real conversion job whose worker dies of a real segmentation fault on files named
+    `crash*.py`: the native crash a C extension (LibCST's parser) could have on some input."""
+
+    def __init__(self) -> None:
+        from precision_transpiler.api import _Job
+
+        self.job = _Job("jax", None, "fp32", (), "auto")
+
+    def __call__(self, item: tuple[Path, bool]) -> object:
+        if item[0].name.startswith("crash"):
+            import ctypes
+
+            ctypes.string_at(0)  # SIGSEGV in this worker
+        return self.job(item)
+
+    def failed(self, path: Path, message: str) -> object:
+        return self.job.failed(path, message)
+
+
+def test_a_worker_killed_by_a_native_crash_costs_only_its_file(tmp_path: Path) -> None:
+    """-j N: the file whose conversion crashed its process gets an error; every other file still
+    gets its own result, in order, from fresh workers (no BrokenProcessPool for the whole run)."""
+    from precision_transpiler.api import _in_workers
+
+    names = ["a.py", "b.py", "crash1.py", "c.py", "d.py", "crash2.py", "e.py"]
+    items = []
+    for name in names:
+        (tmp_path / name).write_text("import torch\nx = torch.zeros(2, dtype=torch.half)\n")
+        items.append((tmp_path / name, False))
+    results = list(_in_workers(_CrashingJob(), items, 2))  # type: ignore[arg-type]
+    assert [Path(r.path).name for r in results] == names
+    for name, result in zip(names, results, strict=True):
+        if name.startswith("crash"):
+            assert [d.code for d in result.errors] == ["internal-error"]
+            assert "process crashed on this file" in result.errors[0].message
+        else:
+            assert not result.errors and "jnp.float16" in result.code, result.diagnostics

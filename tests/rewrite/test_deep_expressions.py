@@ -179,3 +179,26 @@ def test_a_syntax_error_python_cannot_report_is_still_one_line() -> None:
     result = transpile(source, to="jax")
     assert [d.code for d in result.diagnostics] == ["syntax-error"]
     assert result.code == source
+
+
+@pytest.mark.parametrize(("trailer", "cost"), [("[0]", 4), ("()", 2), (".a", 1)])
+def test_subscript_and_call_chains_count_by_what_they_cost_the_parser(trailer: str, cost: int) -> None:
+    """LibCST parses a chain of trailers in time growing with the square of its length (12,000
+    subscripts `x[0][0]...` crashed it, 6,000 took 99 s): a subscript counts as 4 operators, a
+    call as 2, an attribute as 1, so a file within the limit parses in well under a second."""
+    most = MAX_CHAIN // cost
+    check_depth("y = x" + trailer * most + "\n")
+    with pytest.raises(TooDeep) as deep:
+        check_depth("import torch\ny = x" + trailer * (most + 1) + "\n")
+    assert deep.value.line == 2
+    check_depth("y = [x[0] for x in rows], f(a)(b)[c], d.get(k)\n" * 400)  # ordinary code: no chain
+
+
+def test_a_twelve_thousand_subscript_chain_is_one_line_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "deep.py").write_text(HEADER + "y = x" + "[0]" * 12000 + "\n")
+    (tmp_path / "src" / "plain.py").write_text(HEADER + "y = torch.zeros(3)\n")
+    run = run_cli(str(tmp_path / "src"), "--to", "tf", "-o", str(tmp_path / "out"), "-j", "2")
+    assert run.code == 2 and "internal error" not in run.err, run.err
+    assert "deep.py:3:1: error: an expression chains more than" in run.err, run.err
+    assert (tmp_path / "out" / "plain.py").is_file()
