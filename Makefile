@@ -22,6 +22,7 @@ help:
 	@echo "make test-fast     - the inner loop: the test-suite without the slow tests (-m 'not slow')"
 	@echo "make test-browser  - install Chromium if missing (apt-get, announced) and run the browser test"
 	@echo "make bench         - print transpile throughput and the quick real-model corpus (docs/benchmarks.md)"
+	@echo "make bench-wild    - install benchmarks/wild/requirements.txt and run the wild corpus' development half"
 	@echo "make clean         - remove .venv and build outputs"
 
 $(STAMP): pyproject.toml
@@ -86,6 +87,16 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/transpile_throughput.py
 	$(BIN)/python benchmarks/corpus.py --quick --targets jax,tf --policies fp32,mixed
+
+# The wild corpus (benchmarks/wild/cases.yaml): real model code from 16 more sources, pinned in
+# benchmarks/wild/requirements.txt (installing them only adds packages to .venv). This runs the
+# development half; the blind half (`--half blind`) is measured only at the end. Hours on 2 cores.
+.PHONY: bench-wild
+bench-wild: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r benchmarks/wild/requirements.txt
+	@mkdir -p benchmarks/results
+	$(BIN)/python benchmarks/corpus.py --suite wild --half dev --targets jax,tf --policies fp32,mixed \
+		--json benchmarks/results/wild_dev.json --markdown benchmarks/results/wild_dev.md
 
 clean:
 	rm -rf $(VENV) build dist out *.egg-info .pytest_cache .ruff_cache

@@ -10,6 +10,13 @@ and can write the same as JSON.
 
     python benchmarks/corpus.py [--quick] [--targets jax,tf] [--policies fp32,mixed] [--time N]
                                 [--cases SUBSTRING] [--json OUT.json] [--markdown OUT.md]
+                                [--suite corpus|wild] [--half dev|blind|all]
+
+`--suite wild` reads benchmarks/wild/cases.yaml instead: real model code from 16 more sources
+(pinned in benchmarks/wild/requirements.txt, `make bench-wild`), split by source into a
+development and a blind half (`--half`; the blind half is measured only at the end). Its
+summary also groups the outcomes per source, and a case whose package is not installed is
+reported as "not installed" rather than as a conversion failure.
 
 With `--time N` it also reports, for every verified case, one forward of the original (torch
 eager under no_grad), of the converted model (`jax.jit`, `tf.function`) and, under a mixed
@@ -39,6 +46,8 @@ from precision_transpiler import transpile
 from precision_transpiler.verify import VerifyOptions, verify_files
 
 DEFAULT_CASES = Path(__file__).with_name("corpus.yaml")
+SUITES = {"corpus": DEFAULT_CASES, "wild": Path(__file__).with_name("wild") / "cases.yaml"}
+NOT_INSTALLED = "not installed"
 
 
 @dataclass
@@ -50,6 +59,8 @@ class Case:
     inputs: list[str]
     quick: bool = False
     calibrate_bn: bool = False
+    source: str | None = None  # the distribution the code comes from (the wild suite)
+    half: str | None = None  # "dev" or "blind" (the wild suite: split by source)
 
 
 @dataclass
@@ -86,9 +97,20 @@ def package_file(package: str, rel: str) -> Path:
     import importlib.util
 
     spec = importlib.util.find_spec(package)
+    if spec is not None and spec.origin and not spec.submodule_search_locations and spec.origin.endswith(".py"):
+        return Path(spec.origin).parent / rel  # a single-module distribution: `rel` is the module file
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"{package} is not installed")
     return Path(next(iter(spec.submodule_search_locations))) / rel
+
+
+def installed(package: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -98,6 +120,9 @@ def _short(text: str, limit: int = 160) -> str:
 
 def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
     outcome = Outcome(case.name, target, policy)
+    if case.source is not None and not installed(case.package):
+        outcome.first_problem = NOT_INSTALLED
+        return outcome
     try:
         original = package_file(case.package, case.file)
         source = original.read_text(encoding="utf-8")
@@ -156,7 +181,8 @@ def _site(text: str) -> str:
     return re.sub(r"\S*/site-packages/", "", text)
 
 
-def markdown(outcomes: list[Outcome], header: str) -> str:
+def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | None = None) -> str:
+    """The tables; with `sources` (case name -> source: the wild suite) also one row per source."""
     timed = any(o.forward_original_s for o in outcomes)
     sized = any(o.param_bytes_original for o in outcomes)
     extra = " fwd torch (ms) | converted / torch | torch autocast / torch |" if timed else ""
@@ -202,14 +228,40 @@ def markdown(outcomes: list[Outcome], header: str) -> str:
         ]
         cells = " | ".join(f"{n} ({n / len(group):.0%})" for n in counts)
         rows.append(f"| {key[0]} | {key[1]} | {len(group)} | {cells} |")
+    if sources is not None:
+        rows += per_source(outcomes, sources)
     return "\n".join(rows) + "\n"
 
 
-def versions() -> dict[str, str]:
+def per_source(outcomes: list[Outcome], sources: dict[str, str]) -> list[str]:
+    """Rows of the per-source summary: runs (cases x targets x policies), converted, verified, rate
+    (verified / runs), and how many runs found the package not installed."""
+    rows = [
+        "",
+        "Per source (runs: cases x targets x policies; rate: verified / runs):",
+        "",
+        "| source | cases | runs | converted | verified | rate | not installed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for source in dict.fromkeys(sources.get(o.case, "?") for o in outcomes):
+        group = [o for o in outcomes if sources.get(o.case, "?") == source]
+        cases = len({o.case for o in group})
+        targets = len({o.target for o in group})
+        policies = len({o.policy for o in group})
+        verified = sum(o.verified for o in group)
+        missing = sum(o.first_problem == NOT_INSTALLED for o in group)
+        rows.append(
+            f"| {source} | {cases} | {len(group)} ({cases} x {targets} x {policies}) | "
+            f"{sum(o.converted for o in group)} | {verified} | {verified / len(group):.0%} | {missing} |"
+        )
+    return rows
+
+
+def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     import importlib.metadata as md
 
     found = {"python": platform.python_version()}
-    for name in ("torch", "torchvision", "transformers", "jax", "flax", "keras", "tensorflow-cpu"):
+    for name in ("torch", "torchvision", "transformers", "jax", "flax", "keras", "tensorflow-cpu", *extra):
         try:
             found[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -219,7 +271,20 @@ def versions() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases-file", type=Path, default=DEFAULT_CASES)
+    parser.add_argument("--cases-file", type=Path, default=None, help="the cases (default: the --suite's file)")
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="corpus",
+        help="corpus: benchmarks/corpus.yaml (torchvision, transformers); wild: benchmarks/wild/cases.yaml "
+        "(16 more sources, pinned in benchmarks/wild/requirements.txt)",
+    )
+    parser.add_argument(
+        "--half",
+        choices=("dev", "blind", "all"),
+        default="all",
+        help="wild suite only: the development half, the blind half (measure it only at the end) or both",
+    )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument("--cases", default="", help="only cases whose name contains one of these (comma-separated)")
     parser.add_argument("--targets", default="jax")
@@ -246,13 +311,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
+    wild = args.suite == "wild"
+    if args.half != "all" and not wild:
+        parser.error("--half applies to --suite wild only")
     if args.render is not None:
         data = json.loads(args.render.read_text(encoding="utf-8"))
         versions_text = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
         cases = len({o["case"] for o in data["outcomes"]})
         threads = f", {data['threads']} thread(s) per framework" if data.get("threads") else ""
-        header = f"Corpus run {data['date']}, {cases} cases, {data['seconds']:.0f} s{threads}; {versions_text}"
-        table = markdown([Outcome(**o) for o in data["outcomes"]], header)
+        title = _title(data.get("suite", "corpus"), data.get("half", "all"))
+        header = f"{title} {data['date']}, {cases} cases, {data['seconds']:.0f} s{threads}; {versions_text}"
+        table = markdown([Outcome(**o) for o in data["outcomes"]], header, data.get("sources"))
         print(table)
         if args.markdown:
             args.markdown.write_text(table, encoding="utf-8")
@@ -265,7 +334,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import_torchvision()  # before transformers: torchvision's register_fake work-around
     wanted = [w for w in args.cases.split(",") if w] or [""]
-    cases = [c for c in load_cases(args.cases_file) if (c.quick or not args.quick) and any(w in c.name for w in wanted)]
+    cases = [
+        c
+        for c in load_cases(args.cases_file or SUITES[args.suite])
+        if (c.quick or not args.quick) and any(w in c.name for w in wanted) and args.half in ("all", c.half)
+    ]
+    sources = {c.name: c.source or "?" for c in cases} if wild else None
+    extra = tuple(dict.fromkeys(c.source for c in cases if c.source)) if wild else ()
     outcomes: list[Outcome] = []
     started = time.perf_counter()
     for case in cases:
@@ -278,10 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     stamp = time.strftime("%Y-%m-%d")
     threads = f", {args.threads} thread(s) per framework" if args.threads > 0 else ""
-    header = f"Corpus run {stamp}, {len(cases)} cases, {elapsed:.0f} s{threads}; " + ", ".join(
-        f"{k} {v}" for k, v in versions().items()
+    header = f"{_title(args.suite, args.half)} {stamp}, {len(cases)} cases, {elapsed:.0f} s{threads}; " + ", ".join(
+        f"{k} {v}" for k, v in versions(extra).items()
     )
-    table = markdown(outcomes, header)
+    table = markdown(outcomes, header, sources)
     print(table)
     if args.markdown:
         args.markdown.write_text(table, encoding="utf-8")
@@ -290,11 +365,19 @@ def main(argv: list[str] | None = None) -> int:
             "date": stamp,
             "seconds": elapsed,
             "threads": args.threads,
-            "versions": versions(),
+            "versions": versions(extra),
             "outcomes": [asdict(o) for o in outcomes],
         }
+        if wild:
+            payload.update(suite=args.suite, half=args.half, sources=sources)
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _title(suite: str, half: str) -> str:
+    if suite == "corpus":
+        return "Corpus run"
+    return f"Wild corpus run ({'both halves' if half == 'all' else f'{half} half'})"
 
 
 if __name__ == "__main__":
