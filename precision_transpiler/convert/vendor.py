@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -308,24 +309,74 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
 
 def _module_bindings(module: cst.Module) -> set[str]:
     """Names the converted code binds at module level (definitions, assignments, imports, loop and
-    `with` targets, `global` declarations): what would rebind a copied definition of that name."""
-    try:
-        tree = ast.parse(module.code)
-    except SyntaxError:  # (the pipeline reports unparseable output itself)
-        return set()
+    `with` targets, also inside top-level `if`/`try`/`for`/`with` blocks, and `global`
+    declarations): what would rebind a copied definition of that name. Read from the tree's
+    top-level statements (no second parse of the file)."""
     names: set[str] = set()
-    for node in tree.body:
-        for sub in (
-            ast.walk(node) if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else [node]
-        ):
-            if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(sub.name)
-            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                names.add(sub.id)
-            elif isinstance(sub, ast.alias):
-                names.add(sub.asname or sub.name.split(".")[0])
-    names |= {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+
+    class _Targets(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            return False  # `a.b = ...` binds no name
+
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            return False
+
+    class _Globals(cst.CSTVisitor):
+        def visit_Global(self, node: cst.Global) -> None:
+            names.update(item.name.value for item in node.names)
+
+    def bind(target: cst.CSTNode | None) -> None:
+        if target is not None:
+            target.visit(_Targets())
+
+    def walk(statements: Sequence[cst.CSTNode]) -> None:
+        for stmt in statements:
+            if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+                names.add(stmt.name.value)
+                stmt.visit(_Globals())
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        for target in small.targets:
+                            bind(target.target)
+                    elif isinstance(small, cst.AnnAssign | cst.AugAssign):
+                        bind(small.target)
+                    elif isinstance(small, cst.Import | cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                        for alias in small.names:
+                            if alias.asname is not None:
+                                bind(alias.asname.name)
+                            else:
+                                names.add((dotted_name(alias.name) or "").split(".")[0])
+            else:
+                if isinstance(stmt, cst.For):
+                    bind(stmt.target)
+                elif isinstance(stmt, cst.With):
+                    for item in stmt.items:
+                        bind(item.asname.name if item.asname is not None else None)
+                elif isinstance(stmt, cst.Try | cst.TryStar):
+                    for handler in stmt.handlers:
+                        bind(handler.name.name if handler.name is not None else None)
+                walk(_blocks(stmt))
+
+    walk(module.body)
     return names
+
+
+def _blocks(stmt: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of a compound statement's suites (`if`/`elif`/`else`, `try` and its
+    handlers, loops, `with`), not of nested functions or classes."""
+    found: list[cst.CSTNode] = []
+    for child in stmt.children:
+        if isinstance(child, cst.IndentedBlock):
+            found += child.body
+        elif isinstance(child, cst.SimpleStatementSuite):
+            found.append(cst.SimpleStatementLine(body=child.body))
+        elif isinstance(child, cst.If | cst.Else | cst.ExceptHandler | cst.ExceptStarHandler | cst.Finally):
+            found += _blocks(child)
+    return found
 
 
 def _guard_rebound(definitions: str, rebound: set[str], referred: set[str]) -> str:
