@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from precision_transpiler.api import transpile, transpile_file, transpile_paths
 from tests.helpers import run_cli
 
@@ -156,6 +158,7 @@ def test_no_progress_without_a_terminal_or_under_quiet(tmp_path: Path) -> None:
 # -- a large file ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_300_kb_generated_model_file_converts() -> None:
     source = _generator().generate(300 * 1024)
     assert len(source) >= 300 * 1024

@@ -71,6 +71,7 @@ def _mentions_torch(code: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_small_cnn_converts_without_torch_and_matches(tmp_path: Path) -> None:
     original = tmp_path / "small_cnn.py"
     original.write_text(SMALL_CNN)

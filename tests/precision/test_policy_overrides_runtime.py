@@ -123,6 +123,7 @@ def test_flax_path_override_runs_that_layer_in_fp32(tmp_path: Path, flax_inputs:
     assert _flax_layers(plain, flax_inputs, original)["convs.0"] > 1e-4  # without the override
 
 
+@pytest.mark.slow
 def test_flax_glob_covers_the_module_and_what_it_contains(tmp_path: Path, flax_inputs: list[np.ndarray]) -> None:
     import jax
     import jax.numpy as jnp

@@ -130,6 +130,7 @@ def test_identical_models_agree_exactly(models: ModuleType, inputs: list[np.ndar
             assert a.dtype == np.float32 and _rel(a, b) == 0.0
 
 
+@pytest.mark.slow
 def test_capture_paths_calls_and_cleanup(models: ModuleType, inputs: list[np.ndarray]) -> None:
     adapter = FlaxAdapter()
     model = models.Net(nnx.Rngs(0))
@@ -168,6 +169,7 @@ def test_calibrate_sets_running_stats_to_batch_stats(models: ModuleType, inputs:
     np.testing.assert_allclose(np.asarray(model.bn.var[...]), feature.var(axis=(0, 1, 2)), rtol=1e-3, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_different_layer_shows_up_exactly_there(models: ModuleType, inputs: list[np.ndarray]) -> None:
     adapter, original, converted = _pair(models, inputs, eps=1e-1)  # LayerNorm epsilon differs
     base, other = adapter.run(original, inputs, capture=True), adapter.run(converted, inputs, capture=True)

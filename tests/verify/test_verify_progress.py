@@ -32,6 +32,7 @@ class Net(nn.Module):
 ARGS = ["--entry", "Net()", "--input", "float32[2,4]", "--no-layers"]
 
 
+@pytest.mark.slow
 def test_a_slow_verification_shows_its_steps_and_q_silences_them(tmp_path: Path) -> None:
     original, converted = tmp_path / "slow.py", tmp_path / "slow_fp32.py"
     original.write_text(SLOW)
