@@ -253,3 +253,19 @@ def test_layer_source_points_at_the_assignment(models: ModuleType) -> None:
     assert adapter.layer_source(model, "block.query") == line_of("self.query = ")
     assert adapter.layer_source(model, "block") == line_of("self.block = ")
     assert adapter.layer_source(model, "nothing.here") is None
+
+
+def test_param_bytes_counts_variables_and_arrays_held_as_plain_attributes() -> None:
+    """transformers' rotary embeddings keep `self.original_inv_freq = self.inv_freq`; converted,
+    the model holds that array as a plain attribute, which nnx's state lists as the array itself
+    (no Variable): it is counted, and measuring does not fail."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    class Rotary(nnx.Module):
+        def __init__(self) -> None:
+            self.inv_freq = nnx.Variable(jnp.ones(8, dtype=jnp.float32))
+            self.original_inv_freq = self.inv_freq[...]
+            self.rngs = nnx.Rngs(0)  # random-number state: not counted
+
+    assert FlaxAdapter().param_bytes(Rotary()) == 2 * 8 * 4

@@ -290,14 +290,17 @@ class FlaxAdapter:
 
     def param_bytes(self, model: Any) -> int:
         """Bytes of the model's variables (parameters, batch statistics, buffers) as it holds them
-        now; random-number state is not counted (torch has none in its state_dict)."""
+        now, and of arrays it holds as plain attributes (`self.original_inv_freq =
+        self.inv_freq[...]` in transformers' rotary embeddings: nnx's state lists the array
+        itself); random-number state is not counted (torch has none in its state_dict)."""
         from flax import nnx
 
         total = 0
         for _, variable in nnx.to_flat_state(nnx.state(model)):
             if isinstance(variable, nnx.RngState):
                 continue
-            total += int(np.asarray(variable.get_raw_value()).nbytes)
+            value = variable.get_raw_value() if isinstance(variable, nnx.Variable) else variable
+            total += int(np.asarray(value).nbytes)
         return total
 
     def _captured(self, model: Any, arrays: list[Any], result: Capture) -> Any:
