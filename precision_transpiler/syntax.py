@@ -42,6 +42,10 @@ _OPERATOR_SYMBOLS: dict[type[cst.CSTNode], str] = {
 }
 
 
+#: the arithmetic operators, as Python spells them
+OPERATORS: tuple[str, ...] = tuple(dict.fromkeys(_OPERATOR_SYMBOLS.values()))
+
+
 def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
     """The arithmetic operator as Python spells it ("*" for both `a * b` and `a *= b`), the key
     of mappings/frameworks.yaml's `operators`; None for bitwise operators."""

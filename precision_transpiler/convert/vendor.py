@@ -576,8 +576,7 @@ def unvendor(code: str, target: str) -> str | None:
     guarded = re.compile(r"\b_ptshim_(\w+)")  # second names of copies the user's code rebinds
     for stmt in body[start:]:
         text = module.with_changes(body=[stmt.with_changes(leading_lines=[])], header=[], footer=[]).code.strip("\n")
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            text = guarded.sub(r"\1", text)
+        text = guarded.sub(r"\1", text)  # (an alias line `_ptshim_x = x` is read from its node below)
         if end > start and any(line.comment is not None for line in stmt.leading_lines):
             break  # the next block (a precision policy's helpers)
         if text in known:

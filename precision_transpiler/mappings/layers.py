@@ -73,7 +73,7 @@ def parse_signature(text: str) -> tuple[SignatureParam, ...]:
     return tuple(SignatureParam(a.arg, d) for a, d in zip(args, defaults, strict=True))
 
 
-def _qualified(value: Any) -> bool:
+def is_qualified(value: Any) -> bool:
     """`module.Name`: dotted identifiers (what the rewriter turns into an attribute chain)."""
     return isinstance(value, str) and all(
         part.isidentifier() and not keyword.iskeyword(part) for part in value.split(".")
@@ -129,7 +129,7 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
             raise where.error(data.line, "params", "expected target class: {torch name: ...} pairs")
         for cls, spec in params.items():
             line = params.lines.get(cls, data.line)
-            if not _qualified(cls):
+            if not is_qualified(cls):
                 raise where.error(line, f"params.{cls}", f"{cls!r} is not a qualified name")
             result.layer_params[str(cls)] = _params(spec, where, line, f"params.{cls}")
     symbols = data.get("symbols")
@@ -170,7 +170,7 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
             if ("call" in raw) == ("shim" in raw):
                 raise where.error(line, f"{ctx}.{fw}", "give exactly one of 'call' or 'shim'")
             for key in ("call", "shim"):
-                if key in raw and not _qualified(raw[key]):
+                if key in raw and not is_qualified(raw[key]):
                     raise where.error(line, f"{ctx}.{fw}.{key}", f"{raw[key]!r} is not a qualified name")
             names = {p.name for p in signature}
             keywords = {str(k): str(v) for k, v in dict(raw.get("keywords", {})).items()}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import keyword
 import os
 import pickle
 import sys
@@ -20,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from precision_transpiler.errors import MappingError
-from precision_transpiler.mappings.layers import layers_handler
+from precision_transpiler.mappings.layers import is_qualified, layers_handler
 from precision_transpiler.mappings.linetypes import LineDict, LineList
 from precision_transpiler.mappings.model import FrameworkInfo, MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import Pattern, parse_pattern
+from precision_transpiler.syntax import OPERATORS
 
 ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 #: `any` binds anything; `dtype`/`device` must look like one (method patterns only); `tensor`,
@@ -277,12 +277,12 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         lists = {key: tuple(_qualified_list(where, spec, key, ctx)) for key in _SYMBOL_LISTS if key in spec}
         operators = spec.get("operators", LineDict())
         if not isinstance(operators, LineDict) or not all(
-            op in _OPERATORS and isinstance(f, str) and _is_qualified(f) for op, f in operators.items()
+            op in OPERATORS and isinstance(f, str) and is_qualified(f) for op, f in operators.items()
         ):
             raise where.error(
                 spec.lines.get("operators", spec.line),
                 f"{ctx}operators",
-                f"expected operator: qualified function pairs (operators: {' '.join(_OPERATORS)})",
+                f"expected operator: qualified function pairs (operators: {' '.join(OPERATORS)})",
             )
         display = spec.get("display", name)
         result.frameworks[name] = FrameworkInfo(
@@ -292,17 +292,12 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
 
 #: frameworks.yaml keys that list qualified names (FrameworkInfo fields of the same names)
 _SYMBOL_LISTS = ("module_bases", "layer_namespaces", "not_layers", "model_bases", "model_calls", "sequential_calls")
-_OPERATORS = ("+", "-", "*", "/", "//", "%", "**", "@")
-
-
-def _is_qualified(text: str) -> bool:
-    return bool(text) and all(part.isidentifier() and not keyword.iskeyword(part) for part in text.split("."))
 
 
 def _qualified_list(where: _Where, parent: LineDict, key: str, context: str) -> list[str]:
     values = _str_list(where, parent, key, context)
     for value in values:
-        if not _is_qualified(value):
+        if not is_qualified(value):
             raise where.error(
                 parent.lines.get(key, parent.line), f"{context}{key}", f"{value!r} is not a qualified name"
             )
@@ -327,9 +322,7 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
                 values = _str_list(where, spellings, canon, f"{section}.{fw}.")
                 if section == "symbols":
                     for v in values:
-                        if "." not in v or not all(
-                            part.isidentifier() and not keyword.iskeyword(part) for part in v.split(".")
-                        ):
+                        if "." not in v or not is_qualified(v):
                             raise where.error(
                                 spellings.lines[canon],
                                 f"{section}.{fw}.{canon}",

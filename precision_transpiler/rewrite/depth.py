@@ -92,11 +92,7 @@ def check_depth(source: str) -> None:
                 levels[-1] += TRAILER_COST[text]
                 chain += TRAILER_COST[text]
                 if chain > MAX_CHAIN:
-                    raise TooDeep(
-                        token.start[0],
-                        f"an expression chains more than {MAX_CHAIN} operators, subscripts and calls (deeper "
-                        "nesting would crash the parser); split it into several statements",
-                    )
+                    raise _too_long(token.start[0])
             if kind == tokenize.OP and text in _OPEN:
                 levels.append(0)
                 lambdas.append(0)
@@ -132,15 +128,19 @@ def check_depth(source: str) -> None:
                 levels[-1] += 1
                 chain += 1
                 if chain > MAX_CHAIN:
-                    raise TooDeep(
-                        token.start[0],
-                        f"an expression chains more than {MAX_CHAIN} operators (deeper nesting would crash the "
-                        "parser); split it into several statements",
-                    )
+                    raise _too_long(token.start[0])
     except (tokenize.TokenError, SyntaxError, ValueError) as exc:
         if isinstance(exc, TooDeep):
             raise
         return
+
+
+def _too_long(line: int) -> TooDeep:
+    return TooDeep(
+        line,
+        f"an expression chains more than {MAX_CHAIN} operators, subscripts and calls (deeper nesting would "
+        "crash the parser); split it into several statements",
+    )
 
 
 def with_deep_stack(work: Callable[[], T]) -> T:

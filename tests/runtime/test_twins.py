@@ -23,17 +23,17 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-torch = pytest.importorskip("torch")
-nnx = pytest.importorskip("flax.nnx")
-keras = pytest.importorskip("keras")
+# (a framework that is not installed skips this module through tests/conftest.py, with the reason;
+# one that is installed but broken fails it)
+import jax.numpy as jnp
+import torch
+from flax import nnx
+from keras import ops
 
-import jax.numpy as jnp  # noqa: E402
-from keras import ops  # noqa: E402
-
-from precision_transpiler.mappings import load_mappings  # noqa: E402
-from precision_transpiler.weights.torch_to_flax import load_torch_state_dict  # noqa: E402
-from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras  # noqa: E402
-from tests.compare import perturb, rand  # noqa: E402
+from precision_transpiler.mappings import load_mappings
+from precision_transpiler.weights.torch_to_flax import load_torch_state_dict
+from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras
+from tests.compare import perturb, rand
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Implicit dimension choice:UserWarning"),  # torch's own note
