@@ -320,7 +320,10 @@ class InlineSiblings:
         code = redirect(doc.code())
         # names with a counterpart in this target are imported from it (redirect), not converted
         known = frozenset(symbol for symbol, targets in job.table.layer_symbols.items() if job.to in targets)
-        code, report = inline_siblings(job.path, code, convert, redirect=redirect, known=known)
+        # torch libraries of other distributions are converted like siblings, except what the tables map
+        table = job.table
+        mapped = table.all_roots | {s.split(".")[0] for s in (*table.layers, *table.layer_symbols)}
+        code, report = inline_siblings(job.path, code, convert, redirect=redirect, known=known, mapped=mapped)
         doc.set_code(code)
         if redirected:
             library = "Flax" if job.to == "jax" else "Keras"

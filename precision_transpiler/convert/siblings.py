@@ -7,12 +7,20 @@ the same top-level package) whose module uses torch is converted too: the siblin
 converted in memory, and the definitions the file needs (with the helpers and imports they
 use, in the sibling's order) are copied into the output in place of the import. Relative
 imports inside copied code are made absolute, and the step repeats for what they bring in.
+
+Model code also imports small torch libraries of other distributions (x-transformers builds
+its layers with `torch_einops_utils.nn.Sequential`). Their names are treated the same way when
+the module's file is found on the search path (`sys.path`, looked up as files: nothing is
+imported) and its top-level package is not one the mapping tables know (torch, einops,
+transformers, the targets: those are mapped, not converted), so the output does not hand
+converted layers to torch code.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +113,34 @@ def _absolute_file(path: Path, module: str) -> tuple[Path | None, str]:
     return None, module
 
 
+def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, str]:
+    """The file of an absolute import of another distribution, found on `sys.path` as a file
+    (never imported); None for the standard library, for packages the tables map (`mapped`
+    top-level names) and for what is not found."""
+    parts = module.split(".")
+    if not parts[0] or parts[0] in mapped or parts[0] in sys.stdlib_module_names:
+        return None, module
+    for entry in sys.path:
+        root = Path(entry or ".")
+        top = root / parts[0]
+        if not (top / "__init__.py").is_file() and not (len(parts) == 1 and top.with_suffix(".py").is_file()):
+            continue
+        target = root.joinpath(*parts)
+        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+            if candidate.is_file():
+                try:
+                    text = candidate.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    return None, module
+                # torch code only: a library that merely mentions torch stays imported
+                return (candidate if _IMPORTS_TORCH.search(text) else None), module
+        return None, module  # the package is here, the module is not (an extension): left as is
+    return None, module
+
+
+_IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
+
+
 def inline_siblings(
     path: str,
     code: str,
@@ -113,11 +149,13 @@ def inline_siblings(
     max_rounds: int = 6,
     redirect: Callable[[str], str] | None = None,
     known: frozenset[str] = frozenset(),
+    mapped: frozenset[str] | None = None,
 ) -> tuple[str, SiblingReport]:
     """Inline sibling definitions that `code` (the converted text of `path`) imports.
 
     `convert(source, path)` converts a sibling module (without copying shims) and returns its
-    code and diagnostics (line, col, severity, code, message)."""
+    code and diagnostics (line, col, severity, code, message). With `mapped` (the top-level
+    packages the tables map), torch libraries of other distributions are taken in too."""
     report = SiblingReport()
     file = Path(path)
     if not file.is_file():
@@ -126,7 +164,7 @@ def inline_siblings(
     for _ in range(max_rounds):
         if redirect is not None:  # library infrastructure copied code imports (library_imports.py)
             code = redirect(code)
-        new_code = _one_round(file, code, convert, cache, report, known=known)
+        new_code = _one_round(file, code, convert, cache, report, known=known, mapped=mapped)
         if new_code == code:
             break
         code = new_code
@@ -152,15 +190,22 @@ def _one_round(
     report: SiblingReport,
     budget: int = BUDGET,
     known: frozenset[str] = frozenset(),
+    mapped: frozenset[str] | None = None,
 ) -> str:
+    def locate(level: int, name: str | None) -> tuple[Path | None, str]:
+        if level:
+            return _module_file(file, level, name)
+        if not name:
+            return None, ""
+        found, dotted_name = _absolute_file(file, name)
+        if found is None and mapped is not None and name.split(".")[0] not in package_of(file)[:1]:
+            return _installed_file(name, mapped)
+        return found, dotted_name
+
     imports = top_level_from_imports(code)
     if imports is not None and not any(
         sibling is not None and sibling.resolve() != file.resolve()
-        for sibling, _ in (
-            _module_file(file, level, name or None) if level else _absolute_file(file, name)
-            for level, name in imports
-            if level or name
-        )
+        for sibling, _ in (locate(level, name or None) for level, name in imports if level or name)
     ):
         return code  # no import of a sibling: nothing to do, without parsing a large file
     module = cst.parse_module(code)
@@ -177,12 +222,9 @@ def _one_round(
             continue
         level = len(imp.relative)
         dotted_module = dotted(imp.module) if imp.module is not None else None
-        if level:
-            sibling, sibling_name = _module_file(file, level, dotted_module)
-        elif dotted_module:
-            sibling, sibling_name = _absolute_file(file, dotted_module)
-        else:
+        if not level and not dotted_module:
             continue
+        sibling, sibling_name = locate(level, dotted_module)
         if sibling is None or sibling.resolve() == file.resolve():
             continue
         try:

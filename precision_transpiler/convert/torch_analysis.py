@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from precision_transpiler.mappings.model import FrameworkInfo
@@ -56,12 +56,34 @@ class ModelAnalysis:
     factories: dict[str, set[str]] = field(default_factory=dict)  # builder -> factory names
     uses_training: set[str] = field(default_factory=set)  # module classes reading `self.training`
     buffers: dict[str, set[str]] = field(default_factory=dict)  # module class -> registered buffer names
+    # module class -> attributes only ever assigned an `nn.Parameter(...)` (`self.cls = nn.Parameter(...)`)
+    params: dict[str, set[str]] = field(default_factory=dict)
     layer_bases: dict[str, str] = field(default_factory=dict)  # class -> torch layer it derives from
     # class -> {attribute: torch layer}: `self.fc = nn.Linear(...)` in a module class
     layer_attrs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # module classes with no `__init__` of their own: where their constructor comes from, a torch
+    # layer (qualified), "torch.nn.Module", or None when a base is imported from elsewhere
+    inherited_init: dict[str, str | None] = field(default_factory=dict)
+    # module-level names bound to a layer class or a partial of one (`LinearNoBias = partial(nn.Linear, bias=False)`)
+    global_factories: set[str] = field(default_factory=set)
 
     def needs_rngs(self, key: str) -> bool:
         return key in self.builders
+
+    def constructor_takes_rngs(self, cls: str, layer_takes_rngs: Callable[[str], bool]) -> bool:
+        """Whether the converted class's constructor accepts `rngs`: its own `__init__` (or an
+        inherited one of the file) does, a class whose constructor is `nn.Module`'s (a
+        parameter-free activation written as a class) does not, and one inheriting a torch
+        layer's does when the layer's counterpart takes it (`layer_takes_rngs`). A base from
+        elsewhere is assumed to take it, as converted module classes do."""
+        if cls not in self.inherited_init:
+            return True
+        base = self.inherited_init[cls]
+        if base is None:
+            return True
+        if is_module_base(base):
+            return False
+        return layer_takes_rngs(base)
 
 
 def resolve(node: ast.AST, bindings: Mapping[str, str | None]) -> str | None:
@@ -129,9 +151,11 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                     changed = True
                     break
 
+    _inherited_inits(classes, bindings, result)
+    result.global_factories = _global_factories(tree, bindings, result.module_classes)
     functions = list(_functions(tree))
     for key, owner, func in functions:
-        result.factories[key] = _factory_names(func, bindings, result.module_classes)
+        result.factories[key] = _factory_names(func, bindings, result.module_classes) | result.global_factories
         if owner in result.module_classes and func.name == "__init__":
             result.builders.add(key)
     changed = True
@@ -171,6 +195,9 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             }
             if names:
                 result.buffers[cls.name] = names
+            params = _parameter_attributes(cls, bindings)
+            if params:
+                result.params[cls.name] = params
             layers = {}
             for n in ast.walk(cls):
                 if (
@@ -189,6 +216,69 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             if single:
                 result.layer_attrs[cls.name] = single
     return result
+
+
+def _parameter_attributes(cls: ast.ClassDef, bindings: Mapping[str, str | None]) -> set[str]:
+    """`self.X` attributes of a class assigned `nn.Parameter(...)` and nothing else (an
+    attribute that may also be None is left out: its reads cannot be rewritten blindly)."""
+    parameter, other = set(), set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+                    continue
+                if target.value.id != "self":
+                    continue
+                value = node.value
+                is_param = isinstance(value, ast.Call) and resolve(value.func, bindings) in (
+                    "torch.nn.Parameter",
+                    "torch.nn.parameter.Parameter",
+                )
+                (parameter if is_param else other).add(target.attr)
+    return parameter - other
+
+
+def _inherited_inits(classes: list[ast.ClassDef], bindings: Mapping[str, str | None], result: ModelAnalysis) -> None:
+    """Fill `result.inherited_init` for module classes that define no `__init__`."""
+    by_name = {c.name: c for c in classes}
+
+    def source(cls: ast.ClassDef, seen: frozenset[str]) -> str | None:
+        for base in cls.bases:
+            text = dotted(base)
+            if text in by_name and text not in seen and text in result.module_classes:
+                local = by_name[text]
+                if any(isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in local.body):
+                    return None  # the file's own class: its converted __init__ takes rngs
+                return source(local, seen | {text})
+            q = resolve(base, bindings)
+            if q is not None and (is_layer_symbol(q) or is_module_base(q)):
+                return q
+            if text is not None and text not in ("object", "ABC", "Generic"):
+                return None  # a base from elsewhere: unknown
+        return None
+
+    for cls in classes:
+        if cls.name in result.module_classes and not any(
+            isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in cls.body
+        ):
+            result.inherited_init[cls.name] = source(cls, frozenset({cls.name}))
+
+
+def _global_factories(tree: ast.Module, bindings: Mapping[str, str | None], module_classes: set[str]) -> set[str]:
+    """Module-level names bound to a layer class or a partial of one, which every function of the
+    file can call (x-transformers' `LinearNoBias = partial(nn.Linear, bias = False)`)."""
+    names: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and _is_layer_value(node.value, bindings, module_classes, names):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in names and target.id not in module_classes:
+                        names.add(target.id)
+                        changed = True
+    return names
 
 
 def _factory_names(func: ast.AST, bindings: Mapping[str, str | None], module_classes: set[str]) -> set[str]:

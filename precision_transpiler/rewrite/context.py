@@ -52,6 +52,16 @@ class RuleContext:
         qualified = self.qualified_name(node)
         return self.mappings.framework_of(qualified) if qualified else None
 
+    def is_foreign_call(self, call: cst.Call) -> bool:
+        """A call of an imported function that no framework table knows and that is not the
+        runtime's (`einops.repeat`, a helper library's function): it receives arguments as
+        they are, so a framework variable (an nnx.Param, a keras.Variable) must be passed as
+        its array."""
+        qualified = self.qualified_name(call.func)
+        if qualified is None or qualified.split(".")[0] == "precision_transpiler":
+            return False
+        return self.mappings.framework_of(qualified) is None
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """Parent of an original node on the path being visited (None for other nodes)."""
         return self._command.parent_of(node)

@@ -264,7 +264,8 @@ class Transpiler(cst.CSTTransformer):
         self.add_candidate(node, f"{qualified} has no mapping to {target}", "unsupported-symbol")
 
     def add_candidate(self, node: cst.CSTNode, message: str, code: str) -> None:
-        candidate = _Candidate(node, message, code)
+        # one line: messages quote source code, which may span lines, and become `#` comments
+        candidate = _Candidate(node, " ".join(message.split()), code)
         owner = self._owner(node)
         if owner is None:
             self._orphans.append(candidate)
@@ -311,7 +312,7 @@ class Transpiler(cst.CSTTransformer):
 
     def add_diagnostic(self, node: cst.CSTNode, severity: Severity, code: str, message: str) -> None:
         line, col = self.position(node)
-        diagnostic = Diagnostic(self.options.path, line, col, severity, code, message)
+        diagnostic = Diagnostic(self.options.path, line, col, severity, code, " ".join(message.split()))
         self.result.diagnostics.append(diagnostic)
         self._diagnostic_nodes.append((node, diagnostic))
 

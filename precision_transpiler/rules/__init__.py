@@ -17,7 +17,7 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     # first: `x.add_(y)` is an assignment to write, not an op to look up ...
     ("torch-inplace-ops", "torch_inplace_ops_model"),
     # ... `torch.randn` while a layer is built draws from the module's rngs ...
-    ("torch-random-init", "torch_random_init_jax"),
+    ("torch-random-init", "torch_random_init_model"),
     # ... and `torch.autocast(...)` regions become the runtime's autocast context.
     ("torch-autocast", "torch_autocast_model"),
     # Symbols, strings and comparisons of dtypes; then every other op through the op tables.

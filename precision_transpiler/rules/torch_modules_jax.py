@@ -15,6 +15,7 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.module_variables import variables_as_arrays
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module, runtime_name
 from precision_transpiler.syntax import dotted_name
@@ -287,6 +288,9 @@ class TorchModules(Rule):
         return new
 
     def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        foreign = self._variables_as_arrays(ctx, original, updated)
+        if foreign is not None:
+            return foreign
         analysis = analysis_for(ctx)
         key = ctx.enclosing_function()
         walked = self._module_walk(ctx, original, updated, analysis.module_classes, key)
@@ -299,9 +303,8 @@ class TorchModules(Rule):
         owner = key.split(".")[0] if "." in key else None
         if _is_super_init(original) and owner in analysis.layer_bases:
             # `class OPTLearnedPositionalEmbedding(nn.Embedding)`: the layer's __init__ takes rngs
-            spec = ctx.mappings.layers.get(analysis.layer_bases[owner])
-            target = spec.targets.get(ctx.target) if spec is not None else None
-            return self._with_rngs(ctx, original, updated) if target is not None and target.rngs else None
+            takes = _layer_takes_rngs(ctx, analysis.layer_bases[owner])
+            return self._with_rngs(ctx, original, updated) if takes else None
         text = dotted_name(original.func)
         if text is None:
             return None
@@ -314,6 +317,10 @@ class TorchModules(Rule):
         )
         if not wants or ctx.qualified_name(original.func) is not None:
             return None
+        if text in analysis.module_classes and not analysis.constructor_takes_rngs(
+            text, lambda layer: _layer_takes_rngs(ctx, layer)
+        ):
+            return None  # `NewGELU()`: a class with nn.Module's constructor takes no rngs
         return self._with_rngs(ctx, original, updated)
 
     def _with_rngs(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -331,9 +338,29 @@ class TorchModules(Rule):
         ctx.record(self.name, original, new)
         return new
 
+    def _variables_as_arrays(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
+        """`repeat(self.cls, ...)` (einops, a helper library): a parameter or buffer passed to a
+        function no table knows is passed as its array (`self.cls[...]`); rewrite/module_variables.py."""
+        new = variables_as_arrays(
+            ctx,
+            original,
+            updated,
+            lambda v: cst.Subscript(value=v, slice=[cst.SubscriptElement(cst.Index(cst.Ellipsis()))]),
+        )
+        if new is not None:
+            ctx.record(self.name, original, new)
+        return new
+
 
 _WALKS = ("modules", "named_modules", "children", "named_children")
 _REGISTERS = ("add_module", "register_module")
+
+
+def _layer_takes_rngs(ctx: RuleContext, layer: str) -> bool:
+    """Whether the counterpart of torch layer `layer` takes `rngs` (the layer table's `rngs:`)."""
+    spec = ctx.mappings.layers.get(layer)
+    target = spec.targets.get(ctx.target) if spec is not None else None
+    return target is not None and target.rngs
 
 
 def _is_super(node: cst.BaseExpression) -> bool:

@@ -26,6 +26,7 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.module_variables import variables_as_arrays
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 from precision_transpiler.syntax import dotted_name
@@ -172,6 +173,9 @@ class TorchModulesKeras(Rule):
     # -- calls ---------------------------------------------------------------------------------
 
     def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        foreign = self._variables_as_arrays(ctx, original, updated)
+        if foreign is not None:
+            return foreign
         walked = self._module_walk(ctx, original, updated)
         if walked is not None:
             return walked
@@ -220,4 +224,13 @@ class TorchModulesKeras(Rule):
             value = layer
         new = updated.with_changes(args=[updated.args[0], updated.args[1].with_changes(value=value)])
         ctx.record(self.name, original, new)
+        return new
+
+    def _variables_as_arrays(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
+        """`repeat(self.cls, ...)` (einops, a helper library): a parameter or buffer passed to a
+        function no table knows is passed as its array (`self.cls.value`, which applies Keras'
+        autocast); rewrite/module_variables.py."""
+        new = variables_as_arrays(ctx, original, updated, lambda v: cst.Attribute(v, cst.Name("value")))
+        if new is not None:
+            ctx.record(self.name, original, new)
         return new

@@ -44,6 +44,7 @@ SUBJECTS = (
     "containers",
     "modules",
     "transformers",
+    "einops",
     "device",
 )
 

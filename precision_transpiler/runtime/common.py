@@ -28,6 +28,11 @@ def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
     return out
 
 
+def _size(size: Any) -> tuple[int, ...]:
+    """torch's `*size` arguments: `randn(2, 3)` or `randn((2, 3))`."""
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)
+
+
 def _channel_shape(ndim: int) -> tuple[int, ...]:
     """Broadcast shape of a per-channel vector against an (N, C, *spatial) array."""
     return (1, -1, *([1] * (ndim - 2)))

@@ -12,7 +12,8 @@ files match those of the Keras twin (`precision_transpiler.runtime.keras`) one f
 
 Rules these modules keep (tests/runtime/test_flax_runtime.py and tests/runtime guard them), because the
 converter copies the definitions a converted file needs into that file: they import jax, numpy,
-flax.nnx and the standard library, never torch; every top-level definition is copyable with the
+flax.nnx and the standard library (einops.py also einops, which code using einops' layers
+imports anyway), never torch; every top-level definition is copyable with the
 top-level names it references (transitively, across runtime modules); module-level state is
 limited to constants and helper functions.
 

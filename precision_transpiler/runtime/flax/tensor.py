@@ -19,13 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from precision_transpiler.runtime.common import _size
+
 
 def _init_key(rngs):
     return rngs.params() if rngs is not None else jax.random.key(0)
-
-
-def _size(size):
-    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)
 
 
 def torch_randn(*size, dtype=None, rngs=None):

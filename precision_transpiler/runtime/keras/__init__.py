@@ -12,7 +12,7 @@ computes (relative error <= 1e-5 in float32, tests/runtime/test_keras_runtime.py
 
 Rules these modules keep, because the converter copies the definitions a converted file needs into
 that file (precision_transpiler/convert/vendor.py): they import keras, keras.ops, numpy and the
-standard library (TensorFlow only where a torch behaviour needs it), never torch; helpers shared
+standard library (TensorFlow only where a torch behaviour needs it; einops.py also einops), never torch; helpers shared
 between modules are imported unaliased at module level (`from precision_transpiler.runtime.keras.
 functional import _stats_dtype`), which the converter follows; every top-level definition is
 copyable with the top-level names it references. The files match those of the Flax twin

@@ -26,6 +26,20 @@ import keras
 import numpy as np
 from keras import ops
 
+from precision_transpiler.runtime.common import _size
+
+
+def torch_randn(*size, dtype=None):
+    """torch.randn(*size) while building layers (`nn.Parameter(torch.randn(1, 1, d))`): standard
+    normal values from Keras' global seed generator (torch's generator is not shared; the torch
+    checkpoint replaces the values, so only shape and dtype matter)."""
+    return keras.random.normal(_size(size), dtype=dtype or "float32")
+
+
+def torch_rand(*size, dtype=None):
+    """torch.rand(*size) while building layers: uniform [0, 1) values (see torch_randn)."""
+    return keras.random.uniform(_size(size), dtype=dtype or "float32")
+
 
 def torch_split(tensor, split_size_or_sections, dim=0):
     """torch.split / Tensor.split: pieces of `split_size` elements along `dim` (the last one

@@ -1,0 +1,53 @@
+"""A module's parameters and buffers passed to functions that take arrays only.
+
+A converted module holds its parameters and buffers as framework variables (an `nnx.Param`, a
+`keras.Variable`). The framework's own functions take them as arrays, but a function of another
+library does not: einops' `repeat(self.cls, "1 1 d -> b 1 d", b=b)` asks the argument's type for
+a backend and finds none. Such arguments are passed as their arrays; how a target spells that
+(`self.cls[...]` in Flax, `self.cls.value` in Keras, which applies Keras' autocast) is the
+rule's `wrap`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.rewrite.context import RuleContext
+
+
+def variables_as_arrays(
+    ctx: RuleContext,
+    original: cst.Call,
+    updated: cst.Call,
+    wrap: Callable[[cst.BaseExpression], cst.BaseExpression],
+) -> cst.Call | None:
+    """`updated` with each argument that is `self.<parameter or buffer>` wrapped, when the call
+    goes to an imported function no table knows (`RuleContext.is_foreign_call`); None when
+    nothing changes. Only attributes the class assigns a `nn.Parameter` (and nothing else) or
+    registers as a buffer qualify: one that may hold None is left as written."""
+    key = ctx.enclosing_function()
+    owner = key.split(".")[0] if key and "." in key else None
+    if owner is None or not ctx.is_foreign_call(original):
+        return None
+    analysis = analysis_for(ctx)
+    names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
+    if not names:
+        return None
+    args = list(updated.args)
+    changed = False
+    for index, (before, after) in enumerate(zip(original.args, updated.args, strict=True)):
+        value = before.value
+        if (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == "self"
+            and value.attr.value in names
+            and before.star == ""
+            and isinstance(after.value, cst.Attribute)
+        ):
+            args[index] = after.with_changes(value=wrap(after.value))
+            changed = True
+    return updated.with_changes(args=args) if changed else None
