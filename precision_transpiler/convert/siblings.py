@@ -393,6 +393,7 @@ def _extract(
     todo = [n for n in names if n in defs]
     if not todo:
         return None, [], []
+    conditional = _conditional_globals(tree)
     needed_imports: list[str] = []
     while todo:
         name = todo.pop()
@@ -407,6 +408,10 @@ def _extract(
                 todo.append(used_name)
             elif used_name in imports:
                 needed_imports.append(_absolute_import(imports[used_name], used_name, module_name))
+            elif used_name in conditional:
+                # a global set under `if`/`try` at module level (diffusers' `_torch_available`):
+                # the copy could not define it, so the name stays imported instead
+                return None, [], []
     lines = converted.splitlines(keepends=True)
     pieces = []
     for node in tree.body:
@@ -423,6 +428,23 @@ def _extract(
         if n in original_defs
     ]
     return "\n\n\n".join(pieces), list(dict.fromkeys(needed_imports)), ranges
+
+
+def _conditional_globals(tree: ast.Module) -> set[str]:
+    """Module-level names bound only inside compound statements (`if USE_TORCH: _torch_available
+    = ...`, `try: import x except ImportError: ...`), which `_ast_defs` does not take."""
+    names: set[str] = set()
+    for node in tree.body:
+        if not isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                names.add(sub.id)
+            elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(sub.name)
+            elif isinstance(sub, ast.Import | ast.ImportFrom):
+                names.update((a.asname or a.name).split(".")[0] for a in sub.names)
+    return names - set(_ast_defs(tree))
 
 
 def _absolute_import(node: ast.stmt, name: str, module_name: str) -> str:

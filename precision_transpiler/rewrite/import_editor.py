@@ -121,6 +121,11 @@ class ImportEditor(cst.CSTTransformer):
 
     # -- removal -------------------------------------------------------------------------------
 
+    def _removable(self, module: str) -> bool:
+        """`module` is one of `remove_roots` or under one: a top-level package (`torch`) or a
+        dotted module (`einops.layers.torch`, the torch part of a framework-neutral library)."""
+        return any(module == r or module.startswith(r + ".") for r in self.remove_roots)
+
     def _trim(self, small: cst.BaseSmallStatement) -> cst.BaseSmallStatement | None:
         """The import with unused source-framework names dropped (None if nothing is left)."""
         if not isinstance(small, cst.Import | cst.ImportFrom) or (
@@ -136,7 +141,7 @@ class ImportEditor(cst.CSTTransformer):
         for alias in names:
             module = _module_of(small, alias)
             local = _local_name(alias, is_from)
-            if module.split(".")[0] in self.remove_roots and local is not None and local not in self.used:
+            if self._removable(module) and local is not None and local not in self.used:
                 gone.append(local)
                 continue
             keep.append(alias)

@@ -1,0 +1,250 @@
+"""Mechanisms real model code from outside the test corpus needs, each on a small file in the
+style it was found in, converted to both targets and verified against torch:
+
+* layer factories bound at module level (`LinearNoBias = partial(nn.Linear, bias=False)`) and
+  module classes with nn.Module's constructor (a GELU written as a class) get `rngs` exactly
+  where the converted constructor takes it (convert/torch_analysis.py);
+* einops: its functions run on JAX arrays and TensorFlow tensors as they are, its torch layers
+  become runtime/{flax,keras}/einops.py, and a parameter handed to einops goes as its array
+  (rewrite/module_variables.py); `nn.Parameter(torch.randn(...))` while building (Keras too);
+* torch helper libraries of other distributions are converted and copied in like sibling
+  modules, never handed converted layers (convert/siblings.py); a helper whose globals are set
+  under `if` stays imported instead of being copied without them.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.verify import VerifyOptions, verify_files
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
+
+TARGETS = ("jax", "tf")
+
+FACTORIES = """
+import math
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+LinearNoBias = partial(nn.Linear, bias=False)
+
+
+class NewGELU(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class QuickGELU(NewGELU):
+    pass
+
+
+class MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = LinearNoBias(d, 2 * d)
+        self.act = NewGELU()
+        self.act2 = QuickGELU()
+        self.proj = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return self.proj(self.act2(self.act(self.fc(x))))
+"""
+
+EINOPS = """
+import torch
+import torch.nn as nn
+from einops import rearrange, repeat, reduce
+from einops.layers.torch import Rearrange, Reduce
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, dim, patch=4):
+        super().__init__()
+        self.to_patches = nn.Sequential(
+            Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch, p2=patch),
+            nn.LayerNorm(patch * patch * 3),
+            nn.Linear(patch * patch * 3, dim),
+        )
+        self.cls = nn.Parameter(torch.randn(1, 1, dim))
+        self.pool = Reduce("b n d -> b d", "mean")
+
+    def forward(self, img):
+        x = self.to_patches(img)
+        cls = repeat(self.cls, "1 1 d -> b 1 d", b=x.shape[0])
+        x = torch.cat([cls, x], dim=1)
+        y = rearrange(x, "b n (h d) -> b h n d", h=2)
+        y = reduce(y, "b h n d -> b n (h d)", "max")
+        return self.pool(x + y)
+"""
+
+
+def _verify(tmp_path: Path, name: str, source: str, to: str, policy: str, entry: str, spec: str):
+    original = tmp_path / f"{name}.py"
+    original.write_text(source)
+    result = transpile(source, to=to, policy=policy, path=str(original))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    converted = tmp_path / f"{name}_{to}_{policy}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(original, converted, VerifyOptions(entry=entry, inputs=[spec], policy=policy))
+    assert verdict.passed, verdict.failures
+    return result
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_module_level_partials_and_parameter_free_classes(tmp_path: Path, to: str) -> None:
+    result = _verify(tmp_path, "factories", FACTORIES, to, "fp32", "MLP(8)", "float32[2,8]")
+    if to == "jax":
+        assert "LinearNoBias(d, 2 * d, rngs=rngs)" in result.code
+        assert "NewGELU()" in result.code and "QuickGELU()" in result.code  # nn.Module's constructor
+    else:
+        assert "rngs" not in result.code
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", TARGETS)
+def test_module_level_partials_under_mixed_precision(tmp_path: Path, to: str) -> None:
+    _verify(tmp_path, "factories", FACTORIES, to, "mixed", "MLP(8)", "float32[2,8]")
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_einops_functions_and_layers(tmp_path: Path, to: str) -> None:
+    result = _verify(tmp_path, "patches", EINOPS, to, "fp32", "PatchEmbed(16)", "float32[2,3,16,16]")
+    tree = ast.parse(result.code)
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "einops.layers.torch" not in modules and "einops" in modules
+    assert ("repeat(self.cls[...]," if to == "jax" else "repeat(self.cls.value,") in result.code
+    assert "torch_randn(1, 1, dim" in result.code
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", TARGETS)
+def test_einops_under_mixed_precision(tmp_path: Path, to: str) -> None:
+    _verify(tmp_path, "patches", EINOPS, to, "mixed", "PatchEmbed(16)", "float32[2,3,16,16]")
+
+
+HELPER_LIBRARY = {
+    "__init__.py": "",
+    "nn.py": '''
+from torch.nn import Module
+from torch.nn import Sequential as PyTorchSequential
+
+from helperlib.util import exists
+
+
+def Sequential(*modules):
+    return PyTorchSequential(*filter(exists, modules))
+
+
+class Residual(Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x) + x
+''',
+    "util.py": "import torch\n\n\ndef exists(v):\n    return v is not None\n",
+    # plain Python (no torch): stays imported
+    "config.py": "def default(value, d):\n    return d if value is None else value\n",
+}
+
+USES_LIBRARY = """
+import torch.nn as nn
+from helperlib.nn import Residual, Sequential
+from helperlib.config import default
+
+
+class Block(nn.Module):
+    def __init__(self, d, hidden=None):
+        super().__init__()
+        hidden = default(hidden, 2 * d)
+        self.ff = Residual(Sequential(nn.Linear(d, hidden), None, nn.GELU(), nn.Linear(hidden, d)))
+
+    def forward(self, x):
+        return self.ff(x)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_torch_library_of_another_distribution_is_converted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str
+) -> None:
+    library = tmp_path / "site" / "helperlib"
+    library.mkdir(parents=True)
+    for name, text in HELPER_LIBRARY.items():
+        (library / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    model = tmp_path / "model"
+    model.mkdir()
+    result = _verify(model, "block", USES_LIBRARY, to, "fp32", "Block(4)", "float32[2,4]")
+    imported = {n.module for n in ast.walk(ast.parse(result.code)) if isinstance(n, ast.ImportFrom)}
+    assert "helperlib.nn" not in imported and "helperlib.util" not in imported  # converted, copied in
+    assert "helperlib.config" in imported  # no torch in it: imported as written
+    note = next(d for d in result.diagnostics if d.code == "siblings-inlined")
+    assert "helperlib.nn.Residual" in note.message and "helperlib.nn.Sequential" in note.message
+
+
+def test_converting_does_not_import_the_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Libraries are found as files on the search path; converting never imports them."""
+    library = tmp_path / "site" / "helperlib_noimport"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text("raise RuntimeError('imported while converting')\n")
+    (library / "nn.py").write_text("import torch.nn as nn\n\n\ndef block(d):\n    return nn.Linear(d, d)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    source = (
+        "import torch.nn as nn\nfrom helperlib_noimport.nn import block\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = block(4)\n\n"
+        "    def forward(self, x):\n        return self.fc(x)\n"
+    )
+    (tmp_path / "net.py").write_text(source)
+    result = transpile(source, to="jax", path=str(tmp_path / "net.py"))
+    assert not result.errors, [d.format() for d in result.errors]
+    assert "def block(d, *, rngs" in result.code and "helperlib_noimport" not in result.code.split("# ptranspile")[0]
+    assert "helperlib_noimport" not in sys.modules
+
+
+CONDITIONAL_GLOBAL = {
+    "__init__.py": "",
+    "flags.py": (
+        "import importlib.util\nimport torch\n\nif importlib.util.find_spec('torch') is not None:\n"
+        "    _torch_available = True\nelse:\n    _torch_available = False\n\n\n"
+        "def is_torch_available():\n    return _torch_available\n"
+    ),
+    "model.py": (
+        "import torch.nn as nn\nfrom .flags import is_torch_available\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+        "        self.double = is_torch_available()\n\n"
+        "    def forward(self, x):\n        return self.fc(x) * (2 if self.double else 1)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_helper_whose_globals_are_set_under_if_stays_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str
+) -> None:
+    """diffusers' `is_torch_available` reads `_torch_available`, set under a module-level `if`:
+    copying the function without it failed at import (NameError)."""
+    package = tmp_path / "condpkg"
+    package.mkdir()
+    for name, text in CONDITIONAL_GLOBAL.items():
+        (package / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = package / "model.py"
+    result = transpile(model.read_text(), to=to, path=str(model))
+    assert not result.errors, [d.format() for d in result.errors]
+    assert "from condpkg.flags import is_torch_available" in result.code or (
+        "from .flags import is_torch_available" in result.code
+    )
+    converted = package / f"model_{to}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures
