@@ -83,8 +83,9 @@ class TorchAutocast(Rule):
             "            h = self.fc(x)\n            return torch.matmul(h, h.T)\n",
             # before the shims are copied into the file (vendored=False): their qualified names
             "from flax import nnx\nimport jax.numpy as jnp\nimport precision_transpiler\n\n\n"
-            "class Net(nnx.Module):\n    def __init__(self, *, rngs: nnx.Rngs | None = None):\n"
-            "        if rngs is None:\n            rngs = nnx.Rngs(0)\n        super().__init__()\n"
+            "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
             "        self.fc = nnx.Linear(4, 4, rngs=rngs)\n\n    def __call__(self, x):\n"
             '        with precision_transpiler.runtime.flax.modules.torch_autocast(self, "bfloat16", enabled=True):\n'
             "            h = self.fc(x)\n"

@@ -115,16 +115,15 @@ class TorchInplaceOps(Rule):
             "import torch\nfrom torch import nn\n\n\nclass Ema(nn.Module):\n    def __init__(self):\n"
             '        super().__init__()\n        self.register_buffer("avg", torch.zeros(3))\n\n'
             "    def forward(self, x):\n        self.avg.mul_(0.9)\n        return x\n",
-            "from flax import nnx\nimport jax.numpy as jnp\n\n\n# ptranspile: torch-compatible definitions copied from "
-            "precision_transpiler/runtime (torch semantics)\nclass Buffer(nnx.Variable):\n"
-            '    """A torch buffer (`self.register_buffer(name, tensor, persistent=...)`): module state that\n'
-            "    is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight\n"
-            '    loading does not expect them."""\n\n\n'
-            "class Ema(nnx.Module):\n    def __init__(self, *, rngs: nnx.Rngs | None = None):\n"
-            "        if rngs is None:\n            rngs = nnx.Rngs(0)\n        super().__init__()\n"
-            "        self.avg = Buffer(jnp.zeros(3))\n\n"
-            "    def __call__(self, x):\n        self.avg[...] = jnp.multiply(self.avg, 0.9)\n        return x\n",
+            "from flax import nnx\nimport jax.numpy as jnp\nimport precision_transpiler\n\n\n"
+            "class Ema(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
+            "        self.avg = precision_transpiler.runtime.flax.modules.Buffer(jnp.zeros(3))\n\n"
+            "    def __call__(self, x):\n        self.avg[...] = jnp.multiply(self.avg, 0.9)\n"
+            "        return x\n",
             to="jax",
+            vendored=False,
         ),
         Example(
             "import torch\n\n\ndef f(x, y):\n    h = x * 2\n    h.add_(y)\n    h.mul_(3)\n    return h\n",

@@ -29,11 +29,13 @@ class TorchLayers(Rule):
         Example(
             "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
             "        super().__init__()\n        self.fc = nn.Linear(4, 2, bias=False)\n",
-            "from flax import nnx\n\n\nclass Net(nnx.Module):\n"
+            "from flax import nnx\nimport precision_transpiler\n\n\n"
+            "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n"
             "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
             "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
             "        self.fc = nnx.Linear(4, 2, use_bias=False, rngs=rngs)\n",
             to="jax",
+            vendored=False,
         ),
         Example(
             "import torch.nn as nn\n\n\ndef head():\n    return nn.ReLU(inplace=True)\n",

@@ -1,6 +1,8 @@
 """torch model structure -> Flax NNX: module classes, `forward`, and `rngs` threading.
 
-* `class Net(nn.Module)` -> `class Net(nnx.Module)`; `def forward` -> `def __call__`.
+* `class Net(nn.Module)` -> `class Net(TorchModule)`: an nnx.Module with torch's module methods
+  (`apply`, `parameters`, `eval()` returning the module, ...: runtime/flax/modules.py);
+  `def forward` -> `def __call__`.
 * Every function that builds layers (convert/torch_analysis.py finds them: module `__init__`s,
   helpers such as torchvision's `conv3x3` and `_make_layer`, model builders such as `resnet18`)
   receives a keyword-only `rngs`, and every call it makes to a module class, another builder or
@@ -24,20 +26,18 @@ from precision_transpiler.syntax import dotted_name
 @register
 class TorchModules(Rule):
     name = "torch-module"
-    summary = "Turn nn.Module classes into nnx.Module classes and thread rngs through layer builders."
+    summary = "Turn nn.Module classes into nnx modules with torch's module methods and thread rngs through builders."
     EXAMPLES = (
         Example(
             "import torch.nn as nn\n\n\ndef block(d):\n    return nn.Identity()\n\n\nclass Net(nn.Module):\n"
             "    def forward(self, x):\n        return x\n",
-            "from flax import nnx\n\n\n"
-            "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)\n"
-            "class Identity(nnx.Module):\n"
-            '    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""\n\n'
-            "    def __init__(self, *args, **kwargs):\n        pass\n\n    def __call__(self, x):\n"
-            "        return x\n\n\ndef block(d, *, rngs: nnx.Rngs | None = None):\n    if rngs is None:\n"
-            "        rngs = nnx.Rngs(0)\n    return Identity()\n\n\nclass Net(nnx.Module):\n"
-            "    def __call__(self, x):\n        return x\n",
+            "import precision_transpiler\nfrom flax import nnx\n\n\n"
+            "def block(d, *, rngs: nnx.Rngs | None = None):\n    if rngs is None:\n        rngs = nnx.Rngs(0)\n"
+            "    return precision_transpiler.runtime.flax.modules.Identity()\n\n\n"
+            "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n    def __call__(self, x):\n"
+            "        return x\n",
             to="jax",
+            vendored=False,
         ),
     )
 
@@ -51,12 +51,12 @@ class TorchModules(Rule):
     ) -> cst.BaseStatement | None:
         bases = []
         changed = False
-        for arg in updated.bases:
-            torch = ctx.mappings.frameworks["torch"]
-            if torch.is_module_base(ctx.qualified_name(arg.value)) or (
-                isinstance(arg.value, cst.Attribute | cst.Name) and torch.is_module_base(dotted_name(arg.value))
+        torch = ctx.mappings.frameworks["torch"]
+        for before, arg in zip(original.bases, updated.bases, strict=True):
+            if torch.is_module_base(ctx.qualified_name(before.value)) or (
+                isinstance(before.value, cst.Attribute | cst.Name) and torch.is_module_base(dotted_name(before.value))
             ):
-                arg = arg.with_changes(value=ctx.expr_for("flax.nnx.Module"))
+                arg = arg.with_changes(value=ctx.expr_for(runtime_name("jax", "modules", "TorchModule")))
                 changed = True
             bases.append(arg)
         if not changed:

@@ -31,20 +31,14 @@ class TorchRandomInit(Rule):
         Example(
             "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self, d):\n"
             "        super().__init__()\n        self.token = nn.Parameter(torch.randn(1, 1, d))\n",
-            "from flax import nnx\nfrom typing import Any\nimport jax\nimport jax.numpy as jnp\n\n\n"
-            "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)\n"
-            "def _size(size: Any) -> tuple[int, ...]:\n"
-            '    """torch\'s `*size` arguments: `randn(2, 3)` or `randn((2, 3))`."""\n'
-            "    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)\n\n\n"
-            "def _init_key(rngs):\n    return rngs.params() if rngs is not None else jax.random.key(0)\n\n\n"
-            "def torch_randn(*size, dtype=None, rngs=None):\n"
-            '    """torch.randn(*size) while building layers: standard normal values from the module\'s rngs\n'
-            '    (JAX has no global generator; the torch checkpoint replaces them)."""\n'
-            "    return jax.random.normal(_init_key(rngs), _size(size), dtype or jnp.float32)\n\n\n"
-            "class Net(nnx.Module):\n    def __init__(self, d, *, rngs: nnx.Rngs | None = None):\n"
-            "        if rngs is None:\n            rngs = nnx.Rngs(0)\n        super().__init__()\n"
-            "        self.token = nnx.Param(torch_randn(1, 1, d, rngs=rngs))\n",
+            "from flax import nnx\nimport precision_transpiler\n\n\n"
+            "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def __init__(self, d, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
+            "        self.token = nnx.Param(precision_transpiler.runtime.flax.tensor.torch_randn("
+            "1, 1, d, rngs=rngs))\n",
             to="jax",
+            vendored=False,
         ),
         Example(
             "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self, d):\n"

@@ -85,7 +85,7 @@ def test_cli_prune_to_entry_converts_only_what_it_reaches(tmp_path: Path) -> Non
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    assert "class Net(nnx.Module)" in out.read_text() and "Head" not in out.read_text()
+    assert "class Net(TorchModule)" in out.read_text() and "Head" not in out.read_text()
     bad = subprocess.run(
         [*cli, str(source), "--to", "jax", "--entry", "Nope", "--prune-to-entry", "-o", str(out)],
         capture_output=True,

@@ -78,7 +78,7 @@ def test_small_cnn_converts_without_torch_and_matches(tmp_path: Path) -> None:
     result = transpile(SMALL_CNN, to="jax", path=str(original))
     assert result.ok, [d.format() for d in result.diagnostics]
     assert not _mentions_torch(result.code)
-    assert "class Net(nnx.Module)" in result.code and "def __call__(self, x)" in result.code
+    assert "class Net(TorchModule)" in result.code and "def __call__(self, x)" in result.code
     converted = tmp_path / "small_cnn_jax.py"
     converted.write_text(result.code)
     verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,3,16,16]"]))

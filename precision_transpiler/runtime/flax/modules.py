@@ -84,38 +84,289 @@ class Dropout(nnx.Dropout):
         super().__init__(rate=p, rngs=rngs)
 
 
-def modules(module):
-    """torch's `Module.modules()`: the module and all submodules, parents before children."""
-    out = [module]
-    for _, child in nnx.iter_children(module):
-        if isinstance(child, nnx.Module):
-            out.extend(modules(child))
-    return out
+def _child_items(module):
+    """torch's `named_children()` of an nnx module: modules held in attributes, in assignment order
+    (torch's registration order; nnx's own graph order sorts names, "10" before "2"), and modules
+    in lists, tuples and dicts held in attributes (`name.0`, `name.key`)."""
+    found = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, nnx.Module):
+            found.append((name, value))
+        elif isinstance(value, list | tuple):
+            found += [(f"{name}.{i}", v) for i, v in enumerate(value) if isinstance(v, nnx.Module)]
+        elif isinstance(value, dict):
+            found += [(f"{name}.{k}", v) for k, v in value.items() if isinstance(v, nnx.Module)]
+    return found
 
 
-def named_modules(module, prefix: str = ""):
-    """torch's `Module.named_modules()`: (dotted path, module) pairs, parents first."""
-    out = [(prefix, module)]
-    for name, child in nnx.iter_children(module):
-        if isinstance(child, nnx.Module):
-            out.extend(named_modules(child, f"{prefix}.{name}" if prefix else str(name)))
+def named_children(module):
+    """torch's `Module.named_children()`: the direct submodules with their names, each once."""
+    seen = set()
+    out = []
+    for name, child in _child_items(module):
+        if id(child) not in seen:
+            seen.add(id(child))
+            out.append((name, child))
     return out
 
 
 def children(module):
     """torch's `Module.children()`: the direct submodules."""
-    return [child for _, child in nnx.iter_children(module) if isinstance(child, nnx.Module)]
+    return [child for _, child in named_children(module)]
 
 
-def named_children(module):
-    """torch's `Module.named_children()`."""
-    return [(str(name), child) for name, child in nnx.iter_children(module) if isinstance(child, nnx.Module)]
+def named_modules(module, prefix: str = "", _seen=None):
+    """torch's `Module.named_modules()`: (dotted path, module) pairs, parents first, each once."""
+    seen = set() if _seen is None else _seen
+    if id(module) in seen:
+        return []
+    seen.add(id(module))
+    out = [(prefix, module)]
+    for name, child in named_children(module):
+        out += named_modules(child, f"{prefix}.{name}" if prefix else name, seen)
+    return out
+
+
+def modules(module):
+    """torch's `Module.modules()`: the module and all submodules, parents before children."""
+    return [m for _, m in named_modules(module)]
+
+
+def _own_variables(module, parameters: bool):
+    """Variables held directly in attributes of one module: its parameters (nnx.Param) or its
+    buffers (every other nnx.Variable: BatchNorm statistics, registered buffers), in order."""
+    return [
+        (name, value)
+        for name, value in vars(module).items()
+        if isinstance(value, nnx.Variable) and isinstance(value, nnx.Param) == parameters and not name.startswith("_")
+    ]
+
+
+def named_parameters(module, prefix: str = "", recurse: bool = True):
+    """torch's `Module.named_parameters()`: each parameter once, by dotted path. The names are the
+    converted layers' (Flax's `kernel`, `scale`, ...), in torch's order: module by module, each
+    module's parameters in assignment order."""
+    seen = set()
+    out = []
+    walk = named_modules(module, prefix) if recurse else [(prefix, module)]
+    for path, sub in walk:
+        for name, variable in _own_variables(sub, True):
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                out.append((f"{path}.{name}" if path else name, variable))
+    return out
+
+
+def named_buffers(module, prefix: str = "", recurse: bool = True):
+    """torch's `Module.named_buffers()`: non-parameter variables by dotted path."""
+    walk = named_modules(module, prefix) if recurse else [(prefix, module)]
+    return [(f"{path}.{n}" if path else n, v) for path, sub in walk for n, v in _own_variables(sub, False)]
+
+
+def _apply_fn(module, fn):
+    """torch's `Module.apply(fn)`: `fn` on every submodule, children before parents."""
+    for child in children(module):
+        _apply_fn(child, fn)
+    fn(module)
+    return module
+
+
+def _cast_floating(module, dtype):
+    """Cast every floating parameter and buffer under `module` to `dtype` (torch's `.half()`,
+    `.to(dtype)`); integer buffers keep their dtype, as in torch."""
+    for _, variable in [*named_parameters(module), *named_buffers(module)]:
+        value = variable.get_value()
+        if hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.floating):
+            variable.set_value(value.astype(dtype))
+    return module
 
 
 class Buffer(nnx.Variable):
     """A torch buffer (`self.register_buffer(name, tensor, persistent=...)`): module state that
     is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight
     loading does not expect them."""
+
+
+class TorchModule(nnx.Module):
+    """torch.nn.Module for converted classes: an nnx.Module with torch's module methods, so code
+    that calls them (`self.apply(self._init_weights)`, `model.eval()`, `model.parameters()`)
+    runs as written. The names the walks give are the converted layers' (Flax's `kernel` where
+    torch says `weight`); a torch checkpoint loads through precision_transpiler.weights.
+
+    Its constructor takes and ignores any arguments (`rngs` too), as a class with nn.Module's
+    constructor is called with none; `train()`/`eval()` return the module, as torch's do (nnx's
+    return None), and set nnx's `deterministic`/`use_running_average` flags below it."""
+
+    def __init__(self, *args, rngs=None, **kwargs):
+        pass
+
+    def forward(self, *args, **kwargs):
+        """`module.forward(x)`: the converted forward (`__call__`)."""
+        return self(*args, **kwargs)
+
+    # -- mode ----------------------------------------------------------------------------------
+
+    @property
+    def training(self):
+        """torch's `module.training`: whether nnx's train() was called on it (its `deterministic`
+        flag, which modules that read their mode set in `__init__`)."""
+        return is_training(self)
+
+    @training.setter
+    def training(self, mode):
+        object.__setattr__(self, "deterministic", not mode)
+
+    def train(self, mode: bool = True):
+        """torch's `train(mode)`: nnx's train() or eval() on everything below (Dropout, BatchNorm),
+        and the mode of every converted module below (`training`); returns the module."""
+        if mode:
+            nnx.Module.train(self)
+        else:
+            nnx.Module.eval(self)
+        for module in modules(self):
+            if isinstance(module, TorchModule):
+                object.__setattr__(module, "deterministic", not mode)
+        return self
+
+    def eval(self):
+        """torch's `eval()`: `train(False)`."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """JAX differentiates what `jax.grad` is asked to (`nnx.grad` with a filter): nothing to set."""
+        return self
+
+    def zero_grad(self, set_to_none: bool = True):
+        """JAX keeps no gradients on the module: nothing to clear."""
+        return None
+
+    # -- structure -----------------------------------------------------------------------------
+
+    def add_module(self, name, module):
+        add_module(self, name, module)
+
+    def register_module(self, name, module):
+        add_module(self, name, module)
+
+    def register_buffer(self, name, tensor, persistent: bool = True):
+        """torch's `register_buffer`: a Buffer variable (not trained)."""
+        setattr(self, name, Buffer(tensor, persistent=persistent))
+
+    def register_parameter(self, name, param):
+        """torch's `register_parameter`: an nnx.Param (an array is wrapped), or None."""
+        if param is not None and not isinstance(param, nnx.Variable):
+            param = nnx.Param(jnp.asarray(param))
+        setattr(self, name, param if param is not None else nnx.data(None))
+
+    def modules(self):
+        return modules(self)
+
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        return named_modules(self, prefix)
+
+    def children(self):
+        return children(self)
+
+    def named_children(self):
+        return named_children(self)
+
+    def get_submodule(self, target: str):
+        """torch's `get_submodule("blocks.0.attn")`."""
+        if not target:
+            return self
+        found = dict(named_modules(self)).get(target)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no submodule {target!r}")
+        return found
+
+    def parameters(self, recurse: bool = True):
+        return [v for _, v in named_parameters(self, recurse=recurse)]
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        return named_parameters(self, prefix, recurse)
+
+    def get_parameter(self, target: str):
+        found = dict(named_parameters(self)).get(target)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no parameter {target!r}")
+        return found
+
+    def buffers(self, recurse: bool = True):
+        return [v for _, v in named_buffers(self, recurse=recurse)]
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        return named_buffers(self, prefix, recurse)
+
+    def get_buffer(self, target: str):
+        found = dict(named_buffers(self)).get(target)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no buffer {target!r}")
+        return found
+
+    def apply(self, fn):
+        """torch's `apply(fn)`: `fn` on every submodule (children first), then on this module."""
+        return _apply_fn(self, fn)
+
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
+        """Parameters and persistent buffers by dotted path (the converted layers' names), as arrays."""
+        out = {} if destination is None else destination
+        for name, variable in [*named_parameters(self, prefix), *named_buffers(self, prefix)]:
+            if getattr(variable, "persistent", True) is not False:
+                out[name] = variable if keep_vars else variable.get_value()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Set parameters and buffers from `state_dict` (names as `state_dict()` gives them);
+        strict: every key known and every entry given, else a KeyError naming them."""
+        own = {**dict(named_parameters(self)), **dict(named_buffers(self))}
+        unexpected = [k for k in state_dict if k not in own]
+        missing = [k for k in own if k not in state_dict and getattr(own[k], "persistent", True) is not False]
+        if strict and (unexpected or missing):
+            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, value in state_dict.items():
+            if name in own:
+                own[name].set_value(jnp.asarray(value, dtype=own[name].get_value().dtype))
+        return missing, unexpected
+
+    def extra_repr(self):
+        return ""
+
+    # -- casts and devices ---------------------------------------------------------------------
+
+    def to(self, *args, **kwargs):
+        """torch's `to(device)`, `to(dtype)`, `to(device, dtype)`: a dtype casts the floating
+        parameters and buffers; devices are JAX's placement, not the module's."""
+        dtype = kwargs.get("dtype")
+        for arg in args:
+            if dtype is None and not isinstance(arg, str):
+                try:
+                    dtype = jnp.dtype(arg)
+                except TypeError:
+                    continue
+        return _cast_floating(self, dtype) if dtype is not None else self
+
+    def float(self):
+        return _cast_floating(self, jnp.float32)
+
+    def half(self):
+        return _cast_floating(self, jnp.float16)
+
+    def bfloat16(self):
+        return _cast_floating(self, jnp.bfloat16)
+
+    def double(self):
+        return _cast_floating(self, jnp.float64)
+
+    def type(self, dst_type):
+        return _cast_floating(self, dst_type)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        return self
 
 
 def torch_assert(condition, message=""):

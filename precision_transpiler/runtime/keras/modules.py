@@ -484,6 +484,106 @@ class TorchModule(keras.layers.Layer):
         fn(self)
         return self
 
+    def get_submodule(self, target: str) -> Any:
+        """torch's `get_submodule("blocks.0.attn")`."""
+        if not target:
+            return self
+        found = dict(named_modules(self)).get(target)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no submodule {target!r}")
+        return found
+
+    def get_parameter(self, target: str) -> Any:
+        found = dict(named_parameters(self)).get(target)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no parameter {target!r}")
+        return found
+
+    def get_buffer(self, target: str) -> Any:
+        found = dict(named_buffers(self)).get(target)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no buffer {target!r}")
+        return found
+
+    def requires_grad_(self, requires_grad: bool = True) -> "TorchModule":
+        """torch's `requires_grad_`: Keras' `trainable` flag of this layer and those below it."""
+        self.trainable = bool(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Keras keeps no gradients on the layer: nothing to clear."""
+        return None
+
+    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
+        """Parameters and persistent buffers by torch key (the runtime keeps torch's names and
+        layouts), as tensors."""
+        out = {} if destination is None else destination
+        skipped = {
+            f"{path}.{name}" if path else name
+            for path, layer in named_modules(self, prefix)
+            for name in getattr(layer, "_torch_non_persistent", ())
+        }
+        for name, variable in [*named_parameters(self, prefix), *named_buffers(self, prefix)]:
+            if name not in skipped:
+                out[name] = variable if keep_vars else variable.value
+        return out
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> tuple[list, list]:
+        """Assign parameters and buffers from a torch-keyed `state_dict` (tensors or arrays);
+        strict: every key known and every persistent entry given, else a KeyError naming them."""
+        own = {**dict(named_parameters(self)), **dict(named_buffers(self))}
+        persistent = self.state_dict(keep_vars=True)
+        unexpected = [k for k in state_dict if k not in own]
+        missing = [k for k in persistent if k not in state_dict]
+        if strict and (unexpected or missing):
+            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, value in state_dict.items():
+            if name in own:
+                own[name].assign(ops.cast(np.asarray(value), own[name].dtype))
+        return missing, unexpected
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def to(self, *args: Any, **kwargs: Any) -> "TorchModule":
+        """torch's `to(device)`: devices are TensorFlow's placement, not the layer's. A dtype
+        other than the variables' own is refused: a Keras variable keeps the dtype it was made
+        with (choose it with a dtype policy, `ptranspile --policy`)."""
+        wanted = [a for a in (*args, kwargs.get("dtype")) if a is not None and not isinstance(a, str | int)]
+        for dtype in wanted:
+            self._check_dtype(dtype)
+        return self
+
+    def _check_dtype(self, dtype: Any) -> "TorchModule":
+        name = keras.backend.standardize_dtype(getattr(dtype, "name", dtype))
+        if any(v.dtype != name for v in self.weights if "float" in str(v.dtype)):
+            raise NotImplementedError(
+                f"casting a converted Keras module to {name}: its variables keep their dtype; "
+                "convert with a policy (ptranspile --policy) instead"
+            )
+        return self
+
+    def float(self) -> "TorchModule":
+        return self._check_dtype("float32")
+
+    def half(self) -> "TorchModule":
+        return self._check_dtype("float16")
+
+    def bfloat16(self) -> "TorchModule":
+        return self._check_dtype("bfloat16")
+
+    def double(self) -> "TorchModule":
+        return self._check_dtype("float64")
+
+    def type(self, dst_type: Any) -> "TorchModule":
+        return self._check_dtype(dst_type)
+
+    def cpu(self) -> "TorchModule":
+        return self
+
+    def cuda(self, device: Any = None) -> "TorchModule":
+        return self
+
 
 def torch_assert(condition: Any, message: str = "") -> None:
     """torch._assert: raise AssertionError when `condition` is false (eagerly; a symbolic
