@@ -374,6 +374,8 @@ def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     defs[target.id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            defs[node.target.id] = node  # `DEFAULT_DIM: int = 64`
     return defs
 
 
@@ -415,9 +417,8 @@ def _extract(
     lines = converted.splitlines(keepends=True)
     pieces = []
     for node in tree.body:
-        key = getattr(node, "name", None) or next(
-            (t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)), None
-        )
+        targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+        key = getattr(node, "name", None) or next((t.id for t in targets if isinstance(t, ast.Name)), None)
         if key in closure:
             start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
             pieces.append("".join(lines[start - 1 : node.end_lineno]).rstrip("\n"))

@@ -248,3 +248,24 @@ def test_a_helper_whose_globals_are_set_under_if_stays_imported(
     converted.write_text(result.code)
     verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+def test_annotated_module_constants_are_copied_with_the_helpers_that_use_them(tmp_path: Path) -> None:
+    """`WIDTH: int = 3` beside a sibling helper: copied with it (it was left behind: NameError)."""
+    package = tmp_path / "annpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text(
+        "import torch.nn as nn\n\nWIDTH: int = 3\n\n\ndef block(d):\n    return nn.Linear(d, d * WIDTH)\n"
+    )
+    model = package / "model.py"
+    model.write_text(
+        "import torch.nn as nn\nfrom .helpers import block\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = block(4)\n\n    def forward(self, x):\n        return self.fc(x)\n"
+    )
+    result = transpile(model.read_text(), to="jax", path=str(model))
+    assert not result.errors, [d.format() for d in result.errors]
+    assert "WIDTH: int = 3" in result.code
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    assert namespace["Net"]().fc.kernel[...].shape == (4, 12)
