@@ -66,6 +66,20 @@ def _import_names(node: ast.stmt) -> list[str]:
     return []
 
 
+def _reach(start: list[str], definitions: dict[str, list[ast.stmt]]) -> set[str]:
+    """The definitions `start` reaches through the names their bodies mention, transitively."""
+    reached: set[str] = set()
+    todo = list(start)
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for node in definitions.get(name, ()):
+            todo.extend(n for n in _mentions(node) if n in definitions and n not in reached)
+    return reached
+
+
 def prune_source(source: str, entry: str, path: str = "<string>") -> Pruned:
     """Blank out the top-level definitions `entry` does not reach. Raises UsageError when the
     entry names nothing the file defines."""
@@ -77,23 +91,24 @@ def prune_source(source: str, entry: str, path: str = "<string>") -> Pruned:
     roots = [n for n in entry_names(entry) if n in definitions]
     if not roots:
         raise UsageError(f"--entry {entry!r}: {path} defines none of {', '.join(entry_names(entry)) or 'its names'}")
-    # Other top-level code (imports, `if`/`try` blocks, expressions) is kept, with what it mentions.
+    # Top-level calls made for their side effects (timm's `register_model_deprecations(__name__,
+    # {...})`, which looks up the model functions pruning leaves out) go unless they mention what
+    # the entry reaches; other top-level code (imports, `if`/`try` blocks) is kept, with what it
+    # mentions.
+    from_roots = _reach(roots, definitions)
+    side_effects = {
+        id(node)
+        for node in tree.body
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not (_mentions(node) & from_roots)
+    }
     kept_code = [
         n
         for node in tree.body
-        if not _defined(node) and not isinstance(node, ast.Import | ast.ImportFrom)
+        if not _defined(node) and not isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in side_effects
         for n in _mentions(node)
         if n in definitions
     ]
-    reached: set[str] = set()
-    todo = [*roots, *kept_code]
-    while todo:
-        name = todo.pop()
-        if name in reached:
-            continue
-        reached.add(name)
-        for node in definitions.get(name, ()):
-            todo.extend(n for n in _mentions(node) if n in definitions and n not in reached)
+    reached = _reach([*roots, *kept_code], definitions)
 
     lines = source.splitlines(keepends=True)
     dropped: list[str] = []
@@ -105,8 +120,8 @@ def prune_source(source: str, entry: str, path: str = "<string>") -> Pruned:
         names = _defined(node)
         mentions = _mentions(node)
         used_before |= mentions
-        if names and not any(n in reached for n in names):
-            dropped.extend(names)
+        if (names and not any(n in reached for n in names)) or id(node) in side_effects:
+            dropped.extend(names or [ast.unparse(node.value.func) + "(...)"])  # type: ignore[attr-defined]
             start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
             while start > 1 and lines[start - 2].lstrip().startswith("#"):
                 start -= 1  # the comment block attached above (`# Copied from ...`)

@@ -270,14 +270,14 @@ def _one_round(
             if name in models:
                 take.append((name, local))
                 continue
-            small, _, _ = _extract(converted, [name], sibling_name, original_tree)
+            small, _, _ = _extract(converted, [name], sibling_name, original_tree, sibling)
             if small is not None and small.count("\n") < SMALL_HELPER:
                 take.append((name, local))
             else:
                 report.skipped.append(f"{sibling_name}.{name}")
         if not take:
             continue
-        piece, imports, ranges = _extract(converted, [n for n, _ in take], sibling_name, original_tree)
+        piece, imports, ranges = _extract(converted, [n for n, _ in take], sibling_name, original_tree, sibling)
         if piece is None:
             continue
         if report.lines + piece.count("\n") + 1 > budget:
@@ -380,10 +380,13 @@ def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
 
 
 def _extract(
-    converted: str, names: list[str], module_name: str, original_tree: ast.Module
+    converted: str, names: list[str], module_name: str, original_tree: ast.Module, path: Path | None = None
 ) -> tuple[str | None, list[str], list[tuple[int, int]]]:
     """The closure of `names` in the converted sibling, its imports (made absolute), and the
-    original line ranges of what was taken (for diagnostics)."""
+    original line ranges of what was taken (for diagnostics). A name the closure uses that comes
+    from a star import of the sibling (timm's `from .activations import *`) gets an import of its
+    own from the module that defines it (`path`, the sibling's file, resolves relative ones), which
+    the next round converts like any sibling import."""
     tree = ast.parse(converted)
     defs = _ast_defs(tree)
     imports: dict[str, ast.stmt] = {}
@@ -414,6 +417,8 @@ def _extract(
                 # a global set under `if`/`try` at module level (diffusers' `_torch_available`):
                 # the copy could not define it, so the name stays imported instead
                 return None, [], []
+            elif path is not None and (star := _star_source(tree, path, module_name, used_name)) is not None:
+                needed_imports.append(f"from {star} import {used_name}")
     lines = converted.splitlines(keepends=True)
     pieces = []
     for node in tree.body:
@@ -429,6 +434,27 @@ def _extract(
         if n in original_defs
     ]
     return "\n\n\n".join(pieces), list(dict.fromkeys(needed_imports)), ranges
+
+
+def _star_source(tree: ast.Module, path: Path, module_name: str, name: str) -> str | None:
+    """The absolute module a star import of the sibling (`tree`, the file at `path`) takes `name`
+    from, when that module defines it at top level; None otherwise."""
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)):
+            continue
+        if node.level:
+            file, absolute = _module_file(path, node.level, node.module)
+        else:
+            file, absolute = _absolute_file(path, node.module or "")
+        if file is None:
+            continue
+        try:
+            defined = _ast_defs(ast.parse(read_source(file)))
+        except (ReadError, SyntaxError, ValueError):
+            continue
+        if name in defined:
+            return absolute
+    return None
 
 
 def _conditional_globals(tree: ast.Module) -> set[str]:

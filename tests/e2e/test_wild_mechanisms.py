@@ -261,7 +261,8 @@ def test_annotated_module_constants_are_copied_with_the_helpers_that_use_them(tm
     model = package / "model.py"
     model.write_text(
         "import torch.nn as nn\nfrom .helpers import block\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.fc = block(4)\n\n    def forward(self, x):\n        return self.fc(x)\n"
+        "        super().__init__()\n        self.fc = block(4)\n\n    def forward(self, x):\n"
+        "        return self.fc(x)\n"
     )
     result = transpile(model.read_text(), to="jax", path=str(model))
     assert not result.errors, [d.format() for d in result.errors]
@@ -269,3 +270,26 @@ def test_annotated_module_constants_are_copied_with_the_helpers_that_use_them(tm
     namespace: dict = {}
     exec(compile(result.code, "<converted>", "exec"), namespace)
     assert namespace["Net"]().fc.kernel[...].shape == (4, 12)
+
+
+DEVICE_DTYPE_KEYWORDS = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, device=None, dtype=None):
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        self.conv = nn.Conv2d(3, 4, 3, padding=1, **dd)
+        self.bn = nn.BatchNorm2d(4, bias=False, **dd)
+        self.gn = nn.GroupNorm(2, 4, bias=False, **dd)
+
+    def forward(self, x):
+        return self.gn(self.bn(self.conv(x)))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_layers_take_torchs_device_dtype_and_bias_keywords(tmp_path: Path, to: str) -> None:
+    """timm passes `**dd` (device and dtype) to every layer; torch 2.13's norms take `bias=`."""
+    _verify(tmp_path, "dd", DEVICE_DTYPE_KEYWORDS, to, "fp32", "Net()", "float32[2,3,8,8]")

@@ -35,6 +35,8 @@ class Net(nn.Module):
         self.heads = nn.ModuleList([nn.Linear(d, 2), nn.Linear(d, 3)])
         self.bn = nn.BatchNorm1d(d)
         self.register_buffer("scale", torch.ones(d))
+        extra = ("extra", nn.Identity())
+        self.add_module(*extra)  # timm's `self.add_module(*stage)`: not rewritten, the method
         self.apply(self._init_weights)
 
     def _init_weights(self, m):
@@ -42,7 +44,7 @@ class Net(nn.Module):
             nn.init.zeros_(m.bias)
 
     def forward(self, x):
-        x = self.bn(self.blocks(self.stem(x))) * self.scale
+        x = self.extra(self.bn(self.blocks(self.stem(x)))) * self.scale
         return torch.cat([h(x) for h in self.heads], dim=-1)
 """
 

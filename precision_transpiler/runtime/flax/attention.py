@@ -114,6 +114,7 @@ class MultiheadAttention(nnx.Module):
         vdim: int | None = None,
         batch_first: bool = False,
         *,
+        device: Any = None,
         deterministic: bool = False,
         dtype: Any = None,
         param_dtype: Any = jnp.float32,

@@ -245,10 +245,11 @@ class TorchModule(nnx.Module):
     # -- structure -----------------------------------------------------------------------------
 
     def add_module(self, name, module):
-        add_module(self, name, module)
+        """torch's `add_module`: the submodule as an attribute."""
+        setattr(self, name, module)
 
     def register_module(self, name, module):
-        add_module(self, name, module)
+        self.add_module(name, module)
 
     def register_buffer(self, name, tensor, persistent: bool = True):
         """torch's `register_buffer`: a Buffer variable (not trained)."""

@@ -66,6 +66,8 @@ class _BatchNorm(nnx.Module):
         affine: bool = True,
         track_running_stats: bool = True,
         *,
+        bias: bool = True,
+        device: Any = None,
         use_running_average: bool = False,
         dtype: Any = None,
         param_dtype: Any = jnp.float32,
@@ -81,7 +83,7 @@ class _BatchNorm(nnx.Module):
         self.param_dtype = param_dtype
         if affine:
             self.scale = nnx.Param(jnp.ones((num_features,), param_dtype))
-            self.bias = nnx.Param(jnp.zeros((num_features,), param_dtype))
+            self.bias = nnx.Param(jnp.zeros((num_features,), param_dtype)) if bias else nnx.data(None)
         else:
             self.scale = nnx.data(None)
             self.bias = nnx.data(None)
@@ -211,6 +213,8 @@ class GroupNorm(nnx.Module):
         eps: float = 1e-5,
         affine: bool = True,
         *,
+        bias: bool = True,
+        device: Any = None,
         dtype: Any = None,
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
@@ -225,7 +229,7 @@ class GroupNorm(nnx.Module):
         self.param_dtype = param_dtype
         if affine:
             self.scale = nnx.Param(jnp.ones((num_channels,), param_dtype))
-            self.bias = nnx.Param(jnp.zeros((num_channels,), param_dtype))
+            self.bias = nnx.Param(jnp.zeros((num_channels,), param_dtype)) if bias else nnx.data(None)
         else:
             self.scale = nnx.data(None)
             self.bias = nnx.data(None)
@@ -275,6 +279,7 @@ class LayerNorm(nnx.Module):
         elementwise_affine: bool = True,
         bias: bool = True,
         *,
+        device: Any = None,
         dtype: Any = None,
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,

@@ -138,6 +138,8 @@ class _BatchNorm(keras.layers.Layer):
         track_running_stats: bool = True,
         device: Any = None,
         dtype: Any = None,
+        *,
+        bias: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(dtype=_keras_dtype(dtype), **kwargs)
@@ -149,7 +151,7 @@ class _BatchNorm(keras.layers.Layer):
         c = (num_features,)
         if affine:
             self.weight = self.add_weight(shape=c, initializer="ones", autocast=False, name="weight")
-            self.bias = self.add_weight(shape=c, initializer="zeros", autocast=False, name="bias")
+            self.bias = self.add_weight(shape=c, initializer="zeros", autocast=False, name="bias") if bias else None
         else:
             self.weight = None
             self.bias = None
@@ -246,6 +248,8 @@ class GroupNorm(keras.layers.Layer):
         affine: bool = True,
         device: Any = None,
         dtype: Any = None,
+        *,
+        bias: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(dtype=_keras_dtype(dtype), **kwargs)
@@ -257,7 +261,8 @@ class GroupNorm(keras.layers.Layer):
         self.affine = affine
         c = (num_channels,)
         self.weight = self.add_weight(shape=c, initializer="ones", autocast=False, name="weight") if affine else None
-        self.bias = self.add_weight(shape=c, initializer="zeros", autocast=False, name="bias") if affine else None
+        make_bias = affine and bias
+        self.bias = self.add_weight(shape=c, initializer="zeros", autocast=False, name="bias") if make_bias else None
         self.built = True
 
     def call(self, input: Any) -> Any:
