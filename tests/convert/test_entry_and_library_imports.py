@@ -279,3 +279,33 @@ def test_grad_mode_decorators_and_contexts() -> None:
     assert jnp.allclose(net(x), 2 * net.fc(x) + net.fc(x), atol=1e-6)
     assert float(jnp.abs(jax.grad(lambda v: net.frozen(v).sum())(x)).sum()) == 0.0
     assert float(jnp.abs(jax.grad(lambda v: net.helper(v).sum())(x)).sum()) > 0.0
+
+
+REGISTRY = """\
+import torch.nn as nn
+from .registry import register_model_deprecations, log_usage
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def resnet_tiny():
+    return Net()
+
+
+log_usage(Net)
+register_model_deprecations(__name__, {"old_tiny": "resnet_tiny"})
+"""
+
+
+def test_pruning_drops_side_effect_calls_the_entry_does_not_reach() -> None:
+    """timm ends model files with `register_model_deprecations(__name__, {...})`, which looks up
+    the model functions pruning leaves out (an AttributeError at import of the output): such
+    top-level calls go with them, unless they mention what the entry reaches."""
+    pruned = prune_source(REGISTRY, "Net()")
+    assert "register_model_deprecations(...)" in pruned.dropped and "resnet_tiny" in pruned.dropped
+    assert "register_model_deprecations(__name__" not in pruned.source
+    assert "log_usage(Net)" in pruned.source  # mentions the entry's class: kept
+    assert pruned.source.count("\n") == REGISTRY.count("\n")  # line numbers kept

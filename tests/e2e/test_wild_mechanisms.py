@@ -293,3 +293,34 @@ class Net(nn.Module):
 def test_layers_take_torchs_device_dtype_and_bias_keywords(tmp_path: Path, to: str) -> None:
     """timm passes `**dd` (device and dtype) to every layer; torch 2.13's norms take `bias=`."""
     _verify(tmp_path, "dd", DEVICE_DTYPE_KEYWORDS, to, "fp32", "Net()", "float32[2,3,8,8]")
+
+
+def test_names_from_a_siblings_star_import_are_converted_too(tmp_path: Path) -> None:
+    """timm's create_act.py takes its activations through `from .activations import *`: a copied
+    helper that uses one gets an import of it, converted like any sibling import (it was left
+    undefined: NameError at import)."""
+    package = tmp_path / "starpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "acts.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Swish(nn.Module):\n"
+        "    def forward(self, x):\n        return x * torch.sigmoid(x)\n"
+    )
+    (package / "create.py").write_text(
+        "import torch.nn as nn\nfrom .acts import *\n\n_ACTS = dict(swish=Swish, relu=nn.ReLU)\n\n\n"
+        "def get_act(name):\n    return _ACTS[name]()\n"
+    )
+    model = package / "model.py"
+    model.write_text(
+        "import torch.nn as nn\nfrom .create import get_act\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n        self.act = get_act('swish')\n\n"
+        "    def forward(self, x):\n        return self.act(self.fc(x))\n"
+    )
+    for to in TARGETS:
+        result = transpile(model.read_text(), to=to, path=str(model))
+        assert not result.errors, [d.format() for d in result.errors]
+        assert "class Swish(" in result.code and "starpkg" not in result.code.split("# ptranspile:")[0]
+        converted = package / f"model_{to}.py"
+        converted.write_text(result.code)
+        verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+        assert verdict.passed, verdict.failures
