@@ -50,3 +50,28 @@ def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
     """The arithmetic operator as Python spells it ("*" for both `a * b` and `a *= b`), the key
     of mappings/frameworks.yaml's `operators`; None for bitwise operators."""
     return _OPERATOR_SYMBOLS.get(type(operator))
+
+
+def is_import_statement(stmt: cst.CSTNode) -> bool:
+    """An import line, or a block that only imports (`try: from typing import Literal` /
+    `except ImportError: from typing_extensions import Literal`, `if TYPE_CHECKING: import x`).
+    Code copied into a file (sibling definitions, runtime definitions) and the imports it needs go
+    after the file's run of these, so that they follow every import the file makes (timm's
+    vision_transformer.py imports torch after such a `try`)."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return bool(stmt.body) and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
+    if isinstance(stmt, cst.Try):
+        blocks = [stmt.body, *(h.body for h in stmt.handlers)]
+        blocks += [b.body for b in (stmt.orelse, stmt.finalbody) if b is not None]
+    elif isinstance(stmt, cst.If) and stmt.orelse is None:
+        blocks = [stmt.body]
+    else:
+        return False
+    for block in blocks:
+        inner = block.body if isinstance(block, cst.IndentedBlock) else [block]
+        for line in inner:
+            if not isinstance(line, cst.SimpleStatementLine):
+                return False
+            if not all(isinstance(s, cst.Import | cst.ImportFrom | cst.Pass) for s in line.body):
+                return False
+    return True

@@ -28,6 +28,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.files import ReadError, read_source
+from precision_transpiler.syntax import is_import_statement
 
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
 
@@ -323,9 +324,7 @@ def _insert_imports(module: cst.Module, imports: list[str]) -> str:
     body = list(module.body)
     index = 0
     for i, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
-        ):
+        if is_import_statement(stmt):
             index = i + 1
     new = [cst.parse_statement(line + "\n") for line in imports]
     return module.with_changes(body=[*body[:index], *new, *body[index:]]).code
@@ -493,9 +492,7 @@ def _insert(module: cst.Module, imports: list[str], block: str) -> str:
     body = list(module.body)
     index = 0
     for i, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
-        ):
+        if is_import_statement(stmt):
             index = i + 1
         elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
             index = 1

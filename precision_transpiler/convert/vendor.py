@@ -32,7 +32,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
-from precision_transpiler.syntax import dotted_name
+from precision_transpiler.syntax import dotted_name, is_import_statement
 
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
 SHIM_DIR = Path(__file__).resolve().parent.parent / "runtime"
@@ -511,9 +511,7 @@ def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
     body = list(module.body)
     index = 0
     for i, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
-        ):
+        if is_import_statement(stmt):
             index = i + 1
         elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
             index = 1  # module docstring
@@ -611,9 +609,7 @@ def unvendor(code: str, target: str) -> str | None:
     new = [cst.parse_statement(line + "\n") for line in imports]
     index = 0
     for i, stmt in enumerate(rest.body):
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
-        ):
+        if is_import_statement(stmt):
             index = i + 1
         elif index or not isinstance(stmt, cst.SimpleStatementLine):
             break

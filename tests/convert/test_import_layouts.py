@@ -193,3 +193,48 @@ def _run_module_level(code: str, context: str) -> None:
         exec(compile(code, "<converted>", "exec"), namespace)
     except NameError as exc:  # pragma: no cover - the failure being tested for
         raise AssertionError(f"{exc}{context}") from None
+
+
+TRY_IMPORT_MODEL = '''"""A model file whose imports include a try/except block before the framework's."""
+import math
+
+try:
+    from typing import Literal
+except ImportError:
+    from typing_extensions import Literal
+
+import torch.nn as nn
+from .helpers import block
+
+
+class Net(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.fc = block(d)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.fc(x)) * math.sqrt(2.0)
+'''
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_copied_code_goes_after_import_blocks(tmp_path, to: str) -> None:
+    """timm's vision_transformer.py has a `try:` import block before `import torch`: copied
+    sibling and runtime definitions went before it, and so before the framework imports they use
+    (NameError: name 'nnx' is not defined, at import)."""
+    package = tmp_path / "trypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("import torch.nn as nn\n\n\ndef block(d):\n    return nn.Linear(d, d)\n")
+    model = package / "model.py"
+    model.write_text(TRY_IMPORT_MODEL)
+    result = transpile(TRY_IMPORT_MODEL, to=to, path=str(model))
+    assert not result.errors, [d.format() for d in result.errors]
+    code = result.code
+    framework = "from flax import nnx" if to == "jax" else "import keras"
+    assert code.index(framework) < code.index("# ptranspile: converted from trypkg.helpers")
+    assert code.index("except ImportError") < code.index("# ptranspile: torch-compatible")
+    namespace: dict[str, Any] = {"__name__": "trypkg.converted"}
+    exec(compile(code, "<converted>", "exec"), namespace)  # module level runs: names bound in order
+    assert namespace["Net"]() is not None
