@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import (
     NOT_LITERAL,
@@ -439,6 +440,8 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
         qualified = ctx.qualified_name(node) if isinstance(node, cst.Name | cst.Attribute) else None
         if qualified is not None and "." not in qualified and qualified in ctx.mappings.all_roots:
             return "is a module, not a tensor"  # `torch.device(...)`: not `<tensor>.device`
+        if isinstance(node, cst.Name) and node.value == "self" and _in_module_class(ctx):
+            return "is the module itself, not a tensor"  # `self.device`, `self.data`, `self.T`
         return None
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
         return _strict_kind_problem(ctx, node.expression, kind)  # type: ignore[arg-type]
@@ -454,6 +457,12 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
     if ctx.dtype_of(node) is not None:
         return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
     return None
+
+
+def _in_module_class(ctx: RuleContext) -> bool:
+    """Whether the code being converted is a method of an nn.Module class of the file."""
+    key = ctx.enclosing_function()
+    return key is not None and "." in key and key.split(".")[0] in analysis_for(ctx).module_classes
 
 
 def _not_a_tensor_call(ctx: RuleContext, call: cst.Call) -> bool:

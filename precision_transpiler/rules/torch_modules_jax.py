@@ -202,7 +202,11 @@ class TorchModules(Rule):
         if template is None or isinstance(parent, cst.AssignTarget | cst.Del):
             return None
         if isinstance(parent, cst.Attribute) and parent.value is original and parent.attr.value == "data":
-            return None  # `self.fc.weight.data...`: initialisation, dropped by the init rules
+            grand = ctx.parent(parent)
+            if isinstance(grand, cst.AssignTarget | cst.AugAssign) or (
+                isinstance(grand, cst.Attribute) and grand.attr.value.endswith("_")
+            ):
+                return None  # `self.fc.weight.data.normal_(...)`: initialisation, dropped by the init rules
         # templates are primaries (`{layer}.kernel[...].T`), so `.dtype` can follow without parentheses
         new = cst.parse_expression(template.replace("{layer}", ctx.code(updated.value)))
         ctx.record(self.name, original, new)

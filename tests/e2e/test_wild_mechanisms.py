@@ -324,3 +324,33 @@ def test_names_from_a_siblings_star_import_are_converted_too(tmp_path: Path) -> 
         converted.write_text(result.code)
         verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
         assert verdict.passed, verdict.failures
+
+
+TENSOR_DATA = """
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, device=None):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4))
+        self.fc = nn.Linear(4, 4)
+        self.fc.weight.data.normal_(0, 0.02)
+        self.data = 2.0
+        self.T = 3.0
+        self.device = device
+
+    def forward(self, x):
+        y = x.data * self.w.data
+        scale = self.data * self.T if self.device is None else 1.0
+        return self.fc(y) + self.fc.weight.data.sum() * scale
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_tensor_data_and_module_attributes_named_like_tensor_ones(tmp_path: Path, to: str) -> None:
+    """`x.data` reads the values (as `detach()`); a module's own `self.data`, `self.T` and
+    `self.device` are its attributes, not a tensor's."""
+    result = _verify(tmp_path, "data", TENSOR_DATA, to, "fp32", "Net()", "float32[2,4]")
+    assert "self.data * self.T if self.device is None" in result.code

@@ -192,9 +192,9 @@ CASES = [
     C(
         "contiguous-clone-detach",
         "x",
-        "return x.transpose(0, 1).contiguous(), x.clone(), x.detach(), torch.clone(x)",
+        "return x.transpose(0, 1).contiguous(), x.clone(), x.detach(), torch.clone(x), x.data",
         F32(3, 4),
-        expect=("return jnp.swapaxes(x, 0, 1), x, jax.lax.stop_gradient(x), x\n",),
+        expect=("return jnp.swapaxes(x, 0, 1), x, jax.lax.stop_gradient(x), x, jax.lax.stop_gradient(x)\n",),
     ),
     C(
         "size-shape-dim-numel",
