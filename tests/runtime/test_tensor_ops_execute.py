@@ -190,6 +190,22 @@ CASES = [
     ),
     C("t-and-T", "x, v", "return x.t(), x.T, torch.t(x), v.t()", F32(3, 5), F32(4), expect=("x.T",)),
     C(
+        "repeat-interleave-movedim-square-cumprod",
+        "x",
+        "return (x.repeat_interleave(2, dim=1), torch.repeat_interleave(x, 3), x.repeat_interleave(2, -1), "
+        "x.movedim(0, -1), torch.moveaxis(x, (0, 1), (1, 0)), x.square(), torch.square(x), "
+        "torch.cumprod(x, dim=0), x.cumprod(-1), x.clamp_min(0.1), torch.clamp_max(x, 0.5))",
+        F32(3, 4),
+        expect=("jnp.repeat(x, 2, axis=1)", "jnp.moveaxis(x, 0, -1)", "jnp.cumprod(x, axis=0)"),
+    ),
+    C(
+        "eye",
+        "n",
+        'return torch.eye(n) + 1, torch.eye(n, 4, dtype=torch.float16, device="cpu"), torch.eye(3, dtype=torch.int64)',
+        3,
+        expect=("jnp.eye(n)",),
+    ),
+    C(
         "contiguous-clone-detach",
         "x",
         "return x.transpose(0, 1).contiguous(), x.clone(), x.detach(), torch.clone(x), x.data",
