@@ -199,6 +199,16 @@ CASES = [
         expect=("jnp.repeat(x, 2, axis=1)", "jnp.moveaxis(x, 0, -1)", "jnp.cumprod(x, axis=0)"),
     ),
     C(
+        "topk-inverse-is-tensor",
+        "x, m",
+        "v, i = x.topk(2)\ns = torch.topk(x, k=3, dim=0, largest=False)\n"
+        "return (v, i, s.values, s.indices, x.topk(1, -1).indices, torch.inverse(m @ m.T + 4 * torch.eye(3)), "
+        "m.inverse(), torch.linalg.inv(m), torch.is_tensor(x), torch.is_tensor(3))",
+        F32(4, 5),
+        F32(3, 3),
+        expect=("torch_topk(x, 2)",),
+    ),
+    C(
         "eye",
         "n",
         'return torch.eye(n) + 1, torch.eye(n, 4, dtype=torch.float16, device="cpu"), torch.eye(3, dtype=torch.int64)',

@@ -143,6 +143,16 @@ def torch_max(input, dim=None, keepdim=False):
     return TorchValuesIndices(jnp.max(input, axis=dim, keepdims=keepdim), jnp.argmax(input, axis=dim, keepdims=keepdim))
 
 
+def torch_topk(input, k, dim=-1, largest=True, sorted=True):
+    """torch.topk / Tensor.topk: the k largest (`largest=False`: smallest) values along `dim` and
+    their indices, in order, as (values, indices) with `.values`/`.indices` (jax.lax.top_k works on
+    the last axis and for the largest only)."""
+    x = jnp.moveaxis(input, dim, -1)
+    values, indices = jax.lax.top_k(x if largest else -x, k)
+    values = values if largest else -values
+    return TorchValuesIndices(jnp.moveaxis(values, -1, dim), jnp.moveaxis(indices, -1, dim))
+
+
 def torch_min(input, dim=None, keepdim=False):
     """torch.min / Tensor.min: with an int `dim`, the minimum along it *and* its index, as
     (values, indices) with `.values`/`.indices`; with a tensor in place of `dim`, the elementwise

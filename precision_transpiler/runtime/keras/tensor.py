@@ -177,6 +177,16 @@ def torch_max(input, dim=None, keepdim=False):
     )
 
 
+def torch_topk(input, k, dim=-1, largest=True, sorted=True):
+    """torch.topk / Tensor.topk: the k largest (`largest=False`: smallest) values along `dim` and
+    their int64 indices, in order, as (values, indices) with `.values`/`.indices`
+    (keras.ops.top_k works on the last axis and for the largest only)."""
+    x = ops.moveaxis(input, dim, -1)
+    values, indices = ops.top_k(x if largest else ops.negative(x), k)
+    values = values if largest else ops.negative(values)
+    return TorchValuesIndices(ops.moveaxis(values, -1, dim), ops.cast(ops.moveaxis(indices, -1, dim), "int64"))
+
+
 def torch_min(input, dim=None, keepdim=False):
     """torch.min / Tensor.min: with an int `dim`, the minimum along it *and* its int64 index, as
     (values, indices) with `.values`/`.indices`; with a tensor in place of `dim`, the elementwise
