@@ -59,6 +59,7 @@ CASES: dict[str, tuple[tuple[Any, ...], dict[str, Any], tuple[Any, ...]]] = {
     "torch.nn.Linear": ((6, 5), {}, (2, 3, 6)),
     "torch.nn.Embedding": ((10, 4), {"padding_idx": 2}, (2, 5)),
     "torch.nn.LayerNorm": (((3, 6),), {"eps": 1e-4}, (2, 3, 6)),
+    "torch.nn.RMSNorm": (((3, 6),), {}, (2, 3, 6)),
     "torch.nn.Dropout": ((0.5,), {}, (2, 3, 6)),
     "torch.nn.Conv1d": ((3, 4, 3), {"padding": 1, "stride": 2}, (2, 3, 11)),
     "torch.nn.Conv2d": ((3, 4, 3), {"padding": 1, "stride": 2}, (2, 3, 9, 9)),

@@ -305,6 +305,55 @@ class LayerNorm(nnx.Module):
         return self.scale
 
 
+def _rms_norm(x: jax.Array, n_dims: int, scale: Any, eps: float | None, dtype: Any) -> jax.Array:
+    """x / sqrt(mean(x**2) + eps) over the last n_dims axes, times `scale`; eps None is the input
+    dtype's machine epsilon (torch's default)."""
+    out_dtype = dtype if dtype is not None else jnp.result_type(*[a for a in (x, scale) if a is not None])
+    sdt = _stats_dtype(x.dtype)
+    eps = float(jnp.finfo(x.dtype).eps) if eps is None else eps
+    axes = tuple(range(x.ndim - n_dims, x.ndim))
+    xs = x.astype(sdt)
+    y = xs * jax.lax.rsqrt(jnp.square(xs).mean(axes, keepdims=True) + eps)
+    if scale is not None:
+        y = y * scale.astype(sdt)
+    return y.astype(out_dtype)
+
+
+class RMSNorm(nnx.Module):
+    """torch.nn.RMSNorm: root-mean-square normalisation over the trailing `normalized_shape` dims,
+    eps None meaning the input dtype's machine epsilon (nnx.RMSNorm: the last axis, eps 1e-6).
+    Param `scale` (torch's `weight`) of shape `normalized_shape`."""
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        device: Any = None,
+        dtype: Any = None,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs | None = None,
+    ) -> None:
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = shape
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        self.dtype = dtype
+        self.param_dtype = param_dtype
+        self.scale = nnx.Param(jnp.ones(shape, param_dtype)) if elementwise_affine else nnx.data(None)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if tuple(x.shape[x.ndim - len(self.normalized_shape) :]) != self.normalized_shape:
+            raise ValueError(f"RMSNorm{self.normalized_shape}: input shape {x.shape} does not end with it")
+        return _rms_norm(x, len(self.normalized_shape), _value(self.scale), self.eps, self.dtype)
+
+    @property
+    def weight(self) -> Any:
+        """torch's name for `scale`."""
+        return self.scale
+
+
 def layer_norm(
     input: jax.Array, normalized_shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
 ) -> jax.Array:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from precision_transpiler.runtime.common import _channel_shape
@@ -234,6 +235,53 @@ class LayerNorm(keras.layers.Layer):
         if tuple(x.shape[len(x.shape) - n :]) != self.normalized_shape:
             raise ValueError(f"LayerNorm{self.normalized_shape}: input shape {x.shape} does not end with it")
         return _layer_norm(x, n, self.weight, self.bias, self.eps)
+
+
+def _rms_norm(x: Any, n_dims: int, weight: Any, eps: float | None) -> Any:
+    """x / sqrt(mean(x**2) + eps) over the last n_dims axes, times `weight`, float32 inside; eps
+    None is the input dtype's machine epsilon (torch's default)."""
+    sdt = _stats_dtype(x.dtype)
+    eps = float(np.finfo(keras.backend.standardize_dtype(x.dtype)).eps) if eps is None else eps
+    axes = tuple(range(len(x.shape) - n_dims, len(x.shape)))
+    xs = ops.cast(x, sdt)
+    y = xs * ops.rsqrt(ops.mean(ops.square(xs), axis=axes, keepdims=True) + eps)
+    if weight is not None:
+        y = y * ops.cast(weight, sdt)
+    return ops.cast(y, x.dtype)
+
+
+class RMSNorm(keras.layers.Layer):
+    """torch.nn.RMSNorm: root-mean-square normalisation over the trailing `normalized_shape` dims,
+    eps None meaning the input dtype's machine epsilon; `weight` of shape `normalized_shape`
+    (Keras' RMSNormalization: one axis, eps 1e-6)."""
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(dtype=_keras_dtype(dtype), **kwargs)
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = shape
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = (
+            self.add_weight(shape=shape, initializer="ones", autocast=False, name="weight")
+            if elementwise_affine
+            else None
+        )
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        x = ops.cast(input, self.compute_dtype)
+        n = len(self.normalized_shape)
+        if tuple(x.shape[len(x.shape) - n :]) != self.normalized_shape:
+            raise ValueError(f"RMSNorm{self.normalized_shape}: input shape {x.shape} does not end with it")
+        return _rms_norm(x, n, self.weight, self.eps)
 
 
 class GroupNorm(keras.layers.Layer):
