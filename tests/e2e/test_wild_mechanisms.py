@@ -354,3 +354,26 @@ def test_tensor_data_and_module_attributes_named_like_tensor_ones(tmp_path: Path
     `self.device` are its attributes, not a tensor's."""
     result = _verify(tmp_path, "data", TENSOR_DATA, to, "fp32", "Net()", "float32[2,4]")
     assert "self.data * self.T if self.device is None" in result.code
+
+
+LAYER_NORMS = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.LayerNorm(6, elementwise_affine=False)
+        self.b = nn.LayerNorm(6, bias=False)
+        self.c = nn.LayerNorm(6)
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_layer_norm_without_affine_has_neither_weight_nor_bias(tmp_path: Path, to: str) -> None:
+    """x-transformers' `nn.LayerNorm(dim, elementwise_affine=False)`: nnx.LayerNorm's use_scale
+    keeps a bias, torch keeps neither (the weights did not load)."""
+    _verify(tmp_path, "norms", LAYER_NORMS, to, "fp32", "Net()", "float32[2,6]")
