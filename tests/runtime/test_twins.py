@@ -60,6 +60,8 @@ CASES: dict[str, tuple[tuple[Any, ...], dict[str, Any], tuple[Any, ...]]] = {
     "torch.nn.Embedding": ((10, 4), {"padding_idx": 2}, (2, 5)),
     "torch.nn.LayerNorm": (((3, 6),), {"eps": 1e-4}, (2, 3, 6)),
     "torch.nn.RMSNorm": (((3, 6),), {}, (2, 3, 6)),
+    "einops.layers.torch.Rearrange": (("b c (h p) w -> b (c p) h w",), {"p": 2}, (2, 3, 4, 5)),
+    "einops.layers.torch.Reduce": (("b c (h p) w -> b c h", "max"), {"p": 2}, (2, 3, 4, 5)),
     "torch.nn.Dropout": ((0.5,), {}, (2, 3, 6)),
     "torch.nn.Conv1d": ((3, 4, 3), {"padding": 1, "stride": 2}, (2, 3, 11)),
     "torch.nn.Conv2d": ((3, 4, 3), {"padding": 1, "stride": 2}, (2, 3, 9, 9)),
@@ -133,7 +135,8 @@ def _torch_layer(symbol: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     """The torch layer, seeded, with every floating parameter and buffer randomised (norms: random
     running statistics and affine parameters, so eval mode is not the identity), in eval mode."""
     torch.manual_seed(0)
-    layer = getattr(torch.nn, symbol.rpartition(".")[2])(*args, **kwargs)
+    module, _, name = symbol.rpartition(".")
+    layer = getattr(importlib.import_module(module), name)(*args, **kwargs)  # torch.nn, einops.layers.torch
     return perturb(layer).eval()
 
 
