@@ -65,6 +65,8 @@ CASES: dict[str, tuple[tuple[Any, ...], dict[str, Any], tuple[Any, ...]]] = {
     "torch.nn.Dropout": ((0.5,), {}, (2, 3, 6)),
     "torch.nn.Conv1d": ((3, 4, 3), {"padding": 1, "stride": 2}, (2, 3, 11)),
     "torch.nn.Conv2d": ((3, 4, 3), {"padding": 1, "stride": 2}, (2, 3, 9, 9)),
+    "torch.nn.Conv3d": ((3, 4, 3), {"padding": 1, "stride": (1, 2, 2)}, (2, 3, 5, 7, 7)),
+    "torch.nn.ConvTranspose1d": ((3, 4, 3), {"stride": 2, "padding": 1, "output_padding": 1}, (2, 3, 6)),
     "torch.nn.ConvTranspose2d": ((3, 4, 3), {"stride": 2, "padding": 1, "output_padding": 1}, (2, 3, 5, 5)),
     "torch.nn.BatchNorm1d": ((4,), {}, (3, 4, 7)),
     "torch.nn.BatchNorm2d": ((4,), {"eps": 1e-3}, (2, 4, 5, 5)),

@@ -194,6 +194,12 @@ class Conv2d(_ConvNd):
     _n_spatial = 2
 
 
+class Conv3d(_ConvNd):
+    """torch.nn.Conv3d on NCDHW: OIDHW `weight`, as Conv2d with a depth dim."""
+
+    _n_spatial = 3
+
+
 class _ConvTransposeNd(keras.layers.Layer):
     """Shared body of ConvTranspose1d/2d: torch's arguments and (in, out/groups, *k) `weight`."""
 
