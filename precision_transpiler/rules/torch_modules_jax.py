@@ -18,6 +18,7 @@ import libcst as cst
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.module_variables import variables_as_arrays
+from precision_transpiler.rewrite.module_walks import module_walk
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module, runtime_name
 from precision_transpiler.syntax import dotted_name
@@ -270,25 +271,11 @@ class TorchModules(Rule):
     def _module_walk(
         self, ctx: RuleContext, original: cst.Call, updated: cst.Call, classes: set[str], key: str | None
     ) -> cst.BaseExpression | None:
-        """`self.modules()` (init loops) -> `modules(self)`, `self.mlp.children()` ->
-        `children(self.mlp)`, `self.add_module(name, m)` -> `add_module(self, name, m)`: nnx
-        modules have no such methods. Only on `self` and its attributes, inside a class."""
-        func = updated.func
-        owner = key.split(".")[0] if key and "." in key else None
-        receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
-        if owner is None or receiver is None or not (receiver == "self" or receiver.startswith("self.")):
-            return None
-        assert isinstance(func, cst.Attribute)
-        method = func.attr.value
-        if method in _WALKS and not updated.args:
-            args = [cst.Arg(func.value)]
-        elif method in _REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
-            args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
-            method = "add_module"
-        else:
-            return None
-        new = cst.Call(func=ctx.expr_for(f"{runtime_module('jax', 'modules')}.{method}"), args=args)
-        ctx.record(self.name, original, new)
+        """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
+        rewrite/module_walks.py."""
+        new = module_walk(ctx, original, updated, runtime_module("jax", "modules"))
+        if new is not None:
+            ctx.record(self.name, original, new)
         return new
 
     def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
@@ -354,10 +341,6 @@ class TorchModules(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
-
-
-_WALKS = ("modules", "named_modules", "children", "named_children")
-_REGISTERS = ("add_module", "register_module")
 
 
 def _layer_takes_rngs(ctx: RuleContext, layer: str) -> bool:

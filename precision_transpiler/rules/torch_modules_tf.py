@@ -27,6 +27,7 @@ import libcst as cst
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.module_variables import variables_as_arrays
+from precision_transpiler.rewrite.module_walks import module_walk
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 from precision_transpiler.syntax import dotted_name
@@ -43,8 +44,6 @@ _KERAS_READ_ONLY = frozenset(
 )  # fmt: skip
 #: attributes Keras reads itself: assigning them changes how the layer behaves
 _KERAS_SETTINGS = frozenset({"trainable", "dtype_policy", "input_spec", "supports_masking", "built", "autocast"})
-_WALKS = ("modules", "named_modules", "children", "named_children")
-_REGISTERS = ("add_module", "register_module")
 
 
 @register
@@ -182,24 +181,11 @@ class TorchModulesKeras(Rule):
         return self._isinstance_module(ctx, original, updated)
 
     def _module_walk(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
-        """`self.modules()` -> `modules(self)`, `self.features.children()` -> `children(self.features)`,
-        `self.add_module(name, m)` -> `add_module(self, name, m)`. Only on `self` and its
-        attributes, inside a class."""
-        func = updated.func
-        receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
-        if self._owner(ctx) is None or receiver is None or not (receiver == "self" or receiver.startswith("self.")):
-            return None
-        assert isinstance(func, cst.Attribute)
-        method = func.attr.value
-        if method in _WALKS and not updated.args:
-            args = [cst.Arg(func.value)]
-        elif method in _REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
-            args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
-            method = "add_module"
-        else:
-            return None
-        new = cst.Call(func=ctx.expr_for(f"{_SHIMS}.{method}"), args=args)
-        ctx.record(self.name, original, new)
+        """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
+        rewrite/module_walks.py."""
+        new = module_walk(ctx, original, updated, _SHIMS)
+        if new is not None:
+            ctx.record(self.name, original, new)
         return new
 
     def _isinstance_module(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:

@@ -377,3 +377,35 @@ def test_layer_norm_without_affine_has_neither_weight_nor_bias(tmp_path: Path, t
     """x-transformers' `nn.LayerNorm(dim, elementwise_affine=False)`: nnx.LayerNorm's use_scale
     keeps a bias, torch keeps neither (the weights did not load)."""
     _verify(tmp_path, "norms", LAYER_NORMS, to, "fp32", "Net()", "float32[2,6]")
+
+
+WALKS_ON_LAYERS = """
+import torch.nn as nn
+
+
+def initialize_weights(net_l, scale=1):
+    for net in [net_l] if not isinstance(net_l, list) else net_l:
+        for m in net.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4, 4)
+        initialize_weights([self.conv, self.fc])
+        self.names = [n for n, _ in self.fc.named_modules()]
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean((2, 3)))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_module_walks_on_any_receiver(tmp_path: Path, to: str) -> None:
+    """RRDBNet's `for m in net.modules()` on a convolution (a runtime or library layer, which has
+    no torch methods): the runtime's `modules(net)`."""
+    result = _verify(tmp_path, "walks", WALKS_ON_LAYERS, to, "fp32", "Net()", "float32[2,3,8,8]")
+    assert "for m in modules(net):" in result.code and "named_modules(self.fc)" in result.code
