@@ -4,8 +4,8 @@ JAX and TensorFlow tensors are immutable. Used as a value
 (`nn.Parameter(torch.empty(1, n, d).normal_(std=0.02))`), such a call becomes a function that
 returns the initialised array (`tensor_normal_(..., rngs=rngs)` for Flax, drawing from the
 module's `rngs`; `tensor_normal_(...)` for Keras, from Keras' global seed). As a statement on an
-existing parameter (an init loop) it is dropped with a note: the converted model's weights come
-from the torch checkpoint.
+existing parameter (an init loop), and `p.data.copy_(values)` as a statement, it is dropped with a
+note: the converted model's weights come from the torch checkpoint.
 """
 
 from __future__ import annotations
@@ -45,7 +45,17 @@ class TorchInplaceInit(Rule):
         if len(original.body) != 1 or not isinstance(original.body[0], cst.Expr):
             return None
         call = original.body[0].value
-        if not (isinstance(call, cst.Call) and _method(call) in (*_RANDOM, *_CONSTANT, "trunc_normal_")):
+        if not isinstance(call, cst.Call):
+            return None
+        # `conv.weight.data.copy_(kernel)`: a parameter set to fixed values while building (kornia's
+        # SIFT descriptor); the torch checkpoint holds them
+        sets_data = (
+            _method(call) == "copy_"
+            and isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Attribute)
+            and call.func.value.attr.value == "data"
+        )
+        if not sets_data and _method(call) not in (*_RANDOM, *_CONSTANT, "trunc_normal_"):
             return None
         if ctx.qualified_name(call.func) is not None:
             return None  # `nn.init.normal_(w)`: a function, dropped by the torch-zoo rule

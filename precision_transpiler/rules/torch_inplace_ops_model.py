@@ -159,6 +159,9 @@ class TorchInplaceOps(Rule):
         state = _state(ctx)
         if method in _INIT and is_initialisation(ctx, receiver, original):
             return None  # the torch-inplace-init rule's: dropped (statement) or a shim (value)
+        if method == "copy_" and isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+            if isinstance(ctx.parent(original), cst.Expr):
+                return None  # `w.data.copy_(values)` as a statement: setting a parameter, the init rule's
         where = Where.of(ctx, original)
         if method in _INIT and where.kind == "":
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim

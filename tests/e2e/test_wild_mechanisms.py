@@ -409,3 +409,28 @@ def test_module_walks_on_any_receiver(tmp_path: Path, to: str) -> None:
     no torch methods): the runtime's `modules(net)`."""
     result = _verify(tmp_path, "walks", WALKS_ON_LAYERS, to, "fp32", "Net()", "float32[2,3,8,8]")
     assert "for m in modules(net):" in result.code and "named_modules(self.fc)" in result.code
+
+
+FIXED_WEIGHTS = """
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pk = nn.Conv2d(1, 1, 3, bias=False)
+        nw = torch.ones(3, 3) / 9
+        self.pk.weight.data.copy_(nw.reshape(1, 1, 3, 3))
+
+    def forward(self, x):
+        return self.pk(x)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_parameters_set_to_fixed_values_while_building(tmp_path: Path, to: str) -> None:
+    """kornia's `self.pk.weight.data.copy_(kernel)`: initialisation the checkpoint holds, dropped
+    with a note (it was an unsupported in-place call that failed at construction)."""
+    result = _verify(tmp_path, "fixed", FIXED_WEIGHTS, to, "fp32", "Net()", "float32[2,1,8,8]")
+    assert any(d.code == "init-dropped" and "copy_" in d.message for d in result.diagnostics)
