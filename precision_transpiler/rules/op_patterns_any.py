@@ -119,7 +119,33 @@ class OpPatterns(Rule):
     ) -> cst.BaseExpression | None:
         if _is_store(ctx, original):
             return None  # `self.device = x.device`: the target names an attribute, it reads no tensor
-        return self._rewrite(ctx, original)
+        return self._rewrite(ctx, original) or self._reference(ctx, original)
+
+    def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
+        return self._reference(ctx, original)
+
+    def _reference(self, ctx: RuleContext, original: cst.Name | cst.Attribute) -> cst.BaseExpression | None:
+        """A torch function passed around, not called (`activation=F.relu`, `act = torch.tanh`):
+        the target function, when an op maps a call of it taking one tensor to a call of one
+        function taking that tensor alone (`torch.nn.functional.relu({x:input}, ...)` ->
+        `jax.nn.relu({x})`), so the reference is called as the original was."""
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.Call) and parent.func is original:
+            return None
+        if isinstance(parent, cst.Attribute) and parent.value is original:
+            return None  # a prefix of a longer name (`F` of `F.relu`)
+        if not ctx.is_outermost_name(original) or _is_store(ctx, original):
+            return None
+        qualified = ctx.qualified_name(original)
+        if qualified is None or ctx.mappings.framework_of(qualified) != ctx.source:
+            return None
+        target = _reference_target(ctx.mappings, ctx.source, ctx.target, qualified)
+        if target is None:
+            return None
+        new = ctx.expr_for(target)
+        ctx.consume([original])
+        ctx.record(self.name, original, new)
+        return new
 
     def leave_Comparison(
         self, ctx: RuleContext, original: cst.Comparison, updated: cst.Comparison
@@ -457,6 +483,44 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
     if ctx.dtype_of(node) is not None:
         return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
     return None
+
+
+def _reference_target(mappings: MappingSet, source: str, target: str, qualified: str) -> str | None:
+    """The target function a reference to the source function `qualified` can become (see
+    `OpPatterns._reference`), or None."""
+    key = ("op-reference", source, target)
+    if key not in mappings.caches:
+        found: dict[str, str | None] = {}
+        for op in mappings.ops.values():
+            for pattern in op.patterns.get(source, ()):
+                name = pattern.function_name
+                if name is None or pattern.emit_only:
+                    continue
+                required = [p for p in pattern.placeholders.values() if not p.optional and not p.keywords]
+                if len(required) != 1 or required[0].variadic:
+                    continue
+                emitted = _single_argument_function(op.patterns.get(target, ()), required[0].name)
+                # two ops reading the same function differently: no single reference
+                found[name] = emitted if name not in found or found[name] == emitted else None
+        mappings.caches[key] = found
+    return mappings.caches[key].get(qualified)
+
+
+def _single_argument_function(patterns: tuple, param: str) -> str | None:
+    """`jax.nn.relu` when the first target pattern is exactly `jax.nn.relu({param})`."""
+    if not patterns:
+        return None
+    pattern = patterns[0]
+    expr = pattern.expr
+    if not isinstance(expr, cst.Call) or pattern.function_name is None or len(expr.args) != 1:
+        return None
+    arg = expr.args[0]
+    if arg.keyword is not None or arg.star or not isinstance(arg.value, cst.Name):
+        return None
+    placeholder = pattern.placeholders.get(arg.value.value)
+    if placeholder is None or placeholder.name != param:
+        return None
+    return pattern.function_name
 
 
 def _in_module_class(ctx: RuleContext) -> bool:

@@ -434,3 +434,34 @@ def test_parameters_set_to_fixed_values_while_building(tmp_path: Path, to: str) 
     with a note (it was an unsupported in-place call that failed at construction)."""
     result = _verify(tmp_path, "fixed", FIXED_WEIGHTS, to, "fp32", "Net()", "float32[2,1,8,8]")
     assert any(d.code == "init-dropped" and "copy_" in d.message for d in result.diagnostics)
+
+
+FUNCTION_REFERENCES = """
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+from torch import sigmoid
+
+
+class Net(nn.Module):
+    def __init__(self, activation=F.relu, act2=torch.tanh):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.activation = activation
+        self.act2 = act2
+        self.acts = [sigmoid, torch.sigmoid, F.silu]
+
+    def forward(self, x):
+        y = self.act2(self.activation(self.fc(x)))
+        for a in self.acts:
+            y = a(y)
+        return y
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_torch_functions_passed_around(tmp_path: Path, to: str) -> None:
+    """normflows' `activation=F.relu` default: a reference to a torch function that takes one
+    tensor becomes the target's function (it stayed torch's: TypeError at the first call)."""
+    result = _verify(tmp_path, "refs", FUNCTION_REFERENCES, to, "fp32", "Net()", "float32[2,4]")
+    assert "activation=jax.nn.relu" in result.code if to == "jax" else "activation=keras.ops.relu" in result.code
