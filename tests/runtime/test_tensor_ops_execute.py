@@ -209,6 +209,14 @@ CASES = [
         expect=("torch_topk(x, 2)",),
     ),
     C(
+        "sort-argsort",
+        "x",
+        "s = torch.sort(x, dim=1, descending=True)\nv, i = x.sort()\n"
+        "return s.values, s.indices, v, i, x.sort(0).values, torch.argsort(x, dim=0), x.argsort(descending=True)",
+        F32(4, 5),
+        expect=("torch_sort(x, dim=1, descending=True)",),
+    ),
+    C(
         "eye",
         "n",
         'return torch.eye(n) + 1, torch.eye(n, 4, dtype=torch.float16, device="cpu"), torch.eye(3, dtype=torch.int64)',

@@ -143,6 +143,19 @@ def torch_max(input, dim=None, keepdim=False):
     return TorchValuesIndices(jnp.max(input, axis=dim, keepdims=keepdim), jnp.argmax(input, axis=dim, keepdims=keepdim))
 
 
+def torch_sort(input, dim=-1, descending=False, stable=False):
+    """torch.sort / Tensor.sort: the values sorted along `dim` and the indices that sort them, as
+    (values, indices) with `.values`/`.indices`; equal values keep their order (a stable sort,
+    which torch's `stable=True` asks for and its default does not promise)."""
+    indices = jnp.argsort(input, axis=dim, stable=True, descending=descending)
+    return TorchValuesIndices(jnp.take_along_axis(input, indices, axis=dim), indices)
+
+
+def torch_argsort(input, dim=-1, descending=False, stable=False):
+    """torch.argsort / Tensor.argsort: the indices that sort `input` along `dim` (stable)."""
+    return jnp.argsort(input, axis=dim, stable=True, descending=descending)
+
+
 def torch_topk(input, k, dim=-1, largest=True, sorted=True):
     """torch.topk / Tensor.topk: the k largest (`largest=False`: smallest) values along `dim` and
     their indices, in order, as (values, indices) with `.values`/`.indices` (jax.lax.top_k works on

@@ -177,6 +177,18 @@ def torch_max(input, dim=None, keepdim=False):
     )
 
 
+def torch_sort(input, dim=-1, descending=False, stable=False):
+    """torch.sort / Tensor.sort: the values sorted along `dim` and their int64 indices, as
+    (values, indices) with `.values`/`.indices` (descending: the order of the negated values)."""
+    indices = torch_argsort(input, dim=dim, descending=descending)
+    return TorchValuesIndices(ops.take_along_axis(input, indices, axis=dim), indices)
+
+
+def torch_argsort(input, dim=-1, descending=False, stable=False):
+    """torch.argsort / Tensor.argsort: the int64 indices that sort `input` along `dim`."""
+    return ops.cast(ops.argsort(ops.negative(input) if descending else input, axis=dim), "int64")
+
+
 def torch_topk(input, k, dim=-1, largest=True, sorted=True):
     """torch.topk / Tensor.topk: the k largest (`largest=False`: smallest) values along `dim` and
     their int64 indices, in order, as (values, indices) with `.values`/`.indices`
