@@ -28,6 +28,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from precision_transpiler.convert.torch_analysis import dotted as _dotted  # noqa: E402
+from precision_transpiler.convert.torch_analysis import resolve as _resolve  # noqa: E402
 from precision_transpiler.mappings.registry import load_mappings  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "wild" / "cases.yaml"
@@ -54,25 +56,6 @@ def _bindings(tree: ast.Module) -> dict[str, str]:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return names
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
-
-
-def _resolve(node: ast.AST, bindings: dict[str, str]) -> str | None:
-    text = _dotted(node)
-    if text is None:
-        return None
-    head, _, rest = text.partition(".")
-    if head not in bindings:
-        return None
-    return f"{bindings[head]}.{rest}" if rest else bindings[head]
 
 
 def scan(files: list[Path], tensor_methods: set[str]) -> tuple[Counter[str], Counter[str], Counter[str]]:
