@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import libcst as cst
 
@@ -29,6 +30,7 @@ from precision_transpiler.mappings.patterns import (
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_module, runtime_package_dir
 from precision_transpiler.syntax import dotted_name
 
 
@@ -139,7 +141,7 @@ class OpPatterns(Rule):
         qualified = ctx.qualified_name(original)
         if qualified is None or ctx.mappings.framework_of(qualified) != ctx.source:
             return None
-        target = _reference_target(ctx.mappings, ctx.source, ctx.target, qualified)
+        target = _reference_target(ctx.mappings, ctx.source, ctx.target, qualified) or _runtime_function(ctx, qualified)
         if target is None:
             return None
         new = ctx.expr_for(target)
@@ -504,6 +506,26 @@ def _reference_target(mappings: MappingSet, source: str, target: str, qualified:
                 found[name] = emitted if name not in found or found[name] == emitted else None
         mappings.caches[key] = found
     return mappings.caches[key].get(qualified)
+
+
+def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
+    """`torch.nn.functional.gelu` passed around: the runtime's torch-signature function of that
+    name (runtime/<target>/functional.py), which takes every argument the torch one does."""
+    module, _, name = qualified.rpartition(".")
+    if module != "torch.nn.functional" or ctx.source != "torch" or ctx.target not in ("jax", "tf"):
+        return None
+    runtime = runtime_module(ctx.target, "functional")
+    key = ("runtime-functions", runtime)
+    if key not in ctx.mappings.caches:
+        import ast
+
+        # read as a file: converting imports no framework (the package's __init__ would)
+        file = Path(runtime_package_dir(ctx.target)) / "functional.py"
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        ctx.mappings.caches[key] = {
+            n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
+        }
+    return f"{runtime}.{name}" if name in ctx.mappings.caches[key] else None
 
 
 def _single_argument_function(patterns: tuple, param: str) -> str | None:

@@ -61,3 +61,11 @@ def runtime_module(target: str | None, subject: str) -> str:
 def runtime_name(target: str | None, subject: str, name: str) -> str:
     """The qualified name of a runtime definition, as rules emit it."""
     return f"{runtime_module(target, subject)}.{name}"
+
+
+def runtime_package_dir(target: str) -> str:
+    """The folder of a target's runtime modules, found without importing them (their package
+    imports the framework)."""
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), TARGET_PACKAGES[target])

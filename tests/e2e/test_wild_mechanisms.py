@@ -441,6 +441,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 from torch import sigmoid
+from torch.nn.functional import gelu
 
 
 class Net(nn.Module):
@@ -449,7 +450,7 @@ class Net(nn.Module):
         self.fc = nn.Linear(4, 4)
         self.activation = activation
         self.act2 = act2
-        self.acts = [sigmoid, torch.sigmoid, F.silu]
+        self.acts = [sigmoid, torch.sigmoid, F.silu, gelu, F.gelu]
 
     def forward(self, x):
         y = self.act2(self.activation(self.fc(x)))
