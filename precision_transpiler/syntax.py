@@ -54,7 +54,8 @@ def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
 
 def is_import_statement(stmt: cst.CSTNode) -> bool:
     """An import line, or a block that only imports (`try: from typing import Literal` /
-    `except ImportError: from typing_extensions import Literal`, `if TYPE_CHECKING: import x`).
+    `except ImportError: from typing_extensions import Literal`, `if TYPE_CHECKING: import x`; not
+    an `if` on anything else).
     Code copied into a file (sibling definitions, runtime definitions) and the imports it needs go
     after the file's run of these, so that they follow every import the file makes (timm's
     vision_transformer.py imports torch after such a `try`)."""
@@ -63,7 +64,9 @@ def is_import_statement(stmt: cst.CSTNode) -> bool:
     if isinstance(stmt, cst.Try):
         blocks = [stmt.body, *(h.body for h in stmt.handlers)]
         blocks += [b.body for b in (stmt.orelse, stmt.finalbody) if b is not None]
-    elif isinstance(stmt, cst.If) and stmt.orelse is None:
+    elif isinstance(stmt, cst.If) and stmt.orelse is None and (dotted_name(stmt.test) or "").endswith("TYPE_CHECKING"):
+        # only `if TYPE_CHECKING:`: a condition that calls something (`if is_torch_flex_attn_available():`,
+        # transformers) may call what the copied code defines, which must come before it
         blocks = [stmt.body]
     else:
         return False

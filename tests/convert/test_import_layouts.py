@@ -238,3 +238,41 @@ def test_copied_code_goes_after_import_blocks(tmp_path, to: str) -> None:
     namespace: dict[str, Any] = {"__name__": "trypkg.converted"}
     exec(compile(code, "<converted>", "exec"), namespace)  # module level runs: names bound in order
     assert namespace["Net"]() is not None
+
+
+CONDITIONAL_IMPORT_MODEL = '''import torch.nn as nn
+from .helpers import block, flex_available
+
+if flex_available():
+    import math
+
+
+class Net(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.fc = block(d)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_copied_code_goes_before_an_if_that_calls_it(tmp_path, to: str) -> None:
+    """transformers' `if is_torch_flex_attn_available(): from ... import ...` calls a copied
+    helper: the copy must come before that `if` (NameError at import otherwise)."""
+    package = tmp_path / "ifpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text(
+        "import torch.nn as nn\n\n\ndef flex_available():\n    return True\n\n\n"
+        "def block(d):\n    return nn.Linear(d, d)\n"
+    )
+    model = package / "model.py"
+    model.write_text(CONDITIONAL_IMPORT_MODEL)
+    result = transpile(CONDITIONAL_IMPORT_MODEL, to=to, path=str(model))
+    assert not result.errors, [d.format() for d in result.errors]
+    assert result.code.index("def flex_available") < result.code.index("if flex_available():")
+    namespace: dict[str, Any] = {"__name__": "ifpkg.converted"}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    assert namespace["Net"]() is not None
