@@ -1,5 +1,6 @@
 """The layer table (`kind: layers`, mappings/layers/*.yaml): torch.nn layers and their
-counterparts in other frameworks. See the header of mappings/layers/torch_nn.yaml.
+counterparts in other frameworks, and the layers listed `unsupported:` with the reason. See the
+header of mappings/layers/torch_nn.yaml.
 """
 
 from __future__ import annotations
@@ -143,8 +144,9 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 )
             result.layer_symbols.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in per_fw.items()})
     layers = data.get("layers")
-    if layers is None and (symbols is not None or params is not None):
-        return  # a table of symbols or params only (mappings/layers/transformers.yaml)
+    if layers is None and (symbols is not None or params is not None or "unsupported" in data):
+        _unsupported(result, data, where)
+        return  # a table of symbols, params or unsupported layers only (mappings/layers/transformers.yaml)
     if not hasattr(layers, "items"):
         raise where.error(data.line, "layers", "expected a mapping of torch layer symbols")
     for symbol, spec in layers.items():
@@ -196,3 +198,27 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 attributes={**_implied_attributes(params), **attributes},
             )
         result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")
+    _unsupported(result, data, where)
+
+
+def _unsupported(result: MappingSet, data: Any, where: Any) -> None:
+    """The `unsupported:` section: `symbol: reason` (every target) or `symbol: {framework: reason}`.
+    A layer listed for a target it is also mapped to is an error (which one would the converter use?)."""
+    unsupported = data.get("unsupported")
+    if unsupported is None:
+        return
+    if not hasattr(unsupported, "items"):
+        raise where.error(data.line, "unsupported", "expected symbol: reason (or {framework: reason}) pairs")
+    for symbol, value in unsupported.items():
+        line = unsupported.lines.get(symbol, data.line)
+        ctx = f"unsupported.{symbol}"
+        if not is_qualified(symbol):
+            raise where.error(line, ctx, f"{symbol!r} is not a qualified name")
+        reasons = {"*": value} if isinstance(value, str) else value
+        if not hasattr(reasons, "items") or not all(isinstance(r, str) and r.strip() for r in reasons.values()):
+            raise where.error(line, ctx, "expected a reason (a non-empty string) or {framework: reason}")
+        spec = result.layers.get(str(symbol))
+        for fw in reasons:
+            if spec is not None and ((fw == "*" and spec.targets) or fw in spec.targets):
+                raise where.error(line, ctx, f"the layer is mapped to {fw!r} in layers: as well")
+        result.layer_unsupported.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in reasons.items()})

@@ -89,11 +89,19 @@ class MappingSet:
     layer_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: other torch symbols with a direct counterpart: symbol -> framework -> target symbol
     layer_symbols: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: layers with no counterpart and why (the layer tables' `unsupported:`): symbol -> framework
+    #: (or "*" for every framework) -> reason
+    layer_unsupported: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
     #: per-process caches that rules build from the tables (indexes); not part of the data
     caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- indexes -------------------------------------------------------------------------------
+
+    def unsupported_layer(self, symbol: str | None, framework: str) -> str | None:
+        """Why layer `symbol` has no counterpart in `framework` (the layer tables' `unsupported:`), or None."""
+        reasons = self.layer_unsupported.get(symbol or "")
+        return None if reasons is None else reasons.get(framework, reasons.get("*"))
 
     @cached_property
     def symbol_to_dtype(self) -> dict[str, tuple[str, str]]:

@@ -61,6 +61,8 @@ class TorchLayers(Rule):
         if spec is None or target is None:
             direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
             if direct is None:
+                if _report_unsupported(ctx, original, qualified):
+                    ctx.consume([original.func])  # reported with the reason, not as a bare name
                 return None
             ctx.consume([original.func])
             new = updated.with_changes(func=ctx.expr_for(direct))
@@ -143,14 +145,16 @@ class TorchLayers(Rule):
     # -- layer classes used as values ----------------------------------------------------------
 
     def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
-        return self._reference(ctx, original)
+        return self._reference(ctx, original, updated)
 
     def leave_Attribute(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
-        return self._reference(ctx, original)
+        return self._reference(ctx, original, updated)
 
-    def _reference(self, ctx: RuleContext, original: cst.Name | cst.Attribute) -> cst.BaseExpression | None:
+    def _reference(
+        self, ctx: RuleContext, original: cst.Name | cst.Attribute, updated: cst.Name | cst.Attribute
+    ) -> cst.BaseExpression | None:
         if not ctx.is_outermost_name(original):
             return None
         parent = ctx.parent(original)
@@ -162,7 +166,8 @@ class TorchLayers(Rule):
         if target is None:
             direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
             if direct is None:
-                return None
+                # kept as written, reported with the reason (instead of the bare "has no mapping")
+                return updated if _report_unsupported(ctx, original, qualified) else None
             new = ctx.expr_for(direct).with_changes(lpar=original.lpar, rpar=original.rpar)
             ctx.record(self.name, original, new)
             return new
@@ -170,6 +175,16 @@ class TorchLayers(Rule):
         new = ctx.expr_for(symbol).with_changes(lpar=original.lpar, rpar=original.rpar)
         ctx.record(self.name, original, new)
         return new
+
+
+def _report_unsupported(ctx: RuleContext, node: cst.CSTNode, qualified: str | None) -> bool:
+    """Report a layer the tables list `unsupported:` for the target, with the table's reason; False
+    for any other name."""
+    reason = ctx.mappings.unsupported_layer(qualified, ctx.target)
+    if reason is None:
+        return False
+    ctx.unsupported(node, f"{qualified} has no mapping to {ctx.target}: {reason}", "unsupported-symbol")
+    return True
 
 
 def _in_isinstance(ctx: RuleContext, node: cst.CSTNode) -> bool:

@@ -369,8 +369,8 @@ def test_adaptive_pool1d(size: int) -> None:
 def test_pool_errors_like_torch() -> None:
     with pytest.raises(ValueError, match="half"):
         S.max_pool2d(jnp.ones((1, 1, 4, 4)), 2, padding=2)
-    with pytest.raises(NotImplementedError):
-        S.MaxPool2d(2, return_indices=True)
+    with pytest.raises(NotImplementedError):  # max pooling's indices are supported, adaptive pooling's not
+        S.AdaptiveMaxPool2d(2, return_indices=True)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ torch builds activations as modules (`nn.ReLU(inplace=True)`) and passes them ar
 semantics, so converted code keeps its structure.
 """
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -153,3 +155,175 @@ class Softplus(nnx.Module):
     def __call__(self, x):
         scaled = x * self.beta
         return jnp.where(scaled > self.threshold, x, jax.nn.softplus(scaled) / self.beta)
+
+
+class PReLU(nnx.Module):
+    """torch.nn.PReLU(num_parameters=1, init=0.25): learnable negative slope per channel (dim 1).
+
+    The slope keeps torch's name and shape, `weight` (num_parameters,), so torch weights load as is.
+    """
+
+    def __init__(
+        self,
+        num_parameters: int = 1,
+        init: float = 0.25,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        param_dtype: Any = jnp.float32,
+        rngs: Any = None,
+    ) -> None:
+        self.num_parameters = num_parameters
+        self.weight = nnx.Param(jnp.full((num_parameters,), init, param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        w = self.weight[...].astype(x.dtype)
+        if self.num_parameters > 1 and x.ndim >= 2:
+            w = w.reshape((-1,) + (1,) * (x.ndim - 2))
+        return jnp.where(x >= 0, x, w * x)
+
+
+class SELU(nnx.Module):
+    """torch.nn.SELU: scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants."""
+
+    def __init__(self, inplace: bool = False, *, rngs: Any = None) -> None:
+        pass
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.selu(x)
+
+
+class CELU(nnx.Module):
+    """torch.nn.CELU(alpha=1.0): max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False, *, rngs: Any = None) -> None:
+        self.alpha = alpha
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.celu(x, alpha=self.alpha)
+
+
+class GLU(nnx.Module):
+    """torch.nn.GLU(dim=-1): first half * sigmoid(second half) along `dim`."""
+
+    def __init__(self, dim: int = -1, *, rngs: Any = None) -> None:
+        self.dim = dim
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.glu(x, axis=self.dim)
+
+
+class Hardtanh(nnx.Module):
+    """torch.nn.Hardtanh(min_val=-1, max_val=1): clip (jax.nn.hard_tanh has the bounds fixed at +-1)."""
+
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+        *,
+        rngs: Any = None,
+    ) -> None:
+        self.min_val = min_val if min_value is None else min_value
+        self.max_val = max_val if max_value is None else max_value
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jnp.clip(x, self.min_val, self.max_val)
+
+
+class Threshold(nnx.Module):
+    """torch.nn.Threshold(threshold, value): x where x > threshold, else `value`."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False, *, rngs: Any = None) -> None:
+        self.threshold = threshold
+        self.value = value
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jnp.where(x > self.threshold, x, jnp.asarray(self.value, x.dtype))
+
+
+class _Shrink(nnx.Module):
+    """Shared constructor of Softshrink/Hardshrink: torch's `lambd` (0.5)."""
+
+    def __init__(self, lambd: float = 0.5, *, rngs: Any = None) -> None:
+        self.lambd = lambd
+
+
+class Softshrink(_Shrink):
+    """torch.nn.Softshrink(lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0."""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        shrunk = x - jnp.sign(x) * jnp.asarray(self.lambd, x.dtype)
+        return jnp.where(jnp.abs(x) > self.lambd, shrunk, jnp.zeros((), x.dtype))
+
+
+class Hardshrink(_Shrink):
+    """torch.nn.Hardshrink(lambd=0.5): x where |x| > lambd, else 0."""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jnp.where(jnp.abs(x) > self.lambd, x, jnp.zeros((), x.dtype))
+
+
+class _Stateless(nnx.Module):
+    """Activations that torch builds with `(*args, **kwargs)` and ignores them (Tanhshrink, Softsign, ...)."""
+
+    def __init__(self, *args: Any, rngs: Any = None, **kwargs: Any) -> None:
+        pass
+
+
+class Tanhshrink(_Stateless):
+    """torch.nn.Tanhshrink: x - tanh(x)."""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x - jnp.tanh(x)
+
+
+class Softsign(_Stateless):
+    """torch.nn.Softsign: x / (1 + |x|)."""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.soft_sign(x)
+
+
+class LogSigmoid(_Stateless):
+    """torch.nn.LogSigmoid: log(sigmoid(x)), computed stably."""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.log_sigmoid(x)
+
+
+class Softmax2d(_Stateless):
+    """torch.nn.Softmax2d: softmax over the channels of (N, C, H, W) or (C, H, W) (dim -3)."""
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if x.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected CHW or NCHW input, got {x.ndim}D")
+        return jax.nn.softmax(x, axis=-3)
+
+
+class Softmin(nnx.Module):
+    """torch.nn.Softmin(dim=None): softmax(-x) over `dim` (torch's legacy implicit dim when None)."""
+
+    def __init__(self, dim: int | None = None, *, rngs: Any = None) -> None:
+        self.dim = dim
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jax.nn.softmax(-x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
+
+
+class RReLU(nnx.Module):
+    """torch.nn.RReLU(lower=1/8, upper=1/3) at inference: leaky ReLU with the mean slope (lower + upper) / 2.
+
+    torch's training mode draws a random slope per element; converted models run the inference form.
+    """
+
+    def __init__(
+        self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False, *, rngs: Any = None
+    ) -> None:
+        self.lower = lower
+        self.upper = upper
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jnp.where(x >= 0, x, x * ((self.lower + self.upper) / 2))

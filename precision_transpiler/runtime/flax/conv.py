@@ -324,3 +324,9 @@ class ConvTranspose2d(_ConvTransposeNd):
     """torch.nn.ConvTranspose2d on NCHW (padding, output_padding, groups, dilation, output_size)."""
 
     _n_spatial = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """torch.nn.ConvTranspose3d on NCDHW (padding, output_padding, groups, dilation, output_size)."""
+
+    _n_spatial = 3

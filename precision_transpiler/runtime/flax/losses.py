@@ -242,3 +242,182 @@ class BCEWithLogitsLoss(_Loss):
         return binary_cross_entropy_with_logits(
             input, target, _value(self.weight), reduction=self.reduction, pos_weight=_value(self.pos_weight)
         )
+
+
+def binary_cross_entropy(
+    input: jax.Array,
+    target: jax.Array,
+    weight: Any = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> jax.Array:
+    """torch.nn.functional.binary_cross_entropy on probabilities: each log clamped at -100, as torch."""
+    target = jnp.asarray(target, input.dtype)
+    loss = -(target * jnp.maximum(jnp.log(input), -100.0) + (1.0 - target) * jnp.maximum(jnp.log1p(-input), -100.0))
+    if weight is not None:
+        loss = loss * jnp.asarray(weight, input.dtype)
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def smooth_l1_loss(
+    input: jax.Array,
+    target: jax.Array,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> jax.Array:
+    """torch.nn.functional.smooth_l1_loss: 0.5 d^2 / beta below `beta`, |d| - 0.5 beta above (L1 at beta 0)."""
+    d = jnp.abs(input - target)
+    loss = d if beta == 0 else jnp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def huber_loss(input: jax.Array, target: jax.Array, reduction: str = "mean", delta: float = 1.0) -> jax.Array:
+    """torch.nn.functional.huber_loss: 0.5 d^2 up to `delta`, delta (|d| - 0.5 delta) above."""
+    d = jnp.abs(input - target)
+    return _reduce_loss(jnp.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def kl_div(
+    input: jax.Array,
+    target: jax.Array,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> jax.Array:
+    """torch.nn.functional.kl_div(input=log q, target=p): p (log p - log q), 0 where p = 0; 'batchmean'
+    divides the sum by the batch size."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = jnp.exp(target) * (target - input)
+    else:
+        loss = jax.scipy.special.xlogy(target, target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce_loss(loss, reduction)
+
+
+def soft_margin_loss(
+    input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+) -> jax.Array:
+    """torch.nn.functional.soft_margin_loss: log(1 + exp(-y x))."""
+    return _reduce_loss(jax.nn.softplus(-target * input), _legacy_reduction(size_average, reduce, reduction))
+
+
+def margin_ranking_loss(
+    input1: jax.Array,
+    input2: jax.Array,
+    target: jax.Array,
+    margin: float = 0.0,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> jax.Array:
+    """torch.nn.functional.margin_ranking_loss: max(0, -y (x1 - x2) + margin)."""
+    loss = jax.nn.relu(-target * (input1 - input2) + margin)
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def poisson_nll_loss(
+    input: jax.Array,
+    target: jax.Array,
+    log_input: bool = True,
+    full: bool = False,
+    size_average: Any = None,
+    eps: float = 1e-8,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> jax.Array:
+    """torch.nn.functional.poisson_nll_loss: exp(x) - t x (log input) or x - t log(x + eps); `full` adds
+    Stirling's term t log t - t + 0.5 log(2 pi t) where t > 1."""
+    loss = jnp.exp(input) - target * input if log_input else input - target * jnp.log(input + eps)
+    if full:
+        safe = jnp.where(target > 1, target, 1.0)
+        stirling = safe * jnp.log(safe) - safe + 0.5 * jnp.log(2 * jnp.pi * safe)
+        loss = loss + jnp.where(target > 1, stirling, 0.0)
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+class BCELoss(_Loss):
+    """torch.nn.BCELoss(weight, size_average, reduce, reduction) on probabilities."""
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return binary_cross_entropy(input, target, _value(self.weight), reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """torch.nn.SmoothL1Loss(size_average, reduce, reduction, beta=1.0)."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean", beta: float = 1.0):
+        super().__init__(None, size_average, reduce, reduction)
+        self.beta = beta
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """torch.nn.HuberLoss(reduction='mean', delta=1.0)."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(None, None, None, reduction)
+        self.delta = delta
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return huber_loss(input, target, self.reduction, self.delta)
+
+
+class KLDivLoss(_Loss):
+    """torch.nn.KLDivLoss(size_average, reduce, reduction='mean', log_target=False); input is log q."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean", log_target: bool = False):
+        super().__init__(None, size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class SoftMarginLoss(_Loss):
+    """torch.nn.SoftMarginLoss(size_average, reduce, reduction): targets are +-1."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__(None, size_average, reduce, reduction)
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    """torch.nn.MarginRankingLoss(margin=0, size_average, reduce, reduction): called (input1, input2, target)."""
+
+    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__(None, size_average, reduce, reduction)
+        self.margin = margin
+
+    def __call__(self, input1: jax.Array, input2: jax.Array, target: jax.Array) -> jax.Array:
+        return margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """torch.nn.PoissonNLLLoss(log_input=True, full=False, size_average, eps=1e-8, reduce, reduction)."""
+
+    def __init__(
+        self,
+        log_input: bool = True,
+        full: bool = False,
+        size_average: Any = None,
+        eps: float = 1e-8,
+        reduce: Any = None,
+        reduction: str = "mean",
+    ):
+        super().__init__(None, size_average, reduce, reduction)
+        self.log_input = log_input
+        self.full = full
+        self.eps = eps
+
+    def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
+        return poisson_nll_loss(input, target, self.log_input, self.full, eps=self.eps, reduction=self.reduction)

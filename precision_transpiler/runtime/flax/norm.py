@@ -2,6 +2,7 @@
 variance), GroupNorm and LayerNorm, functional and as modules, statistics in at least float32.
 """
 
+import math
 from typing import Any
 
 import jax
@@ -27,11 +28,16 @@ def _batch_norm_train_stats(x: jax.Array) -> tuple[jax.Array, jax.Array, int]:
 def _batch_norm_apply(
     x: jax.Array, mean: jax.Array, var: jax.Array, scale: Any, bias: Any, eps: float, dtype: Any
 ) -> jax.Array:
-    """(x - mean) / sqrt(var + eps) * scale + bias, computed in float32 or wider, cast to the output dtype."""
+    """(x - mean) / sqrt(var + eps) * scale + bias, computed in float32 or wider, cast to the output dtype.
+
+    `mean`/`var` are per channel (C,) or already broadcastable to x (instance norm's (N, C, 1, ...)).
+    """
     out_dtype = dtype if dtype is not None else jnp.result_type(*[a for a in (x, scale, bias) if a is not None])
     sdt = _stats_dtype(x.dtype)
     shape = _channel_shape(x.ndim)
-    y = (x.astype(sdt) - mean.astype(sdt).reshape(shape)) * jax.lax.rsqrt(var.astype(sdt).reshape(shape) + eps)
+    if mean.ndim == 1:
+        mean, var = mean.reshape(shape), var.reshape(shape)
+    y = (x.astype(sdt) - mean.astype(sdt)) * jax.lax.rsqrt(var.astype(sdt) + eps)
     if scale is not None:
         y = y * scale.astype(sdt).reshape(shape)
     if bias is not None:
@@ -360,3 +366,135 @@ def layer_norm(
     """torch.nn.functional.layer_norm: joint statistics over the trailing `normalized_shape` dims."""
     n = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
     return _layer_norm(input, n, _value_of(weight), _value_of(bias), eps, None)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """torch.nn.SyncBatchNorm on (N, C, *) as BatchNorm: one process, so no cross-device statistics
+    to gather (`process_group` is accepted and unused)."""
+
+    _input_ndims = (2, 3, 4, 5)
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        process_group: Any = None,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        bias: bool = True,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs | None = None,
+    ) -> None:
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, bias=bias, dtype=dtype, param_dtype=param_dtype
+        )
+
+
+def _instance_stats(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per-(sample, channel) mean and biased variance over the spatial dims, shapes (N, C, 1, ...)."""
+    xs = x.astype(_stats_dtype(x.dtype))
+    axes = tuple(range(2, x.ndim))
+    mean = xs.mean(axes, keepdims=True)
+    return mean, jnp.square(xs - mean).mean(axes, keepdims=True)
+
+
+class _InstanceNorm(_BatchNorm):
+    """Shared body of InstanceNorm1d/2d/3d: statistics per sample and channel over the spatial dims.
+
+    torch's defaults differ from BatchNorm's (affine=False, track_running_stats=False); with running
+    statistics, training updates them with the batch average of the per-instance statistics
+    (unbiased variance) and eval mode normalises with them, as torch. Unbatched (C, *) inputs work.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        bias: bool = True,
+        use_running_average: bool = False,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs | None = None,
+    ) -> None:
+        super().__init__(
+            num_features,
+            eps,
+            momentum,
+            affine,
+            track_running_stats,
+            bias=bias,
+            use_running_average=use_running_average,
+            dtype=dtype,
+            param_dtype=param_dtype,
+        )
+
+    def __call__(self, x: jax.Array, *, use_running_average: bool | None = None) -> jax.Array:
+        eval_mode = self.use_running_average if use_running_average is None else use_running_average
+        batched = self._input_ndims[-1]
+        if x.ndim not in (batched - 1, batched):
+            raise ValueError(f"{type(self).__name__}: expected {batched - 1}D or {batched}D input, got {x.ndim}D")
+        unbatched = x.ndim == batched - 1
+        xb = x[None] if unbatched else x
+        if self.affine and xb.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, got shape {x.shape}")
+        if eval_mode and self.track_running_stats:
+            mean, var = self.mean[...], self.var[...]
+        else:
+            mean, var = _instance_stats(xb)
+            if not eval_mode and self.track_running_stats:
+                count = math.prod(xb.shape[2:])
+                _running_update(self.mean, mean.mean(0).reshape(-1), self.momentum)
+                _running_update(self.var, (var * (count / max(count - 1, 1))).mean(0).reshape(-1), self.momentum)
+        y = _batch_norm_apply(xb, mean, var, _value(self.scale), _value(self.bias), self.eps, self.dtype)
+        return y[0] if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """torch.nn.InstanceNorm1d on (N, C, L) or (C, L)."""
+
+    _input_ndims = (3,)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """torch.nn.InstanceNorm2d on NCHW or CHW."""
+
+    _input_ndims = (4,)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """torch.nn.InstanceNorm3d on NCDHW or CDHW."""
+
+    _input_ndims = (5,)
+
+
+class LocalResponseNorm(nnx.Module):
+    """torch.nn.LocalResponseNorm(size, alpha, beta, k) on (N, C, *): x / (k + alpha * mean of x^2 over
+    `size` neighbouring channels)^beta, the window zero-padded by size // 2 before, (size - 1) // 2 after.
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0, *, rngs: Any = None) -> None:
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if x.ndim < 3:
+            raise ValueError(f"LocalResponseNorm: expected 3D or higher input, got {x.ndim}D")
+        sdt = _stats_dtype(x.dtype)
+        sq = jnp.square(x.astype(sdt))
+        pads = [(0, 0)] * x.ndim
+        pads[1] = (self.size // 2, (self.size - 1) // 2)
+        sq = jnp.pad(sq, pads)
+        c = x.shape[1]
+        window = sum(jax.lax.slice_in_dim(sq, i, i + c, axis=1) for i in range(self.size)) / self.size
+        return (x.astype(sdt) / (window * self.alpha + self.k) ** self.beta).astype(x.dtype)

@@ -2,6 +2,7 @@
 torch's output sizes (ceil mode, padding, `count_include_pad`, `divisor_override`) in NCHW.
 """
 
+import math
 from typing import Any
 
 import jax
@@ -11,6 +12,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _avg_pool_divisor, _pool_args, _pool_out_size
 from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _stats_dtype
+from precision_transpiler.runtime.flax.unpool import _max_pool_indices
 
 
 def _max_pool_nd(
@@ -78,7 +80,7 @@ def _avg_pool_nd(
 
 
 def _no_indices(return_indices: bool) -> None:
-    """Pooling indices (for max_unpool) are not reproduced."""
+    """Adaptive pooling's indices are not reproduced (max pooling's are: unpool.py)."""
     if return_indices:
         raise NotImplementedError("return_indices=True is not supported by the Flax shims")
 
@@ -93,7 +95,8 @@ def max_pool1d(
     return_indices: bool = False,
 ) -> jax.Array:
     """torch.nn.functional.max_pool1d on (N, C, L): stride defaults to the kernel (Flax: 1)."""
-    _no_indices(return_indices)
+    if return_indices:
+        return _max_pool_indices(input, 1, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool_nd(input, 1, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -107,7 +110,8 @@ def max_pool2d(
     return_indices: bool = False,
 ) -> jax.Array:
     """torch.nn.functional.max_pool2d on NCHW: -inf padding, dilation, ceil_mode, stride = kernel."""
-    _no_indices(return_indices)
+    if return_indices:
+        return _max_pool_indices(input, 2, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool_nd(input, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -121,7 +125,8 @@ def max_pool3d(
     return_indices: bool = False,
 ) -> jax.Array:
     """torch.nn.functional.max_pool3d on NCDHW."""
-    _no_indices(return_indices)
+    if return_indices:
+        return _max_pool_indices(input, 3, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool_nd(input, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -206,17 +211,16 @@ class _MaxPoolNd(nnx.Module):
         *,
         rngs: Any = None,
     ) -> None:
-        _no_indices(return_indices)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
         self.dilation = dilation
+        self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return _max_pool_nd(
-            x, self._n_spatial, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
-        )
+    def __call__(self, x: jax.Array) -> Any:
+        pool = _max_pool_indices if self.return_indices else _max_pool_nd
+        return pool(x, self._n_spatial, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -338,3 +342,51 @@ class AdaptiveMaxPool2d(_AdaptivePoolNd):
 
     _n_spatial = 2
     _op = "max"
+
+
+class AdaptiveMaxPool3d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveMaxPool3d on NCDHW."""
+
+    _n_spatial = 3
+    _op = "max"
+
+
+class _LPPoolNd(nnx.Module):
+    """Shared body of LPPool1d/2d/3d: (sum over the window of x^p)^(1/p), no padding, torch's
+    stride (the kernel by default) and ceil_mode; computed as torch does, from the average of x^p
+    times the window size, negative sums clamped to 0 before the root."""
+
+    _n_spatial = 2
+
+    def __init__(
+        self, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False, *, rngs: Any = None
+    ) -> None:
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        n, p = self._n_spatial, self.norm_type
+        k, _, _, _ = _pool_args(n, self.kernel_size, self.stride, 0, 1)
+        mean = _avg_pool_nd(jnp.power(x, p), n, self.kernel_size, self.stride, 0, self.ceil_mode, True, None)
+        total = jnp.sign(mean) * jax.nn.relu(jnp.abs(mean)) * math.prod(k)
+        return jnp.power(total, 1.0 / p)
+
+
+class LPPool1d(_LPPoolNd):
+    """torch.nn.LPPool1d(norm_type, kernel_size, stride, ceil_mode) on (N, C, L)."""
+
+    _n_spatial = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """torch.nn.LPPool2d(norm_type, kernel_size, stride, ceil_mode) on NCHW."""
+
+    _n_spatial = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """torch.nn.LPPool3d(norm_type, kernel_size, stride, ceil_mode) on NCDHW."""
+
+    _n_spatial = 3

@@ -177,3 +177,186 @@ class Softplus(keras.layers.Layer):
     def call(self, input: Any) -> Any:
         scaled = input * self.beta
         return ops.where(scaled > self.threshold, input, ops.softplus(scaled) / self.beta)
+
+
+class PReLU(keras.layers.Layer):
+    """torch.nn.PReLU(num_parameters=1, init=0.25): learnable negative slope per channel (dim 1).
+
+    Keras' PReLU is channels-last with one slope per element by default; this keeps torch's
+    `weight` (num_parameters,) on channel dim 1.
+    """
+
+    def __init__(
+        self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.num_parameters = num_parameters
+        initializer = keras.initializers.Constant(init)
+        self.weight = self.add_weight(shape=(num_parameters,), initializer=initializer, autocast=False, name="weight")
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        w = ops.cast(self.weight, input.dtype)
+        ndim = len(input.shape)
+        if self.num_parameters > 1 and ndim >= 2:
+            w = ops.reshape(w, (-1,) + (1,) * (ndim - 2))
+        return ops.where(input >= 0, input, w * input)
+
+
+class SELU(keras.layers.Layer):
+    """torch.nn.SELU: scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants."""
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.selu(input)
+
+
+class CELU(keras.layers.Layer):
+    """torch.nn.CELU(alpha=1.0): max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.alpha = alpha
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.where(input > 0, input, self.alpha * (ops.exp(input / self.alpha) - 1.0))
+
+
+class GLU(keras.layers.Layer):
+    """torch.nn.GLU(dim=-1): first half * sigmoid(second half) along `dim`."""
+
+    def __init__(self, dim: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dim = dim
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        a, b = ops.split(input, 2, axis=self.dim)
+        return a * ops.sigmoid(b)
+
+
+class Hardtanh(keras.layers.Layer):
+    """torch.nn.Hardtanh(min_val=-1, max_val=1): clip to [min_val, max_val]."""
+
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.min_val = min_val if min_value is None else min_value
+        self.max_val = max_val if max_value is None else max_value
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.clip(input, self.min_val, self.max_val)
+
+
+class Threshold(keras.layers.Layer):
+    """torch.nn.Threshold(threshold, value): x where x > threshold, else `value`."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.threshold = threshold
+        self.value = value
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.where(input > self.threshold, input, ops.full_like(input, self.value))
+
+
+class _Shrink(keras.layers.Layer):
+    """Shared constructor of Softshrink/Hardshrink: torch's `lambd` (0.5)."""
+
+    def __init__(self, lambd: float = 0.5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lambd = lambd
+        self.built = True
+
+
+class Softshrink(_Shrink):
+    """torch.nn.Softshrink(lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0."""
+
+    def call(self, input: Any) -> Any:
+        return ops.where(ops.abs(input) > self.lambd, input - ops.sign(input) * self.lambd, ops.zeros_like(input))
+
+
+class Hardshrink(_Shrink):
+    """torch.nn.Hardshrink(lambd=0.5): x where |x| > lambd, else 0."""
+
+    def call(self, input: Any) -> Any:
+        return ops.where(ops.abs(input) > self.lambd, input, ops.zeros_like(input))
+
+
+class _Stateless(keras.layers.Layer):
+    """Activations that torch builds with `(*args, **kwargs)` and ignores them (Tanhshrink, Softsign, ...)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.built = True
+
+
+class Tanhshrink(_Stateless):
+    """torch.nn.Tanhshrink: x - tanh(x)."""
+
+    def call(self, input: Any) -> Any:
+        return input - ops.tanh(input)
+
+
+class Softsign(_Stateless):
+    """torch.nn.Softsign: x / (1 + |x|)."""
+
+    def call(self, input: Any) -> Any:
+        return input / (1.0 + ops.abs(input))
+
+
+class LogSigmoid(_Stateless):
+    """torch.nn.LogSigmoid: log(sigmoid(x)) = -softplus(-x), stable for large |x|."""
+
+    def call(self, input: Any) -> Any:
+        return -ops.softplus(-input)
+
+
+class Softmax2d(_Stateless):
+    """torch.nn.Softmax2d: softmax over the channels of (N, C, H, W) or (C, H, W) (dim -3)."""
+
+    def call(self, input: Any) -> Any:
+        if len(input.shape) not in (3, 4):
+            raise ValueError(f"Softmax2d: expected CHW or NCHW input, got {len(input.shape)}D")
+        return ops.softmax(input, axis=-3)
+
+
+class Softmin(keras.layers.Layer):
+    """torch.nn.Softmin(dim=None): softmax(-x) over `dim` (torch's legacy implicit dim when None)."""
+
+    def __init__(self, dim: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dim = dim
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.softmax(-input, axis=_softmax_dim(len(input.shape)) if self.dim is None else self.dim)
+
+
+class RReLU(keras.layers.Layer):
+    """torch.nn.RReLU(lower=1/8, upper=1/3) at inference: leaky ReLU with the mean slope (lower + upper) / 2.
+
+    torch's training mode draws a random slope per element; converted models run the inference form.
+    """
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lower = lower
+        self.upper = upper
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        return ops.where(input >= 0, input, input * ((self.lower + self.upper) / 2))

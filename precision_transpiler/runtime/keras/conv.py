@@ -290,3 +290,9 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _n_spatial = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """torch.nn.ConvTranspose3d on NCDHW: (in, out/groups, kd, kh, kw) `weight`, torch's output size."""
+
+    _n_spatial = 3

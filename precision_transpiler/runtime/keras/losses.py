@@ -4,6 +4,9 @@ label smoothing, weights), `nll_loss`, `mse_loss`, `l1_loss` and
 included).
 """
 
+import math
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -134,3 +137,260 @@ def binary_cross_entropy_with_logits(
     if weight is not None:
         loss = loss * ops.cast(weight, input.dtype)
     return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """torch.nn.functional.binary_cross_entropy on probabilities: each log clamped at -100, as torch."""
+    target = ops.cast(target, input.dtype)
+    log_p = ops.maximum(ops.log(input), -100.0)
+    log_q = ops.maximum(ops.log1p(-input), -100.0)
+    loss = -(target * log_p + (1.0 - target) * log_q)
+    if weight is not None:
+        loss = loss * ops.cast(weight, input.dtype)
+    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """torch.nn.functional.smooth_l1_loss: 0.5 d^2 / beta below `beta`, |d| - 0.5 beta above (L1 at beta 0)."""
+    d = ops.abs(input - target)
+    loss = d if beta == 0 else ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """torch.nn.functional.huber_loss: 0.5 d^2 up to `delta`, delta (|d| - 0.5 delta) above."""
+    d = ops.abs(input - target)
+    return _torch_reduce(ops.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """torch.nn.functional.kl_div(input=log q, target=p): p (log p - log q), 0 where p = 0; 'batchmean'
+    divides the sum by the batch size."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = ops.cast(target, input.dtype)
+    if log_target:
+        loss = ops.exp(target) * (target - input)
+    else:  # p log p is 0 at p = 0 (torch's xlogy)
+        positive = target > 0
+        plogp = ops.where(positive, target * ops.log(ops.where(positive, target, ops.ones_like(target))), 0.0)
+        loss = plogp - target * input
+    if reduction == "batchmean":
+        return ops.sum(loss) / (input.shape[0] if len(input.shape) else 1)
+    return _torch_reduce(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """torch.nn.functional.soft_margin_loss: log(1 + exp(-y x))."""
+    return _torch_reduce(ops.softplus(-target * input), _legacy_reduction(size_average, reduce, reduction))
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    """torch.nn.functional.margin_ranking_loss: max(0, -y (x1 - x2) + margin)."""
+    loss = ops.relu(-target * (input1 - input2) + margin)
+    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+def poisson_nll_loss(
+    input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"
+):
+    """torch.nn.functional.poisson_nll_loss: exp(x) - t x (log input) or x - t log(x + eps); `full` adds
+    Stirling's term t log t - t + 0.5 log(2 pi t) where t > 1."""
+    loss = ops.exp(input) - target * input if log_input else input - target * ops.log(input + eps)
+    if full:
+        safe = ops.where(target > 1, target, ops.ones_like(target))
+        stirling = safe * ops.log(safe) - safe + 0.5 * ops.log(2 * math.pi * safe)
+        loss = loss + ops.where(target > 1, stirling, ops.zeros_like(stirling))
+    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+
+
+class _Loss(keras.layers.Layer):
+    """torch's loss modules: the constructor keeps the options, the call applies the function.
+    A class-weight tensor is a torch buffer (`weight`), kept as a non-trainable variable."""
+
+    def __init__(
+        self, weight: Any = None, size_average: Any = None, reduce: Any = None, reduction: str = "mean", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
+        self.weight = None if weight is None else keras.Variable(weight, trainable=False, name="weight")
+        self.built = True
+
+
+class CrossEntropyLoss(_Loss):
+    """torch.nn.CrossEntropyLoss(weight, size_average, ignore_index, reduce, reduction, label_smoothing)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction, **kwargs)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def call(self, input: Any, target: Any) -> Any:
+        return cross_entropy(
+            input,
+            target,
+            self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
+
+
+class NLLLoss(_Loss):
+    """torch.nn.NLLLoss(weight, size_average, ignore_index, reduce, reduction)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction, **kwargs)
+        self.ignore_index = ignore_index
+
+    def call(self, input: Any, target: Any) -> Any:
+        return nll_loss(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class _UnweightedLoss(_Loss):
+    """Losses built as torch's `(size_average, reduce, reduction)`, without class weights."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean", **kwargs: Any) -> None:
+        super().__init__(None, size_average, reduce, reduction, **kwargs)
+
+
+class MSELoss(_UnweightedLoss):
+    """torch.nn.MSELoss(size_average, reduce, reduction)."""
+
+    def call(self, input: Any, target: Any) -> Any:
+        return mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_UnweightedLoss):
+    """torch.nn.L1Loss(size_average, reduce, reduction)."""
+
+    def call(self, input: Any, target: Any) -> Any:
+        return l1_loss(input, target, reduction=self.reduction)
+
+
+class SoftMarginLoss(_UnweightedLoss):
+    """torch.nn.SoftMarginLoss(size_average, reduce, reduction): targets are +-1."""
+
+    def call(self, input: Any, target: Any) -> Any:
+        return soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """torch.nn.BCEWithLogitsLoss(weight, size_average, reduce, reduction, pos_weight)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        pos_weight: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction, **kwargs)
+        self.pos_weight = None if pos_weight is None else keras.Variable(pos_weight, trainable=False, name="pos_weight")
+
+    def call(self, input: Any, target: Any) -> Any:
+        return binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
+
+
+class BCELoss(_Loss):
+    """torch.nn.BCELoss(weight, size_average, reduce, reduction) on probabilities."""
+
+    def call(self, input: Any, target: Any) -> Any:
+        return binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """torch.nn.SmoothL1Loss(size_average, reduce, reduction, beta=1.0)."""
+
+    def __init__(
+        self, size_average: Any = None, reduce: Any = None, reduction: str = "mean", beta: float = 1.0, **kwargs: Any
+    ) -> None:
+        super().__init__(None, size_average, reduce, reduction, **kwargs)
+        self.beta = beta
+
+    def call(self, input: Any, target: Any) -> Any:
+        return smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """torch.nn.HuberLoss(reduction='mean', delta=1.0)."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(None, None, None, reduction, **kwargs)
+        self.delta = delta
+
+    def call(self, input: Any, target: Any) -> Any:
+        return huber_loss(input, target, self.reduction, self.delta)
+
+
+class KLDivLoss(_Loss):
+    """torch.nn.KLDivLoss(size_average, reduce, reduction='mean', log_target=False); input is log q."""
+
+    def __init__(
+        self,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        log_target: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(None, size_average, reduce, reduction, **kwargs)
+        self.log_target = log_target
+
+    def call(self, input: Any, target: Any) -> Any:
+        return kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class MarginRankingLoss(_Loss):
+    """torch.nn.MarginRankingLoss(margin=0, size_average, reduce, reduction): called (input1, input2, target)."""
+
+    def __init__(
+        self, margin: float = 0.0, size_average: Any = None, reduce: Any = None, reduction: str = "mean", **kwargs: Any
+    ) -> None:
+        super().__init__(None, size_average, reduce, reduction, **kwargs)
+        self.margin = margin
+
+    def call(self, input1: Any, input2: Any, target: Any) -> Any:
+        return margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """torch.nn.PoissonNLLLoss(log_input=True, full=False, size_average, eps=1e-8, reduce, reduction)."""
+
+    def __init__(
+        self,
+        log_input: bool = True,
+        full: bool = False,
+        size_average: Any = None,
+        eps: float = 1e-8,
+        reduce: Any = None,
+        reduction: str = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(None, size_average, reduce, reduction, **kwargs)
+        self.log_input = log_input
+        self.full = full
+        self.eps = eps
+
+    def call(self, input: Any, target: Any) -> Any:
+        return poisson_nll_loss(input, target, self.log_input, self.full, eps=self.eps, reduction=self.reduction)

@@ -24,12 +24,15 @@ def _batch_norm_stats(x: Any) -> tuple[Any, Any, Any]:
 
 
 def _batch_norm_apply(x: Any, mean: Any, var: Any, weight: Any, bias: Any, eps: float) -> Any:
-    """(x - mean) / sqrt(var + eps) * weight + bias in float32 or wider, cast back to x's dtype."""
+    """(x - mean) / sqrt(var + eps) * weight + bias in float32 or wider, cast back to x's dtype.
+
+    `mean`/`var` are per channel (C,) or already broadcastable to x (instance norm's (N, C, 1, ...)).
+    """
     sdt = _stats_dtype(x.dtype)
     shape = _channel_shape(len(x.shape))
-    y = (ops.cast(x, sdt) - ops.reshape(ops.cast(mean, sdt), shape)) * ops.rsqrt(
-        ops.reshape(ops.cast(var, sdt), shape) + eps
-    )
+    if len(mean.shape) == 1:
+        mean, var = ops.reshape(mean, shape), ops.reshape(var, shape)
+    y = (ops.cast(x, sdt) - ops.cast(mean, sdt)) * ops.rsqrt(ops.cast(var, sdt) + eps)
     if weight is not None:
         y = y * ops.reshape(ops.cast(weight, sdt), shape)
     if bias is not None:
@@ -200,6 +203,127 @@ class BatchNorm2d(_BatchNorm):
     """torch.nn.BatchNorm2d on NCHW (channels on axis 1): torch momentum, eps 1e-5, unbiased running_var."""
 
     _input_ndims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """torch.nn.BatchNorm3d on NCDHW (channels on axis 1): torch momentum, eps 1e-5, unbiased running_var."""
+
+    _input_ndims = (5,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """torch.nn.SyncBatchNorm on (N, C, *) as BatchNorm: one process, so no cross-device statistics
+    to gather (`process_group` is accepted and unused)."""
+
+    _input_ndims = (2, 3, 4, 5)
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        process_group: Any = None,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias, **kwargs)
+
+
+class _InstanceNorm(_BatchNorm):
+    """Shared body of InstanceNorm1d/2d/3d: statistics per sample and channel over the spatial dims.
+
+    torch's defaults differ from BatchNorm's (affine=False, track_running_stats=False); with running
+    statistics, `training=True` updates them with the batch average of the per-instance statistics
+    (unbiased variance) and inference normalises with them, as torch. Unbatched (C, *) inputs work.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias, **kwargs)
+
+    def call(self, input: Any, training: bool | None = None) -> Any:
+        x = ops.cast(input, self.compute_dtype)
+        batched = self._input_ndims[-1]
+        if len(x.shape) not in (batched - 1, batched):
+            raise ValueError(f"{type(self).__name__}: expected {batched - 1}D or {batched}D input, got {len(x.shape)}D")
+        unbatched = len(x.shape) == batched - 1
+        xb = ops.expand_dims(x, 0) if unbatched else x
+        if self.affine and xb.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, got shape {x.shape}")
+        if not training and self.track_running_stats:
+            mean, var = self.running_mean, self.running_var
+        else:
+            xs = ops.cast(xb, _stats_dtype(xb.dtype))
+            axes = tuple(range(2, len(xb.shape)))
+            mean = ops.mean(xs, axis=axes, keepdims=True)
+            var = ops.mean(ops.square(xs - mean), axis=axes, keepdims=True)
+            if training and self.track_running_stats:
+                count = math.prod(xb.shape[2:])
+                _running_update(self.running_mean, ops.reshape(ops.mean(mean, axis=0), (-1,)), self.momentum)
+                unbiased = ops.mean(var, axis=0) * (count / max(count - 1, 1))
+                _running_update(self.running_var, ops.reshape(unbiased, (-1,)), self.momentum)
+        y = _batch_norm_apply(xb, mean, var, self.weight, self.bias, self.eps)
+        return y[0] if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """torch.nn.InstanceNorm1d on (N, C, L) or (C, L)."""
+
+    _input_ndims = (3,)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """torch.nn.InstanceNorm2d on NCHW or CHW."""
+
+    _input_ndims = (4,)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """torch.nn.InstanceNorm3d on NCDHW or CDHW."""
+
+    _input_ndims = (5,)
+
+
+class LocalResponseNorm(keras.layers.Layer):
+    """torch.nn.LocalResponseNorm(size, alpha, beta, k) on (N, C, *): x / (k + alpha * mean of x^2 over
+    `size` neighbouring channels)^beta, the window zero-padded by size // 2 before, (size - 1) // 2 after.
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        ndim = len(input.shape)
+        if ndim < 3:
+            raise ValueError(f"LocalResponseNorm: expected 3D or higher input, got {ndim}D")
+        x = ops.cast(input, _stats_dtype(input.dtype))
+        pads = [(0, 0)] * ndim
+        pads[1] = (self.size // 2, (self.size - 1) // 2)
+        sq = ops.pad(ops.square(x), pads)
+        c = input.shape[1]
+        window = sum(sq[:, i : i + c] for i in range(self.size)) / self.size
+        return ops.cast(x / ops.power(window * self.alpha + self.k, self.beta), input.dtype)
 
 
 class LayerNorm(keras.layers.Layer):

@@ -18,6 +18,7 @@ from precision_transpiler.runtime.keras.functional import (
     _pad_nd,
     _stats_dtype,
 )
+from precision_transpiler.runtime.keras.unpool import _max_pool_indices
 
 
 def _lowest(dtype: Any) -> float:
@@ -101,7 +102,7 @@ def max_pool1d(
 ) -> Any:
     """torch.nn.functional.max_pool1d on (N, C, L): stride defaults to the kernel, -inf padding."""
     if return_indices:
-        raise NotImplementedError("return_indices=True is not supported by the Keras shims")
+        return _max_pool_indices(input, 1, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool_nd(input, 1, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -116,7 +117,7 @@ def max_pool2d(
 ) -> Any:
     """torch.nn.functional.max_pool2d on NCHW: -inf padding, dilation, ceil_mode, stride = kernel."""
     if return_indices:
-        raise NotImplementedError("return_indices=True is not supported by the Keras shims")
+        return _max_pool_indices(input, 2, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool_nd(input, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -178,18 +179,17 @@ class _MaxPoolNd(keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if return_indices:
-            raise NotImplementedError("return_indices=True is not supported by the Keras shims")
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
         self.dilation = dilation
+        self.return_indices = return_indices
         self.ceil_mode = ceil_mode
         self.built = True
 
     def call(self, input: Any) -> Any:
-        n = self._n_spatial
-        return _max_pool_nd(input, n, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        pool = _max_pool_indices if self.return_indices else _max_pool_nd
+        return pool(input, self._n_spatial, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -202,6 +202,12 @@ class MaxPool2d(_MaxPoolNd):
     """torch.nn.MaxPool2d on NCHW: stride = kernel by default, -inf padding, dilation, ceil_mode."""
 
     _n_spatial = 2
+
+
+class MaxPool3d(_MaxPoolNd):
+    """torch.nn.MaxPool3d on NCDHW: stride = kernel by default, -inf padding, dilation, ceil_mode."""
+
+    _n_spatial = 3
 
 
 class _AvgPoolNd(keras.layers.Layer):
@@ -264,6 +270,12 @@ class AvgPool2d(_AvgPoolNd):
     _n_spatial = 2
 
 
+class AvgPool3d(_AvgPoolNd):
+    """torch.nn.AvgPool3d on NCDHW with torch's divisor (count_include_pad, ceil_mode, divisor_override)."""
+
+    _n_spatial = 3
+
+
 class _AdaptivePoolNd(keras.layers.Layer):
     """Shared body of the adaptive pools: torch's bins start=floor(i*in/out), end=ceil((i+1)*in/out)."""
 
@@ -295,6 +307,13 @@ class AdaptiveAvgPool2d(_AdaptivePoolNd):
     _op = "avg"
 
 
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveAvgPool3d on NCDHW."""
+
+    _n_spatial = 3
+    _op = "avg"
+
+
 class AdaptiveMaxPool1d(_AdaptivePoolNd):
     """torch.nn.AdaptiveMaxPool1d on (N, C, L)."""
 
@@ -307,3 +326,53 @@ class AdaptiveMaxPool2d(_AdaptivePoolNd):
 
     _n_spatial = 2
     _op = "max"
+
+
+class AdaptiveMaxPool3d(_AdaptivePoolNd):
+    """torch.nn.AdaptiveMaxPool3d on NCDHW."""
+
+    _n_spatial = 3
+    _op = "max"
+
+
+class _LPPoolNd(keras.layers.Layer):
+    """Shared body of LPPool1d/2d/3d: (sum over the window of x^p)^(1/p), no padding, torch's
+    stride (the kernel by default) and ceil_mode; computed as torch does, from the average of x^p
+    times the window size, negative sums clamped to 0 before the root."""
+
+    _n_spatial = 2
+
+    def __init__(
+        self, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+        self.built = True
+
+    def call(self, input: Any) -> Any:
+        n, p = self._n_spatial, self.norm_type
+        k, _, _, _ = _pool_args(n, self.kernel_size, self.stride, 0, 1)
+        mean = _avg_pool_nd(ops.power(input, p), n, self.kernel_size, self.stride, 0, self.ceil_mode, True, None)
+        total = ops.sign(mean) * ops.relu(ops.abs(mean)) * math.prod(k)
+        return ops.power(total, 1.0 / p)
+
+
+class LPPool1d(_LPPoolNd):
+    """torch.nn.LPPool1d(norm_type, kernel_size, stride, ceil_mode) on (N, C, L)."""
+
+    _n_spatial = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """torch.nn.LPPool2d(norm_type, kernel_size, stride, ceil_mode) on NCHW."""
+
+    _n_spatial = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """torch.nn.LPPool3d(norm_type, kernel_size, stride, ceil_mode) on NCDHW."""
+
+    _n_spatial = 3
