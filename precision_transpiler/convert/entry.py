@@ -132,7 +132,9 @@ def prune_source(source: str, entry: str, path: str = "<string>") -> Pruned:
         else:
             used_after |= mentions
     imported = {name for node in tree.body for name in _import_names(node)}
-    only_dropped = {n for n in imported if n in used_before and n not in used_after}
+    # an imported name the entry itself calls (timm's `decode_arch_def` in
+    # `EfficientNet(block_args=decode_arch_def(...))`) stays imported
+    only_dropped = {n for n in imported if n in used_before and n not in used_after} - set(entry_names(entry))
     kept = [n for n in definitions if n in reached]
     return Pruned("".join(lines), kept, list(dict.fromkeys(dropped)), only_dropped)
 

@@ -27,15 +27,23 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.convert.class_reach import (
+    class_text,
+    reachable_parts,
+    reached_lines,
+    used_attributes,
+    used_names,
+)
 from precision_transpiler.files import ReadError, read_source
 from precision_transpiler.syntax import is_import_statement
 
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
 
 
-#: Lines of converted sibling code one file may take in. Model code is small; a file that needs
-#: more (transformers' PreTrainedModel drags in most of the library) keeps its import, reported.
-BUDGET = 3000
+#: Lines of converted sibling code one file may take in (after unreached methods are left out).
+#: diffusers' `get_down_block` dispatches on block names to every block class of its module, so
+#: a U-Net needs ~3,500 lines; a file that needs more keeps its import, reported.
+BUDGET = 10000
 #: Non-model helpers are copied in only below this many lines (with what they use).
 SMALL_HELPER = 200
 
@@ -211,10 +219,13 @@ def _one_round(
         return code  # no import of a sibling: nothing to do, without parsing a large file
     module = cst.parse_module(code)
     defined = _top_names(module)
+    parsed = ast.parse(code)
+    reached = frozenset(used_names([parsed]))  # what copied classes must keep
+    bound = _import_bindings(parsed.body)  # local name -> import line, to catch clashes
     blocks: list[str] = []
     removals: dict[int, set[str]] = {}
     extra_imports: list[str] = []
-    redirected = False
+    redirected = postponed = False
     for index, stmt in enumerate(module.body):
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
             continue
@@ -264,27 +275,42 @@ def _one_round(
         if sibling not in cache:
             cache[sibling] = convert(text, str(sibling))
         converted, diagnostics = cache[sibling]
-        # Model code always; other helpers (`_make_ntuple`) only when small: a large utility
-        # (transformers' PretrainedConfig) stays imported rather than copied in whole.
+        # Model code always; other helpers (`_make_ntuple`) when small or when they use torch
+        # (timm's EfficientNetBuilder builds the layers): a large utility that does not
+        # (diffusers' `register_to_config`) stays imported rather than copied in whole.
         take = []
+        torch_names = _torch_bindings(original_tree)
+        needed = set(models) | {n for n, _ in candidates if _uses(text, n, sibling_name, original_tree, torch_names)}
         for name, local in candidates:
-            if name in models:
+            if name in needed:
                 take.append((name, local))
                 continue
-            small, _, _ = _extract(converted, [name], sibling_name, original_tree, sibling)
+            small, _, _ = _extract(converted, [name], sibling_name, original_tree, sibling, reached)
             if small is not None and small.count("\n") < SMALL_HELPER:
                 take.append((name, local))
             else:
                 report.skipped.append(f"{sibling_name}.{name}")
+        if any(pair not in take for pair in candidates):
+            # a torch-free helper stays imported: the others of this import stay with it, so
+            # that library code sees its own classes (diffusers' `@register_to_config` checks
+            # `isinstance(self, ConfigMixin)` against the ConfigMixin of its module)
+            report.skipped += [f"{sibling_name}.{name}" for name, _ in take if name not in needed]
+            take = [(name, local) for name, local in take if name in needed]
         if not take:
             continue
-        piece, imports, ranges = _extract(converted, [n for n, _ in take], sibling_name, original_tree, sibling)
-        if piece is None:
+        piece, imports, ranges = _extract(
+            converted, [n for n, _ in take], sibling_name, original_tree, sibling, reached
+        )
+        if piece is None:  # it needs a global set under `if`/`try`: left imported, reported
+            report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
             continue
         if report.lines + piece.count("\n") + 1 > budget:
             report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
             continue
         report.lines += piece.count("\n") + 1
+        piece, imports = _resolve_clashes(piece, imports, bound)
+        # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy
+        postponed = postponed or _postpones_annotations(original_tree)
         blocks.append(MARKER.format(module=sibling_name) + "\n" + piece)
         extra_imports += imports
         for name, local in take:
@@ -310,6 +336,8 @@ def _one_round(
         else:
             body[index] = None  # type: ignore[call-overload]
     module = module.with_changes(body=[s for s in body if s is not None])
+    if postponed:
+        module = _postpone_annotations(module)
     existing = {ast.unparse(n) for n in ast.parse(module.code).body if isinstance(n, ast.Import | ast.ImportFrom)}
     imports = [i for i in dict.fromkeys(extra_imports) if i not in existing]
     if not blocks:
@@ -371,42 +399,196 @@ def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
             defs[node.name] = node
         elif isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Name):
-                    defs[target.id] = node
+                # `_flash_attn_available, _flash_attn_version = _is_package_available(...)`
+                for name in [target] if isinstance(target, ast.Name) else getattr(target, "elts", []):
+                    if isinstance(name, ast.Name):
+                        defs[name.id] = node
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             defs[node.target.id] = node  # `DEFAULT_DIM: int = 64`
     return defs
 
 
 def _extract(
-    converted: str, names: list[str], module_name: str, original_tree: ast.Module, path: Path | None = None
+    converted: str,
+    names: list[str],
+    module_name: str,
+    original_tree: ast.Module,
+    path: Path | None = None,
+    reached: frozenset[str] = frozenset(),
 ) -> tuple[str | None, list[str], list[tuple[int, int]]]:
     """The closure of `names` in the converted sibling, its imports (made absolute), and the
     original line ranges of what was taken (for diagnostics). A name the closure uses that comes
     from a star import of the sibling (timm's `from .activations import *`) gets an import of its
     own from the module that defines it (`path`, the sibling's file, resolves relative ones), which
-    the next round converts like any sibling import."""
+    the next round converts like any sibling import. Classes keep only the methods reached from
+    `reached` (the attribute names the converting file uses) and from what is kept
+    (convert/class_reach.py)."""
+    converted, local_imports = _hoist_local_imports(converted, module_name)
     tree = ast.parse(converted)
     defs = _ast_defs(tree)
+    if not any(n in defs for n in names):
+        return None, [], []
+    attributes = set(reached)
+    while True:
+        found = _closure(tree, defs, names, module_name, path, attributes)
+        if found is None:
+            return None, [], []
+        closure, needed_imports = found
+        grown = attributes | used_attributes(
+            part for name in closure for part in reachable_parts(defs[name], attributes)
+        )
+        if grown == attributes:
+            break
+        attributes = grown
+    lines = converted.splitlines(keepends=True)
+    pieces = []
+    for node in tree.body:
+        if any(defs.get(name) is node for name in closure):
+            if isinstance(node, ast.ClassDef):
+                pieces.append(class_text(node, lines, attributes))
+                continue
+            start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
+            pieces.append("".join(lines[start - 1 : node.end_lineno]).rstrip("\n"))
+    original_defs = _ast_defs(original_tree)
+    ranges = [
+        span for n in sorted(closure) if n in original_defs for span in reached_lines(original_defs[n], attributes)
+    ]
+    hoisted = [line for name, line in local_imports if name in closure]
+    return "\n\n\n".join(pieces), list(dict.fromkeys([*needed_imports, *hoisted])), ranges
+
+
+def _torch_bindings(tree: ast.Module) -> set[str]:
+    """Top-level names a module binds to torch (`torch`, `nn`, `F`, `from torch import Tensor`)."""
+    return {
+        alias.asname or alias.name.split(".")[0]
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+        if (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0] == "torch"
+        and not getattr(node, "level", 0)
+    }
+
+
+def _uses(text: str, name: str, module_name: str, tree: ast.Module, torch_names: set[str]) -> bool:
+    """Whether what `name` reaches in the original module (`text`) mentions torch."""
+    piece, _, _ = _extract(text, [name], module_name, tree)
+    if piece is None or not torch_names:
+        return False
+    return any(isinstance(n, ast.Name) and n.id in torch_names for n in ast.walk(ast.parse(piece)))
+
+
+def _import_bindings(body: list[ast.stmt]) -> dict[str, str]:
+    """Local name -> the import line binding it, of the top-level imports in `body`."""
+    bound: dict[str, str] = {}
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                one = node.__class__(**{**vars(node), "names": [alias]})
+                bound[alias.asname or alias.name.split(".")[0]] = ast.unparse(one)
+    return bound
+
+
+def _resolve_clashes(piece: str, imports: list[str], bound: dict[str, str]) -> tuple[str, list[str]]:
+    """Copied code importing a name the output already binds to something else (diffusers'
+    `from diffusers.utils import logging` beside the standard library's `import logging`): the
+    copy imports it under a name of its own, and its uses are renamed. `bound` grows with what
+    the copy imports."""
+    result: list[str] = []
+    for line in imports:
+        node = ast.parse(line).body[0]
+        assert isinstance(node, ast.Import | ast.ImportFrom)
+        alias = node.names[0]
+        local = alias.asname or alias.name.split(".")[0]
+        if bound.setdefault(local, line) == line or (not alias.asname and "." in alias.name):
+            result.append(line)
+            continue
+        module = node.module if isinstance(node, ast.ImportFrom) and node.module else "import"
+        fresh = f"{local}_{module.replace('.', '_')}"
+        alias.asname = fresh
+        piece = _rename(piece, local, fresh)
+        result.append(ast.unparse(node))
+        bound[fresh] = result[-1]
+    return piece, result
+
+
+def _rename(code: str, old: str, new: str) -> str:
+    """`code` with every name `old` (not attributes, not strings) spelled `new`."""
+    lines = code.splitlines(keepends=True)
+    spots = sorted(
+        ((n.lineno, n.col_offset) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and n.id == old),
+        reverse=True,
+    )
+    for line, col in spots:
+        text = lines[line - 1]
+        start = len(text.encode("utf-8")[:col].decode("utf-8"))  # col_offset counts UTF-8 bytes
+        lines[line - 1] = text[:start] + new + text[start + len(old) :]
+    return "".join(lines)
+
+
+def _hoist_local_imports(converted: str, module_name: str) -> tuple[str, list[tuple[str, str]]]:
+    """Relative imports inside functions (diffusers' `Attention.__init__` imports
+    `from .normalization import RMSNorm` there, against a circular import) taken out of the
+    code and returned as (top-level definition, absolute import line): copied code lives in
+    another file, where the relative import would not resolve, and at top level the next round
+    converts and copies what it names like any sibling import."""
+    tree = ast.parse(converted)
+    lines = converted.splitlines(keepends=True)
+    found: list[tuple[str, str]] = []
+    drop: set[int] = set()
+    for top in tree.body:
+        if not isinstance(top, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(top):
+            body = getattr(node, "body", None)
+            if node is top or not isinstance(body, list):
+                continue
+            relative = [stmt for stmt in body if isinstance(stmt, ast.ImportFrom) and stmt.level]
+            if len(relative) == len(body):
+                continue  # the block would be empty
+            for stmt in relative:
+                found.append((top.name, _absolute_from(stmt, module_name)))
+                drop.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    if not drop:
+        return converted, []
+    return "".join(line for number, line in enumerate(lines, 1) if number not in drop), found
+
+
+def _absolute_from(node: ast.ImportFrom, module_name: str) -> str:
+    """`from .x import a, b` of the module `module_name` as an absolute import line."""
+    package = module_name.split(".")
+    base = package[: len(package) - node.level]
+    module = ".".join([*base, *([node.module] if node.module else [])])
+    return ast.unparse(ast.ImportFrom(module=module, names=node.names, level=0))
+
+
+def _closure(
+    tree: ast.Module,
+    defs: dict[str, ast.stmt],
+    names: list[str],
+    module_name: str,
+    path: Path | None,
+    attributes: set[str],
+) -> tuple[set[str], list[str]] | None:
+    """The top-level names `names` reach (through what of each is reached) and the imports they
+    need; None when one of them uses a global the copy could not define."""
     imports: dict[str, ast.stmt] = {}
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             for alias in node.names:
                 imports[alias.asname or alias.name.split(".")[0]] = node
-    closure: set[str] = set()
-    todo = [n for n in names if n in defs]
-    if not todo:
-        return None, [], []
     conditional = _conditional_globals(tree)
+    closure: set[str] = set()
     needed_imports: list[str] = []
+    todo = [n for n in names if n in defs]
     while todo:
         name = todo.pop()
         if name in closure:
             continue
         closure.add(name)
-        node = defs[name]
         # source order (a set's order depends on PYTHONHASHSEED and reaches the import lines)
-        used = dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+        used = dict.fromkeys(
+            n.id for part in reachable_parts(defs[name], attributes) for n in ast.walk(part) if isinstance(n, ast.Name)
+        )
         for used_name in used:
             if used_name in defs and used_name not in closure:
                 todo.append(used_name)
@@ -415,24 +597,10 @@ def _extract(
             elif used_name in conditional:
                 # a global set under `if`/`try` at module level (diffusers' `_torch_available`):
                 # the copy could not define it, so the name stays imported instead
-                return None, [], []
+                return None
             elif path is not None and (star := _star_source(tree, path, module_name, used_name)) is not None:
                 needed_imports.append(f"from {star} import {used_name}")
-    lines = converted.splitlines(keepends=True)
-    pieces = []
-    for node in tree.body:
-        targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
-        key = getattr(node, "name", None) or next((t.id for t in targets if isinstance(t, ast.Name)), None)
-        if key in closure:
-            start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
-            pieces.append("".join(lines[start - 1 : node.end_lineno]).rstrip("\n"))
-    original_defs = _ast_defs(original_tree)
-    ranges = [
-        (original_defs[n].lineno, original_defs[n].end_lineno or original_defs[n].lineno)
-        for n in sorted(closure)
-        if n in original_defs
-    ]
-    return "\n\n\n".join(pieces), list(dict.fromkeys(needed_imports)), ranges
+    return closure, needed_imports
 
 
 def _star_source(tree: ast.Module, path: Path, module_name: str, name: str) -> str | None:
@@ -486,6 +654,29 @@ def _absolute_import(node: ast.stmt, name: str, module_name: str) -> str:
         base = package[: len(package) - node.level]
         module = ".".join([*base, *([module] if module else [])])
     return ast.unparse(ast.ImportFrom(module=module, names=[alias], level=0))
+
+
+def _postpones_annotations(tree: ast.Module) -> bool:
+    return any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+
+
+def _postpone_annotations(module: cst.Module) -> cst.Module:
+    """`module` with `from __future__ import annotations` (after its docstring), which code
+    copied from a module that has it needs."""
+    if _postpones_annotations(ast.parse(module.code)):
+        return module
+    body = list(module.body)
+    first = body[0] if body else None
+    index = int(
+        isinstance(first, cst.SimpleStatementLine)
+        and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )
+    future = cst.parse_statement("from __future__ import annotations\n")
+    return module.with_changes(body=[*body[:index], future, *body[index:]])
 
 
 def _insert(module: cst.Module, imports: list[str], block: str) -> str:

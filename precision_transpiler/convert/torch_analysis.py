@@ -168,7 +168,9 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                 result.builders.add(key)
                 changed = True
     for key, owner, func in functions:
-        if key in result.builders and (owner is None or func.name == "__init__"):
+        # top-level functions, constructors and `__call__` (timm's EfficientNetBuilder instance is
+        # called as `builder(stem_size, block_args)`, where no caller can be seen to pass rngs)
+        if key in result.builders and (owner is None or func.name in ("__init__", "__call__")):
             result.public.add(key)
     for cls in classes:
         if cls.name in result.module_classes and any(

@@ -499,9 +499,13 @@ def _reference_target(mappings: MappingSet, source: str, target: str, qualified:
                 if name is None or pattern.emit_only:
                     continue
                 required = [p for p in pattern.placeholders.values() if not p.optional and not p.keywords]
-                if len(required) != 1 or required[0].variadic:
+                if _is_passthrough(pattern):  # `F.avg_pool2d({*args}, {**kwargs})`: same arguments
+                    targets = op.patterns.get(target, ())
+                    emitted = targets[0].function_name if targets and _is_passthrough(targets[0]) else None
+                elif len(required) != 1 or required[0].variadic:
                     continue
-                emitted = _single_argument_function(op.patterns.get(target, ()), required[0].name)
+                else:
+                    emitted = _single_argument_function(op.patterns.get(target, ()), required[0].name)
                 # two ops reading the same function differently: no single reference
                 found[name] = emitted if name not in found or found[name] == emitted else None
         mappings.caches[key] = found
@@ -526,6 +530,17 @@ def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
             n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
         }
     return f"{runtime}.{name}" if name in ctx.mappings.caches[key] else None
+
+
+def _is_passthrough(pattern: Pattern) -> bool:
+    """`f({*args}, {**kwargs})`: a call handing every argument on as written, so a reference to
+    the function can become a reference to the emitted one (a runtime function with torch's
+    signature)."""
+    expr = pattern.expr
+    if not isinstance(expr, cst.Call) or pattern.function_name is None:
+        return False
+    kinds = sorted((p.variadic, p.keywords) for p in pattern.placeholders.values())
+    return len(expr.args) == 2 and kinds == [(False, True), (True, False)]
 
 
 def _single_argument_function(patterns: tuple, param: str) -> str | None:

@@ -191,11 +191,14 @@ class TorchModules(Rule):
         """`self.wo.weight` where `self.wo = nn.Linear(...)`, read -> `self.wo.kernel[...].T`:
         what the layer table's `attributes:` says torch's name is in the converted layer."""
         inner = original.value
-        if not (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self"):
+        if isinstance(inner, cst.Name):
+            layer = _narrowed_layer(ctx, original, inner.value)
+        elif isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self":
+            key = ctx.enclosing_function()
+            owner = key.split(".")[0] if key and "." in key else None
+            layer = analysis_for(ctx).layer_attrs.get(owner or "", {}).get(inner.attr.value)
+        else:
             return None
-        key = ctx.enclosing_function()
-        owner = key.split(".")[0] if key and "." in key else None
-        layer = analysis_for(ctx).layer_attrs.get(owner or "", {}).get(inner.attr.value)
         spec = ctx.mappings.layers.get(layer) if layer else None
         target = spec.targets.get(ctx.target) if spec is not None else None
         template = target.attributes.get(original.attr.value) if target is not None else None
@@ -341,6 +344,29 @@ class TorchModules(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
+
+
+def _narrowed_layer(ctx: RuleContext, node: cst.CSTNode, name: str) -> str | None:
+    """The torch layer `name` is known to be at `node`: inside the body of an
+    `if isinstance(name, nn.Linear):` (timm's weight initialisers read `m.weight.shape` there)."""
+    child, parent = node, ctx.parent(node)
+    while parent is not None:
+        if isinstance(parent, cst.If) and child is parent.body:
+            test = parent.test
+            if (
+                isinstance(test, cst.Call)
+                and isinstance(test.func, cst.Name)
+                and test.func.value == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0].value, cst.Name)
+                and test.args[0].value.value == name
+            ):
+                qualified = ctx.qualified_name(test.args[1].value)
+                return qualified if qualified in ctx.mappings.layers else None
+        if isinstance(parent, cst.FunctionDef | cst.Lambda):
+            return None
+        child, parent = parent, ctx.parent(parent)
+    return None
 
 
 def _layer_takes_rngs(ctx: RuleContext, layer: str) -> bool:

@@ -46,6 +46,16 @@ SUBJECTS = (
     "transformers",
     "einops",
     "device",
+    "distance",
+    "dropout",
+    "embedding",
+    "margin_losses",
+    "padding",
+    "recurrent",
+    "reshape",
+    "transformer",
+    "unpool",
+    "upsampling",
 )
 
 

@@ -1,8 +1,10 @@
 """Framework-free arithmetic that the Flax and Keras runtimes share: argument normalisation
 (`_tuple`), padding pairs, pooling output sizes and divisors, adaptive-pooling bins, channel
-shapes, interpolation source indices, torch's legacy reduction arguments and softmax dim, and the
-small torch stand-ins that need no framework (`TorchDevice`, `enable_grad`, transformers' no-op
-decorators and cache bases, the active `torch.autocast` regions).
+shapes, interpolation source indices, torch's legacy reduction arguments and softmax dim, the
+index arithmetic of im2col, `Tensor.unfold`, `grid_sample` and `affine_grid`, and the small torch
+stand-ins that need no framework (`TorchDevice` and `torch.device(...)`, `enable_grad` and
+`torch.is_grad_enabled()`, transformers' no-op decorators and cache bases, the active
+`torch.autocast` regions, torch.linalg's named results).
 
 Why one module: the two runtimes are twins, and this arithmetic is where torch's semantics live
 (torch's ceil-mode pooling rule, its 'same' padding split, its adaptive bin edges); kept once,
@@ -11,6 +13,7 @@ copy any of it into a Flax or a Keras output (convert/vendor.py follows the
 `from precision_transpiler.runtime.common import ...` lines of the framework modules).
 """
 
+import collections
 from typing import Any
 
 import numpy as np
@@ -183,6 +186,13 @@ class TorchDevice(tuple):
     def __str__(self):
         return self[0] if self[1] is None else f"{self[0]}:{self[1]}"
 
+    def __enter__(self):
+        """`with torch.device("meta"):` sets torch's default device; converted code places nothing."""
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
 
 def auto_docstring(obj: Any = None, **kwargs: Any) -> Any:
     """transformers' docstring decorator: nothing to do in converted code."""
@@ -211,3 +221,144 @@ class EncoderDecoderCache(Cache):
 def use_kernel_forward_from_hub(layer_name: str) -> Any:
     """transformers' hub-kernel decorator: the converted layer keeps its own forward."""
     return lambda cls: cls
+
+
+def torch_is_grad_enabled() -> bool:
+    """torch.is_grad_enabled(): JAX and Keras have no global gradient mode to switch off (any
+    function can be differentiated, `torch.no_grad()` regions convert to nothing), so True."""
+    return True
+
+
+def torch_device(type: Any, index: Any = None) -> TorchDevice:
+    """torch.device("cuda:0"), torch.device("cuda", 0), torch.device(0) (a CUDA index) or
+    torch.device(other_device): a TorchDevice with torch's `.type` and `.index`."""
+    if isinstance(type, tuple):  # a TorchDevice already
+        return TorchDevice(type)
+    if isinstance(type, int):
+        return TorchDevice(("cuda", type))
+    kind, _, number = str(type).partition(":")
+    if number:
+        if index is not None:
+            raise ValueError(f"type (string) must not include an index because index was passed explicitly: {type}")
+        index = int(number)
+    return TorchDevice((kind, None if index is None else int(index)))
+
+
+def _cross_dim(shape: Any) -> int:
+    """The dim torch.cross takes without `dim`: the first of size 3 (deprecated in torch)."""
+    for d, size in enumerate(shape):
+        if size == 3:
+            return d
+    raise ValueError(f"no dimension of size 3 in input of shape {tuple(shape)}")
+
+
+def _unfold_index(size: int, window: int, step: int) -> np.ndarray:
+    """Tensor.unfold's positions: row w holds the `window` positions of window w, one every `step`."""
+    if window > size or step <= 0:
+        raise ValueError(f"maximum size for tensor at dimension is {size} but size is {window} (step {step})")
+    count = (size - window) // step + 1
+    return np.arange(count)[:, None] * step + np.arange(window)[None, :]
+
+
+def _unique_outputs(values: Any, inverse: Any, counts: Any, return_inverse: bool, return_counts: bool) -> Any:
+    """torch.unique's result: the values alone, or a tuple with the inverse and/or counts asked for."""
+    extra = ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return (values, *extra) if extra else values
+
+
+def _grid_source(coord: Any, size: int, align_corners: bool) -> Any:
+    """grid_sample's pixel coordinate from a normalised one in [-1, 1] (corner pixels' centres, or
+    their outer edges without align_corners), in the order torch's CPU kernel rounds it."""
+    if align_corners:
+        return (coord + 1) * ((size - 1) / 2)
+    return (coord + 1) * (size / 2) - 0.5
+
+
+def _affine_base(size: Any, align_corners: bool) -> np.ndarray:
+    """affine_grid's base grid for size (N, C, *spatial): (prod(spatial), n + 1) float32
+    homogeneous coordinates, x (the last dim) first, then 1, as torch's `linspace_from_neg_one`
+    makes them (a size-1 dim sits at 0)."""
+    axes = []
+    for steps in size[2:]:
+        line = np.linspace(-1, 1, steps, dtype=np.float32) if steps > 1 else np.zeros(1, np.float32)
+        axes.append(line if align_corners or steps <= 1 else line * np.float32(steps - 1) / np.float32(steps))
+    grids = np.meshgrid(*axes, indexing="ij")
+    base = np.stack([*reversed(grids), np.ones_like(grids[0])], axis=-1)
+    return base.reshape(-1, len(axes) + 1)
+
+
+def torch_xpu_is_available() -> bool:
+    """torch.xpu.is_available(): converted code never runs on torch's Intel XPU backend."""
+    return False
+
+
+def torch_onnx_is_in_onnx_export() -> bool:
+    """torch.onnx.is_in_onnx_export(): converted code is never being exported by torch.onnx."""
+    return False
+
+
+def _im2col_positions(
+    channels: int, spatial: Any, kernel_size: Any, dilation: Any, padding: Any, stride: Any
+) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]:
+    """F.unfold / F.fold's index: (C * prod(kernel), L) flat positions into the zero-padded
+    (C, *padded spatial) image, one row per channel and kernel tap (channel slowest, taps
+    row-major) and one column per window (row-major), as torch's im2col orders them; with the
+    padded shape and the per-dim padding."""
+    n = len(spatial)
+    k, d = _tuple(kernel_size, n, "kernel_size"), _tuple(dilation, n, "dilation")
+    p, s = _tuple(padding, n, "padding"), _tuple(stride, n, "stride")
+    padded = tuple(int(size) + 2 * pp for size, pp in zip(spatial, p, strict=True))
+    outs = [(size - dd * (kk - 1) - 1) // ss + 1 for size, kk, dd, ss in zip(padded, k, d, s, strict=True)]
+    taps = np.stack(np.meshgrid(*[np.arange(kk) * dd for kk, dd in zip(k, d, strict=True)], indexing="ij"), -1)
+    starts = np.stack(np.meshgrid(*[np.arange(o) * ss for o, ss in zip(outs, s, strict=True)], indexing="ij"), -1)
+    coords = taps.reshape(-1, 1, n) + starts.reshape(1, -1, n)
+    flat = np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), padded)
+    rows = np.arange(channels)[:, None, None] * int(np.prod(padded)) + flat[None]
+    return rows.reshape(-1, flat.shape[1]), padded, p
+
+
+_TORCH_RESULT_TYPES = {}  # type: ignore[var-annotated]  # fields -> namedtuple class
+
+
+def torch_named_result(values: Any, fields: str) -> Any:
+    """torch.linalg's named results (`torch.linalg.svd(A).S`, `.eigenvalues`, `.Q`, `.logabsdet`)
+    for target functions that return plain tuples: a namedtuple of `values` with torch's field names."""
+    if fields not in _TORCH_RESULT_TYPES:
+        _TORCH_RESULT_TYPES[fields] = collections.namedtuple("TorchResult", fields)
+    return _TORCH_RESULT_TYPES[fields](*values)
+
+
+def torch_is_autocast_enabled(device_type: Any = None) -> bool:
+    """torch.is_autocast_enabled(): whether the innermost converted torch.autocast region is an
+    enabled one. The converted regions hold no device type (converted code runs where its
+    framework puts it), so `device_type` does not narrow it down."""
+    return bool(_TORCH_AUTOCAST_STACK) and _TORCH_AUTOCAST_STACK[-1] is not None
+
+
+#: SELU's negative saturation, -scale * alpha: what alpha dropout sets dropped values to
+_ALPHA_PRIME = -1.7580993408473766
+
+
+#: rows of the stacked gate matrices per hidden unit
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _pad_widths(padding: Any, n: int) -> tuple[int, ...]:
+    """torch's `_ntuple(2 * n)`: an int pads every side, a sequence gives 2n widths, last dim first."""
+    if isinstance(padding, int):
+        return (padding,) * (2 * n)
+    widths = tuple(int(p) for p in padding)
+    if len(widths) != 2 * n:
+        raise ValueError(f"padding must be an int or a sequence of {2 * n} ints, got {padding!r}")
+    return widths
+
+
+def _patch_geometry(
+    spatial: tuple[int, int], kernel_size: Any, dilation: Any, padding: Any, stride: Any
+) -> tuple[tuple[int, ...], ...]:
+    """(kernel, dilation, padding, stride, blocks per dim) of torch's im2col over a (H, W) input."""
+    names = ("kernel_size", "dilation", "padding", "stride")
+    k, d, p, s = (_tuple(v, 2, name) for v, name in zip((kernel_size, dilation, padding, stride), names, strict=True))
+    sizes = zip(spatial, k, d, p, s, strict=True)
+    blocks = tuple((size + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for size, kk, dd, pp, ss in sizes)
+    return k, d, p, s, blocks

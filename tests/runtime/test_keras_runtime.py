@@ -339,8 +339,8 @@ def test_pool_errors_like_torch() -> None:
         K.MaxPool2d(2, padding=2)(x)
     with pytest.raises(ValueError, match="half"):
         K.AvgPool2d(2, padding=2)(x)
-    with pytest.raises(NotImplementedError):
-        K.MaxPool2d(2, return_indices=True)
+    with pytest.raises(NotImplementedError):  # max pooling's indices are supported, adaptive pooling's not
+        K.AdaptiveMaxPool2d(2, return_indices=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -784,7 +784,7 @@ def test_state_dict_loader_errors() -> None:
 
 
 _ALLOWED_IMPORTS = {"import math", "from typing import Any", "import keras", "import numpy as np",
-                    "from keras import ops", "import collections", "import dataclasses",
+                    "from keras import ops", "import collections", "import dataclasses", "import inspect",
                     "from __future__ import annotations"}  # fmt: skip
 
 

@@ -661,6 +661,424 @@ CASES = [
         """,
         F32(3),
     ),
+    # -- devices, grad mode, dtypes and sizes
+    C(
+        "device-grad-mode-size-scalar-tensor-numpy",
+        "x, n",
+        """
+        d, e = torch.device("cuda:1"), torch.device("cuda", 0)
+        with torch.enable_grad():  # torch's reference runs under no_grad
+            grad = torch.is_grad_enabled()
+        sizes = (torch.Size([2, 3]), torch.Size(x.shape[1:]), torch.Size())
+        scalars = (torch.scalar_tensor(True), torch.scalar_tensor(3, dtype=torch.int64), torch.scalar_tensor(2.5))
+        devices = (d.type, d.index, str(e), torch.device("cpu").index, torch.device(e).type)
+        return grad, torch.backends.mps.is_available(), sizes, scalars, devices, x.numpy(), n.numpy()
+        """,
+        F32(2, 3),
+        I64(2, 3),
+        expect=(
+            'torch_device("cuda:1")',
+            "torch_is_grad_enabled()",
+            "tuple([2, 3])",
+            "np.asarray(x)",
+        ),
+    ),
+    # -- indices of nonzero elements, quadrant arctangent, products, logsumexp
+    C(
+        "nonzero-argwhere",
+        "x, b",
+        "return (x.nonzero(), torch.nonzero(b), torch.nonzero(b, as_tuple=True), b.nonzero(as_tuple=True), "
+        "torch.argwhere(x > 0), (x < 0).argwhere(), torch.nonzero(b[0]))",
+        I64(3, 4, high=3),
+        BOOL(2, 3, 4),
+        expect=("jnp.argwhere(x)", "jnp.nonzero(b)"),
+    ),
+    C(
+        "atan2-prod-logsumexp-logsigmoid",
+        "x, y, i, b",
+        "return (torch.atan2(x, y), x.atan2(y), torch.atan2(x, y[0]), torch.arctan2(i, i + 1), torch.prod(x), "
+        "x.prod(1), x.prod(-1, keepdim=True), torch.prod(i, 0), i.prod(dtype=torch.float32), b.prod(1), "
+        "torch.logsumexp(x, 1), x.logsumexp(dim=(0, 1)), torch.logsumexp(x * 30, -1, keepdim=True), "
+        "F.logsigmoid(x * 20))",
+        F32(3, 4),
+        F32(3, 4),
+        I64(3, 4, low=1, high=4),
+        BOOL(3, 4),
+        expect=("jnp.arctan2(x, y)", "jnp.prod(x, axis=1)", "jax.nn.logsumexp(x, axis=1)", "jax.nn.log_sigmoid("),
+    ),
+    C(
+        "diag-cross-addcmul-addcdiv-lerp",
+        "v, m, a, c, x, y, p",
+        "return (torch.diag(v), torch.diag(v, 1), m.diag(), m.diag(-1), torch.diag(m, diagonal=2), "
+        "torch.linalg.cross(a, a.flip(0)), torch.linalg.cross(a, c[:1], dim=-1), torch.cross(c, c.flip(1)), "
+        "a.cross(a * 2 + 1, dim=1), torch.cross(c, c.T, 0), torch.addcmul(x, y, p), torch.addcmul(x, y, p, value=0.5), "
+        "x.addcmul(y, p[0], value=2), torch.addcdiv(x, y, p, value=-0.5), x.addcdiv(y, p), torch.lerp(x, y, 0.3), "
+        "x.lerp(y, 0.7), torch.lerp(x, y, torch.sigmoid(p * 3 - 6)), x.lerp(y, 1.0))",
+        F32(4),
+        F32(4, 4),
+        F32(2, 3),
+        F32(3, 3),
+        F32(3, 4),
+        F32(3, 4),
+        POS(3, 4),
+        expect=(
+            "jnp.diag(v, k=1)",
+            "jnp.cross(a, jnp.flip(a, axis=0), axis=-1)",
+            "torch_cross(c, jnp.flip(c, axis=1))",
+            "x + y * p",
+            "x + 0.5 * y * p",
+            "x + -0.5 * y / p",
+            "torch_lerp(x, y, 0.3)",
+        ),
+    ),
+    C(
+        "quantile-nan-to-num-take-along-dim-broadcast-to-isin",
+        "x, q, idx, i, j",
+        """
+        w = torch.cat([x / 0.0, torch.log(x)])
+        quantiles = (torch.quantile(x, 0.3), x.quantile(0.5, dim=1),
+                     torch.quantile(x, torch.sigmoid(q), dim=0, keepdim=True),
+                     x.quantile(0.25, 1, interpolation="nearest"), x.quantile(0.6, -1, True, interpolation="lower"),
+                     torch.quantile(x, 0.4, interpolation="midpoint"), x.quantile(0.7, 0, interpolation="higher"))
+        cleaned = (torch.nan_to_num(w), w.nan_to_num(1.0), torch.nan_to_num(w, nan=0.5, posinf=9.0, neginf=-9.0),
+                   w.nan_to_num(posinf=1e4))
+        taken = (torch.take_along_dim(x, idx, dim=1), x.take_along_dim(idx[:, :1], -1), torch.take_along_dim(x, idx[0]),
+                 torch.take_along_dim(x, idx[:1], 1))
+        broadcast = (torch.broadcast_to(q, (2, 3)), q[:, None].broadcast_to((3, 4)), q.broadcast_to((2, -1)))
+        return quantiles, cleaned, taken, broadcast, torch.isin(i, j), torch.isin(i, j, invert=True), torch.isin(i, 2)
+        """,
+        F32(3, 5),
+        F32(3),
+        I64(3, 4, high=5),
+        I64(3, 4, high=6),
+        I64(4, high=6),
+        expect=(
+            'jnp.quantile(x, 0.25, axis=1, method="nearest")',
+            "jnp.nan_to_num(w, nan=0.5, posinf=9.0, neginf=-9.0)",
+            "jnp.take_along_axis(jnp.ravel(x), jnp.ravel(idx[0]), axis=0)",
+            "torch_expand(q, (2, 3))",
+            "jnp.isin(i, j, invert=True)",
+        ),
+    ),
+    C(
+        "erfinv-frac-tril-triu-indices-block-diag-cartesian-prod",
+        "x, a, b, v, i",
+        "return (torch.erfinv(torch.tanh(x)), torch.tanh(x).erfinv(), torch.frac(x * 3), (x * 3).frac(), "
+        "torch.tril_indices(3, 4), torch.tril_indices(4, 3, -1), torch.triu_indices(3, 3, 1), "
+        "torch.triu_indices(row=3, col=5, offset=-1), torch.block_diag(a, b, v), torch.block_diag(a), "
+        "torch.block_diag(a, x.sum()), torch.block_diag(i, i[:1]), torch.cartesian_prod(v, x[0]), "
+        "torch.cartesian_prod(v), torch.cartesian_prod(v, v[:2], x[1]), torch.cartesian_prod(i[0], i[1]))",
+        F32(3, 4),
+        F32(2, 3),
+        F32(1, 2),
+        F32(3),
+        I64(2, 3),
+        expect=(
+            "jax.scipy.special.erfinv(jnp.tanh(x))",
+            "jnp.modf(x * 3)[0]",
+            "jnp.stack(jnp.tril_indices(4, -1, 3))",
+            "jax.scipy.linalg.block_diag(a, b, v)",
+            "torch_cartesian_prod(v, x[0])",
+        ),
+    ),
+    C(
+        "view-as-real-complex-unfold",
+        "x, y, t",
+        "c = torch.view_as_complex(x)\n"
+        "return (torch.view_as_real(c * c), torch.view_as_real(torch.view_as_complex(y) + c[:1]), "
+        "t.unfold(1, 2, 1), t.unfold(-1, 3, 2), t.unfold(0, 2, 2), t[0, 0].unfold(0, 4, 3))",
+        F32(3, 2),
+        F32(4, 3, 2),
+        F32(4, 7, 5),
+        expect=("torch_view_as_complex(x)", "torch_unfold(t, 1, 2, 1)"),
+    ),
+    C(
+        "scatter-scatter-add-functional-and-in-place",
+        "x, r, r2, src, d0, d1, n",
+        """
+        idx, idx1 = torch.argsort(r, dim=0)[:2], torch.argsort(r2, dim=1)[:, :3]
+        out = (x.scatter(0, idx, src), torch.scatter(x, 1, idx1, src), x.scatter(1, idx1, 0.5),
+               torch.scatter(x, -1, idx1, value=-2.0), x.scatter(-1, idx1, src, reduce="add"),
+               torch.scatter_add(x, 0, d0, src), x.scatter_add(1, d1, src), n.scatter(1, idx1, 7))
+        y = x.clone()
+        y.scatter_(0, idx, src)
+        y.scatter_add_(1, d1, src)
+        z = x.clone()
+        z[1:].scatter_(1, idx1[1:], 0.0)
+        return out, y, z
+        """,
+        F32(3, 5),
+        F32(3, 5),
+        F32(3, 5),
+        F32(3, 5),
+        I64(2, 5, high=3),
+        I64(3, 4, high=5),
+        I64(3, 5),
+        expect=("torch_scatter(x, 0, idx, src)", 'torch_scatter(x, 0, d0, src, reduce="add")'),
+    ),
+    C(
+        "unique-searchsorted-bucketize",
+        "u, rows, x, v, m, vv, i",
+        """
+        seq = torch.sort(x).values
+        uniques = (torch.unique(u), u.unique(return_counts=True), torch.unique(u, return_inverse=True),
+                   torch.unique(rows, dim=0), torch.unique(u, sorted=True, return_inverse=True, return_counts=True),
+                   torch.unique(rows, return_inverse=True, dim=1))
+        found = (torch.searchsorted(seq, v), torch.searchsorted(seq, v, right=True),
+                 torch.searchsorted(seq, v, side="right"), torch.searchsorted(torch.sort(m, dim=1).values, vv),
+                 torch.searchsorted(seq, v, out_int32=True), torch.bucketize(v, seq),
+                 torch.bucketize(i, torch.arange(5), right=True), torch.bucketize(i, torch.arange(5)),
+                 torch.searchsorted(seq, 0.0))
+        return uniques, found
+        """,
+        I64(10, high=4),
+        I64(5, 2, high=2),
+        F32(8),
+        F32(3, 4),
+        F32(3, 6),
+        F32(3, 4),
+        I64(6, high=6),
+        expect=("torch_unique(u, return_counts=True)", "torch_searchsorted(seq, v, right=True)"),
+    ),
+    C(
+        "one-hot-grid-sample",
+        "t, inp, g",
+        """
+        grid = torch.tanh(g) * 1.2
+        hot = (F.one_hot(t), F.one_hot(t, 6), F.one_hot(t, num_classes=5))
+        sampled = (F.grid_sample(inp, grid, align_corners=False),
+                   F.grid_sample(inp, grid, mode="nearest", align_corners=True),
+                   F.grid_sample(inp, grid, padding_mode="border", align_corners=False),
+                   F.grid_sample(inp, grid, "bilinear", "zeros", True))
+        return hot, sampled
+        """,
+        I64(2, 3, high=5),
+        F32(2, 3, 5, 6),
+        F32(2, 4, 3, 2),
+        expect=("one_hot(t, 6)", 'grid_sample(inp, grid, mode="nearest", align_corners=True)'),
+    ),
+    C(
+        "conv3d-conv-transpose",
+        "x5, w3, b4, x3, wt1, x4, wt2, b2, wt2g, wt3",
+        "return (F.conv3d(x5, w3), F.conv3d(x5, w3, b4, stride=2, padding=1), F.conv3d(x5, w3, padding='same'), "
+        "F.conv_transpose1d(x3, wt1, stride=2, padding=1, output_padding=1), "
+        "F.conv_transpose2d(x4, wt2, b2, stride=2), F.conv_transpose2d(x4, wt2g, groups=2), "
+        "F.conv_transpose2d(x4, wt2, dilation=2, padding=1), F.conv_transpose3d(x5, wt3, stride=(1, 2, 2)), "
+        "F.conv_transpose1d(x3[0], wt1))",
+        F32(2, 3, 4, 5, 5),
+        F32(4, 3, 3, 3, 3),
+        F32(4),
+        F32(2, 3, 6),
+        F32(3, 2, 3),
+        F32(2, 4, 5, 5),
+        F32(4, 3, 3, 3),
+        F32(3),
+        F32(4, 2, 2, 3),
+        F32(3, 2, 2, 2, 2),
+        expect=("torch_conv3d(x5, w3)", "torch_conv_transpose(x3, wt1, stride=2, padding=1, output_padding=1)"),
+    ),
+    C(
+        "elementwise-logic-remainder-dot-fmin",
+        "x, y, p, i, j, v, w",
+        """
+        nan = y.masked_fill(y > 0.5, float("nan"))
+        unary = (x.neg(), torch.neg(x), torch.negative(i), torch.tan(x), x.tan(), torch.acos(torch.tanh(x)),
+                 torch.tanh(x).arccos(), torch.asin(torch.tanh(x)), torch.atan(x), x.arctan(), torch.expm1(x * 1e-3),
+                 x.expm1(), torch.special.expm1(x), torch.reciprocal(p), p.reciprocal(), torch.reciprocal(i + 1),
+                 x.absolute(), torch.conj(x))
+        logic = (torch.logical_and(x > 0, i), torch.logical_or(i, j), x.logical_not(), torch.logical_xor(i, x),
+                 i.logical_and(j))
+        binary = (torch.remainder(x, 0.7), i.remainder(3), torch.remainder(-i, j + 1), x.remainder(-0.4),
+                  torch.dot(v, w), v.dot(w), torch.fmin(x, nan), nan.fmax(x), torch.fmin(nan, nan))
+        close = (torch.isclose(x, x + 1e-6), x.isclose(y, atol=0.5), torch.isclose(nan, nan, equal_nan=True),
+                 torch.allclose(x, x), x.allclose(y, rtol=1e-2), torch.allclose(x, x + 1e-3, 0.0, 1e-2))
+        return unary, logic, binary, close
+        """,
+        F32(3, 4),
+        F32(3, 4),
+        POS(3, 4),
+        I64(3, 4, high=4),
+        I64(3, 4, high=4),
+        F32(5),
+        F32(5),
+        expect=("jnp.negative(x)", "jnp.true_divide(1.0, p)", "jnp.remainder(x, 0.7)", "jnp.fmin(x, nan)"),
+    ),
+    C(
+        "linear-algebra-diagonal-stacks",
+        "m, b, v, t",
+        "return (torch.mv(m, v), m.mv(v), torch.det(m), m.det(), torch.linalg.det(m[None]), "
+        "torch.linalg.solve(m + 3 * torch.eye(3), b), torch.linalg.solve(m + 3 * torch.eye(3), v), torch.diagonal(t), "
+        "t.diagonal(1, 1, 2), torch.diagonal(m, -1), t.diagonal(dim1=-1, dim2=0), torch.vstack([v, v]), "
+        "torch.row_stack((m, m)), torch.hstack([v, v]), torch.hstack((m, b)))",
+        F32(3, 3),
+        F32(3, 2),
+        F32(3),
+        F32(2, 3, 4),
+        expect=("jnp.matmul(m, v)", "jnp.linalg.det(m)", "jnp.diagonal(t, 1, 1, 2)", "jnp.vstack([v, v])"),
+    ),
+    C(
+        "bincount-masked-select-cdist-broadcast-median-complex",
+        "x, y, i, mask, a, b, a3, b3",
+        """
+        counts = (torch.bincount(i), i.bincount(minlength=8), torch.bincount(i, weights=x[0, :6]))
+        selected = (torch.masked_select(x, mask), x.masked_select(mask[0]))
+        distances = (torch.cdist(a, b), torch.cdist(a, b, p=1), torch.cdist(a3, b3, 3.0),
+                     torch.cdist(a, b, float("inf")))
+        broadcast = (torch.broadcast_tensors(x, y[:, :1]), torch.broadcast_shapes((2, 1), (3,)),
+                     torch.atleast_1d(x.sum()), torch.atleast_1d(x))
+        medians = (torch.median(x), x.median(1), torch.median(x, 0, keepdim=True), x.median(dim=-1).indices,
+                   y[:, :4].median())
+        d = x.clone()
+        d.detach_()
+        flags = (torch.xpu.is_available(), torch.onnx.is_in_onnx_export())
+        return counts, selected, distances, broadcast, medians, torch.view_as_real(torch.complex(x, y)), d, flags
+        """,
+        F32(3, 6),
+        F32(3, 6),
+        I64(6, high=6),
+        BOOL(3, 6),
+        F32(4, 3),
+        F32(5, 3),
+        F32(2, 4, 3),
+        F32(2, 5, 3),
+        expect=("jnp.bincount(i, minlength=8)", "torch_cdist(a, b, 1)", "tuple(jnp.broadcast_arrays(x, y[:, :1]))"),
+    ),
+    C(
+        "affine-grid-split-with-sizes",
+        "theta, theta3, inp, x",
+        "return (F.affine_grid(theta, (2, 3, 4, 5), align_corners=False), F.affine_grid(theta, [2, 3, 4, 5]), "
+        "F.affine_grid(theta3, (2, 1, 2, 3, 4), align_corners=True), F.affine_grid(theta, (2, 3, 1, 5), True), "
+        "F.affine_grid(theta, inp.shape, align_corners=False), "
+        "x.split_with_sizes([1, 3], 1), x.split_with_sizes((2, 1)))",
+        F32(2, 2, 3),
+        F32(2, 3, 4),
+        F32(2, 3, 4, 5),
+        F32(3, 4),
+        expect=("affine_grid(theta, (2, 3, 4, 5), align_corners=False)", "torch_split(x, [1, 3], 1)"),
+    ),
+    C(
+        "var-mean-std-mean-polar-diag-embed-trapezoid",
+        "x, y, v, t",
+        "return (torch.var_mean(x), torch.std_mean(x, 1), torch.var_mean(x, dim=0, keepdim=True), "
+        "torch.std_mean(x, (0, 1), unbiased=False), torch.var_mean(x, 1, correction=0), torch.std_mean(x, dim=[1]), "
+        "torch.view_as_real(torch.polar(y.abs(), x)), torch.diag_embed(v), torch.diag_embed(x, 1), "
+        "torch.diag_embed(x, offset=-2, dim1=0, dim2=2), x.diag_embed(dim1=-1, dim2=0), torch.trapezoid(x), "
+        "torch.trapezoid(x, t, dim=0), torch.trapz(y, dx=0.5), torch.trapezoid(y, v, dim=1))",
+        F32(3, 4),
+        F32(3, 4),
+        F32(4),
+        F32(3, 1),
+        expect=("torch_var_mean(x, 1, std=True)", "jnp.trapezoid(x)"),
+    ),
+    C(
+        "solve-triangular-slogdet-logspace-real-angles-ravel",
+        "m, b, x",
+        "upper, lower = torch.triu(m) + 3 * torch.eye(3), torch.tril(m) + 3 * torch.eye(3)\n"
+        "return (torch.linalg.solve_triangular(upper, b, upper=True), "
+        "torch.linalg.solve_triangular(lower, b, upper=False), "
+        "torch.linalg.solve_triangular(upper, b, upper=True, left=True), torch.slogdet(m), "
+        "torch.linalg.slogdet(m[None]).logabsdet, m.slogdet(), torch.logspace(0, 2, 5), "
+        "torch.logspace(-1, 1, 3, base=2.0), torch.real(x), torch.imag(torch.view_as_complex(b)), torch.rad2deg(x), "
+        "x.deg2rad(), torch.ravel(x), x.T.ravel())",
+        F32(3, 3),
+        F32(3, 2),
+        F32(2, 3),
+        expect=("jax.scipy.linalg.solve_triangular(upper, b, lower=False)", "jnp.logspace(0, 2, 5)"),
+    ),
+    C(
+        "unfold-fold-pixel-shuffle-cosine-similarity-rms-norm-pool3d",
+        "x, c, a, b, w, v",
+        "cols = F.unfold(x, 2)\n"
+        "return (cols, F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=2), F.unfold(x[0], 3, padding=1), "
+        "F.fold(cols, (4, 6), 2), F.fold(F.unfold(x, 3, padding=1, stride=2), x.shape[-2:], 3, padding=1, stride=2), "
+        "F.fold(cols[0], output_size=(4, 6), kernel_size=2), F.pixel_shuffle(c, 2), F.pixel_unshuffle(x, 2), "
+        "F.pixel_unshuffle(F.pixel_shuffle(c[0], 2), downscale_factor=2), F.cosine_similarity(a, b), "
+        "F.cosine_similarity(a, b[:1], dim=-1), F.cosine_similarity(a * 0, b, eps=1e-6), F.rms_norm(a, (4,)), "
+        "F.rms_norm(a, [3, 4], w, eps=1e-5), F.max_pool3d(v, 2), F.max_pool3d(v, 3, stride=2, padding=1), "
+        "F.avg_pool3d(v, 2), F.avg_pool3d(v, (1, 2, 2), count_include_pad=False))",
+        F32(2, 3, 4, 6),
+        F32(2, 8, 3, 2),
+        F32(2, 3, 4),
+        F32(2, 3, 4),
+        F32(3, 4),
+        F32(2, 2, 4, 4, 5),
+        expect=("unfold(x, 2)", "pixel_shuffle(c, 2)", "torch_rms_norm(a, (4,))", "max_pool3d(v, 2)"),
+    ),
+    C(
+        "linalg-norm-eigh-svd-qr-cholesky-trace-flips-glu-device-region",
+        "m, x, t",
+        """
+        spd = m @ m.T + 3 * torch.eye(3)
+        w, v = torch.linalg.eigh(spd + torch.triu(m, 1))  # the upper triangle is not read
+        named = (torch.linalg.eigh(spd).eigenvalues, torch.linalg.qr(x.T).R.abs(), torch.linalg.svd(x).S)
+        u, s, vh = torch.linalg.svd(x, full_matrices=False)
+        q, r = torch.linalg.qr(x.T)
+        with torch.device("cpu"):
+            made = torch.zeros(2)
+        norms = (torch.linalg.norm(x), torch.linalg.norm(x, dim=1), torch.linalg.norm(x, 1, -1, True),
+                 torch.linalg.norm(x, "fro", (0, 1)), torch.linalg.norm(x, float("inf"), dim=(0, 1)),
+                 torch.linalg.norm(t))
+        decompositions = (w, v @ torch.diag(w) @ v.T, s, torch.linalg.svd(x).S, u @ torch.diag(s) @ vh, q @ r, r.abs(),
+                          torch.linalg.qr(x.T, mode="complete")[1].abs(), torch.linalg.cholesky(spd + torch.triu(m, 1)),
+                          torch.linalg.cholesky(spd, upper=True))
+        return (norms, decompositions, named, torch.trace(m), m.trace(), torch.flipud(x), x.fliplr(), F.glu(x, 0),
+                F.glu(t), made, torch.mps.is_available())
+        """,
+        F32(3, 3),
+        F32(2, 4),
+        F32(2, 3, 4),
+        expect=("jnp.linalg.norm(x, ord=1, axis=-1, keepdims=True)", "symmetrize_input=False", "jax.nn.glu(x, axis=0)"),
+    ),
+    C(
+        "index-put-is-autocast-enabled",
+        "x, i, j, v",
+        """
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            inside = torch.is_autocast_enabled("cpu")
+        rows = torch.argsort(x[:, 0])[:2]
+        outside = torch.is_autocast_enabled()
+        return x.index_put((rows, j[:2]), v[:2]), torch.index_put(x, (rows,), v[:4]), inside, outside
+        """,
+        F32(3, 4),
+        I64(3, high=3),
+        I64(3, high=4),
+        F32(4),
+        expect=("x.at[(rows, j[:2])].set(v[:2])", "torch_is_autocast_enabled()"),
+    ),
+    C(
+        "index-put-accumulate",
+        "x, i, j, v",
+        "return x.index_put((i, j), v, accumulate=True), x.index_put((i,), v[:4], accumulate=True)",
+        F32(3, 4),
+        I64(5, high=3),
+        I64(5, high=4),
+        F32(5),
+        expect=("x.at[(i,)].add(v[:4])",),
+    ),
+    C(
+        "tensor-split-aminmax",
+        "x",
+        "m = torch.aminmax(x)\n"
+        "return (torch.tensor_split(x, 3, 1), x.tensor_split(2), torch.tensor_split(x, 4, dim=-1), m, m.min, m.max, "
+        "x.aminmax(dim=1, keepdim=True), torch.aminmax(x, dim=0).max)",
+        F32(3, 7),
+        expect=("tuple(jnp.array_split(x, 3, axis=1))", 'torch_named_result((jnp.min(x), jnp.max(x)), "min max")'),
+    ),
+    C(
+        "pad-sequence",
+        "a, b, c, i",
+        """
+        from torch.nn.utils.rnn import pad_sequence
+        return (pad_sequence([a, b, c]), pad_sequence((a, b), batch_first=True, padding_value=-1.0),
+                pad_sequence([a[:, 0], c[:, 0]], True, 2.5, padding_side="left"),
+                pad_sequence([i, i[:1]], batch_first=True))
+        """,
+        F32(3, 2),
+        F32(5, 2),
+        F32(1, 2),
+        I64(4),
+        expect=("pad_sequence([a, b, c])", "pad_sequence((a, b), batch_first=True, padding_value=-1.0)"),
+    ),
 ]
 
 
@@ -814,6 +1232,8 @@ UNSUPPORTED = [
     ("x.view(torch.int16)", ".view(...) call could not be converted to jax: no pattern matches its arguments"),
     ("torch.cat([x, x], out=y)", "torch.cat has no mapping to jax"),
     ("x.std(unbiased=flag)", ".std(...) call could not be converted to jax"),
+    # read twice for its minimum and maximum: only a plain name or attribute is
+    ("torch.aminmax(x * 2)", "aminmax with these arguments has no equivalent in jax"),
 ]
 
 

@@ -123,7 +123,10 @@ TF_CASES = [
 ]
 
 #: cases of CASES that must be reported for tf instead of converted: id -> why.
-EXPECTED_UNSUPPORTED_TF: dict[str, str] = {}
+EXPECTED_UNSUPPORTED_TF: dict[str, str] = {
+    "index-put-accumulate": "a repeated index must add up; the Keras runtime's torch_at(x)[i].add(v) is torch's "
+    "`x[i] += v`, where it adds once",
+}
 
 #: the reported message (a substring) for each unsupported form of test_tensor_ops_execute.py.
 UNSUPPORTED_TF = {
@@ -141,6 +144,7 @@ UNSUPPORTED_TF = {
     "x.view(torch.int16)": ".view(...) call could not be converted to tf: no pattern matches its arguments",
     "torch.cat([x, x], out=y)": "torch.cat has no mapping to tf",
     "x.std(unbiased=flag)": ".std(...) call could not be converted to tf",
+    "torch.aminmax(x * 2)": "aminmax with these arguments has no equivalent in tf",
 }
 
 # ----------------------------------------------------------------------------------------------

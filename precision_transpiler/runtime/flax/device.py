@@ -20,6 +20,12 @@ def torch_cuda_is_available():
     return torch_cuda_device_count() > 0
 
 
+def torch_mps_is_available():
+    """torch.backends.mps.is_available(): whether JAX runs on Apple's Metal (the jax-metal plugin's
+    "METAL" platform); False on CPU, CUDA and TPU backends."""
+    return any(device.platform.lower() == "metal" for device in jax.devices())
+
+
 def tensor_device(x):
     """torch's `x.device` on a JAX array (JAX's default device for a traced array under jax.jit,
     which has none); any other object's own `.device`."""

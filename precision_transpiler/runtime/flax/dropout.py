@@ -14,11 +14,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from precision_transpiler.runtime.common import _ALPHA_PRIME
 from precision_transpiler.runtime.flax.functional import _rng_key
 from precision_transpiler.runtime.flax.modules import Dropout
-
-#: SELU's negative saturation, -scale * alpha: what alpha dropout sets dropped values to
-_ALPHA_PRIME = -1.7580993408473766
 
 
 class _DropoutNd(Dropout):

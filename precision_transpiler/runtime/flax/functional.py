@@ -1,6 +1,8 @@
 """torch.nn.functional for Flax NNX, and the helpers the other Flax runtime modules share: `linear`,
 `embedding`, activations with torch's defaults (exact `gelu`, the implicit softmax dim), `dropout`,
-`pad` (torch's modes), `flatten`/`unflatten` and `interpolate` (torch's sampling grid).
+`pad` (torch's modes), `flatten`/`unflatten`, `interpolate` (torch's sampling grid), `one_hot`,
+`grid_sample`/`affine_grid`, `unfold`/`fold`, `pixel_shuffle`/`pixel_unshuffle`,
+`cosine_similarity`, and torch.nn.utils.rnn's `pad_sequence`.
 """
 
 import math
@@ -11,7 +13,16 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from precision_transpiler.runtime.common import _adaptive_bins, _scale_f32, _softmax_dim, _source_index, _tuple
+from precision_transpiler.runtime.common import (
+    _adaptive_bins,
+    _affine_base,
+    _grid_source,
+    _im2col_positions,
+    _scale_f32,
+    _softmax_dim,
+    _source_index,
+    _tuple,
+)
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -302,3 +313,125 @@ def interpolate(
     for i in range(n):
         y = _resize_axis(y, 2 + i, out_sizes[i], scales[i], kind, bool(align_corners))
     return y.astype(input.dtype)
+
+
+def one_hot(tensor: jax.Array, num_classes: int = -1) -> jax.Array:
+    """torch.nn.functional.one_hot: int64 one-hot vectors as a new last axis (`jax.nn.one_hot`
+    makes floats). `num_classes=-1` infers max + 1 from the values, as torch does (concrete
+    values: not under jax.jit)."""
+    if num_classes == -1:
+        num_classes = int(jnp.max(tensor)) + 1
+    return jax.nn.one_hot(tensor, num_classes, dtype=jnp.int64)
+
+
+def grid_sample(
+    input: jax.Array,
+    grid: jax.Array,
+    mode: str = "bilinear",
+    padding_mode: str = "zeros",
+    align_corners: bool | None = None,
+) -> jax.Array:
+    """torch.nn.functional.grid_sample of an NCHW input at an (N, H_out, W_out, 2) grid of (x, y)
+    points in [-1, 1]: bilinear or nearest (half to even, as torch), outside points reading zeros
+    or the border ('border'), align_corners as torch (False by default)."""
+    if input.ndim != 4 or mode not in ("bilinear", "nearest") or padding_mode not in ("zeros", "border"):
+        raise NotImplementedError("grid_sample: 4-d inputs, bilinear/nearest, zeros/border padding only")
+    n, c, h, w = input.shape
+    ix = _grid_source(grid[..., 0].astype(input.dtype), w, bool(align_corners))
+    iy = _grid_source(grid[..., 1].astype(input.dtype), h, bool(align_corners))
+    if padding_mode == "border":
+        ix, iy = jnp.clip(ix, 0, w - 1), jnp.clip(iy, 0, h - 1)
+    flat = input.reshape(n, c, h * w)
+
+    def read(yi: jax.Array, xi: jax.Array) -> jax.Array:
+        inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
+        where = (jnp.clip(yi, 0, h - 1) * w + jnp.clip(xi, 0, w - 1)).reshape(n, 1, -1)
+        values = jnp.take_along_axis(flat, where, axis=2).reshape(n, c, *xi.shape[1:])
+        return jnp.where(inside[:, None], values, 0)
+
+    if mode == "nearest":
+        return read(jnp.round(iy).astype(jnp.int32), jnp.round(ix).astype(jnp.int32))
+    x0, y0 = jnp.floor(ix), jnp.floor(iy)
+    left, right, up, down = x0 + 1 - ix, ix - x0, y0 + 1 - iy, iy - y0  # torch's corner weights
+    x0, y0 = x0.astype(jnp.int32), y0.astype(jnp.int32)
+    corners = ((y0, x0, left * up), (y0, x0 + 1, right * up), (y0 + 1, x0, left * down), (y0 + 1, x0 + 1, right * down))
+    return sum(read(yi, xi) * weight[:, None] for yi, xi, weight in corners)
+
+
+def affine_grid(theta: jax.Array, size: Any, align_corners: bool | None = None) -> jax.Array:
+    """torch.nn.functional.affine_grid: for a batch of (N, 2, 3) or (N, 3, 4) affine matrices and
+    an (N, C, H, W) or (N, C, D, H, W) size, the (N, H, W, 2) or (N, D, H, W, 3) grid of points
+    grid_sample reads, torch's base coordinates (align_corners False by default) times theta^T."""
+    base = jnp.asarray(_affine_base(size, bool(align_corners)), theta.dtype)
+    grid = jnp.matmul(base, jnp.swapaxes(theta, 1, 2))
+    return grid.reshape((size[0], *size[2:], len(size) - 2))
+
+
+def unfold(input: jax.Array, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> jax.Array:
+    """torch.nn.functional.unfold (im2col) of an (N, C, H, W) or (C, H, W) input: every sliding
+    window's values as a column, (N, C * kH * kW, L), in torch's order."""
+    x, unbatched = _add_batch(input, 2)
+    rows, _, pads = _im2col_positions(x.shape[1], x.shape[2:], kernel_size, dilation, padding, stride)
+    flat = jnp.pad(x, [(0, 0), (0, 0), *[(pp, pp) for pp in pads]]).reshape(x.shape[0], -1)
+    columns = flat[:, rows]
+    return columns[0] if unbatched else columns
+
+
+def fold(
+    input: jax.Array, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+) -> jax.Array:
+    """torch.nn.functional.fold (col2im): the columns of an (N, C * kH * kW, L) or (C * kH * kW, L)
+    input summed back into an (N, C, *output_size) image, overlapping windows adding up."""
+    x = input[None] if input.ndim == 2 else input
+    size = _tuple(output_size, 2, "output_size")
+    channels = x.shape[1] // math.prod(_tuple(kernel_size, 2, "kernel_size"))
+    rows, padded, pads = _im2col_positions(channels, size, kernel_size, dilation, padding, stride)
+    image = jnp.zeros((x.shape[0], channels * math.prod(padded)), x.dtype).at[:, rows].add(x)
+    image = image.reshape(x.shape[0], channels, *padded)
+    image = image[(slice(None), slice(None), *[slice(pp, pp + n) for pp, n in zip(pads, size, strict=True)])]
+    return image[0] if input.ndim == 2 else image
+
+
+def pixel_shuffle(input: jax.Array, upscale_factor: int) -> jax.Array:
+    """torch.nn.functional.pixel_shuffle: (*, C * r * r, H, W) -> (*, C, H * r, W * r)."""
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    x = jnp.transpose(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: jax.Array, downscale_factor: int) -> jax.Array:
+    """torch.nn.functional.pixel_unshuffle: (*, C, H * r, W * r) -> (*, C * r * r, H, W)."""
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    x = jnp.transpose(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def cosine_similarity(x1: jax.Array, x2: jax.Array, dim: int = 1, eps: float = 1e-8) -> jax.Array:
+    """torch.nn.functional.cosine_similarity: each input divided by its 2-norm over `dim` (at
+    least eps), then the dot product, as torch computes it (broadcasting the inputs)."""
+    x1, x2 = jnp.broadcast_arrays(x1, x2)
+    n1 = jnp.maximum(jnp.linalg.vector_norm(x1, axis=dim, keepdims=True), eps)
+    n2 = jnp.maximum(jnp.linalg.vector_norm(x2, axis=dim, keepdims=True), eps)
+    return jnp.sum((x1 / n1) * (x2 / n2), axis=dim)
+
+
+def pad_sequence(
+    sequences: Any, batch_first: bool = False, padding_value: float = 0.0, padding_side: str = "right"
+) -> jax.Array:
+    """torch.nn.utils.rnn.pad_sequence: (L_i, *) tensors padded with `padding_value` to the longest
+    (on the right, or the left with padding_side="left") and stacked as (L, B, *), or (B, L, *) with
+    batch_first, in the first tensor's dtype."""
+    longest = max(s.shape[0] for s in sequences)
+    padded = []
+    for s in sequences:
+        extra = longest - s.shape[0]
+        widths = [(extra, 0) if padding_side == "left" else (0, extra)] + [(0, 0)] * (s.ndim - 1)
+        padded.append(jnp.pad(s, widths, constant_values=padding_value).astype(sequences[0].dtype))
+    out = jnp.stack(padded)
+    return out if batch_first else jnp.swapaxes(out, 0, 1)

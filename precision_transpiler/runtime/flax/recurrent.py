@@ -17,10 +17,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from precision_transpiler.runtime.common import _GATES
 from precision_transpiler.runtime.flax.functional import _uniform
-
-#: rows of the stacked gate matrices per hidden unit
-_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _matmul_t(x: jax.Array, w: jax.Array, b: Any) -> jax.Array:

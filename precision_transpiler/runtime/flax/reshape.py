@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.common import _tuple
+from precision_transpiler.runtime.common import _patch_geometry, _tuple
 from precision_transpiler.runtime.flax.functional import unflatten
 
 
@@ -38,17 +38,6 @@ class ChannelShuffle(nnx.Module):
             raise ValueError(f"ChannelShuffle: {c} channels are not divisible by groups {self.groups}")
         y = x.reshape(n, self.groups, c // self.groups, *x.shape[2:]).swapaxes(1, 2)
         return y.reshape(x.shape)
-
-
-def _patch_geometry(
-    spatial: tuple[int, int], kernel_size: Any, dilation: Any, padding: Any, stride: Any
-) -> tuple[tuple[int, ...], ...]:
-    """(kernel, dilation, padding, stride, blocks per dim) of torch's im2col over a (H, W) input."""
-    names = ("kernel_size", "dilation", "padding", "stride")
-    k, d, p, s = (_tuple(v, 2, name) for v, name in zip((kernel_size, dilation, padding, stride), names, strict=True))
-    sizes = zip(spatial, k, d, p, s, strict=True)
-    blocks = tuple((size + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for size, kk, dd, pp, ss in sizes)
-    return k, d, p, s, blocks
 
 
 class Unfold(nnx.Module):

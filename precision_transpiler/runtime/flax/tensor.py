@@ -19,7 +19,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from precision_transpiler.runtime.common import _size
+from precision_transpiler.runtime.common import (
+    _channel_shape,
+    _cross_dim,
+    _size,
+    _tuple,
+    _unfold_index,
+    _unique_outputs,
+)
+from precision_transpiler.runtime.flax.conv import _conv_dimension_numbers, _functional_conv
+from precision_transpiler.runtime.flax.functional import _add_batch
+from precision_transpiler.runtime.flax.norm import _rms_norm
 
 
 def _init_key(rngs):
@@ -215,3 +225,184 @@ def torch_softplus(input, beta=1.0, threshold=20.0):
     beta, and x itself where beta * x > threshold (`jax.nn.softplus` has neither)."""
     scaled = input * beta
     return jnp.where(scaled > threshold, input, jnp.log1p(jnp.exp(scaled)) / beta)
+
+
+def torch_cross(input, other, dim=None):
+    """torch.cross without `dim`: the cross product along the first dim of size 3 of the broadcast
+    shape (`jnp.cross` defaults to the last axis)."""
+    shape = jnp.broadcast_shapes(input.shape, other.shape)
+    return jnp.cross(input, other, axis=_cross_dim(shape) if dim is None else dim)
+
+
+def torch_lerp(input, end, weight):
+    """torch.lerp / Tensor.lerp: input + weight * (end - input) where |weight| < 0.5, else
+    end - (end - input) * (1 - weight), as torch computes it (exact at weight 1)."""
+    diff = end - input
+    return jnp.where(jnp.abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+
+
+def torch_cartesian_prod(*tensors):
+    """torch.cartesian_prod: the rows of every combination of the 1-d tensors' elements (the
+    first varying slowest), as itertools.product; one tensor is returned as it is."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = jnp.meshgrid(*tensors, indexing="ij")
+    return jnp.stack([grid.reshape(-1) for grid in grids], axis=1)
+
+
+def torch_view_as_real(input):
+    """torch.view_as_real: a complex tensor as (..., 2) real and imaginary parts (a copy: JAX
+    arrays share no memory)."""
+    return jnp.stack([jnp.real(input), jnp.imag(input)], axis=-1)
+
+
+def torch_view_as_complex(input):
+    """torch.view_as_complex: a (..., 2) float tensor as complex values (float32 -> complex64)."""
+    return jax.lax.complex(input[..., 0], input[..., 1])
+
+
+def torch_unfold(input, dimension, size, step):
+    """torch's Tensor.unfold(dimension, size, step): every window of `size` elements `step` apart along
+    `dimension`, which becomes the number of windows, with the window as a new last dim."""
+    axis = dimension % max(input.ndim, 1)
+    windows = jnp.take(input, jnp.asarray(_unfold_index(input.shape[axis], size, step)), axis=axis)
+    return jnp.moveaxis(windows, axis + 1, -1)
+
+
+def torch_scatter(input, dim, index, src, reduce=None):
+    """torch.scatter / scatter_add / Tensor.scatter(_add): a copy of `input` with
+    out[index[i][j]][j] = src[i][j] (for dim 0) for every position of `index`, which may be smaller
+    than `input` and `src`; `src` may be a number. reduce="add" sums repeated positions (scatter_add),
+    "multiply" multiplies."""
+    axis = dim % input.ndim
+    where = list(jnp.indices(index.shape, sparse=True))
+    where[axis] = index
+    if jnp.ndim(src):
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    values = jnp.broadcast_to(jnp.asarray(src).astype(input.dtype), index.shape)
+    at = input.at[tuple(where)]
+    if reduce is None:
+        return at.set(values)
+    if reduce == "add":
+        return at.add(values)
+    if reduce == "multiply":
+        return at.multiply(values)
+    raise ValueError(f"reduce argument must be either add or multiply, got {reduce!r}")
+
+
+def torch_unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique / Tensor.unique: the sorted distinct values (or slices along `dim`), with the
+    inverse indices (input's shape; one per slice with `dim`) and counts when asked. The result's
+    size depends on the values: eager only, not under jax.jit."""
+    values, inverse, counts = jnp.unique(input, return_inverse=True, return_counts=True, axis=dim)
+    inverse = inverse.reshape(input.shape if dim is None else (-1,))
+    return _unique_outputs(values, inverse, counts, return_inverse, return_counts)
+
+
+def torch_searchsorted(sorted_sequence, values, out_int32=False, right=False, side=None, sorter=None):
+    """torch.searchsorted / torch.bucketize: for each value, how many elements of the innermost
+    dim of `sorted_sequence` come before it (right=True or side="right": also the equal ones).
+    An N-d `sorted_sequence` is searched row by row, matching `values`' leading dims."""
+    if sorter is not None:
+        sorted_sequence = jnp.take_along_axis(sorted_sequence, sorter, axis=-1)
+    side = side or ("right" if right else "left")
+    values = jnp.asarray(values)
+    if sorted_sequence.ndim == 1:
+        found = jnp.searchsorted(sorted_sequence, values, side=side)
+    else:
+        rows = sorted_sequence.reshape(-1, sorted_sequence.shape[-1])
+        search = jax.vmap(lambda row, v: jnp.searchsorted(row, v, side=side))
+        found = search(rows, values.reshape(rows.shape[0], -1)).reshape(values.shape)
+    return found.astype(jnp.int32 if out_int32 else jnp.int64)
+
+
+def torch_conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv3d: NCDHW input, (out, in/groups, kD, kH, kW) weight, torch's
+    symmetric or 'same' padding."""
+    return _functional_conv(input, weight, bias, stride, padding, dilation, groups)
+
+
+def torch_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """torch.nn.functional.conv_transpose1d/2d/3d (N, C, *spatial) with torch's (in, out/groups,
+    *kernel) weight, as a convolution of the input dilated by `stride` with the spatially flipped,
+    per-group transposed kernel, padded d*(k-1)-p (and output_padding on the high side): torch's
+    output size (in-1)*s - 2p + d*(k-1) + output_padding + 1."""
+    n = weight.ndim - 2
+    x, unbatched = _add_batch(input, n)
+    stride, padding = _tuple(stride, n, "stride"), _tuple(padding, n, "padding")
+    output_padding, dilation = _tuple(output_padding, n, "output_padding"), _tuple(dilation, n, "dilation")
+    cin, cout_g, ks = weight.shape[0], weight.shape[1], weight.shape[2:]
+    kernel = jnp.flip(weight, axis=tuple(range(2, n + 2))).reshape(groups, cin // groups, cout_g, *ks)
+    kernel = jnp.transpose(kernel, (*range(3, n + 3), 1, 0, 2)).reshape(*ks, cin // groups, groups * cout_g)
+    pairs = [
+        (d * (k - 1) - p, d * (k - 1) - p + o) for k, p, o, d in zip(ks, padding, output_padding, dilation, strict=True)
+    ]
+    y = jax.lax.conv_general_dilated(
+        x,
+        kernel.astype(x.dtype),
+        window_strides=(1,) * n,
+        padding=pairs,
+        lhs_dilation=stride,
+        rhs_dilation=dilation,
+        dimension_numbers=_conv_dimension_numbers(n),
+        feature_group_count=groups,
+    )
+    if bias is not None:
+        y = y + bias.reshape(_channel_shape(y.ndim))
+    return y[0] if unbatched else y
+
+
+def torch_masked_select(input, mask):
+    """torch.masked_select / Tensor.masked_select: the elements where `mask` (broadcast with
+    `input`) is True, as a 1-d tensor. Its length depends on the mask: eager only, not under jax.jit."""
+    input, mask = jnp.broadcast_arrays(input, mask)
+    return input[mask]
+
+
+def torch_cdist(x1, x2, p=2.0):
+    """torch.cdist: the p-norm distance between every row of x1 (..., P, M) and every row of x2
+    (..., R, M), as (..., P, R), computed from the differences (torch's own form for up to 25 rows)."""
+    return jnp.linalg.vector_norm(x1[..., :, None, :] - x2[..., None, :, :], ord=p, axis=-1)
+
+
+def torch_median(input, dim=None, keepdim=False):
+    """torch.median / Tensor.median: the lower of the two middle values for an even count (not
+    their mean, as jnp.median); along `dim`, (values, indices) with `.values`/`.indices`."""
+    if dim is None:
+        flat = jnp.sort(input.reshape(-1))
+        return flat[(flat.size - 1) // 2]
+    middle = (input.shape[dim] - 1) // 2
+    indices = jnp.take(jnp.argsort(input, axis=dim, stable=True), jnp.asarray([middle]), axis=dim)
+    values = jnp.take_along_axis(input, indices, axis=dim)
+    if not keepdim:
+        values, indices = jnp.squeeze(values, dim), jnp.squeeze(indices, dim)
+    return TorchValuesIndices(values, indices)
+
+
+def torch_var_mean(input, dim=None, correction=1, keepdim=False, std=False):
+    """torch.var_mean / torch.std_mean (std=True): (the variance or standard deviation with
+    torch's `correction`, 1 by default, the mean) over `dim`."""
+    axis = tuple(dim) if isinstance(dim, list) else dim
+    spread = (jnp.std if std else jnp.var)(input, axis=axis, ddof=correction, keepdims=keepdim)
+    return spread, jnp.mean(input, axis=axis, keepdims=keepdim)
+
+
+def torch_polar(abs, angle):
+    """torch.polar: the complex numbers abs * (cos(angle) + i sin(angle))."""
+    return jax.lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
+
+
+def torch_diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """torch.diag_embed: the last dim of `input` as the `offset` diagonal of new (dim1, dim2)
+    planes of size last + |offset|, zeros elsewhere."""
+    size = input.shape[-1]
+    rows = jnp.arange(size) + max(-offset, 0)
+    out = jnp.zeros((*input.shape[:-1], size + abs(offset), size + abs(offset)), input.dtype)
+    return jnp.moveaxis(out.at[..., rows, rows + offset].set(input), (-2, -1), (dim1, dim2))
+
+
+def torch_rms_norm(input, normalized_shape, weight=None, eps=None):
+    """torch.nn.functional.rms_norm: x / sqrt(mean(x**2) + eps) over the trailing normalized_shape
+    dims, times weight; eps None is the input dtype's machine epsilon, as torch."""
+    n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    return _rms_norm(input, n, weight, eps, None)

@@ -3,6 +3,8 @@ TensorFlow, and the `--device auto` decision (the compute dtype where the model 
 runtime/device.py).
 """
 
+import platform
+
 import keras
 import tensorflow as tf
 
@@ -27,6 +29,13 @@ def torch_cuda_device_count():
 def torch_cuda_is_available():
     """torch.cuda.is_available(): whether TensorFlow sees a GPU."""
     return torch_cuda_device_count() > 0
+
+
+def torch_mps_is_available():
+    """torch.backends.mps.is_available(): whether TensorFlow runs on Apple's Metal (the
+    tensorflow-metal plugin shows the Apple GPU as a "GPU" device of a macOS process); False
+    elsewhere, where a GPU is CUDA's."""
+    return platform.system() == "Darwin" and torch_cuda_device_count() > 0
 
 
 def _ptranspile_keras_device(requested):

@@ -12,10 +12,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from precision_transpiler.runtime.common import _ALPHA_PRIME
 from precision_transpiler.runtime.keras.modules import Dropout
-
-#: SELU's negative saturation, -scale * alpha: what alpha dropout sets dropped values to
-_ALPHA_PRIME = -1.7580993408473766
 
 
 class _DropoutNd(Dropout):

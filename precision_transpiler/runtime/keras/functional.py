@@ -1,6 +1,8 @@
 """torch.nn.functional for Keras 3 (`keras.ops`), and the helpers the other Keras runtime modules
 share: `linear`, `embedding`, `one_hot`, activations with torch's defaults (exact `gelu`),
-`dropout`, `pad` (torch's modes, including those TensorFlow lacks) and `interpolate`.
+`dropout`, `pad` (torch's modes, including those TensorFlow lacks), `interpolate`,
+`grid_sample`/`affine_grid`, `unfold`/`fold`, `pixel_shuffle`/`pixel_unshuffle`,
+`cosine_similarity`, and torch.nn.utils.rnn's `pad_sequence`.
 """
 
 import math
@@ -10,7 +12,16 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import _adaptive_bins, _scale_f32, _softmax_dim, _source_index, _tuple
+from precision_transpiler.runtime.common import (
+    _adaptive_bins,
+    _affine_base,
+    _grid_source,
+    _im2col_positions,
+    _scale_f32,
+    _softmax_dim,
+    _source_index,
+    _tuple,
+)
 
 
 def _stats_dtype(dtype: Any) -> str:
@@ -336,3 +347,113 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             padding_idx += weight.shape[0]
         out = ops.where(ops.expand_dims(ops.equal(input, padding_idx), -1), ops.stop_gradient(out), out)
     return out
+
+
+def grid_sample(
+    input: Any, grid: Any, mode: str = "bilinear", padding_mode: str = "zeros", align_corners: Any = None
+) -> Any:
+    """torch.nn.functional.grid_sample of an NCHW input at an (N, H_out, W_out, 2) grid of (x, y)
+    points in [-1, 1]: bilinear or nearest (half to even, as torch), outside points reading zeros
+    or the border ('border'), align_corners as torch (False by default)."""
+    if len(input.shape) != 4 or mode not in ("bilinear", "nearest") or padding_mode not in ("zeros", "border"):
+        raise NotImplementedError("grid_sample: 4-d inputs, bilinear/nearest, zeros/border padding only")
+    n, c, h, w = input.shape
+    ix = _grid_source(ops.cast(grid[..., 0], input.dtype), w, bool(align_corners))
+    iy = _grid_source(ops.cast(grid[..., 1], input.dtype), h, bool(align_corners))
+    if padding_mode == "border":
+        ix, iy = ops.clip(ix, 0, w - 1), ops.clip(iy, 0, h - 1)
+    flat = ops.reshape(input, (n, c, h * w))
+
+    def read(yi: Any, xi: Any) -> Any:
+        inside = ops.logical_and(ops.logical_and(xi >= 0, xi < w), ops.logical_and(yi >= 0, yi < h))
+        where = ops.reshape(ops.clip(yi, 0, h - 1) * w + ops.clip(xi, 0, w - 1), (n, 1, -1))
+        values = ops.reshape(ops.take_along_axis(flat, where, axis=2), (n, c, *xi.shape[1:]))
+        return ops.where(ops.expand_dims(inside, 1), values, ops.zeros_like(values))
+
+    if mode == "nearest":
+        return read(ops.cast(ops.round(iy), "int32"), ops.cast(ops.round(ix), "int32"))
+    x0, y0 = ops.floor(ix), ops.floor(iy)
+    left, right, up, down = x0 + 1 - ix, ix - x0, y0 + 1 - iy, iy - y0  # torch's corner weights
+    x0, y0 = ops.cast(x0, "int32"), ops.cast(y0, "int32")
+    corners = ((y0, x0, left * up), (y0, x0 + 1, right * up), (y0 + 1, x0, left * down), (y0 + 1, x0 + 1, right * down))
+    return sum(read(yi, xi) * ops.expand_dims(weight, 1) for yi, xi, weight in corners)
+
+
+def affine_grid(theta: Any, size: Any, align_corners: bool | None = None) -> Any:
+    """torch.nn.functional.affine_grid: for a batch of (N, 2, 3) or (N, 3, 4) affine matrices and
+    an (N, C, H, W) or (N, C, D, H, W) size, the (N, H, W, 2) or (N, D, H, W, 3) grid of points
+    grid_sample reads, torch's base coordinates (align_corners False by default) times theta^T."""
+    base = ops.convert_to_tensor(_affine_base(size, bool(align_corners)), theta.dtype)
+    grid = ops.matmul(base, ops.swapaxes(theta, 1, 2))
+    return ops.reshape(grid, (size[0], *size[2:], len(size) - 2))
+
+
+def unfold(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Any:
+    """torch.nn.functional.unfold (im2col) of an (N, C, H, W) or (C, H, W) input: every sliding
+    window's values as a column, (N, C * kH * kW, L), in torch's order."""
+    x, unbatched = _add_batch(input, 2)
+    rows, _, pads = _im2col_positions(x.shape[1], x.shape[2:], kernel_size, dilation, padding, stride)
+    flat = ops.reshape(ops.pad(x, [(0, 0), (0, 0), *[(pp, pp) for pp in pads]]), (x.shape[0], -1))
+    columns = ops.take(flat, rows, axis=1)
+    return columns[0] if unbatched else columns
+
+
+def fold(input: Any, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Any:
+    """torch.nn.functional.fold (col2im): the columns of an (N, C * kH * kW, L) or (C * kH * kW, L)
+    input summed back into an (N, C, *output_size) image, overlapping windows adding up."""
+    x = ops.expand_dims(input, 0) if len(input.shape) == 2 else input
+    size = _tuple(output_size, 2, "output_size")
+    channels = x.shape[1] // math.prod(_tuple(kernel_size, 2, "kernel_size"))
+    rows, padded, pads = _im2col_positions(channels, size, kernel_size, dilation, padding, stride)
+    batch = x.shape[0]
+    where = np.stack(np.broadcast_arrays(np.arange(batch)[:, None, None], rows[None]), -1).reshape(-1, 2)
+    image = ops.scatter(where, ops.reshape(x, (-1,)), (batch, channels * math.prod(padded)))
+    image = ops.reshape(image, (batch, channels, *padded))
+    image = image[(slice(None), slice(None), *[slice(pp, pp + n) for pp, n in zip(pads, size, strict=True)])]
+    return image[0] if len(input.shape) == 2 else image
+
+
+def pixel_shuffle(input: Any, upscale_factor: int) -> Any:
+    """torch.nn.functional.pixel_shuffle: (*, C * r * r, H, W) -> (*, C, H * r, W * r)."""
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    x = ops.reshape(input, (*lead, c // (r * r), r, r, h, w))
+    n = len(lead)
+    x = ops.transpose(x, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
+    return ops.reshape(x, (*lead, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input: Any, downscale_factor: int) -> Any:
+    """torch.nn.functional.pixel_unshuffle: (*, C, H * r, W * r) -> (*, C * r * r, H, W)."""
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    x = ops.reshape(input, (*lead, c, h // r, r, w // r, r))
+    n = len(lead)
+    x = ops.transpose(x, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
+    return ops.reshape(x, (*lead, c * r * r, h // r, w // r))
+
+
+def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
+    """torch.nn.functional.cosine_similarity: each input divided by its 2-norm over `dim` (at
+    least eps), then the dot product, as torch computes it (broadcasting the inputs)."""
+    shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    x1, x2 = ops.broadcast_to(x1, shape), ops.broadcast_to(x2, shape)
+    n1 = ops.maximum(ops.sqrt(ops.sum(ops.square(x1), axis=dim, keepdims=True)), eps)
+    n2 = ops.maximum(ops.sqrt(ops.sum(ops.square(x2), axis=dim, keepdims=True)), eps)
+    return ops.sum(ops.divide(x1, n1) * ops.divide(x2, n2), axis=dim)
+
+
+def pad_sequence(
+    sequences: Any, batch_first: bool = False, padding_value: float = 0.0, padding_side: str = "right"
+) -> Any:
+    """torch.nn.utils.rnn.pad_sequence: (L_i, *) tensors padded with `padding_value` to the longest
+    (on the right, or the left with padding_side="left") and stacked as (L, B, *), or (B, L, *) with
+    batch_first, in the first tensor's dtype."""
+    longest = max(s.shape[0] for s in sequences)
+    padded = []
+    for s in sequences:
+        extra = longest - s.shape[0]
+        widths = [(extra, 0) if padding_side == "left" else (0, extra)] + [(0, 0)] * (len(s.shape) - 1)
+        padded.append(ops.cast(ops.pad(s, widths, constant_values=padding_value), sequences[0].dtype))
+    out = ops.stack(padded)
+    return out if batch_first else ops.swapaxes(out, 0, 1)

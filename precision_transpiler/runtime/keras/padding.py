@@ -11,17 +11,8 @@ from typing import Any
 
 import keras
 
+from precision_transpiler.runtime.common import _pad_widths
 from precision_transpiler.runtime.keras.functional import pad
-
-
-def _pad_widths(padding: Any, n: int) -> tuple[int, ...]:
-    """torch's `_ntuple(2 * n)`: an int pads every side, a sequence gives 2n widths, last dim first."""
-    if isinstance(padding, int):
-        return (padding,) * (2 * n)
-    widths = tuple(int(p) for p in padding)
-    if len(widths) != 2 * n:
-        raise ValueError(f"padding must be an int or a sequence of {2 * n} ints, got {padding!r}")
-    return widths
 
 
 class _PadNd(keras.layers.Layer):

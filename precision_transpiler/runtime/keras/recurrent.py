@@ -15,10 +15,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from precision_transpiler.runtime.common import _GATES
 from precision_transpiler.runtime.keras.functional import _keras_dtype, _uniform
-
-#: rows of the stacked gate matrices per hidden unit
-_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 def _matmul_t(x: Any, w: Any, b: Any) -> Any:

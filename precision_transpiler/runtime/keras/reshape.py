@@ -10,7 +10,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from precision_transpiler.runtime.common import _tuple
+from precision_transpiler.runtime.common import _patch_geometry, _tuple
 from precision_transpiler.runtime.keras.functional import unflatten
 
 
@@ -42,17 +42,6 @@ class ChannelShuffle(keras.layers.Layer):
             raise ValueError(f"ChannelShuffle: {c} channels are not divisible by groups {self.groups}")
         y = ops.reshape(input, (-1, self.groups, c // self.groups, *shape[2:]))
         return ops.reshape(ops.swapaxes(y, 1, 2), (-1, *shape[1:]))
-
-
-def _patch_geometry(
-    spatial: tuple[int, int], kernel_size: Any, dilation: Any, padding: Any, stride: Any
-) -> tuple[tuple[int, ...], ...]:
-    """(kernel, dilation, padding, stride, blocks per dim) of torch's im2col over a (H, W) input."""
-    names = ("kernel_size", "dilation", "padding", "stride")
-    k, d, p, s = (_tuple(v, 2, name) for v, name in zip((kernel_size, dilation, padding, stride), names, strict=True))
-    sizes = zip(spatial, k, d, p, s, strict=True)
-    blocks = tuple((size + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for size, kk, dd, pp, ss in sizes)
-    return k, d, p, s, blocks
 
 
 def _spread(x: Any, axis: int, step: int) -> Any:

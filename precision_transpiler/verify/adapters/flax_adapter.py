@@ -82,9 +82,15 @@ def _key_name(key: Any) -> str:
 
 
 def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
-    """(name, array) for every array leaf of a (nested) output, in pytree order."""
+    """(name, array) for every array leaf of a (nested) output, in pytree order. Dicts, lists
+    and tuples are walked here, so a dict class no one registered with JAX (diffusers'
+    `BaseOutput`, an OrderedDict) is named by key as torch's side is, not taken for one leaf."""
     import jax
 
+    if isinstance(value, dict):
+        return [pair for key, item in value.items() for pair in flatten(item, f"{name}[{key!r}]")]
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        return [pair for i, item in enumerate(value) for pair in flatten(item, f"{name}[{i}]")]
     leaves = jax.tree_util.tree_flatten_with_path(value)[0]
     return [(name + "".join(_key_name(k) for k in path), leaf) for path, leaf in leaves if hasattr(leaf, "dtype")]
 
