@@ -309,3 +309,28 @@ def test_pruning_drops_side_effect_calls_the_entry_does_not_reach() -> None:
     assert "register_model_deprecations(__name__" not in pruned.source
     assert "log_usage(Net)" in pruned.source  # mentions the entry's class: kept
     assert pruned.source.count("\n") == REGISTRY.count("\n")  # line numbers kept
+
+
+BUILT_FROM_ARGS = """
+import torch.nn as nn
+from ._builder import decode_arch_def
+
+
+class Net(nn.Module):
+    def __init__(self, block_args):
+        super().__init__()
+        self.fc = nn.Linear(block_args, 2)
+
+
+def _gen_net():
+    return Net(decode_arch_def([["ds_r1"]]))
+"""
+
+
+def test_pruning_keeps_the_imports_the_entry_calls() -> None:
+    """timm's `EfficientNet(block_args=decode_arch_def([...]))`: `decode_arch_def` is imported and
+    otherwise used only by the model functions pruning leaves out; the entry calls it, so its
+    import stays (it was dropped: NameError when the entry was evaluated)."""
+    pruned = prune_source(BUILT_FROM_ARGS, "Net(decode_arch_def([['ds_r1']]))")
+    assert "_gen_net" in pruned.dropped
+    assert "decode_arch_def" not in pruned.import_names

@@ -466,3 +466,58 @@ def test_torch_functions_passed_around(tmp_path: Path, to: str) -> None:
     tensor becomes the target's function (it stayed torch's: TypeError at the first call)."""
     result = _verify(tmp_path, "refs", FUNCTION_REFERENCES, to, "fp32", "Net()", "float32[2,4]")
     assert "activation=jax.nn.relu" in result.code if to == "jax" else "activation=keras.ops.relu" in result.code
+
+
+INIT_AND_BUILDERS = """
+import math
+from functools import partial
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def _init_weights(m, n=""):
+    if isinstance(m, nn.Linear):
+        fan_out = m.weight.shape[0]
+        nn.init.uniform_(m.weight, -1.0 / math.sqrt(fan_out), 1.0 / math.sqrt(fan_out))
+    elif isinstance(m, nn.LayerNorm):
+        nn.init.ones_(m.weight)
+
+
+class Builder:
+    def __init__(self, widths):
+        self.widths = widths
+
+    def __call__(self, d):
+        layers = []
+        for w in self.widths:
+            layers += [nn.Linear(d, w), nn.LayerNorm(w)]
+            d = w
+        return layers
+
+
+class Net(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        builder = Builder([8, d])
+        self.blocks = nn.Sequential(*builder(d))
+        self.pool = partial(F.avg_pool1d, kernel_size=2, stride=2)
+        self.apply(_init_weights)
+
+    def forward(self, x):
+        if torch.is_grad_enabled():
+            x = x * 1.0
+        return self.pool(self.blocks(x)[:, None, :])[:, 0]
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_initialisers_builders_and_function_references(tmp_path: Path, to: str) -> None:
+    """timm's weight initialisers read `m.weight` under `isinstance(m, nn.Linear)` (Flax names it
+    `kernel`); its EfficientNetBuilder is an instance called to build layers (no caller can pass
+    rngs); diffusers keeps `partial(F.avg_pool2d, ...)` and asks `torch.is_grad_enabled()`."""
+    result = _verify(tmp_path, "init", INIT_AND_BUILDERS, to, "fp32", "Net()", "float32[2,4]")
+    if to == "jax":
+        assert "fan_out = m.kernel[...].T.shape[0]" in result.code
+        assert "def __call__(self, d, *, rngs: nnx.Rngs | None = None):" in result.code
