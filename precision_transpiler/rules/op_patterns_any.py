@@ -29,6 +29,7 @@ from precision_transpiler.mappings.patterns import (
 )
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
+from precision_transpiler.rewrite.tensor_inference import known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module, runtime_package_dir
 from precision_transpiler.syntax import dotted_name
@@ -168,7 +169,7 @@ class OpPatterns(Rule):
             match = match_pattern(pattern, original, ctx.qualified_name, roots)
             if match is None:
                 continue
-            mismatch = kind_mismatch(ctx, op, match, method=pattern.method_name is not None)
+            mismatch = kind_mismatch(ctx, op, match, method=pattern.method_name is not None, anchor=original)
             if mismatch is not None:
                 foreign = foreign or (mismatch.foreign and pattern.method_name is not None)
                 continue
@@ -425,15 +426,22 @@ _NOT_AN_INT = (
 _LITERALS = (*_NOT_AN_INT, cst.Integer)
 
 
-def kind_mismatch(ctx: RuleContext, op: OpSpec, match: Match, *, method: bool) -> KindMismatch | None:
+def kind_mismatch(
+    ctx: RuleContext, op: OpSpec, match: Match, *, method: bool, anchor: cst.CSTNode | None = None
+) -> KindMismatch | None:
     """Why a bound argument does not fit its parameter kind (None when all fit).
 
     A framework function says what the call is; a method name may be overloaded (`x.to(dtype)`
     vs `x.to(device)`), so `dtype` and `device` are checked for method patterns only, and not
     for arguments passed by keyword (`device=dev` says what it is). `tensor`, `int` and `ints`
-    only reject literals that cannot be one, always."""
+    only reject literals that cannot be one, always. `known_tensor` asks tensor inference, in the
+    function around `anchor` (the call in the source tree)."""
     for name, node in match.bindings.items():
         kind = op.params.get(name, "any")
+        if kind == "known_tensor":
+            if anchor is None or not known_tensor(ctx, node, anchor):
+                return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor")
+            continue
         if kind in _STRICT_KINDS:
             if name in match.defaulted:
                 continue

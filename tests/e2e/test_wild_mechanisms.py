@@ -503,11 +503,14 @@ class Net(nn.Module):
         builder = Builder([8, d])
         self.blocks = nn.Sequential(*builder(d))
         self.pool = partial(F.avg_pool1d, kernel_size=2, stride=2)
+        self.register_buffer("scale", torch.full((d,), 2.0, dtype=torch.float16))
         self.apply(_init_weights)
 
     def forward(self, x):
         if torch.is_grad_enabled():
             x = x * 1.0
+        weight = x.new_ones(x.shape)
+        x = x * self.scale.to(weight)
         return self.pool(self.blocks(x)[:, None, :])[:, 0]
 """
 
@@ -516,7 +519,8 @@ class Net(nn.Module):
 def test_initialisers_builders_and_function_references(tmp_path: Path, to: str) -> None:
     """timm's weight initialisers read `m.weight` under `isinstance(m, nn.Linear)` (Flax names it
     `kernel`); its EfficientNetBuilder is an instance called to build layers (no caller can pass
-    rngs); diffusers keeps `partial(F.avg_pool2d, ...)` and asks `torch.is_grad_enabled()`."""
+    rngs); diffusers keeps `partial(F.avg_pool2d, ...)`, asks `torch.is_grad_enabled()` and casts
+    with `kernel.to(weight)`."""
     result = _verify(tmp_path, "init", INIT_AND_BUILDERS, to, "fp32", "Net()", "float32[2,4]")
     if to == "jax":
         assert "fan_out = m.kernel[...].T.shape[0]" in result.code

@@ -34,6 +34,8 @@ private call-context state is imported inside the one function that reads it), a
 top-level definition is copyable alone with the top-level helpers it names.
 """
 
+import collections
+import inspect
 import math
 from typing import Any
 
@@ -300,6 +302,16 @@ def _var_keyword_extras(layer: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return extras
 
 
+def _holds_state(value: Any) -> bool:
+    """Whether a container holds a layer or a variable (one level deep and in nested containers)."""
+    items = value.values() if isinstance(value, dict) else value
+    return any(
+        isinstance(item, keras.layers.Layer | keras.Variable)
+        or (isinstance(item, dict | list | tuple) and _holds_state(item))
+        for item in items
+    )
+
+
 class Parameter(keras.Variable):
     """torch.nn.Parameter(data, requires_grad=True): a trainable Keras variable holding `data` (its
     dtype kept). Assigned to a layer attribute, the layer tracks it (`layer.trainable_weights`)."""
@@ -317,6 +329,18 @@ class TorchModule(keras.layers.Layer):
     """torch.nn.Module for converted classes (see the module docstring): a Keras layer whose
     `call` is the torch `forward`, with torch's module methods, mode and buffers."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__new__(cls, *args, **kwargs)
+        except KeyError:
+            # Keras records constructor arguments from two signatures that disagree for an
+            # `__init__` under a `functools.wraps` decorator (diffusers' `@register_to_config`):
+            # `inspect.signature` follows `__wrapped__`, `getfullargspec` does not. The wrapper
+            # is given its own signature, which both then read.
+            init = cls.__init__
+            init.__signature__ = inspect.signature(init, follow_wrapped=False)
+            return super().__new__(cls, *args, **kwargs)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # torch passes anything positionally (ints, None, lists, tensors); Keras refuses
@@ -326,6 +350,16 @@ class TorchModule(keras.layers.Layer):
         self._torch_non_persistent: list[str] = []
         # torch modules know their shapes from the constructor: nothing to build on first call.
         self.built = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        plain = (dict, list, collections.OrderedDict)
+        if type(value) not in plain and isinstance(value, dict | list) and not _holds_state(value):
+            # Keras would wrap a container of its own type (diffusers' FrozenDict config, read
+            # as `self.config.center_input_sample`) in a plain tracked dict or list, losing its
+            # class; one holding no layer or variable has nothing to track
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
 
     # -- mode ----------------------------------------------------------------------------------
 
@@ -457,16 +491,17 @@ class TorchModule(keras.layers.Layer):
     def named_children(self) -> list[tuple[str, Any]]:
         return named_children(self)
 
-    def parameters(self, recurse: bool = True) -> list[Any]:
-        return [v for _, v in self.named_parameters(recurse=recurse)]
+    def parameters(self, recurse: bool = True) -> Any:
+        """An iterator, as torch's generator (`next(self.parameters()).dtype`)."""
+        return iter([v for _, v in self.named_parameters(recurse=recurse)])
 
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> list[tuple[str, Any]]:
         if not recurse:
             return [(f"{prefix}.{n}" if prefix else n, v) for n, v in _own_variables(self, True)]
         return named_parameters(self, prefix)
 
-    def buffers(self, recurse: bool = True) -> list[Any]:
-        return [v for _, v in self.named_buffers(recurse=recurse)]
+    def buffers(self, recurse: bool = True) -> Any:
+        return iter([v for _, v in self.named_buffers(recurse=recurse)])
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> list[tuple[str, Any]]:
         if not recurse:
@@ -514,33 +549,73 @@ class TorchModule(keras.layers.Layer):
         """Keras keeps no gradients on the layer: nothing to clear."""
         return None
 
-    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
-        """Parameters and persistent buffers by torch key (the runtime keeps torch's names and
-        layouts), as tensors."""
-        out = {} if destination is None else destination
-        skipped = {
-            f"{path}.{name}" if path else name
-            for path, layer in named_modules(self, prefix)
-            for name in getattr(layer, "_torch_non_persistent", ())
-        }
-        for name, variable in [*named_parameters(self, prefix), *named_buffers(self, prefix)]:
-            if name not in skipped:
-                out[name] = variable if keep_vars else variable.value
+    _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+    @staticmethod
+    def _torch_state_entries(layer: Any, prefix: str = "", _stack: tuple = ()) -> list[tuple[str, Any]]:
+        """(torch key, variable) of every entry of the torch original's `state_dict()`, in its
+        order: layer by layer, parents first, each layer's parameters then its persistent buffers
+        (assignment order), then its children; a shared layer under each of its names, as torch
+        lists it (`named_parameters()` gives a shared variable once)."""
+        if id(layer) in _stack:
+            return []
+        stack = (*_stack, id(layer))
+        path = f"{prefix}." if prefix else ""
+        skipped = set(getattr(layer, "_torch_non_persistent", ()))
+        out = [
+            (path + name, variable)
+            for trainable in (True, False)
+            for name, variable in _own_variables(layer, trainable)
+            if name not in skipped
+        ]
+        for name, child in _child_items(layer):
+            out += TorchModule._torch_state_entries(child, path + name, stack)
         return out
 
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> tuple[list, list]:
-        """Assign parameters and buffers from a torch-keyed `state_dict` (tensors or arrays);
-        strict: every key known and every persistent entry given, else a KeyError naming them."""
-        own = {**dict(named_parameters(self)), **dict(named_buffers(self))}
-        persistent = self.state_dict(keep_vars=True)
-        unexpected = [k for k in state_dict if k not in own]
-        missing = [k for k in persistent if k not in state_dict]
-        if strict and (unexpected or missing):
-            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-        for name, value in state_dict.items():
-            if name in own:
-                own[name].assign(ops.cast(np.asarray(value), own[name].dtype))
-        return missing, unexpected
+    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
+        """torch's `state_dict()`: parameters and persistent buffers under the torch model's keys,
+        in its order (the runtime keeps torch's names and layouts), as tensors; a shared layer or
+        parameter under each of its names, as torch lists it."""
+        out = {} if destination is None else destination
+        for key, variable in TorchModule._torch_state_entries(self, prefix):
+            out[key] = variable if keep_vars else variable.value
+        return out
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """torch's `load_state_dict()`: assign parameters and buffers from a torch-keyed
+        `state_dict` (NumPy arrays, tensors, torch tensors), cast to each variable's dtype.
+        Returns torch's `(missing_keys, unexpected_keys)` named tuple; as torch, raises a
+        RuntimeError before assigning anything when a shape differs, or (`strict`) when keys are
+        missing or unexpected. Non-persistent buffers are neither expected nor taken."""
+        targets = dict(TorchModule._torch_state_entries(self))
+        unexpected = [k for k in state_dict if k not in targets]
+        missing = [k for k in targets if k not in state_dict]
+        errors = []
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+        updates = []
+        for key, value in state_dict.items():
+            if key not in targets:
+                continue
+            if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor (torch is not imported)
+                value = value.detach().cpu()
+                value = value.float() if str(value.dtype) == "torch.bfloat16" else value
+            array = np.asarray(value)
+            variable = targets[key]
+            if tuple(array.shape) != tuple(variable.shape):
+                errors.append(
+                    f"size mismatch for {key}: copying a param with shape {tuple(array.shape)} from checkpoint, "
+                    f"the shape in current model is {tuple(variable.shape)}."
+                )
+                continue
+            updates.append((variable, array))
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        for variable, array in updates:
+            variable.assign(ops.cast(array, variable.dtype))
+        return TorchModule._IncompatibleKeys(missing, unexpected)
 
     def extra_repr(self) -> str:
         return ""

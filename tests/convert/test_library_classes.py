@@ -1,0 +1,219 @@
+"""Library code copied in at the granularity the converted code reaches (convert/class_reach.py,
+convert/siblings.py), on a package built like diffusers' models: a model base class with hub
+methods nothing reaches, a config mixin and its decorator, a library module named `logging`
+beside the standard library's, a relative import inside a constructor, a tuple-assigned global,
+postponed annotations, and an output that is a dict class of the library's. Each was a failure
+at import or first call of a converted diffusers model; the test verifies against torch."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.convert.class_reach import LEFT_OUT
+from precision_transpiler.verify import VerifyOptions, verify_files
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
+
+#: a docstring long enough to make `register_to_config` a large helper (convert/siblings.py's
+#: SMALL_HELPER), which stays imported when it uses no torch
+_LONG_DOC = '    """Record the constructor arguments.\n' + "\n".join("    ..." for _ in range(220)) + '\n    """\n'
+
+PACKAGE = {
+    "__init__.py": "",
+    "hub_logging.py": "import logging as _std\n\n\ndef get_logger(name):\n    return _std.getLogger(name)\n",
+    "config.py": textwrap.dedent(
+        """
+        import functools
+        from collections import OrderedDict
+
+        import torch
+
+
+        class FrozenDict(OrderedDict):
+            def __getattr__(self, name):
+                try:
+                    return self[name]
+                except KeyError:
+                    raise AttributeError(name) from None
+
+
+        class ConfigMixin:
+            config_name = "config.json"
+
+            def register_to_config(self, **kwargs):
+                self._internal_dict = FrozenDict(kwargs)
+
+            @property
+            def config(self):
+                return self._internal_dict
+
+            def save_config(self, path):
+                torch.save(dict(self._internal_dict), path)
+
+
+        def register_to_config(init):
+        """
+    )
+    + _LONG_DOC
+    + textwrap.indent(
+        textwrap.dedent(
+            """
+            @functools.wraps(init)
+            def inner(self, *args, **kwargs):
+                if not isinstance(self, ConfigMixin):
+                    raise RuntimeError("register_to_config needs a ConfigMixin")
+                init(self, *args, **kwargs)
+                self.register_to_config(**kwargs)
+
+            return inner
+            """
+        ),
+        "    ",
+    ),
+    "modeling.py": textwrap.dedent(
+        """
+        from __future__ import annotations
+
+        import torch
+
+        from . import hub_logging as logging
+
+        logger = logging.get_logger(__name__)
+
+
+        class ModelMixin(torch.nn.Module):
+            _keep_in_fp32_modules = None
+
+            def __init__(self):
+                super().__init__()
+                logger.debug("init")
+
+            @property
+            def dtype(self) -> torch.dtype:
+                return next(self.parameters()).dtype
+
+            def save_pretrained(self, path: str | None = None) -> None:
+                torch.save(self.state_dict(), path)
+
+            @classmethod
+            def from_pretrained(cls, path: "str" | None = None) -> "ModelMixin":
+                model = cls()
+                model.load_state_dict(torch.load(path))
+                return model
+        """
+    ),
+    "norm.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+
+        class Norm(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.ln = nn.LayerNorm(d)
+
+            def forward(self, x):
+                return self.ln(x)
+        """
+    ),
+    "blocks.py": textwrap.dedent(
+        """
+        from __future__ import annotations
+
+        import logging
+
+        import torch
+        import torch.nn as nn
+
+        logger = logging.getLogger(__name__)
+        _scale, _version = 2.0, "1"
+
+
+        class Block(nn.Module):
+            def __init__(self, d: int, processor: "Block" | None = None):
+                super().__init__()
+                from .norm import Norm
+
+                self.norm = Norm(d)
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                logger.debug("block")
+                return self.fc(self.norm(x)) * _scale
+        """
+    ),
+    "model.py": textwrap.dedent(
+        """
+        from collections import OrderedDict
+
+        import torch
+        import torch.nn as nn
+
+        from .blocks import Block
+        from .config import ConfigMixin, register_to_config
+        from .modeling import ModelMixin
+
+
+        class Output(OrderedDict):
+            pass
+
+
+        class Net(ModelMixin, ConfigMixin):
+            @register_to_config
+            def __init__(self, d=4, scale=3.0):
+                super().__init__()
+                self.block = Block(d)
+
+            def forward(self, x):
+                h = self.block(x.to(self.dtype)) * self.config.scale
+                return Output(sample=h)
+        """
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    package = root / "mixlib"
+    package.mkdir()
+    for name, text in PACKAGE.items():
+        (package / name).write_text(text)
+    return package
+
+
+@pytest.fixture(autouse=True)
+def _on_path(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(package.parent))
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_a_library_model_base_converts_to_what_is_reached(package: Path, to: str) -> None:
+    model = package / "model.py"
+    result = transpile(model.read_text(), to=to, path=str(model))
+    assert not result.errors, [d.format() for d in result.errors]
+    code = result.code
+    tree = ast.parse(code)
+    # the base class is copied with its constructor and `dtype`; the hub methods are left out, named
+    mixin = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelMixin")
+    assert {m.name for m in mixin.body if isinstance(m, ast.FunctionDef)} == {"__init__", "dtype"}
+    assert LEFT_OUT.format(names="save_pretrained, from_pretrained") in code
+    # nothing reported from the methods left out (their torch.save/torch.load)
+    assert not [d for d in result.diagnostics if "torch.save" in d.message or "torch.load" in d.message]
+    # the large torch-free decorator stays imported, and the mixin it checks with it
+    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {"register_to_config", "ConfigMixin"} <= imported
+    # the library's `logging` module and the standard library's live side by side
+    assert "import logging\n" in code and "from mixlib import hub_logging as logging_mixlib" in code
+    # the constructor's relative import became a top-level one, converted and copied in
+    assert "class Norm(" in code and "from .norm" not in code
+    assert code.index("from __future__ import annotations") < code.index("import")  # `"Block" | None`
+    converted = package / f"model_{to}.py"
+    converted.write_text(code)
+    verdict = verify_files(model, converted, VerifyOptions(entry="Net(d=4, scale=3.0)", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures
