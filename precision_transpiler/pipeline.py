@@ -339,8 +339,8 @@ class InlineSiblings:
             doc.note(
                 "warning",
                 "siblings-not-converted",
-                "left imported, not converted (too large to copy in; their modules import torch): "
-                + ", ".join(dict.fromkeys(report.skipped)),
+                "left imported, not converted (over the copy budget, or library classes and large helpers that use "
+                "no torch themselves; their modules import torch): " + ", ".join(dict.fromkeys(report.skipped)),
             )
         if report.inlined:
             doc.note("note", "siblings-inlined", "converted and copied in: " + ", ".join(report.inlined))

@@ -33,7 +33,8 @@ def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
 
 def _size(size: Any) -> tuple[int, ...]:
     """torch's `*size` arguments: `randn(2, 3)` or `randn((2, 3))`."""
-    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else tuple(size)
+    one = len(size) == 1 and (isinstance(size[0], tuple | list) or type(size[0]).__name__ == "TensorShape")
+    return tuple(size[0]) if one else tuple(size)  # TensorFlow's `x.shape` is a TensorShape
 
 
 def _channel_shape(ndim: int) -> tuple[int, ...]:

@@ -511,6 +511,7 @@ class Net(nn.Module):
             x = x * 1.0
         weight = x.new_ones(x.shape)
         x = x * self.scale.to(weight)
+        x = x + x[:, :1].expand(x.shape[:1] + x.shape[1:])  # a TensorShape on TensorFlow
         return self.pool(self.blocks(x)[:, None, :])[:, 0]
 """
 

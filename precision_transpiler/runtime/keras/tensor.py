@@ -104,12 +104,17 @@ def torch_squeeze(input, dim=None):
     return ops.squeeze(input, axis=axes) if axes else input
 
 
+def _is_tensor_shape(value):
+    """A TensorFlow `TensorShape` (what `x.shape` of a tf.Tensor is, and what adding two gives)."""
+    return type(value).__name__ == "TensorShape"
+
+
 def torch_expand(input, *sizes):
     """Tensor.expand(*sizes): broadcast to `sizes`, where -1 keeps the existing size of that dim
     and extra leading dims may be added (`keras.ops.broadcast_to` has no -1). Takes the sizes as
     separate arguments or as one sequence, like torch."""
-    if len(sizes) == 1 and isinstance(sizes[0], tuple | list):
-        sizes = tuple(sizes[0])
+    if len(sizes) == 1 and (isinstance(sizes[0], tuple | list) or _is_tensor_shape(sizes[0])):
+        sizes = tuple(sizes[0])  # `x.shape[:1] + y.shape[1:]` is a TensorShape on TensorFlow
     ndim = len(input.shape)
     lead = len(sizes) - ndim
     if lead < 0:
