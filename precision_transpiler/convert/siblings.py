@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -530,6 +530,22 @@ def _rename(code: str, old: str, new: str) -> str:
     return "".join(lines)
 
 
+def _evaluated_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk` without annotations (kornia's `msg: Optional[CheckMessage]`, whose name is bound
+    under `if TYPE_CHECKING:`): under `from __future__ import annotations` they are never
+    evaluated."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        for field_name, value in ast.iter_fields(current):
+            if field_name in ("annotation", "returns"):
+                continue
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, ast.AST):
+                    todo.append(child)
+
+
 def _hoist_local_imports(converted: str, module_name: str) -> tuple[str, list[tuple[str, str]]]:
     """Relative imports inside functions (diffusers' `Attention.__init__` imports
     `from .normalization import RMSNorm` there, against a circular import) taken out of the
@@ -582,6 +598,7 @@ def _closure(
             for alias in node.names:
                 imports[alias.asname or alias.name.split(".")[0]] = node
     conditional = _conditional_globals(tree)
+    lazy = _postpones_annotations(tree)  # annotations are strings: what they name is not needed
     closure: set[str] = set()
     needed_imports: list[str] = []
     todo = [n for n in names if n in defs]
@@ -592,7 +609,10 @@ def _closure(
         closure.add(name)
         # source order (a set's order depends on PYTHONHASHSEED and reaches the import lines)
         used = dict.fromkeys(
-            n.id for part in reachable_parts(defs[name], attributes) for n in ast.walk(part) if isinstance(n, ast.Name)
+            n.id
+            for part in reachable_parts(defs[name], attributes)
+            for n in (_evaluated_nodes(part) if lazy else ast.walk(part))
+            if isinstance(n, ast.Name)
         )
         for used_name in used:
             if used_name in defs and used_name not in closure:

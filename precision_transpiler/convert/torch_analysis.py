@@ -168,9 +168,10 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                 result.builders.add(key)
                 changed = True
     for key, owner, func in functions:
-        # top-level functions, constructors and `__call__` (timm's EfficientNetBuilder instance is
-        # called as `builder(stem_size, block_args)`, where no caller can be seen to pass rngs)
-        if key in result.builders and (owner is None or func.name in ("__init__", "__call__")):
+        # top-level functions, constructors, and what is called through an instance, where no
+        # caller can be seen to pass rngs: `__call__` (timm's EfficientNetBuilder instance is
+        # called as `builder(stem_size, block_args)`) and `forward` (tabnet builds `ReLU()` there)
+        if key in result.builders and (owner is None or func.name in ("__init__", "__call__", "forward")):
             result.public.add(key)
     for cls in classes:
         if cls.name in result.module_classes and any(

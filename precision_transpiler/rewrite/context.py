@@ -29,6 +29,20 @@ def string_value(node: cst.CSTNode) -> str | None:
     return None
 
 
+#: functions of the source and target frameworks that return a dtype
+DTYPE_FUNCTIONS = frozenset(
+    {
+        "torch.promote_types",
+        "torch.result_type",
+        "torch.get_default_dtype",
+        "jax.numpy.promote_types",
+        "jax.numpy.result_type",
+        "keras.backend.result_type",
+        "keras.config.floatx",
+    }
+)
+
+
 class RuleContext:
     """Per-file services for rules. Created by the engine; one per transpile call."""
 
@@ -125,6 +139,8 @@ class RuleContext:
     def is_dtype_like(self, node: cst.CSTNode) -> bool:
         if self.dtype_of(node) is not None:
             return True
+        if isinstance(node, cst.Call) and self.qualified_name(node.func) in DTYPE_FUNCTIONS:
+            return True  # `x.to(torch.promote_types(a, b))`, already converted or not
         dotted = dotted_name(node)
         if dotted is not None:
             return "dtype" in dotted.rsplit(".", 1)[-1].lower()

@@ -439,7 +439,7 @@ def kind_mismatch(
     for name, node in match.bindings.items():
         kind = op.params.get(name, "any")
         if kind == "known_tensor":
-            if anchor is None or not known_tensor(ctx, node, anchor):
+            if anchor is None or ctx.is_dtype_like(node) or not known_tensor(ctx, node, anchor):
                 return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor")
             continue
         if kind in _STRICT_KINDS:

@@ -2,8 +2,9 @@
 convert/siblings.py), on a package built like diffusers' models: a model base class with hub
 methods nothing reaches, a config mixin and its decorator, a library module named `logging`
 beside the standard library's, a relative import inside a constructor, a tuple-assigned global,
-postponed annotations, and an output that is a dict class of the library's. Each was a failure
-at import or first call of a converted diffusers model; the test verifies against torch."""
+postponed annotations naming a type bound under `if TYPE_CHECKING:`, and an output that is a
+dict class of the library's. Each was a failure at import or first call of a converted
+diffusers or kornia model; the test verifies against torch."""
 
 from __future__ import annotations
 
@@ -107,6 +108,25 @@ PACKAGE = {
                 return model
         """
     ),
+    "check.py": textwrap.dedent(
+        """
+        from __future__ import annotations
+
+        from typing import TYPE_CHECKING, Callable, Union
+
+        import torch
+
+        if TYPE_CHECKING:
+            Message = Union[str, Callable[[], str]]
+        else:
+            Message = str
+
+
+        def check_is_tensor(x, msg: Message | None = None) -> None:
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(msg or f"expected a tensor, got {type(x)}")
+        """
+    ),
     "norm.py": textwrap.dedent(
         """
         import torch.nn as nn
@@ -130,6 +150,8 @@ PACKAGE = {
         import torch
         import torch.nn as nn
 
+        from .check import check_is_tensor
+
         logger = logging.getLogger(__name__)
         _scale, _version = 2.0, "1"
 
@@ -143,6 +165,7 @@ PACKAGE = {
                 self.fc = nn.Linear(d, d)
 
             def forward(self, x):
+                check_is_tensor(x)
                 logger.debug("block")
                 return self.fc(self.norm(x)) * _scale
         """
@@ -210,6 +233,9 @@ def test_a_library_model_base_converts_to_what_is_reached(package: Path, to: str
     assert {"register_to_config", "ConfigMixin"} <= imported
     # the library's `logging` module and the standard library's live side by side
     assert "import logging\n" in code and "from mixlib import hub_logging as logging_mixlib" in code
+    # kornia's checks name a type bound under `if TYPE_CHECKING:` in annotations only: copied,
+    # so that they test for the target's arrays
+    assert "def check_is_tensor(" in code
     # the constructor's relative import became a top-level one, converted and copied in
     assert "class Norm(" in code and "from .norm" not in code
     assert code.index("from __future__ import annotations") < code.index("import")  # `"Block" | None`

@@ -526,3 +526,30 @@ def test_initialisers_builders_and_function_references(tmp_path: Path, to: str) 
     if to == "jax":
         assert "fan_out = m.kernel[...].T.shape[0]" in result.code
         assert "def __call__(self, d, *, rngs: nnx.Rngs | None = None):" in result.code
+
+
+LAYOUT_AND_DTYPE_CASTS = """
+import torch
+import torch.nn as nn
+from torch.nn import ReLU
+
+
+class Up(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("eps", torch.ones(3, dtype=torch.float16))
+        self.up = nn.ConvTranspose2d(3, 2, 2, stride=2)
+
+    def forward(self, x):
+        x = x.to(memory_format=torch.channels_last)
+        y = x.to(torch.promote_types(x.dtype, self.eps.dtype))
+        return ReLU()(self.up(y)) * self.up.weight.shape[0] + torch.cosh(x).mean()
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_memory_formats_dtype_functions_and_layers_built_in_forward(tmp_path: Path, to: str) -> None:
+    """kornia's `x.to(memory_format=torch.channels_last)` and `x.to(torch.promote_types(...))`,
+    DexiNed's `self.up.weight.shape` of a transposed convolution, tabnet's `ReLU()(x)` built in
+    `forward` (which then takes `rngs` only optionally), normflows' `torch.cosh`."""
+    _verify(tmp_path, "casts", LAYOUT_AND_DTYPE_CASTS, to, "fp32", "Up()", "float32[1,3,4,4]")

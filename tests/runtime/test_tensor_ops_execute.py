@@ -885,7 +885,8 @@ CASES = [
         unary = (x.neg(), torch.neg(x), torch.negative(i), torch.tan(x), x.tan(), torch.acos(torch.tanh(x)),
                  torch.tanh(x).arccos(), torch.asin(torch.tanh(x)), torch.atan(x), x.arctan(), torch.expm1(x * 1e-3),
                  x.expm1(), torch.special.expm1(x), torch.reciprocal(p), p.reciprocal(), torch.reciprocal(i + 1),
-                 x.absolute(), torch.conj(x))
+                 x.absolute(), torch.conj(x), torch.cosh(x), x.sinh(), torch.asinh(x), torch.acosh(p + 1),
+                 (p + 1).arccosh(), torch.atanh(torch.tanh(x)), x.tanh().arctanh(), torch.arcsinh(i))
         logic = (torch.logical_and(x > 0, i), torch.logical_or(i, j), x.logical_not(), torch.logical_xor(i, x),
                  i.logical_and(j))
         binary = (torch.remainder(x, 0.7), i.remainder(3), torch.remainder(-i, j + 1), x.remainder(-0.4),

@@ -281,6 +281,12 @@ class _ConvTransposeNd(nnx.Module):
         self.kernel = nnx.Param(_uniform(rngs.params(), shape, param_dtype, bound))
         self.bias = nnx.Param(_uniform(rngs.params(), (out_channels,), param_dtype, bound)) if bias else nnx.data(None)
 
+    @property
+    def weight(self) -> jax.Array:
+        """torch's `weight` (in, out/groups, *kernel), read-only, as for the convolutions."""
+        n = len(self.kernel_size)
+        return jnp.transpose(self.kernel[...], (n, n + 1, *range(n)))
+
     def __call__(self, x: jax.Array, output_size: Any = None) -> jax.Array:
         n = self._n_spatial
         x, unbatched = _add_batch(x, n)
