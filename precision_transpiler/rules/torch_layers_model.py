@@ -65,6 +65,15 @@ class TorchLayers(Rule):
                     ctx.consume([original.func])  # reported with the reason, not as a bare name
                 return None
             ctx.consume([original.func])
+            if direct in _TYPES_ONLY:
+                # `torch.FloatTensor([0.5])` builds a tensor; `jax.Array([0.5])` raises
+                ctx.unsupported(
+                    original,
+                    f"{qualified}(...) as a constructor has no {ctx.target} equivalent: write "
+                    "torch.tensor(data, dtype=...)",
+                    "unsupported-symbol",
+                )
+                return None
             new = updated.with_changes(func=ctx.expr_for(direct))
             ctx.record(self.name, original, new)
             return new
@@ -175,6 +184,10 @@ class TorchLayers(Rule):
         new = ctx.expr_for(symbol).with_changes(lpar=original.lpar, rpar=original.rpar)
         ctx.record(self.name, original, new)
         return new
+
+
+#: counterparts of torch's tensor classes that are types to annotate and check against, not to call
+_TYPES_ONLY = frozenset({"jax.Array", "tensorflow.Tensor"})
 
 
 def _report_unsupported(ctx: RuleContext, node: cst.CSTNode, qualified: str | None) -> bool:

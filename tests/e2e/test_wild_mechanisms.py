@@ -553,3 +553,18 @@ def test_memory_formats_dtype_functions_and_layers_built_in_forward(tmp_path: Pa
     DexiNed's `self.up.weight.shape` of a transposed convolution, tabnet's `ReLU()(x)` built in
     `forward` (which then takes `rngs` only optionally), normflows' `torch.cosh`."""
     _verify(tmp_path, "casts", LAYOUT_AND_DTYPE_CASTS, to, "fp32", "Up()", "float32[1,3,4,4]")
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_legacy_tensor_constructors_are_reported(to: str) -> None:
+    """tabnet's `torch.FloatTensor([0.5])` became `jax.Array([0.5])`, which raises at the first
+    call: the type is the counterpart for annotations and isinstance, not for a call."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        return x * torch.sqrt(torch.FloatTensor([0.5]))\n"
+    )
+    result = transpile(source, to=to)
+    assert [(d.line, d.code) for d in result.unsupported] == [(7, "unsupported-symbol")]
+    assert "FloatTensor(...) as a constructor" in result.unsupported[0].message
+    assert "x: jax.Array" in result.code if to == "jax" else "x: tf.Tensor" in result.code
