@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 import libcst as cst
 
 from precision_transpiler.syntax import dotted_name as get_full_name_for_node
+from precision_transpiler.syntax import is_import_statement
 
 
 def used_names(code: str) -> set[str]:
@@ -300,14 +301,17 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def after_leading_imports(body: list[cst.BaseStatement]) -> int:
-    """Index after the docstring and the leading run of import lines."""
+def after_leading_imports(body: list[cst.BaseStatement], *, blocks: bool = False) -> int:
+    """Index after the docstring and the leading run of import lines; with `blocks`, import-only
+    `try:`/`if TYPE_CHECKING:` blocks count too (syntax.is_import_statement), so that code put
+    there follows an `import torch`-like line after such a block (timm's vision_transformer.py)."""
     index = 0
     if body and _is_docstring(body[0]):
         index = 1
     last_import = None
     i = index
-    while i < len(body) and _is_import_line(body[i]):
+    is_import = is_import_statement if blocks else _is_import_line
+    while i < len(body) and is_import(body[i]):
         last_import = i
         i += 1
     return index if last_import is None else last_import + 1

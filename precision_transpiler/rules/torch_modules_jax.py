@@ -185,6 +185,25 @@ class TorchModules(Rule):
         ctx.record(self.name, original, new)
         return new
 
+    def leave_AnnAssign(
+        self, ctx: RuleContext, original: cst.AnnAssign, updated: cst.AnnAssign
+    ) -> cst.AnnAssign | None:
+        """`self.pos_embed: Optional[nn.Parameter] = None`: as `leave_Assign` (segment-anything)."""
+        if not (
+            isinstance(updated.value, cst.Name)
+            and updated.value.value == "None"
+            and isinstance(updated.target, cst.Attribute)
+            and isinstance(updated.target.value, cst.Name)
+            and updated.target.value.value == "self"
+        ):
+            return None
+        key = ctx.enclosing_function()
+        if (key.split(".")[0] if key and "." in key else None) not in analysis_for(ctx).module_classes:
+            return None
+        new = updated.with_changes(value=cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(cst.Name("None"))]))
+        ctx.record(self.name, original, new)
+        return new
+
     def _layer_attribute(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
@@ -234,6 +253,10 @@ class TorchModules(Rule):
             return None  # a write, an index, `self.buf.shape`, `self.buf.mul_(...)`: leave to others
         if isinstance(parent, cst.AugAssign | cst.AnnAssign) and parent.target is original:
             return None
+        if isinstance(parent, cst.Comparison) and any(
+            isinstance(c.operator, cst.Is | cst.IsNot) for c in parent.comparisons
+        ):
+            return None  # `self.scale is None`: the attribute itself (a buffer registered as None)
         new = cst.Subscript(
             value=updated, slice=[cst.SubscriptElement(cst.Index(cst.Ellipsis()))], lpar=updated.lpar, rpar=updated.rpar
         )
@@ -260,6 +283,10 @@ class TorchModules(Rule):
             return None
         name = call.args[0].value.evaluated_value
         if not isinstance(name, str) or not name.isidentifier():
+            return None
+        if _mentions_none(call.args[1].value):
+            # `register_buffer("scale", t if use_scale else None)`: the runtime's register_buffer
+            # keeps a None out of the module's state, as torch keeps it out of the state dict
             return None
         rest = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[1:]]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in rest[:-1]]
@@ -344,6 +371,18 @@ class TorchModules(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
+
+
+def _mentions_none(node: cst.CSTNode) -> bool:
+    class _Find(cst.CSTVisitor):
+        found = False
+
+        def visit_Name(self, name: cst.Name) -> None:
+            self.found = self.found or name.value == "None"
+
+    finder = _Find()
+    node.visit(finder)
+    return finder.found
 
 
 def _narrowed_layer(ctx: RuleContext, node: cst.CSTNode, name: str) -> str | None:

@@ -568,3 +568,33 @@ def test_legacy_tensor_constructors_are_reported(to: str) -> None:
     assert [(d.line, d.code) for d in result.unsupported] == [(7, "unsupported-symbol")]
     assert "FloatTensor(...) as a constructor" in result.unsupported[0].message
     assert "x: jax.Array" in result.code if to == "jax" else "x: tf.Tensor" in result.code
+
+
+OPTIONAL_STATE = """
+from typing import Optional
+
+import torch
+import torch.nn as nn
+
+
+class M(nn.Module):
+    def __init__(self, use_pos=True, use_scale=False):
+        super().__init__()
+        self.pos: Optional[nn.Parameter] = None
+        if use_pos:
+            self.pos = nn.Parameter(torch.zeros(1, 4))
+        self.register_buffer("inv_freq", torch.ones(4))
+        self.register_buffer("scale", torch.ones(4) if use_scale else None)
+
+    def forward(self, x):
+        y = x * self.inv_freq if self.scale is None else x * self.scale
+        return y + self.pos
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_optional_parameters_and_buffers(tmp_path: Path, to: str) -> None:
+    """segment-anything's `self.pos_embed: Optional[nn.Parameter] = None`, then a parameter (nnx
+    made the attribute static), and x-transformers' `register_buffer("scale", None)` (a state
+    entry holding None, a missing key when loading torch's weights)."""
+    _verify(tmp_path, "optional", OPTIONAL_STATE, to, "fp32", "M()", "float32[2,4]")

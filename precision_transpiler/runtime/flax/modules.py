@@ -382,8 +382,9 @@ class TorchModule(nnx.Module):
         self.add_module(name, module)
 
     def register_buffer(self, name, tensor, persistent: bool = True):
-        """torch's `register_buffer`: a Buffer variable (not trained)."""
-        setattr(self, name, Buffer(tensor, persistent=persistent))
+        """torch's `register_buffer`: a Buffer variable (not trained); `None` stays None (no state
+        entry, `self.scale is None` holds), as torch keeps it out of the state dict."""
+        setattr(self, name, Buffer(tensor, persistent=persistent) if tensor is not None else nnx.data(None))
 
     def register_parameter(self, name, param):
         """torch's `register_parameter`: an nnx.Param (an array is wrapped), or None."""
