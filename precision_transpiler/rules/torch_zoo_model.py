@@ -113,7 +113,7 @@ class TorchZoo(Rule):
                 qualified = ctx.qualified_name(value.func) or ""
                 if _last(value) in calls or qualified in calls:
                     break
-                if qualified.startswith("torch.nn.init."):
+                if qualified.startswith("torch.nn.init.") or _initialiser_call(ctx, value):
                     ctx.diagnose(
                         original,
                         "note",
@@ -172,3 +172,19 @@ def _all_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
 
     node.visit(_V())
     return out
+
+
+def _initialiser_call(ctx: RuleContext, call: cst.Call) -> bool:
+    """`trunc_normal_(self.pos_embed, std=0.02)`, `lecun_normal_(m.weight)`: a function named
+    with torch's trailing underscore for in-place work, not torch's own (the tables convert
+    those), called on an attribute (a parameter of a module). Model libraries initialise weights
+    so (timm's `trunc_normal_`, `variance_scaling_`); the converted model takes the torch weights
+    instead, as for `torch.nn.init.*`."""
+    func = call.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    if not name.endswith("_") or name.endswith("__") or (ctx.qualified_name(func) or "").startswith("torch."):
+        return False
+    if isinstance(func, cst.Attribute):
+        return False  # `x.add_(y)`: a method of the receiver (the in-place rules)
+    first = call.args[0] if call.args and call.args[0].keyword is None and not call.args[0].star else None
+    return first is not None and isinstance(first.value, cst.Attribute)

@@ -485,6 +485,11 @@ def _init_weights(m, n=""):
         nn.init.ones_(m.weight)
 
 
+def scaled_normal_(tensor, std=1.0):
+    with torch.no_grad():
+        tensor.normal_(0, std / math.sqrt(tensor.shape[-1]))
+
+
 class Builder:
     def __init__(self, widths):
         self.widths = widths
@@ -505,6 +510,7 @@ class Net(nn.Module):
         self.pool = partial(F.avg_pool1d, kernel_size=2, stride=2)
         self.register_buffer("scale", torch.full((d,), 2.0, dtype=torch.float16))
         self.apply(_init_weights)
+        scaled_normal_(self.blocks[0].weight, std=0.5)
 
     def forward(self, x):
         if torch.is_grad_enabled():
@@ -523,6 +529,7 @@ def test_initialisers_builders_and_function_references(tmp_path: Path, to: str) 
     rngs); diffusers keeps `partial(F.avg_pool2d, ...)`, asks `torch.is_grad_enabled()` and casts
     with `kernel.to(weight)`."""
     result = _verify(tmp_path, "init", INIT_AND_BUILDERS, to, "fp32", "Net()", "float32[2,4]")
+    assert "scaled_normal_(self.blocks" not in result.code  # timm's trunc_normal_(self.pos_embed): dropped
     if to == "jax":
         assert "fan_out = m.kernel[...].T.shape[0]" in result.code
         assert "def __call__(self, d, *, rngs: nnx.Rngs | None = None):" in result.code
