@@ -259,8 +259,10 @@ def _one_round(
                 extra_imports.append(f"from {reexports[name]} import {name}{alias}")
                 removals.setdefault(index, set()).add(local)
                 redirected = True
+        text = _expand_star_imports(text, original_tree, sibling, sibling_name)  # `nn` from `import *`
         if "torch" not in text:
             continue  # plain Python (after re-exports were followed): it can stay imported
+        original_tree = ast.parse(text)
         models = _model_names(original_tree)
         candidates = [
             (name, local)
@@ -626,6 +628,60 @@ def _closure(
             elif path is not None and (star := _star_source(tree, path, module_name, used_name)) is not None:
                 needed_imports.append(f"from {star} import {used_name}")
     return closure, needed_imports
+
+
+def _expand_star_imports(text: str, tree: ast.Module, path: Path, module_name: str) -> str:
+    """`text` with the imports a star import brings in spelled out on its line (timm's
+    `from .create_act import *` gives `nn`, bound there by `from torch import nn`): converting
+    the module then knows `nn` is torch.nn. Appended to the star import's line with `;`, so line
+    numbers, which diagnostics name, stay the same."""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    lines = text.splitlines(keepends=True)
+    changed = False
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)):
+            continue
+        if node.level:
+            file, absolute = _module_file(path, node.level, node.module)
+        else:
+            file, absolute = _absolute_file(path, node.module or "")
+        if file is None:
+            continue
+        try:
+            star_tree = ast.parse(read_source(file))
+        except (ReadError, SyntaxError, ValueError):
+            continue
+        exported = _star_exports(star_tree)
+        extra = [
+            _absolute_import(imp, name, absolute if file.name != "__init__.py" else absolute + ".__init__")
+            for imp in star_tree.body
+            if isinstance(imp, ast.Import | ast.ImportFrom)
+            for name in [a.asname or a.name.split(".")[0] for a in imp.names if a.name != "*"]
+            if name in used and name in exported
+        ]
+        if extra and node.end_lineno == node.lineno:
+            line = lines[node.lineno - 1]
+            ending = line[len(line.rstrip("\r\n")) :]
+            lines[node.lineno - 1] = line.rstrip("\r\n") + "; " + "; ".join(dict.fromkeys(extra)) + ending
+            changed = True
+    return "".join(lines) if changed else text
+
+
+def _star_exports(tree: ast.Module) -> set[str]:
+    """Names `from module import *` binds: `__all__` when the module sets it as a literal list,
+    else its public top-level names."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:
+                break
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name.split(".")[0]) for a in node.names if a.name != "*")
+    names.update(_ast_defs(tree))
+    return {n for n in names if not n.startswith("_")}
 
 
 def _star_source(tree: ast.Module, path: Path, module_name: str, name: str) -> str | None:

@@ -298,7 +298,8 @@ def test_layers_take_torchs_device_dtype_and_bias_keywords(tmp_path: Path, to: s
 def test_names_from_a_siblings_star_import_are_converted_too(tmp_path: Path) -> None:
     """timm's create_act.py takes its activations through `from .activations import *`: a copied
     helper that uses one gets an import of it, converted like any sibling import (it was left
-    undefined: NameError at import)."""
+    undefined: NameError at import); `nn`, which the star import brings from `from torch import
+    nn`, is torch.nn while converting (timm's `relu=nn.ReLU` stayed torch's ReLU)."""
     package = tmp_path / "starpkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -307,14 +308,15 @@ def test_names_from_a_siblings_star_import_are_converted_too(tmp_path: Path) -> 
         "    def forward(self, x):\n        return x * torch.sigmoid(x)\n"
     )
     (package / "create.py").write_text(
-        "import torch.nn as nn\nfrom .acts import *\n\n_ACTS = dict(swish=Swish, relu=nn.ReLU)\n\n\n"
+        "from .acts import *\n\n_ACTS = dict(swish=Swish, relu=nn.ReLU)\n\n\n"
         "def get_act(name):\n    return _ACTS[name]()\n"
     )
     model = package / "model.py"
     model.write_text(
         "import torch.nn as nn\nfrom .create import get_act\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n        self.act = get_act('swish')\n\n"
-        "    def forward(self, x):\n        return self.act(self.fc(x))\n"
+        "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n        self.act = get_act('swish')\n"
+        "        self.act2 = get_act('relu')\n\n"
+        "    def forward(self, x):\n        return self.act2(self.act(self.fc(x)))\n"
     )
     for to in TARGETS:
         result = transpile(model.read_text(), to=to, path=str(model))
