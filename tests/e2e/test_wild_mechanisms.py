@@ -607,3 +607,29 @@ def test_optional_parameters_and_buffers(tmp_path: Path, to: str) -> None:
     made the attribute static), and x-transformers' `register_buffer("scale", None)` (a state
     entry holding None, a missing key when loading torch's weights)."""
     _verify(tmp_path, "optional", OPTIONAL_STATE, to, "fp32", "M()", "float32[2,4]")
+
+
+DEVICE_DTYPE_KWARGS = """
+import torch
+import torch.nn as nn
+
+
+class M(nn.Module):
+    def __init__(self, device=None, dtype=None):
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        self.fc = nn.Linear(4, 8, **dd)
+        self.fc2 = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc2(self.fc(x))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_layers_given_keywords_through_a_mapping_under_a_policy(tmp_path: Path, to: str) -> None:
+    """timm passes `**dd` (`{'device': ..., 'dtype': ...}`) to its layers: the policy adding
+    `dtype=` beside it was a TypeError (multiple values for 'dtype'); such a layer keeps the
+    dtype its mapping gives, as one with `dtype=` written out."""
+    result = _verify(tmp_path, "dd", DEVICE_DTYPE_KWARGS, to, "mixed", "M()", "float32[2,4]")
+    assert "**dd)" in result.code or "**dd, rngs=rngs)" in result.code

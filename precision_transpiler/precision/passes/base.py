@@ -8,6 +8,7 @@ named `_ptranspile_*`/`_PTRANSPILE_*` (so `strip` can undo them) and record a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -133,6 +134,13 @@ def helper_statements(code: str) -> list[cst.BaseStatement]:
     lines = [cst.EmptyLine(), cst.EmptyLine(), *[ln for ln in module.header if ln.comment is not None]]
     body[0] = body[0].with_changes(leading_lines=lines)
     return body
+
+
+def chooses_dtype(args: Sequence[cst.Arg], names: tuple[str, ...] = ("dtype",)) -> bool:
+    """Whether a call sets its dtype itself: a `dtype=` keyword, or a `**mapping` that may hold
+    one (timm's `nn.Linear(4, 8, **dd)` with `dd = {'device': device, 'dtype': dtype}`: adding
+    `dtype=` beside it is a TypeError when `dd` has the key)."""
+    return any((a.keyword is not None and a.keyword.value in names) or a.star == "**" for a in args)
 
 
 def append_keywords(args: list[cst.Arg], extra: list[tuple[str, str]]) -> list[cst.Arg]:

@@ -22,6 +22,7 @@ from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
+    chooses_dtype,
     device_dtype_exprs,
     helper_statements,
     island,
@@ -249,8 +250,8 @@ class FlaxPolicyPass(PolicyPass):
                     args=[first.with_changes(value=island(first.value)), *updated_node.args[1:]]
                 )
             return updated_node
-        if any(a.keyword is not None and a.keyword.value in ("dtype", "param_dtype") for a in updated_node.args):
-            return updated_node  # the user chose this layer's dtypes
+        if chooses_dtype(updated_node.args, ("dtype", "param_dtype")):
+            return updated_node  # the user chose this layer's dtypes (or passes `**kwargs` that may)
         if decision.compute == "float32":
             extra = [("dtype", "_PTRANSPILE_FLOAT32")]
             action = "dtype=float32"

@@ -42,6 +42,7 @@ from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
     auto_device,
+    chooses_dtype,
     helper_statements,
     island,
     with_device_helpers,
@@ -434,8 +435,8 @@ class KerasPolicyPass(PolicyPass):
 
     def _layer(self, original: cst.Call, updated: cst.Call, name: str) -> cst.Call:
         layer = name.rsplit(".", 1)[1]
-        if any(arg.keyword is not None and arg.keyword.value == "dtype" for arg in updated.args):
-            return updated  # the user chose this layer's dtype
+        if chooses_dtype(updated.args):
+            return updated  # the user chose this layer's dtype (or passes `**kwargs` that may)
         op_class = self.symbols.get(name)
         decision = self.policy.precision_for(op_class, class_name=layer)
         constant = "_PTRANSPILE_FP32" if decision.compute == "float32" else "_PTRANSPILE_LOW"

@@ -41,6 +41,7 @@ from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
+    chooses_dtype,
     device_dtype_exprs,
     helper_statements,
     island,
@@ -316,9 +317,7 @@ class KerasTorchPolicyPass(PolicyPass):
         short = name.rsplit(".", 1)[1]
         decision = self.policy.precision_for(op_class, class_name=short)
         if self.is_layer(name):
-            if not name.startswith(_SHIMS) or any(
-                a.keyword is not None and a.keyword.value == "dtype" for a in updated_node.args
-            ):
+            if not name.startswith(_SHIMS) or chooses_dtype(updated_node.args):
                 return updated_node  # not a torch-semantics layer, or the code chose its dtype
             constant = "_PTRANSPILE_FP32" if decision.compute == "float32" else "_PTRANSPILE_LOW"
             self.decide(original_node, name, op_class, decision, f"dtype={constant}")
