@@ -28,6 +28,7 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     # Keras-only arithmetic fixes (torch's promotion of bools and integers).
     ("torch-bool-arith-tf", "torch_bool_arith_tf"),
     ("torch-inplace-init", "torch_inplace_init_model"),
+    ("torch-data-assign", "torch_data_assign_model"),
     ("torch-int-promotion-tf", "torch_int_promotion_tf"),
     # Layers and modules: constructors through the layer table, then the classes around them.
     ("torch-layer", "torch_layers_model"),

@@ -633,3 +633,29 @@ def test_layers_given_keywords_through_a_mapping_under_a_policy(tmp_path: Path, 
     dtype its mapping gives, as one with `dtype=` written out."""
     result = _verify(tmp_path, "dd", DEVICE_DTYPE_KWARGS, to, "mixed", "M()", "float32[2,4]")
     assert "**dd)" in result.code or "**dd, rngs=rngs)" in result.code
+
+
+DATA_DEPENDENT_INIT = """
+import torch
+import torch.nn as nn
+
+
+class ActNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Parameter(torch.zeros(1, 4))
+        self.register_buffer("done", torch.tensor(0.0))
+
+    def forward(self, z):
+        if not self.done > 0.0:
+            self.s.data = -torch.log(z.std(dim=0, keepdim=True)).data
+            self.done = torch.tensor(1.0)
+        return z * torch.exp(self.s)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_values_set_through_data_and_buffers_set_in_forward(tmp_path: Path, to: str) -> None:
+    """normflows' ActNorm sets its scale from the first batch (`self.s.data = ...`) and marks a
+    buffer: nnx refused the `data` attribute, and on Keras the scale silently stayed zero."""
+    _verify(tmp_path, "actnorm", DATA_DEPENDENT_INIT, to, "fp32", "ActNorm()", "float32[8,4]")
