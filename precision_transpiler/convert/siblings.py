@@ -287,11 +287,6 @@ def _one_round(
             if name in needed:
                 take.append((name, local))
                 continue
-            if isinstance(_ast_defs(original_tree).get(name), ast.ClassDef):
-                # a torch-free class stays the library's own: library code left imported checks
-                # instances against it (diffusers' `@register_to_config` and `ConfigMixin`)
-                report.skipped.append(f"{sibling_name}.{name}")
-                continue
             small, _, _ = _extract(converted, [name], sibling_name, original_tree, sibling, reached)
             if small is not None and small.count("\n") < SMALL_HELPER:
                 take.append((name, local))

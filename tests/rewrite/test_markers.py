@@ -30,5 +30,5 @@ def test_a_message_quoting_code_over_several_lines_is_one_comment_and_one_line()
         unsupported = [d for d in result.diagnostics if d.severity == "unsupported"]
         assert unsupported and all("\n" not in d.format() for d in unsupported)
         markers = [line for line in result.code.splitlines() if "# ptranspile: unsupported:" in line]
-        assert markers and all("scatter_add_( 1, idx" in m for m in markers)
+        assert markers and any("scatter_add_( 1, idx" in m for m in markers)  # the receiver, on one line
         cst.parse_module(result.code)

@@ -886,7 +886,8 @@ CASES = [
                  torch.tanh(x).arccos(), torch.asin(torch.tanh(x)), torch.atan(x), x.arctan(), torch.expm1(x * 1e-3),
                  x.expm1(), torch.special.expm1(x), torch.reciprocal(p), p.reciprocal(), torch.reciprocal(i + 1),
                  x.absolute(), torch.conj(x), torch.cosh(x), x.sinh(), torch.asinh(x), torch.acosh(p + 1),
-                 (p + 1).arccosh(), torch.atanh(torch.tanh(x)), x.tanh().arctanh(), torch.arcsinh(i))
+                 (p + 1).arccosh(), torch.atanh(torch.tanh(x)), x.tanh().arctanh(), torch.arcsinh(i),
+                 x.to(memory_format=torch.contiguous_format), x.to(torch.ones_like(y, dtype=torch.float16)))
         logic = (torch.logical_and(x > 0, i), torch.logical_or(i, j), x.logical_not(), torch.logical_xor(i, x),
                  i.logical_and(j))
         binary = (torch.remainder(x, 0.7), i.remainder(3), torch.remainder(-i, j + 1), x.remainder(-0.4),

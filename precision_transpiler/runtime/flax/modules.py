@@ -302,7 +302,7 @@ def _to_flax_layout(value, layout: str):
 
 
 def _as_numpy(value):
-    """A torch tensor (duck-typed: converted files do not import torch; bfloat16, which NumPy
+    """A torch tensor (duck-typed: converted files never load the torch package; bfloat16, which NumPy
     lacks, through float32, exactly), JAX or NumPy array as a NumPy array."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         tensor = value.detach().cpu()

@@ -87,8 +87,9 @@ def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
     `BaseOutput`, an OrderedDict) is named by key as torch's side is, not taken for one leaf."""
     import jax
 
-    if isinstance(value, dict):
-        return [pair for key, item in value.items() for pair in flatten(item, f"{name}[{key!r}]")]
+    if isinstance(value, dict):  # in JAX's order for dicts: sorted keys
+        keys = sorted(value, key=repr) if type(value) is dict else list(value)
+        return [pair for key in keys for pair in flatten(value[key], f"{name}[{key!r}]")]
     if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
         return [pair for i, item in enumerate(value) for pair in flatten(item, f"{name}[{i}]")]
     leaves = jax.tree_util.tree_flatten_with_path(value)[0]
