@@ -13,7 +13,6 @@ import collections
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import _TORCH_AUTOCAST_STACK
@@ -309,7 +308,7 @@ def _as_numpy(value):
         if str(tensor.dtype) == "torch.bfloat16":
             tensor = tensor.float()
         return tensor.numpy()
-    return np.asarray(value)
+    return jax.device_get(jnp.asarray(value))
 
 
 class Buffer(nnx.Variable):
@@ -480,13 +479,14 @@ class TorchModule(nnx.Module):
             value = _to_flax_layout(_as_numpy(raw), layout)
             current = variable.get_value()
             if tuple(value.shape) != tuple(current.shape):
+                shape = tuple(getattr(raw, "shape", ()))
                 errors.append(
-                    f"size mismatch for {key}: copying a param with shape {tuple(np.shape(raw))} from checkpoint, "
+                    f"size mismatch for {key}: copying a param with shape {shape} from checkpoint, "
                     f"the shape in current model is {tuple(_to_torch_layout(current, layout).shape)}."
                 )
                 continue
             # a copy, never a view of the caller's buffer (a torch tensor's `.numpy()` shares it)
-            updates.append((variable, jnp.array(np.array(value, copy=True), dtype=current.dtype)))
+            updates.append((variable, jnp.array(value, copy=True, dtype=current.dtype)))
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         for variable, array in updates:
