@@ -34,6 +34,7 @@ from precision_transpiler.convert.class_reach import (
     used_attributes,
     used_names,
 )
+from precision_transpiler.convert.module_imports import module_imports_as_names
 from precision_transpiler.files import ReadError, read_source
 from precision_transpiler.syntax import is_import_statement
 
@@ -211,6 +212,7 @@ def _one_round(
             return _installed_file(name, mapped)
         return found, dotted_name
 
+    code = module_imports_as_names(code, locate)  # `made_module.MADE` -> `MADE`, imported by name
     imports = top_level_from_imports(code)
     if imports is not None and not any(
         sibling is not None and sibling.resolve() != file.resolve()
@@ -264,10 +266,17 @@ def _one_round(
             continue  # plain Python (after re-exports were followed): it can stay imported
         original_tree = ast.parse(text)
         models = _model_names(original_tree)
+        # a name left imported before (an earlier statement or round) stays imported: a second
+        # copy would be a second class, and library code checks identity against its own
+        # (diffusers' `register_to_config` against configuration_utils' ConfigMixin)
+        kept = set(report.skipped)
         candidates = [
             (name, local)
             for name, local in wanted
-            if name in _ast_defs(original_tree) and local not in defined and f"{sibling_name}.{name}" not in known
+            if name in _ast_defs(original_tree)
+            and local not in defined
+            and f"{sibling_name}.{name}" not in known
+            and f"{sibling_name}.{name}" not in kept
         ]
         if not candidates:
             continue
@@ -292,7 +301,8 @@ def _one_round(
                 take.append((name, local))
             else:
                 report.skipped.append(f"{sibling_name}.{name}")
-        if any(pair not in take for pair in candidates):
+        held = any(f"{sibling_name}.{name}" in kept for name, _ in wanted if name in _ast_defs(original_tree))
+        if held or any(pair not in take for pair in candidates):
             # a torch-free helper stays imported: the others of this import stay with it, so
             # that library code sees its own classes (diffusers' `@register_to_config` checks
             # `isinstance(self, ConfigMixin)` against the ConfigMixin of its module)
@@ -301,7 +311,7 @@ def _one_round(
         if not take:
             continue
         piece, imports, ranges = _extract(
-            converted, [n for n, _ in take], sibling_name, original_tree, sibling, reached
+            converted, [n for n, _ in take], sibling_name, original_tree, sibling, reached, frozenset(kept)
         )
         if piece is None:  # it needs a global set under `if`/`try`: left imported, reported
             report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
@@ -417,6 +427,7 @@ def _extract(
     original_tree: ast.Module,
     path: Path | None = None,
     reached: frozenset[str] = frozenset(),
+    held: frozenset[str] = frozenset(),
 ) -> tuple[str | None, list[str], list[tuple[int, int]]]:
     """The closure of `names` in the converted sibling, its imports (made absolute), and the
     original line ranges of what was taken (for diagnostics). A name the closure uses that comes
@@ -424,7 +435,8 @@ def _extract(
     own from the module that defines it (`path`, the sibling's file, resolves relative ones), which
     the next round converts like any sibling import. Classes keep only the methods reached from
     `reached` (the attribute names the converting file uses) and from what is kept
-    (convert/class_reach.py)."""
+    (convert/class_reach.py). `held` names (qualified) stay imported from the library: what the
+    closure uses of them is imported, not copied (one class, as the library's own code sees it)."""
     converted, local_imports = _hoist_local_imports(converted, module_name)
     tree = ast.parse(converted)
     defs = _ast_defs(tree)
@@ -432,7 +444,7 @@ def _extract(
         return None, [], []
     attributes = set(reached)
     while True:
-        found = _closure(tree, defs, names, module_name, path, attributes)
+        found = _closure(tree, defs, names, module_name, path, attributes, held)
         if found is None:
             return None, [], []
         closure, needed_imports = found
@@ -586,6 +598,7 @@ def _closure(
     module_name: str,
     path: Path | None,
     attributes: set[str],
+    held: frozenset[str] = frozenset(),
 ) -> tuple[set[str], list[str]] | None:
     """The top-level names `names` reach (through what of each is reached) and the imports they
     need; None when one of them uses a global the copy could not define."""
@@ -612,7 +625,9 @@ def _closure(
             if isinstance(n, ast.Name)
         )
         for used_name in used:
-            if used_name in defs and used_name not in closure:
+            if used_name in defs and f"{module_name}.{used_name}" in held and used_name not in names:
+                needed_imports.append(f"from {module_name} import {used_name}")
+            elif used_name in defs and used_name not in closure:
                 todo.append(used_name)
             elif used_name in imports:
                 needed_imports.append(_absolute_import(imports[used_name], used_name, module_name))

@@ -58,6 +58,8 @@ class ModelAnalysis:
     buffers: dict[str, set[str]] = field(default_factory=dict)  # module class -> registered buffer names
     # module class -> attributes only ever assigned an `nn.Parameter(...)` (`self.cls = nn.Parameter(...)`)
     params: dict[str, set[str]] = field(default_factory=dict)
+    # module class -> attributes assigned a torch tensor op's result somewhere (`self.m = torch.eye(n)`)
+    array_attrs: dict[str, set[str]] = field(default_factory=dict)
     layer_bases: dict[str, str] = field(default_factory=dict)  # class -> torch layer it derives from
     # class -> {attribute: torch layer}: `self.fc = nn.Linear(...)` in a module class
     layer_attrs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -201,6 +203,9 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             params = _parameter_attributes(cls, bindings)
             if params:
                 result.params[cls.name] = params
+            arrays = _array_attributes(cls, bindings)
+            if arrays:
+                result.array_attrs[cls.name] = arrays
             layers = {}
             for n in ast.walk(cls):
                 if (
@@ -240,6 +245,25 @@ def _parameter_attributes(cls: ast.ClassDef, bindings: Mapping[str, str | None])
                 )
                 (parameter if is_param else other).add(target.attr)
     return parameter - other
+
+
+def _array_attributes(cls: ast.ClassDef, bindings: Mapping[str, str | None]) -> set[str]:
+    """`self.X` attributes of a class assigned the result of a torch function (not a layer or
+    `nn.Parameter`): `self.group_matrix = torch.eye(n)` on one path, a constructor argument
+    (None by default) on another. nnx decides an attribute's kind at its first assignment, so
+    every assignment of such an attribute is marked data (torch_modules_jax)."""
+    found = set()
+    for node in ast.walk(cls):
+        if not (isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call)):
+            continue
+        q = resolve(node.value.func, bindings)
+        if q is None or not q.startswith("torch.") or q.startswith("torch.nn.") or is_layer_symbol(q):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                found.add(target.attr)
+    return found
 
 
 def _inherited_inits(classes: list[ast.ClassDef], bindings: Mapping[str, str | None], result: ModelAnalysis) -> None:

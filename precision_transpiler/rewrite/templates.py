@@ -51,6 +51,9 @@ class Match:
     sequences: dict[str, list[cst.Arg]] = field(default_factory=dict)
     #: parameters bound to the pattern's `{name=literal}` default because the call left them out
     defaulted: set[str] = field(default_factory=set)
+    #: `**mapping` arguments of a call whose pattern names its keywords but takes no `{**name}`
+    #: (`torch.zeros(n, **dd)`, dd holding device and dtype): the rule forwards what the target takes
+    spread: list[cst.Arg] = field(default_factory=list)
 
     def is_synthetic(self, name: str) -> bool:
         """Whether the binding of `name` is made up (a default, a tuple of several arguments),
@@ -174,7 +177,9 @@ def _match_args(
     extra: list[cst.Arg] = []  # for `{**name}`
     position = 0
     for arg in node.args:
-        if arg.star == "**" or (arg.keyword is not None and arg.keyword.value not in index_of):
+        if arg.star == "**" and kw_index is None and index_of and isinstance(arg.value, cst.Name | cst.Attribute):
+            m.spread.append(arg)  # `**dd`: only a plain name can be forwarded as written
+        elif arg.star == "**" or (arg.keyword is not None and arg.keyword.value not in index_of):
             if kw_index is None:
                 return False
             extra.append(arg)

@@ -205,6 +205,10 @@ class OpPatterns(Rule):
                 replacement = emit_pattern(target, values, ctx.expr_for, ctx.mappings.all_roots)
             except KeyError:
                 continue
+            if match.spread:
+                replacement = _forward_spread(ctx, op, match, target, replacement)
+                if replacement is None:
+                    continue
             for name in set(match.bindings) - target.params:
                 for node in _user_nodes(match, name):
                     ctx.retract_under(node)
@@ -235,6 +239,47 @@ class OpPatterns(Rule):
                 return
             said.add((op.name, message))
         ctx.diagnose(node, "warning", code, message)
+
+
+def _keyword_params(pattern: Pattern, *, written: bool) -> dict[str, str]:
+    """Keyword -> parameter of the placeholders of the pattern's outer call that can be passed by
+    keyword (`written`: only those the pattern itself passes by keyword)."""
+    call = pattern.expr
+    if not isinstance(call, cst.Call):
+        return {}
+    found = {}
+    for arg in call.args:
+        if isinstance(arg.value, cst.Name) and arg.value.value in pattern.placeholders:
+            ph = pattern.placeholders[arg.value.value]
+            if not (ph.variadic or ph.keywords) and (arg.keyword is not None or (ph.keyword and not written)):
+                found[arg.keyword.value if arg.keyword is not None else ph.keyword] = ph.name
+    return found
+
+
+def _forward_spread(
+    ctx: RuleContext, op: OpSpec, match: Match, target: Pattern, replacement: cst.BaseExpression
+) -> cst.BaseExpression | None:
+    """`torch.zeros(n, **dd)` -> `jnp.zeros((n,), **torch_kwargs(dd, {"dtype": "dtype"}, ("device",)))`:
+    what the mapping holds is known only when it runs, so a runtime helper renames the keys the
+    target's call takes by keyword, drops those the op drops (device), and refuses, at run time,
+    one the target cannot take (None values pass: torch's default). None when the target is no
+    call that could take them."""
+    if not isinstance(replacement, cst.Call) or not isinstance(target.expr, cst.Call):
+        return None
+    source = _keyword_params(match.pattern, written=False)
+    taken = {param: keyword for keyword, param in _keyword_params(target, written=True).items()}
+    keep = {kw: taken[param] for kw, param in source.items() if param in taken}
+    drop = tuple(sorted(kw for kw, param in source.items() if kw not in keep and param in op.drop))
+    helper = ctx.expr_for("precision_transpiler.runtime.common.torch_kwargs")
+    args = list(replacement.args)
+    for arg in match.spread:
+        pairs = ", ".join(f'"{key}": "{value}"' for key, value in keep.items())
+        dropped = ", ".join(f'"{key}"' for key in drop) + ("," if len(drop) == 1 else "")
+        call = cst.parse_expression(f"f(_, {{{pairs}}}, ({dropped}))")
+        assert isinstance(call, cst.Call)
+        forwarded = call.with_changes(func=helper, args=[cst.Arg(arg.value), *call.args[1:]])
+        args.append(cst.Arg(forwarded, star="**"))
+    return replacement.with_changes(args=args)
 
 
 def _no_target_message(ctx: RuleContext, op: OpSpec, match: Match) -> str:

@@ -166,9 +166,11 @@ class TorchModules(Rule):
     def leave_Assign(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
         """`self.proj = None` in a module class -> `self.proj = nnx.data(None)`: nnx makes an
         attribute first set to None static, and refuses a submodule assigned to it later
-        (torchvision's RegNet sets `self.proj = None`, then a block when shapes differ)."""
+        (torchvision's RegNet sets `self.proj = None`, then a block when shapes differ). So is any
+        other value of an attribute that a torch op's result is assigned to elsewhere
+        (`self.m = matrix` from an argument, `self.m = torch.eye(n)` when it is None)."""
         if not (isinstance(updated.value, cst.Name) and updated.value.value == "None"):
-            return None
+            return self._array_attribute(ctx, original, updated)
         if not any(
             isinstance(t.target, cst.Attribute)
             and isinstance(t.target.value, cst.Name)
@@ -182,6 +184,23 @@ class TorchModules(Rule):
             return None
         value = cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(cst.Name("None"))])
         new = updated.with_changes(value=value)
+        ctx.record(self.name, original, new)
+        return new
+
+    def _array_attribute(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
+        if not (
+            len(updated.targets) == 1
+            and isinstance(target := original.targets[0].target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+            and isinstance(original.value, cst.Name | cst.Attribute | cst.Subscript | cst.IfExp)
+        ):
+            return None
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        if owner is None or target.attr.value not in analysis_for(ctx).array_attrs.get(owner, set()):
+            return None
+        new = updated.with_changes(value=cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(updated.value)]))
         ctx.record(self.name, original, new)
         return new
 
@@ -210,7 +229,9 @@ class TorchModules(Rule):
         """`self.wo.weight` where `self.wo = nn.Linear(...)`, read -> `self.wo.kernel[...].T`:
         what the layer table's `attributes:` says torch's name is in the converted layer."""
         inner = original.value
-        if isinstance(inner, cst.Name):
+        if isinstance(inner, cst.Name) and inner.value == "self":
+            layer = self._own_layer(ctx, original.attr.value)
+        elif isinstance(inner, cst.Name):
             layer = _narrowed_layer(ctx, original, inner.value)
         elif isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name) and inner.value.value == "self":
             key = ctx.enclosing_function()
@@ -234,6 +255,20 @@ class TorchModules(Rule):
         new = cst.parse_expression(template.replace("{layer}", ctx.code(updated.value)))
         ctx.record(self.name, original, new)
         return new
+
+    @staticmethod
+    def _own_layer(ctx: RuleContext, attr: str) -> str | None:
+        """The torch layer a module class derives from (`class MaskedLinear(nn.Linear)` reading
+        `self.weight` in its forward), unless the class sets that attribute itself."""
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        analysis = analysis_for(ctx)
+        layer = analysis.layer_bases.get(owner or "")
+        if layer is None or owner is None:
+            return None
+        if attr in analysis.params.get(owner, set()) | analysis.buffers.get(owner, set()):
+            return None
+        return None if attr in analysis.layer_attrs.get(owner, {}) else layer
 
     # -- buffers -------------------------------------------------------------------------------
 

@@ -363,3 +363,19 @@ def _patch_geometry(
     sizes = zip(spatial, k, d, p, s, strict=True)
     blocks = tuple((size + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for size, kk, dd, pp, ss in sizes)
     return k, d, p, s, blocks
+
+
+def torch_kwargs(mapping: Any, keep: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Keyword arguments a torch call took through a mapping (`torch.zeros(n, **dd)` with
+    `dd = {"device": device, "dtype": dtype}`), for the converted call: keys the target takes are
+    renamed to its spelling (`keep`), those the conversion drops (`drop`: device) and None or False
+    values (torch's defaults: no dtype, no pinned memory) are left out, and any other key with a
+    value is refused, as the target could not honour it."""
+    out: dict[str, Any] = {}
+    for key, value in dict(mapping).items():
+        if key in keep:
+            if value is not None:
+                out[keep[key]] = value
+        elif key not in drop and value is not None and value is not False:
+            raise TypeError(f"argument {key}={value!r} (passed through a mapping) has no equivalent here")
+    return out

@@ -143,8 +143,11 @@ def _exec_module(source: str, name: str, package: str | None, filename: str) -> 
     return module
 
 
-def build_model(module: types.ModuleType, entry: str, side: str) -> Any:
-    """Evaluate the entry expression in the module's namespace."""
+def build_model(module: types.ModuleType, entry: str, side: str, converted: Any = None) -> Any:
+    """Evaluate the entry expression in the module's namespace; `converted` (a ConvertedEntry,
+    verify/entry_conversion.py) is the expression converted for a converted module."""
+    if converted is not None:
+        return converted.build(module, side)
     try:
         code = compile(entry, "<--entry>", "eval")
     except SyntaxError as exc:

@@ -88,6 +88,24 @@ def policy_of(converted_code: str, requested: str | None, device: str = "auto") 
         ) from None
 
 
+def _converted_entries(
+    options: VerifyOptions, original_code: str, code: str, source: str, target: str, policy: Policy
+) -> tuple[Any, Any]:
+    """The entry expression converted for the converted module (under its policy) and for its fp32
+    reference (verify/entry_conversion.py); Nones when source and target are one framework or the
+    entry names no framework import."""
+    if source == target:
+        return None, None
+    from precision_transpiler.verify.entry_conversion import convert_entry
+
+    match = _POLICY_MARKER.search(code)
+    spec = options.policy or (match.group(1) if match else "fp32")
+    main = convert_entry(options.entry, original_code, target=target, policy=spec, source=source)
+    if main is None or policy.is_full_precision:
+        return main, main
+    return main, convert_entry(options.entry, original_code, target=target, policy="fp32", source=source)
+
+
 def weight_transfer(source: str, target: str) -> Any:
     """The function that copies weights from a `source` model into its `target` conversion."""
     if (source, target) == ("torch", "jax"):
@@ -178,10 +196,11 @@ def verify_files(
     original_module = import_original(original)
     converted_module = import_converted(converted, original, code)
     _step(options, "building the models")
+    entries = _converted_entries(options, original_code, code, source, target, policy)
     _seed_everything(options.seed)
     reference_model = build_model(original_module, options.entry, "original")
     _seed_everything(options.seed + 1)
-    converted_model = build_model(converted_module, options.entry, "converted")
+    converted_model = build_model(converted_module, options.entry, "converted", entries[0])
     for model, side, kind in ((reference_model, "original", source_adapter), (converted_model, "converted", adapter)):
         if not kind.is_model(model):
             raise VerifyError(
@@ -196,7 +215,7 @@ def verify_files(
         return _compare_models(
             options, specs, policy, source, target, original, converted, original_module, reference_model,
             converted_model, inputs, adapter, source_adapter, transfer, started, autocast_regions=regions,
-            converted_code=code,
+            converted_code=code, fp32_entry=entries[1],
         )  # fmt: skip
     except VerifyError:
         raise
@@ -228,6 +247,7 @@ def _compare_models(
     *,
     autocast_regions: bool = False,
     converted_code: str = "",
+    fp32_entry: Any = None,
 ) -> VerificationResult:
     source_adapter.prepare(
         reference_model, inputs, seed=options.seed, perturb=options.perturb, calibrate_bn=options.calibrate_bn
@@ -258,8 +278,9 @@ def _compare_models(
     if low and transfer is not None:
         _step(options, "running the target framework's reference")
         target_reference, target_note = _target_reference(
-            options, converted_code, converted, original, reference_model, inputs, adapter, transfer, compute, policy
-        )
+            options, converted_code, converted, original, reference_model, inputs, adapter, transfer, compute, policy,
+            fp32_entry,
+        )  # fmt: skip
     regions: Capture | None = None
     target_regions: Capture | None = None
     if autocast_regions:  # the yardstick of the regions' own error: the original without them
@@ -336,6 +357,7 @@ def _target_reference(
     transfer: Any,
     compute: str,
     policy: Policy,
+    fp32_entry: Any = None,
 ) -> tuple[Capture | None, str]:
     """The target framework's own mixed precision on an equivalent model, for conversions between
     frameworks: their kernels differ (a CPU without native bf16 kernels rounds differently in
@@ -355,7 +377,7 @@ def _target_reference(
         module = import_converted(converted, original, stripped.code, variant="fp32 reference")
 
         def rebuild() -> Any:
-            return build_model(module, options.entry, "converted (fp32 reference)")
+            return build_model(module, options.entry, "converted (fp32 reference)", fp32_entry)
 
         model = rebuild()
         transfer(reference_model, model)

@@ -243,3 +243,82 @@ def test_a_library_model_base_converts_to_what_is_reached(package: Path, to: str
     converted.write_text(code)
     verdict = verify_files(model, converted, VerifyOptions(entry="Net(d=4, scale=3.0)", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+MODULE_IMPORTS = {
+    "__init__.py": "",
+    "nets/__init__.py": "from .mlp import MLP\n",
+    "nets/mlp.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+
+        class MLP(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                return self.fc(x)
+        """
+    ),
+    "nets/made.py": textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class MADE(nn.Linear):
+            def __init__(self, d):
+                super().__init__(d, d)
+                self.register_buffer("mask", torch.tril(torch.ones(d, d)))
+
+            def forward(self, x):
+                return nn.functional.linear(x, self.weight * self.mask, self.bias)
+        """
+    ),
+    "utils/__init__.py": "from . import splines\n",
+    "utils/splines.py": "import torch\n\n\ndef squash(x):\n    return torch.tanh(x) * 2\n",
+    "flow.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        from . import nets, utils
+        from .nets import made as made_module
+
+
+        class Flow(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.made = made_module.MADE(d)
+                self.mlp = nets.MLP(d)
+
+            def forward(self, x):
+                return utils.splines.squash(self.mlp(self.made(x))) + (self.made.mask >= 0.5).float().sum()
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_modules_imported_by_name_are_converted_like_their_names(tmp_path: Path, to: str) -> None:
+    """normflows builds `made_module.MADE(...)` from `from ..nets import made as made_module`:
+    the module object stayed imported, and torch layers were built inside the converted model.
+    Each attribute read becomes a name imported from its module (through submodules and
+    re-exports), which sibling conversion then copies in; MADE, a subclass of nn.Linear, reads
+    its own `weight`."""
+    package = tmp_path / "flowlib"
+    for name, text in MODULE_IMPORTS.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    flow = package / "flow.py"
+    result = transpile(flow.read_text(), to=to, path=str(flow))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    tree = ast.parse(result.code)
+    read = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    assert not read & {"made_module", "nets", "utils"}
+    assert "class MADE(" in result.code and "class MLP(" in result.code and "def squash(" in result.code
+    converted = package / f"flow_{to}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(flow, converted, VerifyOptions(entry="Flow(4)", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures

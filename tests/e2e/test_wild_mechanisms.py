@@ -622,9 +622,11 @@ class M(nn.Module):
         dd = {"device": device, "dtype": dtype}
         self.fc = nn.Linear(4, 8, **dd)
         self.fc2 = nn.Linear(8, 4)
+        self.cls = nn.Parameter(torch.zeros(1, 8, **dd))
+        self.pos = nn.Parameter(torch.randn(1, 8, **dd) * 0.02)
 
     def forward(self, x):
-        return self.fc2(self.fc(x))
+        return self.fc2(self.fc(x) + self.cls + self.pos)
 """
 
 
@@ -635,6 +637,45 @@ def test_layers_given_keywords_through_a_mapping_under_a_policy(tmp_path: Path, 
     dtype its mapping gives, as one with `dtype=` written out."""
     result = _verify(tmp_path, "dd", DEVICE_DTYPE_KWARGS, to, "mixed", "M()", "float32[2,4]")
     assert "**dd)" in result.code or "**dd, rngs=rngs)" in result.code
+    # a factory function given the mapping: the keys its target takes, at run time
+    assert 'zeros((1, 8), **torch_kwargs(dd, {"dtype": "dtype"}, ("device", "layout", "requires_grad")))' in result.code
+
+
+def test_mapping_keywords_the_target_cannot_take_are_refused_when_set() -> None:
+    from precision_transpiler.runtime.common import torch_kwargs
+
+    keep = {"dtype": "dtype"}
+    assert torch_kwargs({"device": "cuda", "dtype": None}, keep, ("device",)) == {}
+    assert torch_kwargs({"device": None, "dtype": "bfloat16"}, keep, ("device",)) == {"dtype": "bfloat16"}
+    assert torch_kwargs({"pin_memory": False}, keep) == {}  # False is no setting torch would not default
+    with pytest.raises(TypeError, match="pin_memory"):
+        torch_kwargs({"pin_memory": True}, keep)
+
+
+OPTIONAL_MATRIX = """
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, n, group_matrix=None):
+        super().__init__()
+        self.group_matrix = group_matrix
+        if self.group_matrix is None:
+            self.group_matrix = torch.eye(n)
+        self.fc = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.fc(torch.matmul(x, self.group_matrix))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+@pytest.mark.parametrize("entry", ["Encoder(4)", "Encoder(4, torch.ones(4, 4))"])
+def test_an_attribute_set_from_an_argument_or_a_torch_op(tmp_path: Path, to: str, entry: str) -> None:
+    """pytorch-tabnet keeps an optional matrix argument, else `torch.eye(n)`: nnx made the
+    attribute static at its first assignment (None) and refused the array."""
+    _verify(tmp_path, "optional_matrix", OPTIONAL_MATRIX, to, "fp32", entry, "float32[2,4]")
 
 
 DATA_DEPENDENT_INIT = """

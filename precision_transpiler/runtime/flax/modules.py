@@ -314,7 +314,25 @@ def _as_numpy(value):
 class Buffer(nnx.Variable):
     """A torch buffer (`self.register_buffer(name, tensor, persistent=...)`): module state that
     is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight
-    loading does not expect them."""
+    loading does not expect them. Read through another module (`other.degrees >= degrees`, where
+    `self.x` reads are unwrapped statically) it compares as its array: nnx.Variable has
+    arithmetic but no ordering."""
+
+    def __lt__(self, other):
+        return self.get_value() < _array_of(other)
+
+    def __le__(self, other):
+        return self.get_value() <= _array_of(other)
+
+    def __gt__(self, other):
+        return self.get_value() > _array_of(other)
+
+    def __ge__(self, other):
+        return self.get_value() >= _array_of(other)
+
+
+def _array_of(value):
+    return value.get_value() if isinstance(value, nnx.Variable) else value
 
 
 class TorchModule(nnx.Module):

@@ -312,7 +312,20 @@ def _holds_state(value: Any) -> bool:
     )
 
 
-class Parameter(keras.Variable):
+class _Sized:
+    """`len(v)` and iteration over the first axis, as a torch tensor has (`len(in_degrees)` of
+    a buffer read through another module); keras.Variable has neither."""
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self.shape[0])
+
+    def __iter__(self) -> Any:
+        return iter([self.value[i] for i in range(len(self))])
+
+
+class Parameter(_Sized, keras.Variable):
     """torch.nn.Parameter(data, requires_grad=True): a trainable Keras variable holding `data` (its
     dtype kept). Assigned to a layer attribute, the layer tracks it (`layer.trainable_weights`)."""
 
@@ -323,6 +336,10 @@ class Parameter(keras.Variable):
             data = data.value
         dtype = kwargs.pop("dtype", None) or keras.backend.standardize_dtype(data.dtype)
         super().__init__(initializer=data, dtype=dtype, trainable=requires_grad, **kwargs)
+
+
+class Buffer(_Sized, keras.Variable):
+    """A torch buffer (`register_buffer`): a non-trainable Keras variable, sized as a tensor."""
 
 
 class TorchModule(keras.layers.Layer):
@@ -469,7 +486,7 @@ class TorchModule(keras.layers.Layer):
         if isinstance(tensor, keras.Variable):
             tensor = tensor.value
         dtype = keras.backend.standardize_dtype(tensor.dtype)
-        setattr(self, name, keras.Variable(tensor, dtype=dtype, trainable=False, name=name))
+        setattr(self, name, Buffer(tensor, dtype=dtype, trainable=False, name=name))
 
     def register_parameter(self, name: str, param: Any) -> None:
         """torch's `register_parameter`: a trainable variable (a tensor is wrapped), or None."""

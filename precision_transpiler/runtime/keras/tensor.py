@@ -39,14 +39,14 @@ from precision_transpiler.runtime.keras.norm import _rms_norm
 from precision_transpiler.runtime.keras.pool import _avg_pool_nd, _max_pool_nd
 
 
-def torch_randn(*size, dtype=None):
+def torch_randn(*size, dtype=None, device=None, requires_grad=False, layout=None, generator=None):
     """torch.randn(*size) while building layers (`nn.Parameter(torch.randn(1, 1, d))`): standard
     normal values from Keras' global seed generator (torch's generator is not shared; the torch
     checkpoint replaces the values, so only shape and dtype matter)."""
     return keras.random.normal(_size(size), dtype=dtype or "float32")
 
 
-def torch_rand(*size, dtype=None):
+def torch_rand(*size, dtype=None, device=None, requires_grad=False, layout=None, generator=None):
     """torch.rand(*size) while building layers: uniform [0, 1) values (see torch_randn)."""
     return keras.random.uniform(_size(size), dtype=dtype or "float32")
 

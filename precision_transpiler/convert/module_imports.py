@@ -1,0 +1,225 @@
+"""Modules imported as names (`from ..nets import made as made_module`, then `made_module.MADE(...)`)
+become imports of the names used from them, so that sibling inlining can convert and copy them.
+
+Sibling inlining (convert/siblings.py) takes `from M import Name` statements; a module object
+imported by name was left imported as it was, and its classes (torch layers) were built inside
+the converted model, where they fail at the first call. Here every use of such an alias must be
+an attribute read (`alias.Name`, through submodules: `utils.splines.spline(...)`); each becomes a
+plain name imported from the module that defines it, `from normflows.nets.made import MADE`, and
+the module import goes. An alias used otherwise (passed as a value, assigned to, read with
+getattr) is left as written. Only modules `locate` finds as files (the file's own package and
+torch libraries, never the standard library or mapped frameworks) that use torch are rewritten:
+plain Python helpers stay imported as they were.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+import libcst as cst
+
+#: (level, dotted module or None) -> (its file or None, its absolute dotted name)
+Locate = Callable[[int, str | None], tuple[Path | None, str]]
+
+
+def module_imports_as_names(code: str, locate: Locate) -> str:
+    """`code` with module-object imports of sibling or library modules turned into name imports."""
+    if " import " not in code:
+        return code
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    modules = _module_aliases(tree, locate)
+    if not modules:
+        return code
+    uses = _attribute_uses(tree, set(modules))
+    if not uses:
+        return code
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | _bound_names(tree)
+    renames: dict[tuple[str, ...], str] = {}  # attribute chain -> the name it becomes
+    imports: list[str] = []
+    done: set[str] = set()
+    for alias, chains in uses.items():
+        complete = True
+        for chain in sorted(chains):
+            module, length = _split(modules[alias], chain, locate)
+            if length is None or _plain_python(locate(0, module)[0], chain[length - 1]):
+                complete = False  # the module object itself is used, or plain Python that can stay
+                continue
+            key = (alias, *chain[:length])
+            if key in renames:
+                continue
+            symbol = chain[length - 1]
+            local = symbol if symbol not in taken else f"{alias}_{symbol}"
+            taken.add(local)
+            renames[key] = local
+            imports.append(f"from {module} import {symbol}" + (f" as {local}" if local != symbol else ""))
+        if complete:
+            done.add(alias)
+    if not renames:
+        return code
+    sources = {key[0] for key in renames}
+    return cst.parse_module(code).visit(_Rewrite(renames, done, sources, imports)).code
+
+
+def _module_aliases(tree: ast.Module, locate: Locate) -> dict[str, str]:
+    """Local name -> absolute module name, for top-level `from M import sub [as alias]` where
+    `sub` is a module file of M's package and not a name M's own file defines."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            submodule = f"{node.module}.{alias.name}" if node.module else alias.name
+            file, dotted = locate(node.level, submodule)
+            if file is None:
+                continue
+            parent_file, _ = locate(node.level, node.module) if node.module or node.level else (None, "")
+            if parent_file is not None and alias.name in _defined(parent_file):
+                continue  # a class or function of that name shadows the submodule
+            found[alias.asname or alias.name] = dotted
+    return found
+
+
+def _plain_python(path: Path | None, symbol: str) -> bool:
+    """Whether `symbol` is defined in a module that does not use torch (a re-export is followed
+    by sibling inlining, so it is not judged here)."""
+    if path is None:
+        return True
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return "torch" not in text and symbol in _defined(path)
+
+
+def _defined(path: Path) -> set[str]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name a definition, parameter or import binds anywhere in the module."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+    return names
+
+
+def _attribute_uses(tree: ast.Module, aliases: set[str]) -> dict[str, set[tuple[str, ...]]]:
+    """Alias -> the attribute chains read from it (`("splines", "spline")`); aliases with any
+    other use are left out."""
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    uses: dict[str, set[tuple[str, ...]]] = {}
+    spoiled: set[str] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id in aliases):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.alias) or not isinstance(parent, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+            spoiled.add(node.id)
+            continue
+        chain: list[str] = []
+        current: ast.AST = node
+        while isinstance(parent, ast.Attribute) and parent.value is current:
+            chain.append(parent.attr)
+            current, parent = parent, parents.get(id(parent))
+        if not isinstance(current.ctx, ast.Load):  # type: ignore[attr-defined]
+            spoiled.add(node.id)
+            continue
+        uses.setdefault(node.id, set()).add(tuple(chain))
+    return {alias: chains for alias, chains in uses.items() if alias not in spoiled}
+
+
+def _split(module: str, chain: tuple[str, ...], locate: Locate) -> tuple[str, int | None]:
+    """The module a chain's name lives in and how many parts of the chain name it: `utils` +
+    (`splines`, `spline`, `x`) -> (`pkg.utils.splines`, 2) when splines is a module file; None
+    when the chain ends in a module (the module object itself is used)."""
+    for index, part in enumerate(chain):
+        file, _ = locate(0, f"{module}.{part}")
+        if file is None:
+            return module, index + 1
+        module = f"{module}.{part}"
+    return module, None
+
+
+class _Rewrite(cst.CSTTransformer):
+    """Replace the attribute chains by their names; drop the module imports fully replaced and
+    put the new imports in their place."""
+
+    def __init__(
+        self, renames: dict[tuple[str, ...], str], done: set[str], sources: set[str], imports: list[str]
+    ) -> None:
+        super().__init__()
+        self.renames = renames
+        self.done = done  # aliases every use of which is renamed: their import goes
+        self.sources = sources  # aliases with a renamed use: the new imports follow theirs
+        self.imports = imports
+        self.placed = False
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        chain = _chain(original_node)
+        local = self.renames.get(chain) if chain is not None else None
+        return cst.Name(local) if local is not None else updated_node
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
+        if len(updated_node.body) != 1 or not isinstance(updated_node.body[0], cst.ImportFrom):
+            return updated_node
+        imp = updated_node.body[0]
+        if isinstance(imp.names, cst.ImportStar):
+            return updated_node
+        bound = [
+            a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else _text(a.name)
+            for a in imp.names
+        ]
+        if not self.sources & set(bound):
+            return updated_node
+        keep = [a for a, name in zip(imp.names, bound, strict=True) if name not in self.done]
+        new: list[cst.BaseStatement] = []
+        if len(keep) == len(imp.names):
+            new.append(updated_node)
+        elif keep:
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            new.append(updated_node.with_changes(body=[imp.with_changes(names=keep)]))
+        if not self.placed:
+            self.placed = True
+            new += [cst.parse_statement(line + "\n") for line in dict.fromkeys(self.imports)]
+        return cst.FlattenSentinel(new) if new else cst.RemoveFromParent()
+
+
+def _chain(node: cst.BaseExpression) -> tuple[str, ...] | None:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    return (node.value, *reversed(parts))
+
+
+def _text(node: cst.BaseExpression) -> str:
+    return cst.Module([]).code_for_node(node)
