@@ -93,6 +93,9 @@ class MappingSet:
     #: (or "*" for every framework) -> reason
     layer_unsupported: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    #: in-place methods whose op is derived from the out-of-place method's (`triu_` from `triu`),
+    #: with the "file:line" that lists them (registry._derive_inplace)
+    derived_inplace: dict[str, str] = field(default_factory=dict)
     #: per-process caches that rules build from the tables (indexes); not part of the data
     caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -8,6 +8,7 @@ that a contributor adding a mapping sees exactly what is wrong.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -129,6 +130,7 @@ def _load_cached(dirs: tuple[Path, ...]) -> MappingSet:
     for path in files:
         _merge_file(result, path)
         result.sources.append(path)
+    _derive_inplace(result)
     _check_complete(result)
     _write_pickle(files, result)
     return result
@@ -339,7 +341,11 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
 
 
 def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
-    _unknown_keys(where, data, ("kind", "emit_only", "ops"), "")
+    _unknown_keys(where, data, ("kind", "emit_only", "ops", "derived"), "")
+    for method in _str_list(where, data, "derived", "") if "derived" in data else ():
+        if not method.endswith("_"):
+            raise where.error(data.lines["derived"], "derived", f"{method!r} is not an in-place method (name_)")
+        result.derived_inplace[method] = f"{where.path}:{data.lines['derived']}"
     ops = _expect(where, data, "ops", LineDict, "a mapping of op names")
     framework_keys = set(result.frameworks) | {"torch", "jax", "tf", "numpy"}
     # frameworks whose patterns in this file only emit code (the table converts one way)
@@ -510,6 +516,46 @@ def _policies(where: _Where) -> None:
     would be silently ignored, so say how policies are given instead."""
     if where.path.resolve() != (builtin_mappings_dir() / "policies" / "builtin.yaml").resolve():
         raise where.error(1, "kind", "policies are not mapping tables: pass a policy file with --policy FILE.yaml")
+
+
+def _derive_inplace(result: MappingSet) -> None:
+    """An op for each `derived:` in-place method (`x.triu_(1)`), from the op whose torch method
+    pattern calls the out-of-place method (`{x}.triu({diagonal?})`): the same parameters and
+    target patterns, the torch patterns calling the in-place method. All its patterns only emit
+    code (as the in-place table's own): the in-place rule reads the torch ones, and the target
+    patterns must not turn `jnp.triu(x)` back into a mutation."""
+    for method, origin in result.derived_inplace.items():
+        base = method[:-1]
+        found = next(
+            (
+                (op, [p for p in op.patterns.get("torch", ()) if p.method_name == base])
+                for op in result.ops.values()
+                if any(p.method_name == base for p in op.patterns.get("torch", ()))
+            ),
+            None,
+        )
+        if found is None:
+            raise MappingError(f"{origin}: derived in-place method {method!r}: no op maps the method {base!r}")
+        op, methods = found
+        torch_patterns = tuple(
+            parse_pattern(
+                p.text.replace(f".{base}(", f".{method}("), p.bind, p.warn, emit_only=True,
+                warn_if_missing=p.warn_if_missing,
+            )  # fmt: skip
+            for p in methods
+        )
+        patterns = {
+            fw: tuple(dataclasses.replace(p, emit_only=True) for p in fw_patterns)
+            for fw, fw_patterns in op.patterns.items()
+            if fw != "torch"
+        }
+        result.ops.setdefault(
+            method,
+            dataclasses.replace(
+                op, name=method, summary=f"In place: {op.summary}", origin=origin,
+                patterns={"torch": torch_patterns, **patterns},
+            ),  # fmt: skip
+        )
 
 
 def _check_complete(result: MappingSet) -> None:

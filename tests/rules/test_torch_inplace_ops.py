@@ -52,6 +52,10 @@ class Arr:
             return rng.random(self.shape) > 0.5
         if self.kind == "index":
             return rng.integers(0, 3, self.shape).astype(np.int64)
+        if self.kind == "unit":  # inside (-1, 1): atanh, erfinv, asin
+            return rng.uniform(-0.9, 0.9, self.shape).astype(np.float32)
+        if self.kind == "above1":  # acosh
+            return rng.uniform(1.1, 3.0, self.shape).astype(np.float32)
         raise AssertionError(self.kind)
 
 
@@ -196,6 +200,30 @@ METHOD_CASES = [
     M("squeeze_", "squeeze_(0)", F32(3, 1, 4), params="x"),
     M("t_", "t_()", F32(3, 4), params="x", expect=("h = h.T",)),
     M("transpose_", "transpose_(0, 2)", F32(2, 3, 4), params="x"),
+]
+
+#: the table's `derived:` methods (their values are their out-of-place methods'), with inputs
+#: in each function's domain
+_UNIT, _ABOVE1 = Arr((3, 4), "unit"), Arr((3, 4), "above1")
+_DERIVED_UNARY = {
+    **dict.fromkeys(["acos_", "arccos_", "arcsin_", "asin_", "atanh_", "arctanh_", "erfinv_"], _UNIT),
+    **dict.fromkeys(["acosh_", "arccosh_"], _ABOVE1),
+    **dict.fromkeys(["log_", "log1p_", "log2_", "reciprocal_"], POS(3, 4)),
+    **dict.fromkeys(
+        ["arcsinh_", "asinh_", "arctan_", "atan_", "ceil_", "cos_", "cosh_", "deg2rad_", "erf_", "expm1_"], F32(3, 4)
+    ),
+    **dict.fromkeys(["floor_", "frac_", "rad2deg_", "round_", "sign_", "sin_", "sinh_", "square_", "tan_"], F32(3, 4)),
+}
+METHOD_CASES += [M(m, f"{m}()", arr, params="x") for m, arr in _DERIVED_UNARY.items()]
+METHOD_CASES += [
+    M("nan_to_num_", "nan_to_num_(0.0)", F32(3, 4), params="x"),
+    M("atan2_", "atan2_(y)", F32(3, 4), F32(3, 4)),
+    M("arctan2_", "arctan2_(y)", F32(3, 4), F32(1, 4)),
+    M("remainder_", "remainder_(y)", F32(3, 4), POS(3, 4)),
+    M("cumsum_", "cumsum_(1)", F32(3, 4), params="x"),
+    M("cumprod_", "cumprod_(dim=0)", F32(3, 4), params="x"),
+    M("tril_", "tril_()", F32(4, 4), params="x"),
+    M("triu_", "triu_(1)", F32(4, 4), params="x", expect=("h = jnp.triu(h, k=1)",)),
 ]
 
 FORM_CASES = [
