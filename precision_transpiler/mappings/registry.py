@@ -539,9 +539,12 @@ def _derive_inplace(result: MappingSet) -> None:
         op, methods = found
         torch_patterns = tuple(
             parse_pattern(
-                p.text.replace(f".{base}(", f".{method}("), p.bind, p.warn, emit_only=True,
+                p.text.replace(f".{base}(", f".{method}("),
+                p.bind,
+                p.warn,
+                emit_only=True,
                 warn_if_missing=p.warn_if_missing,
-            )  # fmt: skip
+            )
             for p in methods
         )
         patterns = {
@@ -552,9 +555,12 @@ def _derive_inplace(result: MappingSet) -> None:
         result.ops.setdefault(
             method,
             dataclasses.replace(
-                op, name=method, summary=f"In place: {op.summary}", origin=origin,
+                op,
+                name=method,
+                summary=f"In place: {op.summary}",
+                origin=origin,
                 patterns={"torch": torch_patterns, **patterns},
-            ),  # fmt: skip
+            ),
         )
 
 
