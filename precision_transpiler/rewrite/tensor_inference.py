@@ -21,7 +21,7 @@ from precision_transpiler.mappings.patterns import Pattern
 from precision_transpiler.rewrite.context import RuleContext
 
 #: words in a function's name that make `zero_()`/`fill_()` in it initialisation
-_INIT_WORDS = ("init", "reset")
+INIT_WORDS = ("init", "reset")
 
 
 def inplace_index(mappings: MappingSet) -> dict[str, list[tuple[OpSpec, Pattern]]]:
@@ -331,6 +331,27 @@ def bound_names(target: cst.BaseExpression) -> Iterator[str]:
         yield from bound_names(target.value)
 
 
+def sets_parameter_data(ctx: RuleContext, call: cst.Call, *, statement: bool = False) -> bool:
+    """A statement calling an in-place method on a tensor's `.data` that sets a parameter while
+    building: `w.data.copy_(values)` anywhere (kornia's fixed kernels), any other in a function
+    named *init*/*reset* (timm's ConvNeXt `_init_weights`: `module.weight.data.mul_(scale)`).
+    Left to the torch-inplace-init rule, which drops it: the torch checkpoint holds the values.
+    `statement`: the caller knows the call is a statement (it visits the statement)."""
+    func = call.func
+    if not (
+        isinstance(func, cst.Attribute)
+        and func.attr.value.endswith("_")
+        and isinstance(func.value, cst.Attribute)
+        and func.value.attr.value == "data"
+        and (statement or isinstance(ctx.parent(call), cst.Expr))
+    ):
+        return False
+    if func.attr.value == "copy_":
+        return True
+    function = (ctx.enclosing_function() or "").rsplit(".", 1)[-1].lower()
+    return any(w in function for w in INIT_WORDS)
+
+
 def is_initialisation(ctx: RuleContext, receiver: cst.BaseExpression, call: cst.Call) -> bool:
     """`zero_()`/`fill_()` on something other than a local tensor: initialisation of a parameter
     (`p.weight.zero_()`, `for p in m.parameters(): p.zero_()`, `w = m.weight; w.fill_(1)`, any in
@@ -339,7 +360,7 @@ def is_initialisation(ctx: RuleContext, receiver: cst.BaseExpression, call: cst.
     if not isinstance(base, cst.Name):
         return True
     scope = Where.scope_of(ctx, call)
-    if isinstance(scope, cst.FunctionDef) and any(w in scope.name.value.lower() for w in _INIT_WORDS):
+    if isinstance(scope, cst.FunctionDef) and any(w in scope.name.value.lower() for w in INIT_WORDS):
         return True
     return _loop_or_alias(scope, base.value)
 

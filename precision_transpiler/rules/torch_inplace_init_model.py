@@ -14,7 +14,7 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import is_initialisation
+from precision_transpiler.rewrite.tensor_inference import is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 
@@ -47,14 +47,9 @@ class TorchInplaceInit(Rule):
         call = original.body[0].value
         if not isinstance(call, cst.Call):
             return None
-        # `conv.weight.data.copy_(kernel)`: a parameter set to fixed values while building (kornia's
-        # SIFT descriptor); the torch checkpoint holds them
-        sets_data = (
-            _method(call) == "copy_"
-            and isinstance(call.func, cst.Attribute)
-            and isinstance(call.func.value, cst.Attribute)
-            and call.func.value.attr.value == "data"
-        )
+        # `conv.weight.data.copy_(kernel)` (kornia's SIFT descriptor), `module.weight.data.mul_(s)`
+        # in timm's `_init_weights`: a parameter set while building; the torch checkpoint holds it
+        sets_data = sets_parameter_data(ctx, call, statement=True)
         if not sets_data and _method(call) not in (*_RANDOM, *_CONSTANT, "trunc_normal_"):
             return None
         if ctx.qualified_name(call.func) is not None:

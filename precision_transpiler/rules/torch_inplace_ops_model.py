@@ -49,6 +49,7 @@ from precision_transpiler.rewrite.tensor_inference import (
     declared_outside,
     inplace_index,
     is_initialisation,
+    sets_parameter_data,
     tensor_names,
     warn_aliases,
 )
@@ -159,9 +160,8 @@ class TorchInplaceOps(Rule):
         state = _state(ctx)
         if method in _INIT and is_initialisation(ctx, receiver, original):
             return None  # the torch-inplace-init rule's: dropped (statement) or a shim (value)
-        if method == "copy_" and isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
-            if isinstance(ctx.parent(original), cst.Expr):
-                return None  # `w.data.copy_(values)` as a statement: setting a parameter, the init rule's
+        if sets_parameter_data(ctx, original):
+            return None  # `w.data.copy_(values)`, `w.data.mul_(s)` in an initialiser: the init rule's
         where = Where.of(ctx, original)
         if method in _INIT and where.kind == "":
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
