@@ -49,9 +49,11 @@ class TorchTensorIndexTf(Rule):
     ) -> cst.BaseExpression | None:
         parent = ctx.parent(original)
         if isinstance(parent, cst.AssignTarget | cst.AugAssign | cst.Del) or (
-            isinstance(parent, cst.Attribute) and isinstance(ctx.parent(parent), cst.Call)
+            isinstance(parent, cst.Attribute)
+            and parent.attr.value.endswith("_")
+            and isinstance(ctx.parent(parent), cst.Call)
         ):
-            return None  # a store (the in-place rule's), or the receiver of a method call (`x[i].add_(1)`)
+            return None  # a store (the in-place rule's), or the receiver of an in-place call (`x[i].add_(1)`)
         if not known_tensor(ctx, original.value, original):
             return None
         if not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):

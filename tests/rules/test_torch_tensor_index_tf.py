@@ -23,6 +23,8 @@ CASES = {
     "boolean mask": "def f(x: torch.Tensor, i: torch.Tensor):\n    return x[x > 0.5]\n",
     "two arrays": "def f(x: torch.Tensor, i: torch.Tensor):\n    return x[i, i]\n",
     "bound by a torch call": "def f(x: torch.Tensor, i: torch.Tensor):\n    j = torch.flip(i, [0])\n    return x[j]\n",
+    # Swin's `table[index.view(-1)].view(...)`: a read whose result a method is called on
+    "then a method": "def f(x: torch.Tensor, i: torch.Tensor):\n    return x[i.view(-1)].view(-1).abs()\n",
 }
 
 

@@ -316,7 +316,14 @@ class Buffer(nnx.Variable):
     is not trained. `persistent=False` buffers are not part of torch's state_dict, so weight
     loading does not expect them. Read through another module (`other.degrees >= degrees`, where
     `self.x` reads are unwrapped statically) it compares as its array: nnx.Variable has
-    arithmetic but no ordering."""
+    arithmetic but no ordering. A buffer holding None reads as None."""
+
+    def __getitem__(self, key):
+        # `self.attn_mask[...]` (a buffer read) of a buffer registered as None (timm's Swin
+        # without a shift): None, as torch's attribute is
+        if key is Ellipsis and self.get_value() is None:
+            return None
+        return super().__getitem__(key)
 
     def __lt__(self, other):
         return self.get_value() < _array_of(other)
