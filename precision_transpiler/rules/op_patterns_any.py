@@ -122,6 +122,11 @@ class OpPatterns(Rule):
     ) -> cst.BaseExpression | None:
         if _is_store(ctx, original):
             return None  # `self.device = x.device`: the target names an attribute, it reads no tensor
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.Call) and parent.func is original:
+            # the callee of a method call (`x.is_floating_point()`): the call's patterns, not an
+            # attribute's (`{dtype}.is_floating_point`, a torch.dtype's property)
+            return self._reference(ctx, original)
         return self._rewrite(ctx, original) or self._reference(ctx, original)
 
     def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:

@@ -387,6 +387,7 @@ CASES: list[Case] = [
                     x.is_floating_point(), torch.is_floating_point(x),
                     x.is_complex(), torch.is_complex(x),
                     x.element_size(),
+                    x.dtype.is_floating_point, x.dtype.is_complex,
                 )
         """),
         # bfloat16 is floating in torch; NumPy's np.floating excludes it, so the NumPy
@@ -879,6 +880,8 @@ OP_COVERAGE = {
         ("tf-dtype-utilities", "x.dtype.is_floating"),
         ("numpy-dtype-utilities", "np.issubdtype(x.dtype, np.floating)"),
     ],
+    "dtype_is_floating_point": [("torch-predicates", "x.dtype.is_floating_point")],
+    "dtype_is_complex": [("torch-predicates", "x.dtype.is_complex")],
     "is_complex": [
         ("torch-predicates", "torch.is_complex(x)"),
         ("jax-dtype-utilities", "jnp.iscomplexobj(x)"),
