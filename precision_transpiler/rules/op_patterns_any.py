@@ -485,9 +485,14 @@ def kind_mismatch(
     vs `x.to(device)`), so `dtype` and `device` are checked for method patterns only, and not
     for arguments passed by keyword (`device=dev` says what it is). `tensor`, `int` and `ints`
     only reject literals that cannot be one, always. `known_tensor` asks tensor inference, in the
-    function around `anchor` (the call in the source tree)."""
+    function around `anchor` (the call in the source tree). `display` takes only a list or tuple
+    display or a list comprehension (`torch.FloatTensor([0.5])`, where `FloatTensor(3)` is a size)."""
     for name, node in match.bindings.items():
         kind = op.params.get(name, "any")
+        if kind == "display":
+            if not isinstance(node, cst.List | cst.Tuple | cst.ListComp):
+                return KindMismatch(f"argument {ctx.code(node)!r} is not a list or tuple display")
+            continue
         if kind == "known_tensor":
             if anchor is None or ctx.is_dtype_like(node) or not known_tensor(ctx, node, anchor):
                 return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor")

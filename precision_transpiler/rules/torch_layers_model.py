@@ -65,6 +65,8 @@ class TorchLayers(Rule):
                     ctx.consume([original.func])  # reported with the reason, not as a bare name
                 return None
             ctx.consume([original.func])
+            if direct in _TYPES_ONLY and _legacy_constructor_of_data(original):
+                return None  # `torch.FloatTensor([0.5])`: the op tables' (dtype_ops.yaml)
             if direct in _TYPES_ONLY:
                 # `torch.FloatTensor([0.5])` builds a tensor; `jax.Array([0.5])` raises
                 ctx.unsupported(
@@ -188,6 +190,16 @@ class TorchLayers(Rule):
 
 #: counterparts of torch's tensor classes that are types to annotate and check against, not to call
 _TYPES_ONLY = frozenset({"jax.Array", "tensorflow.Tensor"})
+
+
+def _legacy_constructor_of_data(call: cst.Call) -> bool:
+    """`torch.FloatTensor([0.5])`: a typed constructor given one list or tuple of values."""
+    return (
+        len(call.args) == 1
+        and not call.args[0].keyword
+        and not call.args[0].star
+        and isinstance(call.args[0].value, cst.List | cst.Tuple | cst.ListComp)
+    )
 
 
 def _report_unsupported(ctx: RuleContext, node: cst.CSTNode, qualified: str | None) -> bool:

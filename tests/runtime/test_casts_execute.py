@@ -246,6 +246,21 @@ def _dedent(code: str) -> str:
 CASES: list[Case] = [
     # ---------------------------------------------------------------- torch as the source
     Case(
+        # legacy typed constructors given values (pytorch-tabnet's `torch.FloatTensor([0.5])`)
+        "torch-legacy-constructors",
+        "torch",
+        _dedent("""
+            import torch
+
+            def f(x):
+                scale = torch.FloatTensor([0.5, 2.0])
+                index = torch.LongTensor([1, 0])
+                keep = torch.BoolTensor((True, False))
+                return x * scale, index, keep
+        """),
+        inputs=[(Typed((1.0, -2.5), "float32"),)],
+    ),
+    Case(
         "torch-half-float-finfo-eps",
         "torch",
         _dedent("""
@@ -880,6 +895,9 @@ OP_COVERAGE = {
         ("tf-dtype-utilities", "x.dtype.is_floating"),
         ("numpy-dtype-utilities", "np.issubdtype(x.dtype, np.floating)"),
     ],
+    "float_tensor": [("torch-legacy-constructors", "torch.FloatTensor([0.5, 2.0])")],
+    "long_tensor": [("torch-legacy-constructors", "torch.LongTensor([1, 0])")],
+    "bool_tensor": [("torch-legacy-constructors", "torch.BoolTensor((True, False))")],
     "dtype_is_floating_point": [("torch-predicates", "x.dtype.is_floating_point")],
     "dtype_is_complex": [("torch-predicates", "x.dtype.is_complex")],
     "is_complex": [
