@@ -135,7 +135,9 @@ def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, s
     for entry in sys.path:
         root = Path(entry or ".")
         top = root / parts[0]
-        if not (top / "__init__.py").is_file() and not (len(parts) == 1 and top.with_suffix(".py").is_file()):
+        # a regular package, a namespace package (a folder without `__init__.py`: pytorch-tabnet),
+        # or a top-level module
+        if not top.is_dir() and not (len(parts) == 1 and top.with_suffix(".py").is_file()):
             continue
         target = root.joinpath(*parts)
         for candidate in (target.with_suffix(".py"), target / "__init__.py"):

@@ -322,3 +322,30 @@ def test_modules_imported_by_name_are_converted_like_their_names(tmp_path: Path,
     converted.write_text(result.code)
     verdict = verify_files(flow, converted, VerifyOptions(entry="Flow(4)", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+def test_a_namespace_package_module_imported_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytorch-tabnet is a namespace package (no `__init__.py`) whose model file says `from
+    pytorch_tabnet import sparsemax`: the module was not found, stayed imported, and its torch
+    layer ran inside the converted model."""
+    package = tmp_path / "nslib"
+    package.mkdir()
+    (package / "acts.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Square(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.square(x)\n"
+    )
+    source = (
+        "import torch.nn as nn\n\nfrom nslib import acts\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+        "        self.act = acts.Square()\n\n    def forward(self, x):\n        return self.act(self.fc(x))\n"
+    )
+    model = package / "net.py"
+    model.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for to in ("jax", "tf"):
+        result = transpile(source, to=to, path=str(model))
+        assert "class Square(" in result.code and "from nslib import acts" not in result.code
+        converted = package / f"net_{to}.py"
+        converted.write_text(result.code)
+        verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+        assert verdict.passed, verdict.failures
