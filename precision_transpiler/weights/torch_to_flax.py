@@ -144,6 +144,15 @@ def _walk(model: Any) -> tuple[list[_Target], set[str]]:
                 visit(value, f"{prefix}{name}.", owner, stack)
 
     visit(model, "", model, ())
+    # A buffer of a child read into a parent attribute (`self.degrees = linear.degrees`) is not
+    # registered by torch there (only Parameters are): it is a key once, under its deepest name.
+    deepest: dict[int, str] = {}
+    for target in targets:
+        if _is_buffer(target.variable):
+            known = deepest.get(id(target.variable))
+            if known is None or target.torch_key.count(".") > known.count("."):
+                deepest[id(target.variable)] = target.torch_key
+    targets = [t for t in targets if not _is_buffer(t.variable) or deepest[id(t.variable)] == t.torch_key]
     # Rule 1 (a variable already named as in torch) wins over a renaming rule for the same key.
     by_key: dict[str, _Target] = {}
     for target in targets:
@@ -151,6 +160,12 @@ def _walk(model: Any) -> tuple[list[_Target], set[str]]:
         if current is None or (target.flax_path == target.torch_key and current.flax_path != current.torch_key):
             by_key[target.torch_key] = target
     return list(by_key.values()), dropped
+
+
+def _is_buffer(variable: Any) -> bool:
+    """A converted torch buffer: the runtime's Buffer class (copied into converted files, so
+    matched by name)."""
+    return any(cls.__name__ == "Buffer" for cls in type(variable).__mro__)
 
 
 def flax_state_to_torch_keys(model: Any) -> dict[str, str]:

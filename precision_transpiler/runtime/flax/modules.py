@@ -271,7 +271,23 @@ def _torch_state_entries(module, prefix: str = "", _stack=()):
     out += [(path + torch_name, None, "same") for torch_name, entry in names.items() if entry is None]
     for name, child in _child_items(module):
         out += _torch_state_entries(child, path + name, stack)
+    if not _stack:  # the whole walk: drop buffers aliased by a plain attribute (see below)
+        out = _without_buffer_aliases(out)
     return out
+
+
+def _without_buffer_aliases(entries):
+    """torch registers a tensor assigned to an attribute only when it is a Parameter: a buffer
+    of a child read into the parent (`self.degrees = linear.degrees`, normflows' MADE) is in the
+    state_dict once, under the child that registered it. In nnx the attribute holds the same
+    Buffer; its shallower names go."""
+    deepest = {}
+    for key, variable, _ in entries:
+        if isinstance(variable, Buffer):
+            known = deepest.get(id(variable))
+            if known is None or key.count(".") > known.count("."):
+                deepest[id(variable)] = key
+    return [e for e in entries if not isinstance(e[1], Buffer) or deepest[id(e[1])] == e[0]]
 
 
 def _to_torch_layout(value, layout: str):
