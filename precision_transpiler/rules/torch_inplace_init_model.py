@@ -14,7 +14,7 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import is_initialisation, sets_parameter_data
+from precision_transpiler.rewrite.tensor_inference import INIT_WORDS, is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 
@@ -42,6 +42,8 @@ class TorchInplaceInit(Rule):
     def leave_SimpleStatementLine(
         self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.RemovalSentinel | None:
+        if len(original.body) == 1 and isinstance(original.body[0], cst.AugAssign):
+            return self._scaled_data(ctx, original, original.body[0])
         if len(original.body) != 1 or not isinstance(original.body[0], cst.Expr):
             return None
         call = original.body[0].value
@@ -61,6 +63,29 @@ class TorchInplaceInit(Rule):
             if not is_initialisation(ctx, call.func.value, call):
                 return None
         text = " ".join(ctx.code(call).split())
+        ctx.diagnose(
+            original,
+            "note",
+            "init-dropped",
+            f"`{text[:77] + '...' if len(text) > 80 else text}` dropped: initialisation is not converted; "
+            "load the torch weights into the converted model (precision_transpiler.weights)",
+        )
+        new = cst.SimpleStatementLine([cst.Pass()])
+        ctx.record(self.name, original, new)
+        return new
+
+    def _scaled_data(
+        self, ctx: RuleContext, original: cst.SimpleStatementLine, statement: cst.AugAssign
+    ) -> cst.BaseStatement | None:
+        """`m.weight.data *= scale` in an initialiser (kornia's `initialize_weights`): as the
+        in-place methods on `.data` there, dropped with a note."""
+        target = statement.target
+        if not (isinstance(target, cst.Attribute) and target.attr.value == "data"):
+            return None
+        function = (ctx.enclosing_function() or "").rsplit(".", 1)[-1].lower()
+        if not any(word in function for word in INIT_WORDS):
+            return None
+        text = " ".join(ctx.code(statement).split())
         ctx.diagnose(
             original,
             "note",
