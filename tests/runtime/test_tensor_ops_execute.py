@@ -231,6 +231,14 @@ CASES = [
         expect=("return jnp.swapaxes(x, 0, 1), x, jax.lax.stop_gradient(x), x, jax.lax.stop_gradient(x)\n",),
     ),
     C(
+        # kornia takes its no-gradient path on `input.requires_grad` (a plain input: False)
+        "requires-grad",
+        "x",
+        "return x * 2 if x.requires_grad else x + 1",
+        F32(3, 4),
+        expect=("isinstance(x, nnx.Param)",),
+    ),
+    C(
         "size-shape-dim-numel",
         "x",
         "return x.size(), x.size(1), x.size(-1), x.size(dim=0), x.shape, x.shape[2], x.dim(), x.ndim, x.numel()",
