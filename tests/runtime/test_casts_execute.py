@@ -453,6 +453,7 @@ CASES: list[Case] = [
                     torch.as_tensor(data, dtype=torch.float64),
                     torch.tensor(data, dtype=torch.complex64),
                     torch.as_tensor(idata, dtype=torch.int8),
+                    torch.as_tensor(data, device="cpu", dtype=torch.float32),
                 )
         """),
         inputs=[([1.0, 2.5, -3.0], [1, 2, -3])],

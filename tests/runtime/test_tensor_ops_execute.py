@@ -234,7 +234,7 @@ CASES = [
         # kornia takes its no-gradient path on `input.requires_grad` (a plain input: False)
         "requires-grad",
         "x",
-        "return x * 2 if x.requires_grad else x + 1",
+        "return x * 2 if x.requires_grad else x + 1, x.is_contiguous()",
         F32(3, 4),
         expect=("isinstance(x, nnx.Param)",),
     ),
