@@ -234,7 +234,7 @@ CASES = [
         # kornia takes its no-gradient path on `input.requires_grad` (a plain input: False)
         "requires-grad",
         "x",
-        "return x * 2 if x.requires_grad else x + 1, x.is_contiguous()",
+        "return x * 2 if x.requires_grad else x + 1, x.is_contiguous(), F.threshold(x, 0.1, -1.0)",
         F32(3, 4),
         expect=("isinstance(x, nnx.Param)",),
     ),
