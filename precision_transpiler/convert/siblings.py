@@ -295,7 +295,9 @@ def _one_round(
         # (diffusers' `register_to_config`) stays imported rather than copied in whole.
         take = []
         torch_names = _torch_bindings(original_tree)
-        needed = set(models) | {n for n, _ in candidates if _uses(text, n, sibling_name, original_tree, torch_names)}
+        needed = set(models) | {
+            n for n, _ in candidates if _uses(text, n, sibling_name, original_tree, torch_names, locate)
+        }
         for name, local in candidates:
             if name in needed:
                 take.append((name, local))
@@ -488,12 +490,49 @@ def _torch_bindings(tree: ast.Module) -> set[str]:
     }
 
 
-def _uses(text: str, name: str, module_name: str, tree: ast.Module, torch_names: set[str]) -> bool:
-    """Whether what `name` reaches in the original module (`text`) mentions torch."""
-    piece, _, _ = _extract(text, [name], module_name, tree)
-    if piece is None or not torch_names:
+def _uses(
+    text: str,
+    name: str,
+    module_name: str,
+    tree: ast.Module,
+    torch_names: set[str],
+    locate: Callable[[int, str | None], tuple[Path | None, str]] | None = None,
+) -> bool:
+    """Whether what `name` reaches in the original module (`text`) mentions torch, or imports a
+    name from a module of its own library that imports torch (timm's `decode_arch_def` builds
+    block arguments with `get_act_layer`, from timm.layers: torch layer classes)."""
+    piece, imports, _ = _extract(text, [name], module_name, tree)
+    if piece is None:
         return False
-    return any(isinstance(n, ast.Name) and n.id in torch_names for n in ast.walk(ast.parse(piece)))
+    if torch_names and any(isinstance(n, ast.Name) and n.id in torch_names for n in ast.walk(ast.parse(piece))):
+        return True
+    if locate is None:
+        return False
+    top = module_name.split(".")[0]
+    for line in imports:
+        found = re.match(r"from ([\w.]+) import (\w+)", line)
+        if found is None or found.group(1).split(".")[0] != top:
+            continue
+        module, imported = found.group(1), found.group(2)
+        for _ in range(3):  # the module, or where its package re-exports the name from
+            file, _ = locate(0, module)
+            try:
+                source = file.read_text(encoding="utf-8", errors="replace") if file is not None else ""
+            except OSError:
+                break
+            reexported = ""
+            if file is not None and file.name == "__init__.py":
+                try:
+                    reexported = _reexports(ast.parse(source), module).get(imported, "")
+                except SyntaxError:
+                    break
+            if not reexported:
+                # torch code, also through star imports (timm's create_act.py reads `torch` that way)
+                if "torch" in source:
+                    return True
+                break
+            module = reexported
+    return False
 
 
 def _import_bindings(body: list[ast.stmt]) -> dict[str, str]:

@@ -577,12 +577,13 @@ def test_memory_formats_dtype_functions_and_layers_built_in_forward(tmp_path: Pa
 
 @pytest.mark.parametrize("to", TARGETS)
 def test_legacy_tensor_constructors_are_reported(to: str) -> None:
-    """tabnet's `torch.FloatTensor([0.5])` became `jax.Array([0.5])`, which raises at the first
-    call: the type is the counterpart for annotations and isinstance, not for a call."""
+    """`torch.FloatTensor(3)` became `jax.Array(3)`, which raises at the first call: the type is
+    the counterpart for annotations and isinstance, not for a call. Given values
+    (`torch.FloatTensor([0.5])`, tabnet's) it converts (dtype_ops.yaml)."""
     source = (
         "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n"
         "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-        "        return x * torch.sqrt(torch.FloatTensor([0.5]))\n"
+        "        return x * torch.sqrt(torch.FloatTensor([0.5])) + torch.FloatTensor(3)\n"
     )
     result = transpile(source, to=to)
     assert [(d.line, d.code) for d in result.unsupported] == [(7, "unsupported-symbol")]

@@ -119,8 +119,9 @@ class MultiheadAttention(nnx.Module):
         dtype: Any = None,
         param_dtype: Any = jnp.float32,
         precision: Any = None,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got {embed_dim} and {num_heads}")
         if embed_dim % num_heads:

@@ -87,8 +87,9 @@ class _ConvNd(nnx.Module):
         dtype: Any = None,
         param_dtype: Any = jnp.float32,
         precision: Any = None,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         n = self._n_spatial
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")
@@ -251,8 +252,9 @@ class _ConvTransposeNd(nnx.Module):
         dtype: Any = None,
         param_dtype: Any = jnp.float32,
         precision: Any = None,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         n = self._n_spatial
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")

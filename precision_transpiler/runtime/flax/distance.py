@@ -64,8 +64,9 @@ class Bilinear(nnx.Module):
         dtype: Any = None,
         *,
         param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         bound = 1.0 / math.sqrt(in1_features)
         shape = (out_features, in1_features, in2_features)
         self.weight = nnx.Param(_uniform(rngs.params(), shape, param_dtype, bound))

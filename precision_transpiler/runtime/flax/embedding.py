@@ -32,8 +32,9 @@ class EmbeddingBag(nnx.Module):
         dtype: Any = None,
         *,
         param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
         if max_norm is not None:

@@ -47,8 +47,17 @@ class Linear(nnx.Linear):
     (`layer=nn.Linear`); direct calls are converted to nnx.Linear itself."""
 
     def __init__(
-        self, in_features, out_features, bias=True, device=None, dtype=None, *, param_dtype=jnp.float32, rngs: nnx.Rngs
+        self,
+        in_features,
+        out_features,
+        bias=True,
+        device=None,
+        dtype=None,
+        *,
+        param_dtype=jnp.float32,
+        rngs: nnx.Rngs | None = None,
     ):
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(in_features, out_features, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
 
@@ -63,9 +72,10 @@ class Embedding(nnx.Embed):
         *args,
         dtype=None,
         param_dtype=jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
         **kwargs,
     ):
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
     @property
@@ -82,7 +92,8 @@ class Embedding(nnx.Embed):
 class Dropout(nnx.Dropout):
     """torch.nn.Dropout(p=0.5)'s signature on nnx.Dropout (deterministic after `model.eval()`)."""
 
-    def __init__(self, p: float = 0.5, inplace: bool = False, *, rngs: nnx.Rngs):
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, rngs: nnx.Rngs | None = None):
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(rate=p, rngs=rngs)
 
 

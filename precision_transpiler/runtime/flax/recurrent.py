@@ -64,8 +64,9 @@ class _RNNBase(nnx.Module):
         dtype: Any = None,
         *,
         param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if proj_size and self.mode != "LSTM":
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         if proj_size < 0 or (proj_size and proj_size >= hidden_size):
@@ -175,8 +176,9 @@ class RNN(_RNNBase):
         dtype: Any = None,
         *,
         param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
         self.nonlinearity = nonlinearity
@@ -223,8 +225,9 @@ class _RNNCellBase(nnx.Module):
         dtype: Any = None,
         *,
         param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
@@ -268,8 +271,9 @@ class RNNCell(_RNNCellBase):
         dtype: Any = None,
         *,
         param_dtype: Any = jnp.float32,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(
                 f"Invalid nonlinearity selected for RNN. Can be either 'tanh' or 'relu'. Got {nonlinearity}"

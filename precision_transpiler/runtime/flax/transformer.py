@@ -50,8 +50,9 @@ class _TransformerLayer(nnx.Module):
         device: Any = None,
         dtype: Any = None,
         *,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias=bias, batch_first=batch_first, rngs=rngs)
         if self._decoder:
             self.multihead_attn = MultiheadAttention(
@@ -215,8 +216,9 @@ class Transformer(nnx.Module):
         device: Any = None,
         dtype: Any = None,
         *,
-        rngs: nnx.Rngs,
+        rngs: nnx.Rngs | None = None,
     ) -> None:
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias)
         if custom_encoder is not None:
             self.encoder = custom_encoder
