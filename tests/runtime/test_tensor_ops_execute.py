@@ -526,6 +526,15 @@ CASES = [
         expect=("jax.nn.gelu(x, approximate=False)", "jax.nn.gelu(x, approximate=True)"),
     ),
     C(
+        # a mode known only when it runs (diffusers' GELU: `approximate=self.approximate`)
+        "gelu-mode-from-a-variable",
+        "x, mode",
+        "return F.gelu(x, approximate=mode)",
+        F32(4, 6),
+        "tanh",
+        expect=('jax.nn.gelu(x, approximate=mode == "tanh")',),
+    ),
+    C(
         # keyword arguments only: the pass-through pattern's `{*args}` takes none of them
         "sdpa-keyword-arguments-only",
         "q, k, v",
@@ -1238,7 +1247,6 @@ UNSUPPORTED = [
     ("F.softmax(x)", "torch.nn.functional.softmax has no mapping to jax: without dim= torch picks the dim"),
     ("F.softmax(x, dim=None)", "torch.nn.functional.softmax has no mapping to jax: without dim="),
     ("F.log_softmax(x)", "torch.nn.functional.log_softmax has no mapping to jax: without dim="),
-    ("F.gelu(x, approximate=mode)", "gelu with these arguments has no equivalent in jax"),
     ("x.view(torch.int16)", ".view(...) call could not be converted to jax: no pattern matches its arguments"),
     ("torch.cat([x, x], out=y)", "torch.cat has no mapping to jax"),
     ("x.std(unbiased=flag)", ".std(...) call could not be converted to jax"),
