@@ -62,17 +62,7 @@ class TorchInplaceInit(Rule):
             assert isinstance(call.func, cst.Attribute)
             if not is_initialisation(ctx, call.func.value, call):
                 return None
-        text = " ".join(ctx.code(call).split())
-        ctx.diagnose(
-            original,
-            "note",
-            "init-dropped",
-            f"`{text[:77] + '...' if len(text) > 80 else text}` dropped: initialisation is not converted; "
-            "load the torch weights into the converted model (precision_transpiler.weights)",
-        )
-        new = cst.SimpleStatementLine([cst.Pass()])
-        ctx.record(self.name, original, new)
-        return new
+        return self._drop(ctx, original, call)
 
     def _scaled_data(
         self, ctx: RuleContext, original: cst.SimpleStatementLine, statement: cst.AugAssign
@@ -85,7 +75,11 @@ class TorchInplaceInit(Rule):
         function = (ctx.enclosing_function() or "").rsplit(".", 1)[-1].lower()
         if not any(word in function for word in INIT_WORDS):
             return None
-        text = " ".join(ctx.code(statement).split())
+        return self._drop(ctx, original, statement)
+
+    def _drop(self, ctx: RuleContext, original: cst.SimpleStatementLine, what: cst.CSTNode) -> cst.BaseStatement:
+        """The statement as `pass`, with a note naming what was dropped."""
+        text = " ".join(ctx.code(what).split())
         ctx.diagnose(
             original,
             "note",
