@@ -346,8 +346,12 @@ def sets_parameter_data(ctx: RuleContext, call: cst.Call, *, statement: bool = F
         and (statement or isinstance(ctx.parent(call), cst.Expr))
     ):
         return False
-    if func.attr.value == "copy_":
-        return True
+    return func.attr.value == "copy_" or in_initialiser(ctx)
+
+
+def in_initialiser(ctx: RuleContext) -> bool:
+    """Whether the node being visited is in a function named *init*/*reset* (`__init__`,
+    `_init_weights`, `reset_parameters`): where parameters are set while building."""
     function = (ctx.enclosing_function() or "").rsplit(".", 1)[-1].lower()
     return any(w in function for w in INIT_WORDS)
 

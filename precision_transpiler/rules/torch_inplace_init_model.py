@@ -14,7 +14,7 @@ import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import INIT_WORDS, is_initialisation, sets_parameter_data
+from precision_transpiler.rewrite.tensor_inference import in_initialiser, is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 
@@ -72,8 +72,7 @@ class TorchInplaceInit(Rule):
         target = statement.target
         if not (isinstance(target, cst.Attribute) and target.attr.value == "data"):
             return None
-        function = (ctx.enclosing_function() or "").rsplit(".", 1)[-1].lower()
-        if not any(word in function for word in INIT_WORDS):
+        if not in_initialiser(ctx):
             return None
         return self._drop(ctx, original, statement)
 
