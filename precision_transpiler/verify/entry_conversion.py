@@ -24,7 +24,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from precision_transpiler.errors import VerifyError
+from precision_transpiler.errors import PolicyError, VerifyError
 
 #: the name the snippet assigns the entry's value to (not a dunder: module dunders are not converted)
 RESULT = "ptranspile_entry_value"
@@ -79,7 +79,7 @@ def convert_entry(entry: str, original_code: str, *, target: str, policy: str, s
 
     try:
         result = transpile(snippet, to=target, from_=source, policy=policy, path="<--entry>")
-    except Exception:  # a policy file that does not resolve here: the entry's layers at fp32
+    except PolicyError:  # a policy file that does not resolve here: the entry's layers at fp32
         result = transpile(snippet, to=target, from_=source, path="<--entry>")
     unconverted = tuple(
         f"{d.line}:{d.col}: {d.message}" for d in result.diagnostics if d.severity in ("error", "unsupported")
