@@ -16,7 +16,9 @@ and can write the same as JSON.
 (pinned in benchmarks/wild/requirements.txt, `make bench-wild`), split by source into a
 development and a blind half (`--half`; the blind half is measured only at the end). Its
 summary also groups the outcomes per source, and a case whose package is not installed is
-reported as "not installed" rather than as a conversion failure.
+reported as "not installed" rather than as a conversion failure. `--vendored` runs only its CI
+slice (the cases marked `ci`) from the copies in benchmarks/wild/vendored (benchmarks/wild/vendor.py
+writes them), which is what the test-suite does without the packages installed.
 
 With `--time N` it also reports, for every verified case, one forward of the original (torch
 eager under no_grad), of the converted model (`jax.jit`, `tf.function`) and, under a mixed
@@ -47,6 +49,7 @@ from precision_transpiler.verify import VerifyOptions, verify_files
 
 DEFAULT_CASES = Path(__file__).with_name("corpus.yaml")
 SUITES = {"corpus": DEFAULT_CASES, "wild": Path(__file__).with_name("wild") / "cases.yaml"}
+VENDORED = Path(__file__).with_name("wild") / "vendored"
 NOT_INSTALLED = "not installed"
 
 
@@ -61,6 +64,7 @@ class Case:
     calibrate_bn: bool = False
     source: str | None = None  # the distribution the code comes from (the wild suite)
     half: str | None = None  # "dev" or "blind" (the wild suite: split by source)
+    ci: bool = False  # the wild suite: part of the slice the test-suite runs from benchmarks/wild/vendored
 
 
 @dataclass
@@ -286,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         help="wild suite only: the development half, the blind half (measure it only at the end) or both",
     )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
+    parser.add_argument(
+        "--vendored",
+        action="store_true",
+        help="wild suite only: the CI slice (cases marked ci), converted from the copies in "
+        "benchmarks/wild/vendored instead of installed packages",
+    )
     parser.add_argument("--cases", default="", help="only cases whose name contains one of these (comma-separated)")
     parser.add_argument("--targets", default="jax")
     parser.add_argument("--policies", default="fp32,mixed")
@@ -312,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     wild = args.suite == "wild"
-    if args.half != "all" and not wild:
-        parser.error("--half applies to --suite wild only")
+    if (args.half != "all" or args.vendored) and not wild:
+        parser.error("--half and --vendored apply to --suite wild only")
     if args.render is not None:
         data = json.loads(args.render.read_text(encoding="utf-8"))
         versions_text = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
@@ -337,8 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     cases = [
         c
         for c in load_cases(args.cases_file or SUITES[args.suite])
-        if (c.quick or not args.quick) and any(w in c.name for w in wanted) and args.half in ("all", c.half)
+        if (c.quick or not args.quick)
+        and (c.ci or not args.vendored)
+        and any(w in c.name for w in wanted)
+        and args.half in ("all", c.half)
     ]
+    if args.vendored:
+        sys.path.insert(0, str(VENDORED))  # found before any installed copy of the same package
     sources = {c.name: c.source or "?" for c in cases} if wild else None
     extra = tuple(dict.fromkeys(c.source for c in cases if c.source)) if wild else ()
     outcomes: list[Outcome] = []

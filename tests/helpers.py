@@ -1,12 +1,14 @@
-"""Shared helpers for tests: run the real CLI in a subprocess."""
+"""Shared helpers for tests: run the real CLI in a subprocess, import a script by path."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHVISION_SHIM = REPO / "tests" / "torchvision_shim"
@@ -45,3 +47,13 @@ def run_cli(
         timeout=300,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def load_script(name: str, path: Path) -> ModuleType:
+    """Import a file that is not part of a package (a benchmark script) as module `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,1 @@
+"""segment-anything 1.0: this package's own __init__.py is not vendored (it imports modules the CI slice does not carry)."""
