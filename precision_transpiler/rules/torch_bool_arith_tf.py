@@ -10,7 +10,10 @@ Python number stays weakly typed). So for the Keras target this rule rewrites `x
 (op `*`, `+`, `-`; `x` a name or attribute) into `x = keras.ops.<op>(x, <comparison>)`, and the
 binary operation `y op <comparison>` (either side) into `keras.ops.<op>(y, <comparison>)`, when the
 comparison has an operand known to be a tensor (a torch call, a name bound only to tensors, a
-registered buffer or parameter). Comparisons of plain Python values are left alone.
+registered buffer or parameter). Masks count as comparisons: `&`, `|`, `^` and `~` of them, a name
+bound only to them (`is_max = a & (m > t)`; `m * is_max`) and a call of a function of the same
+file that returns only them (`keep = _beats(m, n) & _beats(m, p)`). Comparisons of plain Python
+values are left alone.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import known_tensor
+from precision_transpiler.rewrite.tensor_inference import bool_tensor
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.syntax import operator_symbol
 
@@ -42,6 +45,15 @@ class TorchBoolArithTf(Rule):
             "    mask *= pos > 0\n    return mask + (pos > 1), n * (n > 1)\n",
             "import tensorflow as tf\nimport keras\n\n\ndef f(mask: tf.Tensor, pos: tf.Tensor, n: int):\n"
             "    mask = keras.ops.multiply(mask, pos > 0)\n    return keras.ops.add(mask, (pos > 1)), n * (n > 1)\n",
+            to="tf",
+        ),
+        Example(
+            "import torch\n\n\ndef _beats(m: torch.Tensor, n: torch.Tensor):\n    return (m > n) | (m == 0)\n\n\n"
+            "def nms(m: torch.Tensor, n: torch.Tensor):\n    keep = _beats(m, n) & ~(m < 0.1)\n    return m * keep\n",
+            "import tensorflow as tf\nimport keras\n\n\ndef _beats(m: tf.Tensor, n: tf.Tensor):\n"
+            "    return (m > n) | (m == 0)\n\n\n"
+            "def nms(m: tf.Tensor, n: tf.Tensor):\n    keep = _beats(m, n) & ~(m < 0.1)\n"
+            "    return keras.ops.multiply(m, keep)\n",
             to="tf",
         ),
     )
@@ -74,7 +86,7 @@ class TorchBoolArithTf(Rule):
         return replacement
 
     def _tensor_comparison(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
-        """A comparison (parenthesised or not) with an operand known to be a tensor."""
-        if not isinstance(node, cst.Comparison):
-            return False
-        return any(known_tensor(ctx, part, anchor) for part in (node.left, *(c.comparator for c in node.comparisons)))
+        """A boolean tensor: a comparison (parenthesised or not) with an operand known to be a
+        tensor, a mask combined from such with `&`/`|`/`^`/`~`, a name bound only to one, or a
+        call of a function of the file that returns one."""
+        return bool_tensor(ctx, node, anchor)

@@ -132,7 +132,7 @@ def test_einops_under_mixed_precision(tmp_path: Path, to: str) -> None:
 
 HELPER_LIBRARY = {
     "__init__.py": "",
-    "nn.py": '''
+    "nn.py": """
 from torch.nn import Module
 from torch.nn import Sequential as PyTorchSequential
 
@@ -150,7 +150,7 @@ class Residual(Module):
 
     def forward(self, x):
         return self.fn(x) + x
-''',
+""",
     "util.py": "import torch\n\n\ndef exists(v):\n    return v is not None\n",
     # plain Python (no torch): stays imported
     "config.py": "def default(value, d):\n    return d if value is None else value\n",
@@ -748,3 +748,56 @@ def test_parameters_scaled_through_data_while_building(tmp_path: Path, to: str) 
     result = _verify(tmp_path, "init_scale", INIT_SCALE, to, "fp32", "Net()", "float32[2,4]")
     assert "mul_" not in result.code
     assert sum("dropped: initialisation" in d.message for d in result.diagnostics) == 4
+
+
+MASKS = """
+import torch
+import torch.nn as nn
+
+
+def _beats(m: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    return (m > n) | (m == n)
+
+
+class Suppress(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        left, right = torch.roll(x, 1, -1), torch.roll(x, -1, -1)
+        keep: torch.Tensor = _beats(x, left) & _beats(x, right)
+        keep = keep & ~(x < 0.1)
+        return x * keep + 0.5 * (x > 1.0)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_masks_built_from_comparisons_multiply_floats(tmp_path: Path, to: str) -> None:
+    """kornia's Canny multiplies its magnitude by a mask built from comparisons by a helper
+    (`magnitude * is_max`): TensorFlow's `*` does not promote bool, so the Keras call failed."""
+    result = _verify(tmp_path, "masks", MASKS, to, "fp32", "Suppress()", "float32[2,3,8]")
+    if to == "tf":
+        assert "keras.ops.multiply(x, keep)" in result.code
+
+
+DEVICE_DTYPE_ANNOTATIONS = """
+from typing import Optional
+
+import torch
+
+
+def ones(*, device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    if device is not None and not isinstance(device, torch.device):
+        device = torch.device(device)
+    return torch.ones(3, device=device, dtype=dtype)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_device_and_dtype_annotations_leave_no_torch_behind(to: str) -> None:
+    """kornia annotates every kernel builder `device: Optional[torch.device]`: each was reported
+    unsupported and the output kept `import torch`."""
+    result = transpile(DEVICE_DTYPE_ANNOTATIONS, to=to)
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "import torch" not in result.code
+    assert "torch." not in result.code[result.code.index("def ones(") :]
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    assert [float(v) for v in namespace["ones"](device="cpu")] == [1.0, 1.0, 1.0]
