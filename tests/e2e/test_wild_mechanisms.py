@@ -801,3 +801,34 @@ def test_device_and_dtype_annotations_leave_no_torch_behind(to: str) -> None:
     namespace: dict = {}
     exec(compile(result.code, "<converted>", "exec"), namespace)
     assert [float(v) for v in namespace["ones"](device="cpu")] == [1.0, 1.0, 1.0]
+
+
+OUTPUT_CLASS = """
+from collections import OrderedDict
+
+import torch.nn as nn
+
+
+class ModelOutput(OrderedDict):
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return ModelOutput(sample=self.fc(x).half(), extra=(self.fc(x),))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_output_classes_are_cast_to_the_policy_output_dtype(tmp_path: Path, to: str) -> None:
+    """diffusers returns `UNet2DOutput(sample=...)`, a dict subclass jax.tree takes for one leaf:
+    under mixed the sample stayed bfloat16 on JAX."""
+    _verify(tmp_path, "output_class", OUTPUT_CLASS, to, "mixed", "Net()", "float32[2,8]")

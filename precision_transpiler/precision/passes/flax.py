@@ -57,9 +57,33 @@ def _ptranspile_output(t):
     return t
 
 
+def _ptranspile_output_class(t):
+    """A dict subclass jax.tree does not know: a model's output class (diffusers' `BaseOutput`,
+    transformers' `ModelOutput`), walked item by item instead of passed whole as one leaf."""
+    import collections
+
+    return isinstance(t, dict) and type(t) not in (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _ptranspile_map(f, out):
+    """jax.tree.map(f, out), also into output classes (a copy with every item mapped)."""
+    def one(t):
+        if not _ptranspile_output_class(t):
+            return f(t)
+        import copy
+
+        new = copy.copy(t)
+        for key, value in t.items():
+            new[key] = _ptranspile_map(f, value)
+        return new
+    return jax.tree.map(one, out, is_leaf=_ptranspile_output_class)
+
+
 def _ptranspile_finite(out):
     """True unless a concrete floating output holds inf/nan (under jax.jit nothing is checked)."""
-    leaves = [t for t in jax.tree.leaves(out) if hasattr(t, "dtype") and jnp.issubdtype(t.dtype, jnp.floating)]
+    leaves = []
+    _ptranspile_map(leaves.append, out)
+    leaves = [t for t in leaves if hasattr(t, "dtype") and jnp.issubdtype(t.dtype, jnp.floating)]
     if any(isinstance(t, jax.core.Tracer) for t in leaves):
         return True
     return all(bool(jnp.isfinite(t).all()) for t in leaves)
@@ -100,10 +124,10 @@ def _ptranspile_policy(call):
             _PTRANSPILE_DEPTH[0] -= 1
         if _PTRANSPILE_DEPTH[0]:
             return out
-        cast = jax.tree.map(_ptranspile_output, out)
+        cast = _ptranspile_map(_ptranspile_output, out)
         if _PTRANSPILE_NAN_FALLBACK and not _ptranspile_finite(cast):
             out = _ptranspile_recompute_fp32(call, self, args, kwargs)
-            return jax.tree.map(lambda t: t.astype(jnp.float32) if jnp.issubdtype(t.dtype, jnp.floating) else t, out)
+            return _ptranspile_map(_ptranspile_fp32, out)
         return cast
     run.__name__ = call.__name__
     run.__wrapped__ = call

@@ -89,13 +89,30 @@ def _ptranspile_floating(t):
     return hasattr(t, "dtype") and keras.backend.is_float_dtype(keras.backend.standardize_dtype(t.dtype))
 
 
+def _ptranspile_map(f, value):
+    """keras.tree.map_structure(f, value), also into the dict subclasses it takes for one leaf (a
+    model's output class: diffusers' `BaseOutput`), item by item in a copy."""
+    import collections
+
+    def one(t):
+        if not isinstance(t, dict) or type(t) in (dict, collections.OrderedDict, collections.defaultdict):
+            return f(t)
+        import copy
+
+        new = copy.copy(t)
+        for key, item in t.items():
+            new[key] = _ptranspile_map(f, item)
+        return new
+    return keras.tree.map_structure(one, value)
+
+
 def _ptranspile_cast(value, dtype):
     """Cast the floating tensors in a (nested) value to `dtype`."""
     def cast(t):
         if _ptranspile_floating(t) and keras.backend.standardize_dtype(t.dtype) != dtype:
             return keras.ops.cast(t, dtype)
         return t
-    return keras.tree.map_structure(cast, value)
+    return _ptranspile_map(cast, value)
 
 
 def _ptranspile_first_dtype(args, kwargs):
@@ -247,7 +264,9 @@ def _ptranspile_module(cls):
 def _ptranspile_finite(value):
     """False only for a concrete floating output holding inf/nan (symbolic tensors and traced
     functions are not checked)."""
-    leaves = [t for t in keras.tree.flatten(value) if _ptranspile_floating(t)]
+    leaves = []
+    _ptranspile_map(leaves.append, value)
+    leaves = [t for t in leaves if _ptranspile_floating(t)]
     if any(isinstance(t, keras.KerasTensor) for t in leaves):
         return True
     if keras.backend.backend() == "tensorflow":
