@@ -14,8 +14,12 @@
 * `isinstance(m, nn.Module)` -> `isinstance(m, keras.layers.Layer)`: converted layers are Keras
   layers, only converted module classes are `TorchModule`s.
 
-Assignments to attributes that keras.layers.Layer owns (`self.dtype = ...`, a read-only property)
-are reported (`keras-reserved-attribute`). Nothing else needs rewriting: Keras layers take no
+Attributes that keras.layers.Layer owns (`self.name`, `self.dtype`, `self.weights`, `self.trainable`,
+...) but a module class of the file sets as its own (pretrainedmodels' `self.name = name`, which
+Keras then uses for its name scope; kornia's `self.weights = ...`) are renamed with a trailing
+underscore in every module class of the file (`self.name_`), with a note; the class gets
+`_torch_renamed = {"name_": "name"}`, so torch names (state dicts, `named_children`, weight
+transfer) stay torch's. Nothing else needs rewriting: Keras layers take no
 `rngs`, `self.training` is a property of `TorchModule`, and `self.register_buffer(...)` /
 `self.register_parameter(...)` are its methods.
 """
@@ -44,6 +48,37 @@ _KERAS_READ_ONLY = frozenset(
 )  # fmt: skip
 #: attributes Keras reads itself: assigning them changes how the layer behaves
 _KERAS_SETTINGS = frozenset({"trainable", "dtype_policy", "input_spec", "supports_masking", "built", "autocast"})
+#: what a module class may not keep under its torch name: Keras' read-only properties, its
+#: settings, and `name` (Keras builds name scopes from it: `self.name = None` breaks every call)
+_KERAS_OWNED = _KERAS_READ_ONLY | _KERAS_SETTINGS | {"name"}
+
+
+def _owned_attributes(ctx: RuleContext) -> frozenset[str]:
+    """Attributes Keras owns that some module class of the file assigns on `self`."""
+
+    def build() -> frozenset[str]:
+        import ast
+
+        tree, _ = ctx.module_ast()
+        classes = analysis_for(ctx).module_classes
+        found: set[str] = set()
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.ClassDef) and node.name in classes:
+                for inner in ast.walk(node):
+                    targets = inner.targets if isinstance(inner, ast.Assign) else []
+                    if isinstance(inner, ast.AnnAssign | ast.AugAssign):
+                        targets = [inner.target]
+                    for target in targets:
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                            and target.attr in _KERAS_OWNED
+                        ):
+                            found.add(target.attr)
+        return frozenset(found)
+
+    return ctx.per_file("keras-owned-attributes", build)
 
 
 @register
@@ -73,27 +108,53 @@ class TorchModulesKeras(Rule):
         self, ctx: RuleContext, original: cst.ClassDef, updated: cst.ClassDef
     ) -> cst.BaseStatement | None:
         """A module class deriving from a torch layer (and from no module class of the file)
-        gets `TorchModule` as a last base."""
+        gets `TorchModule` as a last base; one whose attributes were renamed says so
+        (`_torch_renamed`)."""
         analysis = analysis_for(ctx)
         if original.name.value not in analysis.module_classes:
             return None
+        updated = self._declare_renamed(ctx, original, updated)
         layer_base = False
         for arg in original.bases:
             qualified = ctx.qualified_name(arg.value)
             if ctx.mappings.frameworks["torch"].is_module_base(qualified):
-                return None
+                return updated
             if dotted_name(arg.value) in analysis.module_classes:
-                return None
+                return updated
             if qualified is not None and qualified in ctx.mappings.layers:
                 layer_base = True
         if not layer_base or any(a.keyword is not None or a.star for a in updated.bases):
-            return None
+            return updated
         bases = list(updated.bases)
         bases[-1] = bases[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         bases.append(cst.Arg(ctx.expr_for(f"{_SHIMS}.TorchModule")))
         new = updated.with_changes(bases=bases)
         ctx.record(self.name, original.name, new.name)
         return new
+
+    def _declare_renamed(self, ctx: RuleContext, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        used = sorted(
+            name
+            for name in _owned_attributes(ctx)
+            if any(
+                isinstance(n, cst.Attribute)
+                and n.attr.value == name
+                and isinstance(n.value, cst.Name)
+                and n.value.value == "self"
+                for n in _attributes(original)
+            )
+        )
+        if not used or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        mapping = ", ".join(f'"{name}_": "{name}"' for name in used)
+        line = cst.parse_statement(f"_torch_renamed = {{{mapping}}}  # Keras owns these names\n")
+        body = list(updated.body.body)
+        at = 1 if body and _is_docstring(body[0]) else 0
+        body.insert(at, line)
+        following = body[at + 1] if at + 1 < len(body) else None
+        if isinstance(following, cst.FunctionDef) and not following.leading_lines:
+            body[at + 1] = following.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        return updated.with_changes(body=updated.body.with_changes(body=body))
 
     # -- forward -> call -----------------------------------------------------------------------
 
@@ -116,7 +177,7 @@ class TorchModulesKeras(Rule):
         class of the file -> `.call` (`super().forward(x)` in a subclass would otherwise reach
         `TorchModule.forward`, which calls the subclass's own `call` again)."""
         if original.attr.value != "forward":
-            return None
+            return self._rename_owned(ctx, original, updated)
         value = original.value
         classes = analysis_for(ctx).module_classes
         is_self = isinstance(value, cst.Name) and value.value == "self" and self._owner(ctx) in classes
@@ -135,6 +196,19 @@ class TorchModulesKeras(Rule):
 
     # -- attributes Keras owns ----------------------------------------------------------------
 
+    def _rename_owned(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        """`self.name` in a module class of a file whose module classes set `self.name` -> `self.name_`."""
+        name = original.attr.value
+        if not (isinstance(original.value, cst.Name) and original.value.value == "self"):
+            return None
+        if name not in _owned_attributes(ctx) or self._owner(ctx) not in analysis_for(ctx).module_classes:
+            return None
+        new = updated.with_changes(attr=cst.Name(f"{name}_"))
+        ctx.record(self.name, original, new)
+        return new
+
     def leave_Assign(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> None:
         for target in original.targets:
             self._check_attribute(ctx, target.target, original)
@@ -143,31 +217,27 @@ class TorchModulesKeras(Rule):
         self._check_attribute(ctx, original.target, original)
 
     def _check_attribute(self, ctx: RuleContext, target: cst.BaseExpression, statement: cst.CSTNode) -> None:
-        """`self.dtype = ...` in a module class: a read-only property of keras.layers.Layer."""
+        """`self.name = ...` in a module class: renamed (`_rename_owned`); say so once per class
+        and attribute."""
         if not (
             isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
         ):
             return
         name = target.attr.value
-        if name not in _KERAS_READ_ONLY and name not in _KERAS_SETTINGS:
+        owner = self._owner(ctx)
+        if name not in _owned_attributes(ctx) or owner not in analysis_for(ctx).module_classes:
             return
-        if self._owner(ctx) not in analysis_for(ctx).module_classes:
+        said = ctx.per_file("keras-owned-said", set)
+        if (owner, name) in said:
             return
-        if name in _KERAS_READ_ONLY:
-            ctx.unsupported(
-                statement,
-                f"self.{name} is a read-only property of keras.layers.Layer (the base of converted modules): "
-                "rename the attribute in the torch code",
-                "keras-reserved-attribute",
-            )
-        else:
-            ctx.diagnose(
-                statement,
-                "warning",
-                "keras-reserved-attribute",
-                f"self.{name} is a setting of keras.layers.Layer (the base of converted modules): assigning it "
-                "changes how Keras treats the layer; rename the attribute in the torch code",
-            )
+        said.add((owner, name))
+        ctx.diagnose(
+            statement,
+            "note",
+            "keras-reserved-attribute",
+            f"self.{name} renamed self.{name}_ in the module classes of this file: keras.layers.Layer "
+            f"(the base of converted modules) owns `{name}`; torch names (state dicts) keep `{name}`",
+        )
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -220,3 +290,23 @@ class TorchModulesKeras(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
+
+
+def _attributes(node: cst.CSTNode) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            found.append(n)
+
+    node.visit(_V())
+    return found
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )

@@ -35,8 +35,11 @@ def _to_numpy(value: Any) -> np.ndarray:
 def _child(obj: Any, part: str) -> Any:
     """One step of a torch module path: a container child by torch name, else an attribute."""
     containers = getattr(obj, "_torch_modules", None)  # the shims' Sequential/ModuleList/ModuleDict
-    if containers is not None:
+    if containers is not None and (not isinstance(containers, list) or part.lstrip("-").isdigit()):
         return containers[int(part)] if isinstance(containers, list) else containers[part]
+    renamed = {torch: own for own, torch in getattr(type(obj), "_torch_renamed", {}).items()}
+    if part in renamed:  # an attribute renamed because Keras owns its name (`self.name_`)
+        return getattr(obj, renamed[part])
     if hasattr(obj, part):
         return getattr(obj, part)
     if isinstance(obj, list | tuple) and part.lstrip("-").isdigit():

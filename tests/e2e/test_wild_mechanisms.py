@@ -832,3 +832,50 @@ def test_output_classes_are_cast_to_the_policy_output_dtype(tmp_path: Path, to: 
     """diffusers returns `UNet2DOutput(sample=...)`, a dict subclass jax.tree takes for one leaf:
     under mixed the sample stayed bfloat16 on JAX."""
     _verify(tmp_path, "output_class", OUTPUT_CLASS, to, "mixed", "Net()", "float32[2,8]")
+
+
+KERAS_OWNED_NAMES = """
+import torch
+import torch.nn as nn
+
+
+class Branch(nn.Module):
+    def __init__(self, name=None):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.name = name
+        self.weights = nn.Parameter(torch.rand(4))
+
+    def forward(self, x):
+        if self.name == "specific":
+            x = x * 2
+        return self.fc(x) * self.weights
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = Branch("specific")
+        self.b = Branch()
+        self.paths = nn.ModuleList()
+        self.paths.add_module("pad", nn.ZeroPad2d((0, 1, 0, 1)))
+
+    def forward(self, x):
+        return self.a(x) + self.b(x) + self.paths.pad(x[None])[0, :-1, :-1]
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_attributes_keras_owns_and_named_children_of_a_module_list(tmp_path: Path, to: str) -> None:
+    """pretrainedmodels' NASNet sets `self.name = name` (Keras' name scope: every call failed) and
+    adds named children to a ModuleList (`path_2.add_module("pad", ...)`); kornia sets
+    `self.weights`. Renamed on Keras, with torch's names kept for the weights."""
+    result = _verify(tmp_path, "owned", KERAS_OWNED_NAMES, to, "fp32", "Net()", "float32[3,4]")
+    if to == "tf":
+        assert "self.name_ = name" in result.code and "self.weights_" in result.code
+        namespace: dict = {}
+        exec(compile(result.code, "<converted>", "exec"), namespace)
+        original: dict = {}
+        exec(compile(KERAS_OWNED_NAMES, "<original>", "exec"), original)
+        expected = [name for name, _ in original["Net"]().named_parameters()]
+        assert [name for name, _ in namespace["Net"]().named_parameters()] == expected

@@ -157,6 +157,18 @@ class ModuleList(keras.layers.Layer):
     def pop(self, index: int = -1) -> Any:
         return self._torch_modules.pop(index)
 
+    def add_module(self, name: str, module: Any) -> None:
+        """torch's `add_module` on a ModuleList: "3" is position 3 (appended at the end, replaced
+        below it); another name is a named child read as an attribute (pretrainedmodels' NASNet
+        builds `path_2 = nn.ModuleList()` then `path_2.add_module("pad", ...)`, read as `path_2.pad`)."""
+        if str(name).isdigit() and int(name) <= len(self):
+            if int(name) == len(self):
+                self.append(module)
+            else:
+                self[int(name)] = module
+            return
+        setattr(self, str(name), module)
+
     def __add__(self, other: Any) -> "ModuleList":
         return ModuleList([*self, *other])
 

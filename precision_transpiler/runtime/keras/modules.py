@@ -188,6 +188,12 @@ def _call_training() -> Any:
     return None if context is None else getattr(context, "training", None)
 
 
+def _torch_name(layer: Any, name: str) -> str:
+    """The torch name of an attribute the converter renamed because Keras owns its name
+    (`self.name_`: the class's `_torch_renamed`)."""
+    return getattr(type(layer), "_torch_renamed", {}).get(name, name)
+
+
 def _child_items(layer: Any) -> list[tuple[str, Any]]:
     """torch's `named_children()` of a Keras layer: the torch containers' children by their torch
     names ("0", "1", ... or keys), else layers held in attributes (and in lists/dicts Keras tracks),
@@ -200,6 +206,7 @@ def _child_items(layer: Any) -> list[tuple[str, Any]]:
     for name, value in vars(layer).items():
         if name in _KERAS_INTERNAL or name.startswith("_self_") or name == "_torch_modules":
             continue
+        name = _torch_name(layer, name)
         if isinstance(value, keras.layers.Layer):
             found.append((name, value))
         elif isinstance(value, list | tuple):
@@ -245,7 +252,7 @@ def modules(module: Any) -> list[Any]:
 def _own_variables(module: Any, trainable: bool) -> list[tuple[str, Any]]:
     """Variables held directly in attributes of one layer (torch's parameters or buffers of it)."""
     return [
-        (name, value)
+        (_torch_name(module, name), value)
         for name, value in vars(module).items()
         if isinstance(value, keras.Variable) and bool(value.trainable) == trainable and not name.startswith("_")
     ]
