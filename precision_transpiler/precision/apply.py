@@ -138,7 +138,7 @@ def _apply_layer_policy(
     if not policy_pass.decisions:
         return module, []
     body = list(module.body)
-    index = after_leading_imports(body)
+    index = after_leading_imports(body, blocks=True)
     body[index:index] = helpers(policy_pass)
     decisions = policy_pass.decisions
     if seen != given:  # an earlier run's insertions were stripped: name the given code's lines
@@ -156,6 +156,6 @@ def _with_helper_imports(module: cst.Module, wanted: list[tuple[str, str]]) -> c
     if not missing:
         return module
     body = list(module.body)
-    index = after_leading_imports(body)
+    index = after_leading_imports(body, blocks=True)
     body[index:index] = missing
     return module.with_changes(body=body)

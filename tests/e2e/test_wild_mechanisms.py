@@ -879,3 +879,35 @@ def test_attributes_keras_owns_and_named_children_of_a_module_list(tmp_path: Pat
         exec(compile(KERAS_OWNED_NAMES, "<original>", "exec"), original)
         expected = [name for name, _ in original["Net"]().named_parameters()]
         assert [name for name, _ in namespace["Net"]().named_parameters()] == expected
+
+
+TRY_IMPORTS_FIRST = """
+import math
+
+try:
+    from typing import Literal
+except ImportError:
+    from typing_extensions import Literal
+
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, mode: Literal["a", "b"] = "a"):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc(self.norm(x)) * math.sqrt(2.0)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_policy_helpers_follow_imports_after_a_try_block(tmp_path: Path, to: str) -> None:
+    """timm's vision_transformer.py imports in a `try:` block before `import torch`: the policy's
+    helpers went before that block, above the framework imports they use (NameError: nnx)."""
+    result = _verify(tmp_path, "try_first", TRY_IMPORTS_FIRST, to, "mixed", "Net()", "float32[2,8]")
+    framework = "from flax import nnx" if to == "jax" else "import keras"
+    assert result.code.index(framework) < result.code.index("# ptranspile: begin precision policy")
