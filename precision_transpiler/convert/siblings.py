@@ -146,8 +146,14 @@ def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, s
                     text = candidate.read_text(encoding="utf-8", errors="replace")
                 except OSError:
                     return None, module
-                # torch code only: a library that merely mentions torch stays imported
-                return (candidate if _IMPORTS_TORCH.search(text) else None), module
+                # torch code only: a library that merely mentions torch stays imported; a
+                # package's `__init__.py` that re-exports its own modules (torch_einops_utils'
+                # `from torch_einops_utils.stable_softmax import cross_entropy`) is followed there
+                torch_code = _IMPORTS_TORCH.search(text) is not None
+                if not torch_code and candidate.name == "__init__.py":
+                    own = re.compile(rf"^[ \t]*from[ \t]+(?:\.|{re.escape(module)}\.)", re.MULTILINE)
+                    torch_code = own.search(text) is not None
+                return (candidate if torch_code else None), module
         return None, module  # the package is here, the module is not (an extension): left as is
     return None, module
 
@@ -160,7 +166,7 @@ def inline_siblings(
     code: str,
     convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
     *,
-    max_rounds: int = 6,
+    max_rounds: int = 16,
     redirect: Callable[[str], str] | None = None,
     known: frozenset[str] = frozenset(),
     mapped: frozenset[str] | None = None,
@@ -377,15 +383,22 @@ def _insert_imports(module: cst.Module, imports: list[str]) -> str:
 
 
 def _reexports(tree: ast.Module, package: str) -> dict[str, str]:
-    """Names a module imports from elsewhere in its package (relative imports), made absolute."""
+    """Names a module imports from elsewhere in its package, made absolute: relative imports,
+    and absolute ones of the same top-level package (torch_einops_utils' `__init__.py` has
+    `from torch_einops_utils.stable_softmax import cross_entropy`)."""
     found: dict[str, str] = {}
+    top = package.split(".")[0]
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level:
             parts = package.split(".")
             base = parts[: len(parts) - (node.level - 1)]
             module = ".".join([*base, *([node.module] if node.module else [])])
-            for alias in node.names:
-                found[alias.asname or alias.name] = module
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(f"{top}."):
+            module = node.module
+        else:
+            continue
+        for alias in node.names:
+            found[alias.asname or alias.name] = module
     return found
 
 

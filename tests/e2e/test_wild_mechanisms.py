@@ -192,6 +192,65 @@ def test_a_torch_library_of_another_distribution_is_converted(
     assert "helperlib.nn.Residual" in note.message and "helperlib.nn.Sequential" in note.message
 
 
+REEXPORTING_LIBRARY = {
+    # the package re-exports its modules by absolute imports and imports no torch itself
+    "__init__.py": "from reexportlib.losses import cross_entropy_last\nfrom reexportlib.util import exists\n",
+    "losses.py": """
+import torch
+
+from reexportlib.util import exists
+
+
+def cross_entropy_last(logits, target, class_dim=1):
+    logits = torch.movedim(logits, class_dim, -1)
+    picked = torch.gather(torch.log_softmax(logits, dim=-1), -1, target[..., None])[..., 0]
+    return -picked.mean() if exists(picked) else None
+""",
+    "util.py": "def exists(v):\n    return v is not None\n",
+}
+
+USES_REEXPORTS = """
+import torch.nn as nn
+from reexportlib import cross_entropy_last
+
+
+class Scorer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, 3)
+
+    def forward(self, x, target):
+        return cross_entropy_last(self.fc(x).transpose(1, 2), target)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_library_package_reexporting_its_modules_is_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str
+) -> None:
+    """x-transformers imports `cross_entropy` from torch_einops_utils, whose `__init__.py` only
+    re-exports (`from torch_einops_utils.stable_softmax import ...`): it stayed imported, silently,
+    and ran torch.movedim on a JAX array."""
+    library = tmp_path / "site" / "reexportlib"
+    library.mkdir(parents=True)
+    for name, text in REEXPORTING_LIBRARY.items():
+        (library / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    model = tmp_path / "model"
+    model.mkdir()
+    original = model / "scorer.py"
+    original.write_text(USES_REEXPORTS)
+    result = transpile(USES_REEXPORTS, to=to, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    imported = {n.module for n in ast.walk(ast.parse(result.code)) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m and m.startswith("reexportlib") and m != "reexportlib.util"}, imported
+    converted = model / f"scorer_{to}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Scorer(4)", inputs=["float32[2,5,4]", "int64[2,5]<3"])
+    verdict = verify_files(original, converted, options)
+    assert verdict.passed, verdict.failures
+
+
 def test_converting_does_not_import_the_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Libraries are found as files on the search path; converting never imports them."""
     library = tmp_path / "site" / "helperlib_noimport"
