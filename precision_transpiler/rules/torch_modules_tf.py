@@ -65,6 +65,9 @@ def _owned_attributes(ctx: RuleContext) -> frozenset[str]:
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.ClassDef) and node.name in classes:
                 for inner in ast.walk(node):
+                    named = _registered_name(inner)
+                    if named in _KERAS_OWNED:
+                        found.add(named)
                     targets = inner.targets if isinstance(inner, ast.Assign) else []
                     if isinstance(inner, ast.AnnAssign | ast.AugAssign):
                         targets = [inner.target]
@@ -242,6 +245,10 @@ class TorchModulesKeras(Rule):
     # -- calls ---------------------------------------------------------------------------------
 
     def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        renamed = self._rename_registered(ctx, original, updated)
+        if renamed is not None:
+            walked = self._module_walk(ctx, original, renamed)
+            return walked if walked is not None else renamed
         foreign = self._variables_as_arrays(ctx, original, updated)
         if foreign is not None:
             return foreign
@@ -249,6 +256,40 @@ class TorchModulesKeras(Rule):
         if walked is not None:
             return walked
         return self._isinstance_module(ctx, original, updated)
+
+    def _rename_registered(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
+        """`self.register_buffer("weights", w)` (kornia's VonMisesKernel) in a module class: the
+        renamed attribute, `"weights_"`, as `self.weights` reads became `self.weights_`."""
+        func = original.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and func.attr.value in _REGISTERING
+            and updated.args
+            and isinstance(updated.args[0].value, cst.SimpleString)
+        ):
+            return None
+        literal = updated.args[0].value
+        name = literal.evaluated_value
+        if name not in _owned_attributes(ctx) or self._owner(ctx) not in analysis_for(ctx).module_classes:
+            return None
+        quote = literal.quote
+        args = [updated.args[0].with_changes(value=cst.SimpleString(f"{quote}{name}_{quote}")), *updated.args[1:]]
+        new = updated.with_changes(args=args)
+        ctx.record(self.name, original, new)
+        if original.args and isinstance(original.args[0].value, cst.SimpleString):
+            said = ctx.per_file("keras-owned-said", set)
+            if (self._owner(ctx), name) not in said:
+                said.add((self._owner(ctx), name))
+                ctx.diagnose(
+                    original,
+                    "note",
+                    "keras-reserved-attribute",
+                    f"{name} registered as {name}_ in the module classes of this file: keras.layers.Layer "
+                    f"(the base of converted modules) owns `{name}`; torch names (state dicts) keep `{name}`",
+                )
+        return new
 
     def _module_walk(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
@@ -267,7 +308,7 @@ class TorchModulesKeras(Rule):
         targets = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]
         is_module = ctx.mappings.frameworks["torch"].is_module_base
         if not any(is_module(ctx.qualified_name(t)) for t in targets):
-            return None
+            return self._isinstance_tensor(ctx, original, updated, targets)
         converted = updated.args[1].value
         layer = ctx.expr_for("keras.layers.Layer")
         if isinstance(classes, cst.Tuple) and isinstance(converted, cst.Tuple):
@@ -282,6 +323,29 @@ class TorchModulesKeras(Rule):
         ctx.record(self.name, original, new)
         return new
 
+    def _isinstance_tensor(
+        self, ctx: RuleContext, original: cst.Call, updated: cst.Call, targets: list[cst.BaseExpression]
+    ) -> cst.BaseExpression | None:
+        """`isinstance(self.emb0, torch.Tensor)` -> `isinstance(self.emb0, (tf.Tensor, keras.Variable))`:
+        a buffer or parameter of a converted module is a Keras variable, not a tf.Tensor (kornia
+        checks its buffers so and raised TypeError)."""
+        if original.func.value != "isinstance" or not any(  # type: ignore[attr-defined]
+            ctx.qualified_name(t) in _TENSOR_CLASSES for t in targets
+        ):
+            return None
+        converted = updated.args[1].value
+        variable = cst.Element(ctx.expr_for("keras.Variable"))
+        if isinstance(converted, cst.Tuple):
+            elements = [*converted.elements]
+            elements[-1] = elements[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            value: cst.BaseExpression = converted.with_changes(elements=[*elements, variable])
+        else:
+            first = cst.Element(converted, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            value = cst.Tuple([first, variable])
+        new = updated.with_changes(args=[updated.args[0], updated.args[1].with_changes(value=value)])
+        ctx.record(self.name, original, new)
+        return new
+
     def _variables_as_arrays(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
         """`repeat(self.cls, ...)` (einops, a helper library): a parameter or buffer passed to a
         function no table knows is passed as its array (`self.cls.value`, which applies Keras'
@@ -290,6 +354,26 @@ class TorchModulesKeras(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
+
+
+#: torch's tensor classes, which a converted module's variables stand for too
+_TENSOR_CLASSES = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.LongTensor", "torch.BoolTensor"})
+
+#: methods of a module that bind an attribute named by their first argument
+_REGISTERING = frozenset({"register_buffer", "register_parameter", "add_module", "register_module"})
+
+
+def _registered_name(node: object) -> str | None:
+    """`self.register_buffer("weights", ...)` -> "weights" (an `ast` node)."""
+    import ast
+
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    func = node.func
+    if not (isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in _REGISTERING):
+        return None
+    first = node.args[0] if node.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
 def _attributes(node: cst.CSTNode) -> list[cst.Attribute]:

@@ -379,3 +379,36 @@ def torch_kwargs(mapping: Any, keep: dict[str, str], drop: tuple[str, ...] = ())
         elif key not in drop and value is not None and value is not False:
             raise TypeError(f"argument {key}={value!r} (passed through a mapping) has no equivalent here")
     return out
+
+
+#: id(module) -> (a weak reference to it, [(hook, with_module)]): torch's
+#: `_register_load_state_dict_pre_hook`, kept outside the module so that Keras and nnx do not
+#: track the hooks (bound methods of the module) as state; by id, as nnx containers are unhashable
+_LOAD_STATE_DICT_PRE_HOOKS = {}  # type: ignore[var-annotated]
+
+
+def register_load_state_dict_pre_hook(module: Any, hook: Any, with_module: bool = False) -> None:
+    """torch's `module._register_load_state_dict_pre_hook(hook, with_module)` (and the public
+    `register_load_state_dict_pre_hook(hook)`, with_module=True): `hook(state_dict, prefix, ...)`
+    runs before `load_state_dict` reads the state dict, and may fill it in (kornia's MKD)."""
+    import weakref  # here: converted files that register no hook import nothing for it
+
+    ref, hooks = _LOAD_STATE_DICT_PRE_HOOKS.get(id(module), (None, []))
+    if ref is None or ref() is not module:
+        ref, hooks = weakref.ref(module), []
+        _LOAD_STATE_DICT_PRE_HOOKS[id(module)] = (ref, hooks)
+    hooks.append((hook, with_module))
+
+
+def run_load_state_dict_pre_hooks(named: Any, state_dict: Any, strict: bool) -> Any:
+    """Run the pre-hooks of every (name, module) of `named` on a copy of `state_dict`, with
+    torch's arguments (prefix "name."); returns the copy."""
+    state_dict = dict(state_dict)
+    for name, module in named:
+        ref, hooks = _LOAD_STATE_DICT_PRE_HOOKS.get(id(module), (None, []))
+        if ref is None or ref() is not module:
+            continue
+        for hook, with_module in hooks:
+            args = (state_dict, f"{name}." if name else "", {}, strict, [], [], [])
+            hook(module, *args) if with_module else hook(*args)
+    return state_dict

@@ -18,6 +18,7 @@ import ast
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from precision_transpiler import transpile
@@ -918,9 +919,16 @@ class Net(nn.Module):
         self.b = Branch()
         self.paths = nn.ModuleList()
         self.paths.add_module("pad", nn.ZeroPad2d((0, 1, 0, 1)))
+        self.register_buffer("variables", torch.ones(4))
+        self._register_load_state_dict_pre_hook(self._fill_variables)
+
+    def _fill_variables(self, state_dict, prefix, *args):
+        state_dict.setdefault(prefix + "variables", self.variables.detach().clone())
 
     def forward(self, x):
-        return self.a(x) + self.b(x) + self.paths.pad(x[None])[0, :-1, :-1]
+        if not isinstance(self.variables, torch.Tensor):
+            raise TypeError("a buffer is a tensor")
+        return self.a(x) + self.b(x) + self.paths.pad(x[None])[0, :-1, :-1] + self.variables
 """
 
 
@@ -938,6 +946,27 @@ def test_attributes_keras_owns_and_named_children_of_a_module_list(tmp_path: Pat
         exec(compile(KERAS_OWNED_NAMES, "<original>", "exec"), original)
         expected = [name for name, _ in original["Net"]().named_parameters()]
         assert [name for name, _ in namespace["Net"]().named_parameters()] == expected
+        assert "variables_" in result.code
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_load_state_dict_pre_hooks_run_before_loading(to: str) -> None:
+    """kornia's MKD registers `_register_load_state_dict_pre_hook` to fill in buffers a state dict
+    lacks: converted modules run such hooks as torch does, so a strict load without the key works."""
+    import torch
+
+    original: dict = {}
+    exec(compile(KERAS_OWNED_NAMES, "<original>", "exec"), original)
+    state = {k: v for k, v in original["Net"]().state_dict().items() if k != "variables"}
+    result = transpile(KERAS_OWNED_NAMES, to=to)
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    model = namespace["Net"]() if to == "tf" else namespace["Net"](rngs=__import__("flax").nnx.Rngs(0))
+    missing, unexpected = model.load_state_dict(state, strict=True)
+    assert not missing and not unexpected
+    loaded = model.state_dict()
+    assert set(loaded) == set(state) | {"variables"}
+    assert torch.allclose(torch.as_tensor(np.asarray(loaded["a.fc.weight"])), state["a.fc.weight"])
 
 
 TRY_IMPORTS_FIRST = """

@@ -20,7 +20,9 @@ from precision_transpiler.runtime import PACKAGE, SUBJECTS, runtime_module
 
 RUNTIME = Path(__file__).resolve().parents[2] / "precision_transpiler" / "runtime"
 # what a framework-free definition may use besides builtins and other framework-free definitions
-FREE_MODULES = {"math", "numpy", "typing", "collections", "dataclasses", "functools", "contextlib", "os", "re"}
+FREE_MODULES = {
+    *("math", "numpy", "typing", "collections", "dataclasses", "functools", "contextlib", "os", "re", "weakref"),
+}
 
 
 def _files(package: str) -> list[str]:
@@ -54,9 +56,16 @@ class _Definition:
         bound = {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
         bound |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         bound |= {n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        # modules imported inside the definition (`import weakref` where it is used)
+        local = {
+            (a.asname or a.name.split(".")[0]): a.name.split(".")[0]
+            for n in ast.walk(node)
+            if isinstance(n, ast.Import)
+            for a in n.names
+        }
         loads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        self.free = loads - bound - set(dir(builtins))
-        self.frameworks = {module_aliases[n] for n in self.free if n in module_aliases}
+        self.free = loads - bound - set(local) - set(dir(builtins))
+        self.frameworks = {module_aliases[n] for n in self.free if n in module_aliases} | set(local.values())
 
 
 def _definitions(path: Path) -> dict[str, _Definition]:

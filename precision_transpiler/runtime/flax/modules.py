@@ -15,7 +15,11 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.common import _TORCH_AUTOCAST_STACK
+from precision_transpiler.runtime.common import (
+    _TORCH_AUTOCAST_STACK,
+    register_load_state_dict_pre_hook,
+    run_load_state_dict_pre_hooks,
+)
 from precision_transpiler.runtime.flax.tensor import _init_key
 
 
@@ -508,13 +512,21 @@ class TorchModule(nnx.Module):
                 out[key] = variable if keep_vars else _to_torch_layout(variable.get_value(), layout)
         return out
 
+    def _register_load_state_dict_pre_hook(self, hook, with_module: bool = False):
+        register_load_state_dict_pre_hook(self, hook, with_module)
+
+    def register_load_state_dict_pre_hook(self, hook):
+        register_load_state_dict_pre_hook(self, hook, True)
+
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """torch's `load_state_dict()`: set parameters and buffers from a torch-named, torch-layout
         `state_dict` (NumPy or JAX arrays, or torch tensors), cast to each variable's dtype.
         Returns torch's `(missing_keys, unexpected_keys)` named tuple. As torch, raises a
         RuntimeError before changing anything when a shape differs, or (`strict`) when keys are
         missing or unexpected; torch entries a layer has no counterpart of (nnx.BatchNorm's
-        `num_batches_tracked`) are accepted and dropped."""
+        `num_batches_tracked`) are accepted and dropped. The modules' load-state-dict pre-hooks
+        run first, as torch runs them."""
+        state_dict = run_load_state_dict_pre_hooks(named_modules(self), state_dict, strict)
         targets = {key: (variable, layout) for key, variable, layout in _torch_state_entries(self)}
         unexpected = [k for k in state_dict if k not in targets]
         missing = [k for k, (variable, _) in targets.items() if variable is not None and k not in state_dict]

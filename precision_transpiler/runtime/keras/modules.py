@@ -43,7 +43,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import _TORCH_AUTOCAST_STACK
+from precision_transpiler.runtime.common import (
+    _TORCH_AUTOCAST_STACK,
+    register_load_state_dict_pre_hook,
+    run_load_state_dict_pre_hooks,
+)
 from precision_transpiler.runtime.keras.functional import _cast, _dropout, _keras_dtype, _linear, _uniform
 
 
@@ -605,12 +609,20 @@ class TorchModule(keras.layers.Layer):
             out[key] = variable if keep_vars else variable.value
         return out
 
+    def _register_load_state_dict_pre_hook(self, hook: Any, with_module: bool = False) -> None:
+        register_load_state_dict_pre_hook(self, hook, with_module)
+
+    def register_load_state_dict_pre_hook(self, hook: Any) -> None:
+        register_load_state_dict_pre_hook(self, hook, True)
+
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         """torch's `load_state_dict()`: assign parameters and buffers from a torch-keyed
         `state_dict` (NumPy arrays, tensors, torch tensors), cast to each variable's dtype.
         Returns torch's `(missing_keys, unexpected_keys)` named tuple; as torch, raises a
         RuntimeError before assigning anything when a shape differs, or (`strict`) when keys are
-        missing or unexpected. Non-persistent buffers are neither expected nor taken."""
+        missing or unexpected. Non-persistent buffers are neither expected nor taken; the
+        modules' load-state-dict pre-hooks run first, as torch runs them."""
+        state_dict = run_load_state_dict_pre_hooks(named_modules(self), state_dict, strict)
         targets = dict(TorchModule._torch_state_entries(self))
         unexpected = [k for k in state_dict if k not in targets]
         missing = [k for k in targets if k not in state_dict]
