@@ -56,6 +56,8 @@ class ModelAnalysis:
     factories: dict[str, set[str]] = field(default_factory=dict)  # builder -> factory names
     uses_training: set[str] = field(default_factory=set)  # module classes reading `self.training`
     buffers: dict[str, set[str]] = field(default_factory=dict)  # module class -> registered buffer names
+    # module class -> buffers some registration may set to None (`register_buffer("scale", None)`)
+    nullable_buffers: dict[str, set[str]] = field(default_factory=dict)
     # module class -> attributes only ever assigned an `nn.Parameter(...)` (`self.cls = nn.Parameter(...)`)
     params: dict[str, set[str]] = field(default_factory=dict)
     # module class -> attributes assigned a torch tensor op's result somewhere (`self.m = torch.eye(n)`)
@@ -200,6 +202,19 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             }
             if names:
                 result.buffers[cls.name] = names
+            nullable = {
+                n.args[0].value
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "register_buffer"
+                and len(n.args) > 1
+                and isinstance(n.args[0], ast.Constant)
+                and isinstance(n.args[0].value, str)
+                and _may_be_none(n.args[1])
+            }
+            if nullable:
+                result.nullable_buffers[cls.name] = nullable
             params = _parameter_attributes(cls, bindings)
             if params:
                 result.params[cls.name] = params
@@ -411,3 +426,10 @@ def analysis_for(ctx: object) -> ModelAnalysis:
         return analyse(tree, bindings) if tree is not None else ModelAnalysis()
 
     return ctx.per_file("torch-model-analysis", build)  # type: ignore[attr-defined]
+
+
+def _may_be_none(value: ast.expr) -> bool:
+    """`None`, or a conditional with a `None` branch (`torch.ones(4) if use_scale else None`)."""
+    if isinstance(value, ast.Constant) and value.value is None:
+        return True
+    return isinstance(value, ast.IfExp) and (_may_be_none(value.body) or _may_be_none(value.orelse))

@@ -34,6 +34,7 @@ def variables_as_arrays(
         return None
     analysis = analysis_for(ctx)
     names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
+    names -= analysis.nullable_buffers.get(owner, set())
     if not names:
         return None
     args = list(updated.args)

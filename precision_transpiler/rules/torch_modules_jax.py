@@ -292,6 +292,8 @@ class TorchModules(Rule):
             isinstance(c.operator, cst.Is | cst.IsNot) for c in parent.comparisons
         ):
             return None  # `self.scale is None`: the attribute itself (a buffer registered as None)
+        if isinstance(parent, cst.Arg) and original.attr.value in analysis_for(ctx).nullable_buffers.get(owner, ()):
+            return None  # `exists(self.scale)` of a buffer that may be None: the attribute itself
         new = cst.Subscript(
             value=updated, slice=[cst.SubscriptElement(cst.Index(cst.Ellipsis()))], lpar=updated.lpar, rpar=updated.rpar
         )

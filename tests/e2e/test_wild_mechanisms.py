@@ -669,7 +669,13 @@ class M(nn.Module):
 
     def forward(self, x):
         y = x * self.inv_freq if self.scale is None else x * self.scale
+        if exists(self.scale):  # a buffer that may be None, handed to a function
+            y = y * 2
         return y + self.pos
+
+
+def exists(v):
+    return v is not None
 """
 
 
@@ -679,6 +685,7 @@ def test_optional_parameters_and_buffers(tmp_path: Path, to: str) -> None:
     made the attribute static), and x-transformers' `register_buffer("scale", None)` (a state
     entry holding None, a missing key when loading torch's weights)."""
     _verify(tmp_path, "optional", OPTIONAL_STATE, to, "fp32", "M()", "float32[2,4]")
+    _verify(tmp_path, "optional_scaled", OPTIONAL_STATE, to, "fp32", "M(use_scale=True)", "float32[2,4]")
 
 
 DEVICE_DTYPE_KWARGS = """
