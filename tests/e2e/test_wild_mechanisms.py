@@ -1006,3 +1006,35 @@ def test_policy_helpers_follow_imports_after_a_try_block(tmp_path: Path, to: str
     result = _verify(tmp_path, "try_first", TRY_IMPORTS_FIRST, to, "mixed", "Net()", "float32[2,8]")
     framework = "from flax import nnx" if to == "jax" else "import keras"
     assert result.code.index(framework) < result.code.index("# ptranspile: begin precision policy")
+
+
+MIXED_KEYWORD = """
+import torch
+import torch.nn as nn
+
+
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, rotary=None):
+        freqs, scale = rotary
+        return self.fc(x) * torch.cos(freqs) * scale
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x):
+        return self.inner(x, rotary=(x * 0.5, 1.0))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_keyword_argument_mixing_tensors_and_numbers(tmp_path: Path, to: str) -> None:
+    """x-transformers passes `rotary_pos_emb=(freqs, 1.0)` to its attention layers: Keras refused
+    the call ("you cannot mix tensors and non-tensors")."""
+    _verify(tmp_path, "mixed_keyword", MIXED_KEYWORD, to, "fp32", "Outer()", "float32[2,4]")

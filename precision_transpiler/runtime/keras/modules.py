@@ -297,20 +297,32 @@ def add_module(parent: Any, name: str, module: Any) -> None:
 
 
 def _var_keyword_extras(layer: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Pop and return the keyword arguments only `call`'s `**kwargs` takes that are not tensors
-    (None stays: Keras accepts it anywhere)."""
+    """Pop and return the keyword arguments Keras' argument checks refuse, which then reach
+    `call` around them: those only `call`'s `**kwargs` takes that are not tensors (None stays:
+    Keras accepts it anywhere), and any whose value nests tensors with other values
+    (x-transformers' `rotary_pos_emb=(freqs, 1.0)`)."""
     parameters = layer._call_signature.parameters
-    if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
-        return {}
+    var_keyword = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
     named = {name for name, p in parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     extras = {}
     for name in list(kwargs):
         value = kwargs[name]
-        if name in named or name in layer._call_context_args or value is None:
+        if name in layer._call_context_args or value is None:
             continue
-        if not (ops.is_tensor(value) or isinstance(value, keras.KerasTensor)):
+        tensor = ops.is_tensor(value) or isinstance(value, keras.KerasTensor)
+        only_var_keyword = var_keyword and name not in named
+        if _mixes_tensors(value) or (only_var_keyword and not tensor):
             extras[name] = kwargs.pop(name)
     return extras
+
+
+def _mixes_tensors(value: Any) -> bool:
+    """A tuple, list or dict whose leaves are tensors and other values (None aside)."""
+    if not isinstance(value, tuple | list | dict):
+        return False
+    leaves = [leaf for leaf in keras.tree.flatten(value) if leaf is not None]
+    tensors = [ops.is_tensor(leaf) or isinstance(leaf, keras.KerasTensor) for leaf in leaves]
+    return any(tensors) and not all(tensors)
 
 
 def _holds_state(value: Any) -> bool:
