@@ -62,6 +62,8 @@ class ModelAnalysis:
     params: dict[str, set[str]] = field(default_factory=dict)
     # module class -> attributes assigned a torch tensor op's result somewhere (`self.m = torch.eye(n)`)
     array_attrs: dict[str, set[str]] = field(default_factory=dict)
+    # top-level functions annotated to return tensors (alone or in a container)
+    tensor_functions: frozenset[str] = frozenset()
     layer_bases: dict[str, str] = field(default_factory=dict)  # class -> torch layer it derives from
     # class -> {attribute: torch layer}: `self.fc = nn.Linear(...)` in a module class
     layer_attrs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -134,6 +136,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
     """`strict`: module classes only through torch bases and the file's own classes (no guess
     about bases imported from elsewhere)."""
     result = ModelAnalysis()
+    result.tensor_functions = _tensor_returning(tree, bindings)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     changed = True
     while changed:
@@ -218,7 +221,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             params = _parameter_attributes(cls, bindings)
             if params:
                 result.params[cls.name] = params
-            arrays = _array_attributes(cls, bindings)
+            arrays = _array_attributes(cls, bindings, result.tensor_functions)
             if arrays:
                 result.array_attrs[cls.name] = arrays
             layers = {}
@@ -262,23 +265,42 @@ def _parameter_attributes(cls: ast.ClassDef, bindings: Mapping[str, str | None])
     return parameter - other
 
 
-def _array_attributes(cls: ast.ClassDef, bindings: Mapping[str, str | None]) -> set[str]:
+def _array_attributes(
+    cls: ast.ClassDef, bindings: Mapping[str, str | None], returning: frozenset[str] = frozenset()
+) -> set[str]:
     """`self.X` attributes of a class assigned the result of a torch function (not a layer or
-    `nn.Parameter`): `self.group_matrix = torch.eye(n)` on one path, a constructor argument
-    (None by default) on another. nnx decides an attribute's kind at its first assignment, so
-    every assignment of such an attribute is marked data (torch_modules_jax)."""
+    `nn.Parameter`) or of a function of the file annotated to return tensors (kornia's
+    `self.grid = get_grid_dict(n)`, `-> Dict[str, torch.Tensor]`): `self.group_matrix =
+    torch.eye(n)` on one path, a constructor argument (None by default) on another. nnx decides
+    an attribute's kind at its first assignment, so every assignment of such an attribute is
+    marked data (torch_modules_jax)."""
     found = set()
     for node in ast.walk(cls):
         if not (isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call)):
             continue
-        q = resolve(node.value.func, bindings)
-        if q is None or not q.startswith("torch.") or q.startswith("torch.nn.") or is_layer_symbol(q):
+        func = node.value.func
+        q = resolve(func, bindings)
+        local = isinstance(func, ast.Name) and func.id in returning
+        if not local and (q is None or not q.startswith("torch.") or q.startswith("torch.nn.") or is_layer_symbol(q)):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 found.add(target.attr)
     return found
+
+
+def _tensor_returning(tree: ast.Module, bindings: Mapping[str, str | None]) -> frozenset[str]:
+    """Top-level functions of the file whose return annotation names a torch tensor (alone or in
+    a container: `Dict[str, torch.Tensor]`)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.returns is not None:
+            for sub in ast.walk(node.returns):
+                if isinstance(sub, ast.Name | ast.Attribute) and resolve(sub, bindings) == "torch.Tensor":
+                    names.add(node.name)
+                    break
+    return frozenset(names)
 
 
 def _inherited_inits(classes: list[ast.ClassDef], bindings: Mapping[str, str | None], result: ModelAnalysis) -> None:

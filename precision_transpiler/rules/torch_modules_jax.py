@@ -193,12 +193,22 @@ class TorchModules(Rule):
             and isinstance(target := original.targets[0].target, cst.Attribute)
             and isinstance(target.value, cst.Name)
             and target.value.value == "self"
-            and isinstance(original.value, cst.Name | cst.Attribute | cst.Subscript | cst.IfExp)
         ):
+            return None
+        analysis = analysis_for(ctx)
+        value = original.value
+        # a torch call's array is data to nnx already; a container of arrays from a function of
+        # the file (`self.grid = get_grid_dict(n)`) and other values are not
+        local_call = (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value in analysis.tensor_functions
+        )
+        if not (local_call or isinstance(value, cst.Name | cst.Attribute | cst.Subscript | cst.IfExp)):
             return None
         key = ctx.enclosing_function()
         owner = key.split(".")[0] if key and "." in key else None
-        if owner is None or target.attr.value not in analysis_for(ctx).array_attrs.get(owner, set()):
+        if owner is None or target.attr.value not in analysis.array_attrs.get(owner, set()):
             return None
         new = updated.with_changes(value=cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(updated.value)]))
         ctx.record(self.name, original, new)

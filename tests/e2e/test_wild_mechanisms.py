@@ -1038,3 +1038,35 @@ def test_a_keyword_argument_mixing_tensors_and_numbers(tmp_path: Path, to: str) 
     """x-transformers passes `rotary_pos_emb=(freqs, 1.0)` to its attention layers: Keras refused
     the call ("you cannot mix tensors and non-tensors")."""
     _verify(tmp_path, "mixed_keyword", MIXED_KEYWORD, to, "fp32", "Outer()", "float32[2,4]")
+
+
+TENSOR_DICT_ATTRIBUTE = """
+from typing import Dict
+
+import torch
+import torch.nn as nn
+
+
+def grid_dict(n: int) -> Dict[str, torch.Tensor]:
+    x = torch.linspace(-1.0, 1.0, n)
+    return {"x": x, "rho": x.abs()}
+
+
+class Encoding(nn.Module):
+    def __init__(self, n: int = 4):
+        super().__init__()
+        self.grid = grid_dict(n)
+        self.fc = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.fc(x * self.grid["rho"] + self.grid["x"])
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_an_attribute_holding_a_dict_of_tensors(tmp_path: Path, to: str) -> None:
+    """kornia's MKD keeps `self.grid = get_grid_dict(n)` (`-> Dict[str, torch.Tensor]`): nnx took
+    the dict of arrays for a static attribute and refused it."""
+    result = _verify(tmp_path, "grid", TENSOR_DICT_ATTRIBUTE, to, "fp32", "Encoding()", "float32[2,4]")
+    if to == "jax":
+        assert "self.grid = nnx.data(grid_dict(n))" in result.code
