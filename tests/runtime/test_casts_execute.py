@@ -459,6 +459,19 @@ CASES: list[Case] = [
         inputs=[([1.0, 2.5, -3.0], [1, 2, -3])],
     ),
     Case(
+        # `dtype=None` passed on from a parameter (kornia's kernel builders): each framework's
+        # own inference, and no cast to None
+        "torch-tensor-dtype-parameter",
+        "torch",
+        _dedent("""
+            import torch
+
+            def f(data, dtype=None):
+                return torch.tensor(data, dtype=dtype), torch.as_tensor(data, dtype=dtype)
+        """),
+        inputs=[(Typed((1.0, 2.5, -3.0), "float32"),)],
+    ),
+    Case(
         # Values float32 cannot hold: made from Python floats, they must keep float64 precision
         # (a float32 intermediate would turn 0.1 into 0.10000000149011612).
         "torch-tensor-float64-from-lists",
@@ -920,6 +933,7 @@ OP_COVERAGE = {
     ],
     "tensor": [
         ("torch-tensor-as-tensor-from-lists", "torch.tensor(data, dtype=torch.float16)"),
+        ("torch-tensor-dtype-parameter", "torch.tensor(data, dtype=dtype)"),
         ("jax-array-creation", "jnp.array(data, dtype=jnp.float32)"),
         ("tf-tensor-creation", "tf.constant(data, dtype=tf.half)"),
         ("numpy-array-creation", "np.array(data, dtype=np.single)"),
