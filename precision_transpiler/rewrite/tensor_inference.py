@@ -424,6 +424,7 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
     if known is not None:
         return known
     evidence: dict[str, set[bool | None]] = {}
+    indexed: list[tuple[str, str]] = []  # (name, the name it is an index of)
 
     def add(name: str, what: bool | None) -> None:
         evidence.setdefault(name, set()).add(what)
@@ -461,6 +462,8 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
                             add(name, False)
                         else:
                             add(name, None)
+                            if isinstance(node.value, cst.Subscript) and isinstance(node.value.value, cst.Name):
+                                indexed.append((name, node.value.value.value))  # `oris = grads[:, 1:]`
                     else:
                         add(name, None)
 
@@ -483,6 +486,15 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
 
     scope.visit(_V())
     result = {name: True in seen and False not in seen for name, seen in evidence.items()}
+    # an index of a tensor is a tensor: a name bound (also) to one counts once its base does
+    changed = True
+    while changed:
+        changed = False
+        for name, base in indexed:
+            if result.get(base) and not result.get(name) and False not in evidence[name]:
+                evidence[name].add(True)
+                result[name] = True
+                changed = True
     state.tensors[id(scope)] = result
     return result
 

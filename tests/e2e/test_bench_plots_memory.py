@@ -94,12 +94,24 @@ def _past_the_peak() -> int:
     return max(0, gap) * 1024 + (64 << 20)
 
 
+def _touch(size: int) -> object:
+    """A forward that makes `size` bytes resident: a fresh anonymous mapping written page by page
+    (a Python or NumPy buffer may reuse memory an earlier test freed but the allocator kept
+    resident, and then the resident set does not rise)."""
+    import mmap
+
+    mapping = mmap.mmap(-1, size)
+    for offset in range(0, size, mmap.PAGESIZE):
+        mapping[offset] = 1
+    return mapping
+
+
 def test_without_tf_allocator_statistics_the_forward_is_measured_by_rss() -> None:
     """The fallback, forced on every machine: the reading still comes, by the resident set, and
     the row says that the allocator column is missing and why."""
     memory = _load("memory")
     size = _past_the_peak()
-    readings = memory.measure_forward(lambda: bytearray(size), memory.TfAllocator(_NoCpuStatistics()))
+    readings = memory.measure_forward(lambda: _touch(size), memory.TfAllocator(_NoCpuStatistics()))
     assert readings["allocator_rise"] is None and memory.RSS_ONLY in readings["method"]
     assert readings["rise"] >= 60 << 20 and readings["peak"] >= readings["rss_before"] > 0
     row = memory.Measurement(
@@ -116,7 +128,7 @@ def test_measure_forward_sees_an_allocation() -> None:
     """The in-process reading: a forward that touches 64 MiB raises the peak by about that."""
     memory = _load("memory")
     size = _past_the_peak()
-    readings = memory.measure_forward(lambda: bytearray(size))
+    readings = memory.measure_forward(lambda: _touch(size))
     assert readings["rise"] >= 60 << 20
     assert readings["peak"] >= readings["rss_before"] > 0
 

@@ -1070,3 +1070,26 @@ def test_an_attribute_holding_a_dict_of_tensors(tmp_path: Path, to: str) -> None
     result = _verify(tmp_path, "grid", TENSOR_DICT_ATTRIBUTE, to, "fp32", "Encoding()", "float32[2,4]")
     if to == "jax":
         assert "self.grid = nnx.data(grid_dict(n))" in result.code
+
+
+TO_ANOTHER_TENSOR = """
+import torch
+import torch.nn as nn
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("phi", torch.full((1, 1, 1, 1), 0.5, dtype=torch.float16))
+
+    def forward(self, grads: torch.Tensor) -> torch.Tensor:
+        oris = grads[:, 1:, :, :]
+        return oris - self.phi.to(oris)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_to_the_dtype_of_an_index_of_a_tensor(tmp_path: Path, to: str) -> None:
+    """kornia's MKD: `oris = grads[:, 1:]; self.phi.to(oris)`: an index of a tensor is a tensor, so
+    `.to(oris)` is the cast to its dtype (it was reported unsupported)."""
+    _verify(tmp_path, "to_tensor", TO_ANOTHER_TENSOR, to, "fp32", "Embed()", "float32[1,2,3,3]")
