@@ -52,6 +52,25 @@ def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
     return _OPERATOR_SYMBOLS.get(type(operator))
 
 
+def import_bound_names(small: cst.BaseSmallStatement) -> set[str]:
+    """Names an `import`/`from ... import` binds (`import a.b` binds `a`); none for other
+    statements and star imports."""
+    names: set[str] = set()
+    if isinstance(small, cst.Import):
+        for alias in small.names:
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                names.add(alias.asname.name.value)
+            else:
+                names.add((dotted_name(alias.name) or "").split(".")[0])
+    elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+        for alias in small.names:
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                names.add(alias.asname.name.value)
+            else:
+                names.add(dotted_name(alias.name) or "")
+    return names
+
+
 def is_import_statement(stmt: cst.CSTNode) -> bool:
     """An import line, or a block that only imports (`try: from typing import Literal` /
     `except ImportError: from typing_extensions import Literal`, `if TYPE_CHECKING: import x`; not

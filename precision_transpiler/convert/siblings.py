@@ -34,6 +34,7 @@ from precision_transpiler.convert.class_reach import (
     used_attributes,
     used_names,
 )
+from precision_transpiler.convert.definition_order import order_definitions
 from precision_transpiler.convert.module_imports import module_imports_as_names
 from precision_transpiler.files import ReadError, read_source
 from precision_transpiler.syntax import is_import_statement
@@ -188,6 +189,8 @@ def inline_siblings(
         if new_code == code:
             break
         code = new_code
+    if report.inlined:
+        code = order_definitions(code)  # a base copied in a later round lands above its own base
     return code, report
 
 
@@ -280,6 +283,11 @@ def _one_round(
         # copy would be a second class, and library code checks identity against its own
         # (diffusers' `register_to_config` against configuration_utils' ConfigMixin)
         kept = set(report.skipped)
+        for name, local in wanted:
+            if local in defined and f"{sibling_name}.{name}" in report.inlined:
+                # copied in an earlier round: the import would bind the original above the copy
+                removals.setdefault(index, set()).add(local)
+                redirected = True
         candidates = [
             (name, local)
             for name, local in wanted
@@ -463,6 +471,7 @@ def _extract(
         return None, [], []
     defs = {**_conditional_globals(tree), **defs}  # statements binding globals under `if`/`try`
     attributes = set(reached)
+    imported = _import_bindings(tree.body)
     while True:
         found = _closure(tree, defs, names, module_name, path, attributes, held)
         if found is None:
@@ -471,6 +480,7 @@ def _extract(
         grown = attributes | used_attributes(
             part for name in closure for part in reachable_parts(defs[name], attributes)
         )
+        grown |= _overridable_methods([defs[name] for name in closure], imported, module_name)
         if grown == attributes:
             break
         attributes = grown
@@ -546,6 +556,26 @@ def _uses(
                 break
             module = reexported
     return False
+
+
+def _overridable_methods(nodes: list[ast.stmt], imported: dict[str, str], module_name: str) -> set[str]:
+    """The method names of classes among `nodes` whose base comes from another module of the
+    same package (normflows' `MaskedPiecewiseRationalQuadraticAutoregressive(Autoregressive)`):
+    that base is copied in a later round, and what it calls on `self` (`_elementwise_forward`,
+    overridden here) is not known yet, so none of these methods is left out."""
+    root = module_name.split(".")[0]
+    found: set[str] = set()
+    for node in nodes:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for base in node.bases:
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            line = imported.get(base.id, "") if isinstance(base, ast.Name) else ""
+            if line.startswith(("from .", f"from {root}.", f"from {root} ", f"import {root}")):
+                found |= {m.name for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)}
+                break
+    return found
 
 
 def _import_bindings(body: list[ast.stmt]) -> dict[str, str]:

@@ -58,6 +58,9 @@ class ModelAnalysis:
     buffers: dict[str, set[str]] = field(default_factory=dict)  # module class -> registered buffer names
     # module class -> buffers some registration may set to None (`register_buffer("scale", None)`)
     nullable_buffers: dict[str, set[str]] = field(default_factory=dict)
+    #: class -> buffers the class also assigns as plain attributes (`self.x = value` on another
+    #: path): read through the runtime's `buffer_value`, which takes either
+    plain_or_buffers: dict[str, set[str]] = field(default_factory=dict)
     # module class -> attributes only ever assigned an `nn.Parameter(...)` (`self.cls = nn.Parameter(...)`)
     params: dict[str, set[str]] = field(default_factory=dict)
     # module class -> attributes assigned a torch tensor op's result somewhere (`self.m = torch.eye(n)`)
@@ -218,6 +221,15 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             }
             if nullable:
                 result.nullable_buffers[cls.name] = nullable
+            plain = {
+                t.attr
+                for n in ast.walk(cls)
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            } & names
+            if plain:
+                result.plain_or_buffers[cls.name] = plain
             params = _parameter_attributes(cls, bindings)
             if params:
                 result.params[cls.name] = params

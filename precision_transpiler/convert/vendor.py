@@ -32,7 +32,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
-from precision_transpiler.syntax import dotted_name, is_import_statement
+from precision_transpiler.syntax import dotted_name, import_bound_names, is_import_statement
 
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
 SHIM_DIR = Path(__file__).resolve().parent.parent / "runtime"
@@ -292,7 +292,11 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
         for alias in definition.imports:
             needed_imports.setdefault(alias, shim.imports[alias])
     module = _drop_package_import(module)
-    existing = _bound_names(module)
+    # an import a policy's helpers made (marked, so that stripping the policy removes it) gives
+    # way to the copied definitions' own, which stays when the policy is stripped (in the place
+    # the fp32 conversion has it: re-converting to fp32 gives that file exactly)
+    existing = _bound_names(module, marked=False)
+    module = _drop_marked_imports(module, set(needed_imports) - existing)
     import_lines = [stmt for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
     text = "\n".join(import_lines)
     definitions = "\n\n\n".join(blocks) + "\n"
@@ -487,24 +491,26 @@ def _drop_package_import(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _bound_names(module: cst.Module) -> set[str]:
+def _bound_names(module: cst.Module, *, marked: bool = True) -> set[str]:
+    """Names the module's top-level imports bind (without a policy's marked imports: marked=False)."""
     names: set[str] = set()
     for stmt in module.body:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if isinstance(stmt, cst.SimpleStatementLine) and (marked or not _is_marked_import(stmt)):
             for small in stmt.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                            names.add(alias.asname.name.value)
-                        else:
-                            names.add((dotted_name(alias.name) or "").split(".")[0])
-                elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                    for alias in small.names:
-                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                            names.add(alias.asname.name.value)
-                        else:
-                            names.add(dotted_name(alias.name) or "")
+                names |= import_bound_names(small)
     return names
+
+
+def _drop_marked_imports(module: cst.Module, aliases: set[str]) -> cst.Module:
+    """Without the policy's marked imports that bind only names among `aliases`."""
+    if not aliases:
+        return module
+    body = [
+        stmt
+        for stmt in module.body
+        if not (_is_marked_import(stmt) and _bound_names(cst.Module(body=[stmt])) <= aliases)
+    ]
+    return module.with_changes(body=body)
 
 
 def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:

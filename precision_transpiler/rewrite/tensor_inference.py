@@ -47,6 +47,7 @@ class _Cache:
 
     tensors: dict[int, dict[str, bool | None]] = field(default_factory=dict)
     bools: dict[int, set[str]] = field(default_factory=dict)
+    masks: dict[int, set[str]] = field(default_factory=dict)
     aliases: dict[int, Aliases] = field(default_factory=dict)
 
 
@@ -256,25 +257,50 @@ def bool_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode)
     tensor, `~`, `&`, `|` or `^` of one, a name its function binds only to such values (`is_max =
     a & (m > t)`), or a call of a function of this file whose every `return` is one (kornia's
     `_beats(...) & _beats(...)`). torch_bool_arith_tf promotes such operands in arithmetic."""
+    found = _walk_for(ctx, anchor, loose=False)
+    return found is not None and found[0].is_bool(node, found[1], frozenset())
+
+
+def _walk_for(ctx: RuleContext, anchor: cst.CSTNode, *, loose: bool) -> tuple[_BoolWalk, cst.CSTNode] | None:
+    """The walk answering a question asked at `anchor`, and the scope it is asked in."""
     module: cst.CSTNode | None = anchor
     while module is not None and not isinstance(module, cst.Module):
         module = ctx.parent(module)
     scope = Where.scope_of(ctx, anchor)
     if scope is None:
+        return None
+    return _BoolWalk(ctx, module if isinstance(module, cst.Module) else None, anchor, loose=loose), scope
+
+
+def combined_mask(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+    """Whether `node` is a mask combined with `&`, `|`, `^` or `~` from comparisons, whatever
+    their operands (`(inputs >= -bound) & (inputs <= bound)`, or a name bound only to one):
+    Python code combines truth values with `and`/`or`, so this is a boolean tensor, and what it
+    indexes is a tensor too (normflows' splines: `inputs[inside_interval_mask]`)."""
+    found = _walk_for(ctx, anchor, loose=True)
+    if found is None:
         return False
-    walk = _BoolWalk(ctx, module if isinstance(module, cst.Module) else None, anchor)
-    return walk.is_bool(node, scope, frozenset())
+    walk, scope = found
+    if isinstance(node, cst.Name):
+        return node.value in walk.names(scope, frozenset())
+    combined = (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert)) or (
+        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _BITWISE)
+    )
+    return combined and walk.is_bool(node, scope, frozenset())
 
 
 class _BoolWalk:
-    """One question of `bool_tensor`: parents are known only on the path being visited, so the
-    scope of everything looked at is carried along (the function a name or `return` is in)."""
+    """One question of `bool_tensor` (or, `loose`, of `combined_mask`: comparisons of anything
+    count): parents are known only on the path being visited, so the scope of everything looked
+    at is carried along (the function a name or `return` is in)."""
 
-    def __init__(self, ctx: RuleContext, module: cst.Module | None, anchor: cst.CSTNode) -> None:
-        self.ctx, self.module, self.anchor = ctx, module, anchor
+    def __init__(self, ctx: RuleContext, module: cst.Module | None, anchor: cst.CSTNode, loose: bool = False) -> None:
+        self.ctx, self.module, self.anchor, self.loose = ctx, module, anchor, loose
         self.here = Where.scope_of(ctx, anchor)
 
     def tensor(self, node: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        if self.loose:
+            return True
         if isinstance(node, cst.Name):
             return tensor_names(self.ctx, scope).get(node.value) is True
         if scope is self.here:  # `self.<name>` is judged where the question was asked
@@ -313,20 +339,27 @@ class _BoolWalk:
         """Names of a function bound only by plain assignments, each of a boolean tensor (a least
         fixed point: `is_max = is_max & (m > t)` is one once its first binding is)."""
         state = _cache(self.ctx)
-        known = state.bools.get(id(scope))
+        found = state.masks if self.loose else state.bools
+        known = found.get(id(scope))
         if known is not None:
             return known  # complete, or the partial set while it is being found (a recursive lookup)
         current: set[str] = set()
-        state.bools[id(scope)] = current
+        found[id(scope)] = current
         bindings = _plain_bindings(scope)
         changed = True
         while changed:
             changed = False
             for name, values in bindings.items():
-                if name not in current and values and all(self.is_bool(v, scope, seen) for v in values):
+                if name not in current and values and all(self._bound_bool(v, scope, seen) for v in values):
                     current.add(name)
                     changed = True
         return current
+
+    def _bound_bool(self, value: cst.BaseExpression, scope: cst.CSTNode, seen: frozenset[int]) -> bool:
+        """A binding of a mask name: loose, only combined masks (`a > b` alone may compare numbers)."""
+        if self.loose and isinstance(value, cst.Comparison):
+            return False
+        return self.is_bool(value, scope, seen)
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:

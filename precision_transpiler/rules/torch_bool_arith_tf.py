@@ -12,8 +12,10 @@ binary operation `y op <comparison>` (either side) into `keras.ops.<op>(y, <comp
 comparison has an operand known to be a tensor (a torch call, a name bound only to tensors, a
 registered buffer or parameter). Masks count as comparisons: `&`, `|`, `^` and `~` of them, a name
 bound only to them (`is_max = a & (m > t)`; `m * is_max`) and a call of a function of the same
-file that returns only them (`keep = _beats(m, n) & _beats(m, p)`). Comparisons of plain Python
-values are left alone.
+file that returns only them (`keep = _beats(m, n) & _beats(m, p)`). A comparison of operands of
+unknown kind meeting a float literal is the idiom that turns a mask into floats (`(group_matrix >
+0) + 0.` in TabNet) and is promoted too: on Python values `keras.ops.add` gives the same number,
+as a 0-d tensor. Other comparisons of plain Python values are left alone.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ def _promoting(ctx: RuleContext, operator: cst.BaseBinaryOp | cst.BaseAugOp) -> 
     return ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _OPERATORS else None
 
 
+def _mask_to_float(left: cst.BaseExpression, right: cst.BaseExpression) -> bool:
+    """`(a > b) + 0.` or `1.0 * (a > b)`: a comparison meeting a float literal."""
+    return (isinstance(left, cst.Comparison) and isinstance(right, cst.Float)) or (
+        isinstance(right, cst.Comparison) and isinstance(left, cst.Float)
+    )
+
+
 @register
 class TorchBoolArithTf(Rule):
     name = "torch-bool-arith-tf"
@@ -54,6 +63,11 @@ class TorchBoolArithTf(Rule):
             "    return (m > n) | (m == 0)\n\n\n"
             "def nms(m: tf.Tensor, n: tf.Tensor):\n    keep = _beats(m, n) & ~(m < 0.1)\n"
             "    return keras.ops.multiply(m, keep)\n",
+            to="tf",
+        ),
+        Example(
+            "import torch\n\n\ndef as_float(m):\n    return (m > 0) + 0.0, m + 0.0\n",
+            "import keras\n\n\ndef as_float(m):\n    return keras.ops.add((m > 0), 0.0), m + 0.0\n",
             to="tf",
         ),
     )
@@ -78,7 +92,8 @@ class TorchBoolArithTf(Rule):
         op = _promoting(ctx, original.operator)
         if op is None:
             return None
-        if not any(self._tensor_comparison(ctx, side, original) for side in (original.left, original.right)):
+        sides = (original.left, original.right)
+        if not any(self._tensor_comparison(ctx, side, original) for side in sides) and not _mask_to_float(*sides):
             return None
         call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.right)])
         replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)

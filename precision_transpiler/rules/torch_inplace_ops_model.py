@@ -279,8 +279,19 @@ class TorchInplaceOps(Rule):
             return self._store_problem(
                 ctx, line, store, original, "a subscript of an expression that is not a plain name"
             )
-        if tensor_names(ctx, Where.scope_of(ctx, line)).get(base.value) is not True:
-            return None  # a list, a dict, or a name we cannot tell is a tensor: left as it is
+        scope = Where.scope_of(ctx, line)
+        if tensor_names(ctx, scope).get(base.value) is not True:
+            if not _array_index(store):
+                return None  # a list, a dict, or a name we cannot tell is a tensor: left as it is
+            if isinstance(scope, cst.FunctionDef) and base.value in _parameters(scope):
+                ctx.diagnose(
+                    line,
+                    "warning",
+                    "inplace-argument",
+                    f"assignment into {ctx.code(store)} changes the argument {base.value} in place: torch's change "
+                    "shows in the caller's tensor too, the converted code changes its own copy only; check that "
+                    "the caller does not read it after",
+                )
         new_store = updated.targets[0].target if isinstance(updated, cst.Assign) else updated.target
         assert isinstance(new_store, cst.Subscript)
         at = _at(ctx, cst.Name(base.value), new_store)
@@ -478,6 +489,26 @@ def _number_literal(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Name):
         return node.value in ("True", "False", "None")
     return isinstance(node, cst.Integer | cst.Float)
+
+
+def _array_index(subscript: cst.Subscript) -> bool:
+    """An index only arrays take: `...`, `None`, or a slice among several entries (`x[..., -1]`,
+    `x[:, 0]`). Lists take neither and dict keys cannot hold slices, so the name is a tensor."""
+    elements = list(subscript.slice)
+    for element in elements:
+        part = element.slice
+        if isinstance(part, cst.Index) and isinstance(part.value, cst.Ellipsis):
+            return True
+        if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value == "None":
+            return True
+        if isinstance(part, cst.Slice) and len(elements) > 1:
+            return True
+    return False
+
+
+def _parameters(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def _index_elements(subscript: cst.Subscript) -> Iterator[cst.BaseSlice]:

@@ -8,7 +8,15 @@ promote as torch does (an int64 tensor times a Python float is float32, times a 
 int64). So for the Keras target this rule rewrites `a op b` into `keras.ops.<op>(a, b)` when one
 operand is known to hold integers (a torch call that returns them: `torch.arange` without float
 arguments, `argmax`, `.long()`, ...; or a name the function binds only to such calls) and the
-other is a float (a float literal, a parameter annotated `float`), or the operator is `/`.
+other is a float (a float literal, a parameter annotated `float`) or a tensor, or the operator is
+`/`. A registered buffer built from values of unknown type (`register_buffer("d",
+torch.prod(torch.tensor(shape)))` in normflows' radial flow) may hold integers too, and so may
+arithmetic of it with integers (`(self.d - 1) * torch.log(h)`).
+
+Division promotes in torch whatever its operands: `loss.sum() / valid.sum()` of a float and an
+integer count is float32, where TensorFlow raises. So `/` with a tensor on one side and anything but
+a Python number on the other (a literal, a `math` call, a parameter annotated `int`/`float`, `len`,
+a `.shape` entry) becomes `keras.ops.true_divide` as well: it divides two floats exactly as `/`.
 Everything else keeps its operator: a float tensor times a float needs nothing.
 """
 
@@ -17,7 +25,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import Where
+from precision_transpiler.rewrite.tensor_inference import Where, known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.syntax import operator_symbol
 
@@ -58,6 +66,7 @@ class TorchIntPromotionTf(Rule):
         if not (
             (self._integers(ctx, left, original) and (divide or self._float(ctx, right, original)))
             or (self._integers(ctx, right, original) and (divide or self._float(ctx, left, original)))
+            or (divide and self._division_promotes(ctx, left, right, original))
         ):
             return None
         call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.right)])
@@ -78,6 +87,45 @@ class TorchIntPromotionTf(Rule):
             return qualified is None and isinstance(func, cst.Attribute) and func.attr.value in methods
         if isinstance(node, cst.Name):
             return self._int_names(ctx, anchor).get(node.value, False)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return _untyped_buffer(ctx, node, anchor)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add | cst.Subtract | cst.Multiply):
+            # an integer tensor plus, minus or times integers stays integer (`self.d - 1`)
+            sides = (node.left, node.right)
+            return any(self._integers(ctx, s, anchor) for s in sides) and all(
+                isinstance(s, cst.Integer) or self._integers(ctx, s, anchor) for s in sides
+            )
+        return False
+
+    def _division_promotes(
+        self, ctx: RuleContext, left: cst.BaseExpression, right: cst.BaseExpression, anchor: cst.CSTNode
+    ) -> bool:
+        """`a / b` with a tensor on one side and, on the other, something that may be an integer
+        tensor: anything but a Python number."""
+        return (known_tensor(ctx, left, anchor) and not self._number(ctx, right, anchor)) or (
+            known_tensor(ctx, right, anchor) and not self._number(ctx, left, anchor)
+        )
+
+    def _number(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """A Python number: a literal, a `math` call, `len`/`int`/`float`/`abs`/`min`/`max`/`round`
+        of anything, a `.shape` entry or `.size()`, a parameter annotated `int` or `float`, or
+        arithmetic of those."""
+        if isinstance(node, cst.Integer | cst.Float):
+            return True
+        if isinstance(node, cst.UnaryOperation):
+            return self._number(ctx, node.expression, anchor)
+        if isinstance(node, cst.BinaryOperation):
+            return self._number(ctx, node.left, anchor) and self._number(ctx, node.right, anchor)
+        if isinstance(node, cst.Call):
+            qualified = ctx.qualified_name(node.func) or ""
+            if qualified.startswith("math.") or qualified in _NUMBER_BUILTINS:
+                return True
+            return isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "dim", "numel", "item")
+        if isinstance(node, cst.Subscript):
+            value = node.value
+            return isinstance(value, cst.Attribute) and value.attr.value == "shape"
+        if isinstance(node, cst.Name):
+            return self._annotated(ctx, node, anchor, ("int", "float"))
         return False
 
     def _int_names(self, ctx: RuleContext, anchor: cst.CSTNode) -> dict[str, bool]:
@@ -112,7 +160,12 @@ class TorchIntPromotionTf(Rule):
         if isinstance(node, cst.UnaryOperation) and isinstance(node.expression, cst.Float):
             return True
         if not isinstance(node, cst.Name):
-            return False
+            # a tensor of any dtype: keras.ops promotes an integer one with it as torch does
+            return known_tensor(ctx, node, anchor)
+        return self._annotated(ctx, node, anchor, ("float",)) or known_tensor(ctx, node, anchor)
+
+    def _annotated(self, ctx: RuleContext, node: cst.Name, anchor: cst.CSTNode, types: tuple[str, ...]) -> bool:
+        """A parameter of the enclosing function annotated with one of `types`."""
         scope = Where.scope_of(ctx, anchor)
         if not isinstance(scope, cst.FunctionDef):
             return False
@@ -120,5 +173,89 @@ class TorchIntPromotionTf(Rule):
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.name.value == node.value and param.annotation is not None:
                 annotation = param.annotation.annotation
-                return isinstance(annotation, cst.Name) and annotation.value == "float"
+                return isinstance(annotation, cst.Name) and annotation.value in types
         return False
+
+
+#: builtins whose result is a Python number
+_NUMBER_BUILTINS = frozenset(
+    {"builtins.len", "builtins.int", "builtins.float", "builtins.abs", "builtins.min", "builtins.max", "builtins.round"}
+)
+#: torch functions building a tensor whose dtype follows the Python values given to them
+_VALUE_TYPED = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
+
+
+def _untyped_buffer(ctx: RuleContext, node: cst.Attribute, anchor: cst.CSTNode) -> bool:
+    """`self.<name>` registered as a buffer from a value that may hold integers: built by a torch
+    function that takes its dtype from Python values (`torch.tensor(shape)`, no `dtype=`, no float
+    literal), directly or through another attribute of the class (`self.d_cpu`)."""
+    cls: cst.CSTNode | None = anchor
+    while cls is not None and not isinstance(cls, cst.ClassDef):
+        cls = ctx.parent(cls)
+    if cls is None:
+        return False
+    values = _attribute_values(cls)
+    registered = values.get(("buffer", node.attr.value))
+    if registered is None:
+        return False
+    seen: set[str] = set()
+
+    def may_be_int(value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self":
+            name = value.attr.value
+            if name in seen:
+                return False
+            seen.add(name)
+            return any(may_be_int(v) for v in values.get(("attribute", name), ()))
+        found = False
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                nonlocal found
+                if ctx.qualified_name(call.func) not in _VALUE_TYPED:
+                    return
+                keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+                floats = any(isinstance(n, cst.Float) for a in call.args for n in _literals(a.value))
+                found = found or ("dtype" not in keywords and not floats)
+
+        value.visit(_Calls())
+        return found
+
+    return any(may_be_int(v) for v in registered)
+
+
+def _literals(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.List | cst.Tuple):
+        return [e.value for e in node.elements]
+    return [node]
+
+
+def _attribute_values(cls: cst.CSTNode) -> dict[tuple[str, str], list[cst.BaseExpression]]:
+    """("buffer", name) -> values given to `self.register_buffer(name, value)`, ("attribute", name)
+    -> values assigned to `self.<name>`, in the class's own methods."""
+    found: dict[tuple[str, str], list[cst.BaseExpression]] = {}
+
+    class _V(cst.CSTVisitor):
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return node is cls
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "register_buffer"
+                and len(node.args) >= 2
+                and isinstance(node.args[0].value, cst.SimpleString)
+            ):
+                name = node.args[0].value.evaluated_value
+                if isinstance(name, str):
+                    found.setdefault(("buffer", name), []).append(node.args[1].value)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    found.setdefault(("attribute", t.attr.value), []).append(node.value)
+
+    cls.visit(_V())
+    return found

@@ -304,6 +304,11 @@ class TorchModules(Rule):
             return None  # `self.scale is None`: the attribute itself (a buffer registered as None)
         if isinstance(parent, cst.Arg) and original.attr.value in analysis_for(ctx).nullable_buffers.get(owner, ()):
             return None  # `exists(self.scale)` of a buffer that may be None: the attribute itself
+        if original.attr.value in analysis_for(ctx).plain_or_buffers.get(owner, ()):
+            # a buffer on one path, a plain value on another: either, read as a value
+            call = cst.Call(ctx.expr_for("precision_transpiler.runtime.flax.modules.buffer_value"), [cst.Arg(updated)])
+            ctx.record(self.name, original, call)
+            return call
         new = cst.Subscript(
             value=updated, slice=[cst.SubscriptElement(cst.Index(cst.Ellipsis()))], lpar=updated.lpar, rpar=updated.rpar
         )

@@ -8,8 +8,10 @@ binds to torch calls or annotates `torch.Tensor`, a registered buffer or paramet
 and whose index holds something that may be a tensor (such a name or buffer, a torch call, a
 comparison): `torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
 advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
-to be basic. Subscripts that are stored into are the in-place rule's (rules/torch_inplace_ops_model.py);
-bases that may be lists or dicts are left alone.
+to be basic. An index that is a mask combined with `&`/`|`/`~` from comparisons (`x[(x > -b) &
+(x < b)]`) is a boolean tensor whatever its operands, so its base is a tensor too. Subscripts
+that are stored into are the in-place rule's (rules/torch_inplace_ops_model.py); bases that may
+be lists or dicts are left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import known_tensor
+from precision_transpiler.rewrite.tensor_inference import combined_mask, known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_name
 
@@ -54,9 +56,12 @@ class TorchTensorIndexTf(Rule):
             and isinstance(ctx.parent(parent), cst.Call)
         ):
             return None  # a store (the in-place rule's), or the receiver of an in-place call (`x[i].add_(1)`)
-        if not known_tensor(ctx, original.value, original):
+        masked = any(
+            isinstance(e.slice, cst.Index) and combined_mask(ctx, e.slice.value, original) for e in original.slice
+        )
+        if not (masked or known_tensor(ctx, original.value, original)):
             return None
-        if not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
+        if not masked and not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
             return None
         at = cst.Call(ctx.expr_for(_AT), [cst.Arg(updated.value)])
         value = cst.Call(cst.Attribute(cst.Subscript(at, updated.slice), cst.Name("get")), [])

@@ -347,3 +347,27 @@ def test_user_definitions_named_like_copied_ones_do_not_replace_them(tmp_path: P
     got = np.load(tmp_path / "y.npy")
     tolerance = 1e-4 if policy == "fp32" else 5e-2  # mixed: bf16 convolutions
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance * np.abs(expected).max())
+
+
+@pytest.mark.needs_jax
+def test_imports_shared_with_policy_helpers_survive_stripping_the_policy() -> None:
+    """A policy's helpers import `jax` (marked, for stripping) before the runtime's batch norm,
+    which needs it too, is copied in: the copy's own import must remain once the policy is
+    stripped, or the fp32 file verification compares against fails with NameError."""
+    import libcst as cst
+
+    from precision_transpiler import transpile
+    from precision_transpiler.precision.strip import strip_inserted
+
+    source = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+    source += "        super().__init__()\n        self.bn = nn.BatchNorm1d(4)\n\n"
+    source += "    def forward(self, x):\n        return self.bn(x)\n"
+    mixed = transpile(source, to="jax", policy="mixed").code
+    stripped, removed = strip_inserted(cst.parse_module(mixed))
+    assert removed
+    namespace: dict[str, Any] = {}
+    exec(compile(stripped.code, "stripped.py", "exec"), namespace)
+    import numpy as np
+
+    out = namespace["Net"]()(np.ones((3, 4), np.float32))
+    assert out.shape == (3, 4)

@@ -1093,3 +1093,105 @@ def test_to_the_dtype_of_an_index_of_a_tensor(tmp_path: Path, to: str) -> None:
     """kornia's MKD: `oris = grads[:, 1:]; self.phi.to(oris)`: an index of a tensor is a tensor, so
     `.to(oris)` is the cast to its dtype (it was reported unsupported)."""
     _verify(tmp_path, "to_tensor", TO_ANOTHER_TENSOR, to, "fp32", "Embed()", "float32[1,2,3,3]")
+
+
+FLOW_PACKAGE = {
+    "__init__.py": "",
+    "base.py": """
+import torch.nn as nn
+
+
+class Flow(nn.Module):
+    def forward(self, z):
+        raise NotImplementedError("no forward")
+""",
+    "autoregressive.py": """
+import torch
+
+from .base import Flow
+
+
+class Autoregressive(Flow):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self._elementwise_forward(x, self.net(x))
+
+    def inverse(self, x):
+        return torch.zeros_like(x)
+
+    def _elementwise_forward(self, x, params):
+        raise NotImplementedError()
+""",
+    "spline.py": """
+import torch
+import torch.nn as nn
+
+from .autoregressive import Autoregressive
+
+
+def searchsorted(bins, inputs, eps=1e-6):
+    bins[..., -1] += eps
+    return torch.sum(inputs[..., None] >= bins, dim=-1) - 1
+
+
+class Spline(Autoregressive):
+    def __init__(self, d, tail_bound=1.0):
+        super().__init__(nn.Linear(d, d))
+        if torch.is_tensor(tail_bound):
+            self.register_buffer("tail_bound", tail_bound)
+        else:
+            self.tail_bound = tail_bound
+
+    def _elementwise_forward(self, x, params):
+        bound = self.tail_bound
+        inside = (x >= -bound) & (x <= bound)
+        out = torch.zeros_like(x)
+        out[inside] = x[inside] * torch.sigmoid(params[inside])
+        bins = torch.linspace(-1.0, 1.0, 5).expand(x.shape[0], x.shape[1], 5).clone()
+        return out + searchsorted(bins, x).float()
+""",
+    "model.py": """
+import torch
+
+from .base import Flow
+from .spline import Spline
+
+
+class Model(Flow):
+    def __init__(self, d):
+        super().__init__()
+        self.spline = Spline(d, tail_bound=0.5)
+
+    def forward(self, x):
+        return torch.tanh(self.spline(x))
+""",
+}
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_base_class_brought_in_a_later_round_and_masked_stores(tmp_path: Path, to: str) -> None:
+    """normflows' splines: `Spline(Autoregressive(Flow))` across three modules of the package.
+    `Autoregressive` comes in a round after `Flow` and must be defined below it (not above, with
+    the original `Flow` still imported); `Spline` keeps `_elementwise_forward`, which only its base
+    calls; `tail_bound` is a buffer on one path and a float on the other; `bins[..., -1] += eps`
+    stores into an argument (an index only arrays take); `out[mask] = values` scatters in order;
+    `x[(x >= -b) & (x <= b)]` indexes with a mask of unknown operands."""
+    package = tmp_path / "flowpkg"
+    package.mkdir()
+    for name, text in FLOW_PACKAGE.items():
+        (package / name).write_text(text)
+    original = package / "model.py"
+    result = transpile(original.read_text(), to=to, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert "from flowpkg.base import Flow" not in result.code and "import torch" not in result.code
+    code = result.code
+    assert code.index("class Flow(") < code.index("class Autoregressive(") < code.index("class Spline(")
+    spline = transpile(FLOW_PACKAGE["spline.py"], to=to, path=str(package / "spline.py"))
+    assert any(d.code == "inplace-argument" for d in spline.diagnostics)  # the caller's bins do not change
+    converted = package / f"model_{to}.py"
+    converted.write_text(code)
+    verdict = verify_files(original, converted, VerifyOptions(entry="Model(6)", inputs=["float32[3,6]"]))
+    assert verdict.passed, verdict.failures

@@ -43,3 +43,47 @@ def test_int_tensors_meeting_floats_promote_as_in_torch() -> None:
         e = e.numpy() if isinstance(e, torch.Tensor) else e
         assert g.dtype == e.dtype, (g.dtype, e.dtype)
         np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+MODULE = """
+import math
+
+import torch
+from torch import nn
+
+
+class Radial(nn.Module):
+    def __init__(self, shape):
+        super().__init__()
+        self.d_cpu = torch.prod(torch.tensor(shape))
+        self.register_buffer("d", self.d_cpu)
+
+    def forward(self, z, denom=None):
+        log_det = (self.d - 1) * torch.log(1 + z)
+        mean = z.sum() / denom
+        scaled = z / math.sqrt(4)
+        return log_det, mean, scaled
+"""
+
+
+def test_untyped_buffers_and_divisions_by_counts_promote_as_in_torch() -> None:
+    """A buffer built from Python values of unknown type may be an integer tensor, and so may a
+    count a tensor is divided by: both meet floats as in torch, while division by a Python number
+    keeps its operator."""
+    result = transpile(MODULE, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "keras.ops.multiply((self.d - 1), keras.ops.log(1 + z))" in result.code
+    assert "keras.ops.true_divide(keras.ops.sum(z), denom)" in result.code
+    assert "z / math.sqrt(4)" in result.code
+    reference: dict[str, Any] = {}
+    exec(compile(MODULE, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    z = np.linspace(0.1, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    count = torch.tensor(4)
+    expected = reference["Radial"]((2, 3))(torch.from_numpy(z), count)
+    got = plain_tf(converted["Radial"]((2, 3))(z, count.numpy()))
+    for g, e in zip(got, expected, strict=True):
+        e = e.detach().numpy()
+        assert g.dtype == e.dtype, (g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=1e-6)

@@ -373,6 +373,13 @@ def _array_of(value):
     return value.get_value() if isinstance(value, nnx.Variable) else value
 
 
+def buffer_value(value):
+    """The array of an attribute a class registers as a buffer on one path and sets to a plain
+    value on another (normflows' `tail_bound`: a buffer when given a tensor, a float otherwise):
+    the Variable's array, or the value as it is."""
+    return _array_of(value)
+
+
 class TorchModule(nnx.Module):
     """torch.nn.Module for converted classes: an nnx.Module with torch's module methods, so code
     that calls them (`self.apply(self._init_weights)`, `model.eval()`, `model.parameters()`)

@@ -285,9 +285,18 @@ def _torch_index_numpy(index):
 def _torch_index_update(x, index, value, combine):
     """`x[index] = combine(x[index], value)` as a new tensor: the positions `index` selects are
     found by indexing a grid of flat positions with NumPy (torch's basic and advanced indexing
-    are NumPy's), then scattered into. A boolean mask of x's shape is a `where`."""
+    are NumPy's), then scattered into. A boolean mask of x's shape is a `where`, or, given one
+    value per selected position (`out[mask] = inputs[mask]`), a scatter into them in order."""
     if hasattr(index, "dtype") and keras.backend.standardize_dtype(index.dtype) == "bool":
         if tuple(index.shape) == tuple(x.shape):
+            value = ops.convert_to_tensor(value)
+            if len(value.shape) and tuple(value.shape) != (1,):  # torch: broadcast to (selected,)
+                flat = ops.reshape(x, (-1,))
+                chosen = ops.where(ops.reshape(index, (-1,)))[0]
+                new = ops.broadcast_to(ops.cast(value, x.dtype), ops.shape(chosen))
+                if combine is not None:
+                    new = ops.cast(combine(ops.take(flat, chosen), new), x.dtype)
+                return ops.reshape(ops.scatter_update(flat, ops.expand_dims(chosen, -1), new), ops.shape(x))
             old = x
             new = ops.broadcast_to(ops.cast(value, x.dtype), ops.shape(x))
             if combine is not None:
