@@ -59,6 +59,64 @@ class _Loads(cst.CSTVisitor):
     def visit_Param(self, node: cst.Param) -> bool:
         return False
 
+    # names bound, not read: assignment and loop targets, imports, `as` names
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self._target(node.target)
+        return False
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        self._target(node.target)
+        node.annotation.visit(self)
+        if node.value is not None:
+            node.value.visit(self)
+        return False
+
+    def visit_For(self, node: cst.For) -> bool:
+        self._target(node.target)
+        node.iter.visit(self)
+        node.body.visit(self)
+        if node.orelse is not None:
+            node.orelse.visit(self)
+        return False
+
+    def visit_CompFor(self, node: cst.CompFor) -> bool:
+        self._target(node.target)
+        node.iter.visit(self)
+        for condition in node.ifs:
+            condition.visit(self)
+        if node.inner_for_in is not None:
+            node.inner_for_in.visit(self)
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_AsName(self, node: cst.AsName) -> bool:
+        return False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Global(self, node: cst.Global) -> bool:
+        return False
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> bool:
+        return False
+
+    def _target(self, target: cst.BaseExpression) -> None:
+        """A store target: its names are bound; what an attribute or subscript target reads is read."""
+        if isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._target(target.value)
+        elif not isinstance(target, cst.Name):
+            target.visit(self)
+
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         for decorator in node.decorators:
             decorator.visit(self)
@@ -78,6 +136,68 @@ def _loads(stmt: cst.CSTNode) -> set[str]:
     else:
         stmt.visit(visitor)
     return visitor.names
+
+
+def _called_loads(function: cst.FunctionDef) -> set[str]:
+    """What a function reads when it is called at definition time (a decorator, a helper a
+    class body or a default calls: timm's `@register_notrace_module` adds to `_leaf_modules`):
+    the names of its body, less its parameters and what it assigns."""
+
+    class _Deep(_Loads):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return True
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return True
+
+    deep = _Deep()
+    function.body.visit(deep)
+    local: set[str] = set()
+
+    class _Locals(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            local.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            return False
+
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            return False
+
+    for node in _store_targets(function):
+        node.visit(_Locals())
+    params = function.params
+    local |= {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            local.add(star.name.value)
+    return (deep.names | _loads(function)) - local
+
+
+def _store_targets(function: cst.FunctionDef) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            found.append(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            found.append(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            found.append(node.target)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            found.append(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            found.append(node.name)
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            found.append(node.target)
+
+    function.body.visit(_V())
+    return found
 
 
 def _binds(stmt: cst.CSTNode) -> set[str]:
@@ -137,10 +257,15 @@ def order_definitions(code: str) -> str:
     bindings = {id(stmt): _all_bindings(stmt) for stmt in body}
     movable = {id(stmt): _binds(stmt) for stmt in body}
     moved = 0
+    called: set[int] = set()
     above: set[str] = set()
     i = 0
     while i < len(body):
-        missing = _loads(body[i]) - above
+        # only definitions wait for others (what sibling inlining copies); other statements
+        # (imports, `if` blocks, calls) keep their place and need nothing moved
+        stmt = body[i]
+        needs = _called_loads(stmt) if id(stmt) in called else _loads(stmt)
+        missing = needs - above if movable[id(stmt)] else set()
         later = None
         if missing and moved <= len(body):
             later = next(
@@ -155,7 +280,10 @@ def order_definitions(code: str) -> str:
             above |= bindings[id(body[i])]
             i += 1
             continue
-        body.insert(i, body.pop(later))  # then look at the moved one: what it needs comes first
+        dependency = body.pop(later)
+        if isinstance(dependency, cst.FunctionDef):
+            called.add(id(dependency))  # needed when a definition runs: it may be called then
+        body.insert(i, dependency)  # then look at the moved one: what it needs comes first
         moved += 1
     if not moved:
         return code

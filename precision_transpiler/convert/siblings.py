@@ -480,7 +480,7 @@ def _extract(
         grown = attributes | used_attributes(
             part for name in closure for part in reachable_parts(defs[name], attributes)
         )
-        grown |= _overridable_methods([defs[name] for name in closure], imported, module_name)
+        grown |= _overridable_methods([defs[name] for name in closure], imported, module_name, path)
         if grown == attributes:
             break
         attributes = grown
@@ -558,12 +558,14 @@ def _uses(
     return False
 
 
-def _overridable_methods(nodes: list[ast.stmt], imported: dict[str, str], module_name: str) -> set[str]:
-    """The method names of classes among `nodes` whose base comes from another module of the
-    same package (normflows' `MaskedPiecewiseRationalQuadraticAutoregressive(Autoregressive)`):
-    that base is copied in a later round, and what it calls on `self` (`_elementwise_forward`,
-    overridden here) is not known yet, so none of these methods is left out."""
-    root = module_name.split(".")[0]
+def _overridable_methods(
+    nodes: list[ast.stmt], imported: dict[str, str], module_name: str, path: Path | None
+) -> set[str]:
+    """The method names of classes among `nodes` whose base is a model class of another module
+    of the same package (normflows' `MaskedPiecewiseRationalQuadraticAutoregressive(Autoregressive)`,
+    whose base defines `forward`): that base is copied in a later round, and what it calls on
+    `self` (`_elementwise_forward`, overridden here) is not known yet, so none of these methods is
+    left out. Mixins (diffusers' `PushToHubMixin`) leave the class trimmed as before."""
     found: set[str] = set()
     for node in nodes:
         if not isinstance(node, ast.ClassDef):
@@ -572,10 +574,36 @@ def _overridable_methods(nodes: list[ast.stmt], imported: dict[str, str], module
             while isinstance(base, ast.Attribute):
                 base = base.value
             line = imported.get(base.id, "") if isinstance(base, ast.Name) else ""
-            if line.startswith(("from .", f"from {root}.", f"from {root} ", f"import {root}")):
+            if line and path is not None and _model_class_in(line, path, module_name):
                 found |= {m.name for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)}
                 break
     return found
+
+
+def _model_class_in(line: str, path: Path, module_name: str) -> bool:
+    """Whether the one name `line` (`from ..base import Flow`) imports is a class defining
+    `forward` in a module of the package of `path`."""
+    try:
+        node = ast.parse(line).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if not isinstance(node, ast.ImportFrom) or len(node.names) != 1:
+        return False
+    if node.level:
+        file, _ = _module_file(path, node.level, node.module)
+    elif node.module and node.module.split(".")[0] == module_name.split(".")[0]:
+        file, _ = _absolute_file(path, node.module)
+    else:
+        return False
+    try:
+        tree = ast.parse(read_source(file)) if file is not None else None
+    except (ReadError, SyntaxError):
+        return False
+    name = node.names[0].name
+    for stmt in tree.body if tree is not None else ():
+        if isinstance(stmt, ast.ClassDef) and stmt.name == name:
+            return any(isinstance(m, ast.FunctionDef) and m.name == "forward" for m in stmt.body)
+    return False
 
 
 def _import_bindings(body: list[ast.stmt]) -> dict[str, str]:

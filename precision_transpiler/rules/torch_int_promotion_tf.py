@@ -118,7 +118,9 @@ class TorchIntPromotionTf(Rule):
             return self._number(ctx, node.left, anchor) and self._number(ctx, node.right, anchor)
         if isinstance(node, cst.Call):
             qualified = ctx.qualified_name(node.func) or ""
-            if qualified.startswith("math.") or qualified in _NUMBER_BUILTINS:
+            if qualified.startswith("math.") or (
+                isinstance(node.func, cst.Name) and node.func.value in _NUMBER_BUILTINS
+            ):
                 return True
             return isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "dim", "numel", "item")
         if isinstance(node, cst.Subscript):
@@ -178,9 +180,7 @@ class TorchIntPromotionTf(Rule):
 
 
 #: builtins whose result is a Python number
-_NUMBER_BUILTINS = frozenset(
-    {"builtins.len", "builtins.int", "builtins.float", "builtins.abs", "builtins.min", "builtins.max", "builtins.round"}
-)
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "abs", "min", "max", "round"})
 #: torch functions building a tensor whose dtype follows the Python values given to them
 _VALUE_TYPED = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
 

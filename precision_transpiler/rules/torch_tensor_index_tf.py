@@ -6,7 +6,8 @@ and `...` (a TypeError when run). JAX arrays index like NumPy, so only the Keras
 this rule. It rewrites a subscript read whose base is known to be a tensor (a name the function
 binds to torch calls or annotates `torch.Tensor`, a registered buffer or parameter `self.<name>`)
 and whose index holds something that may be a tensor (such a name or buffer, a torch call, a
-comparison): `torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
+comparison) or a list (`times[list(range(b)), k]`: torch's index arrays):
+`torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
 advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
 to be basic. An index that is a mask combined with `&`/`|`/`~` from comparisons (`x[(x > -b) &
 (x < b)]`) is a boolean tensor whatever its operands, so its base is a tensor too. Subscripts
@@ -38,6 +39,16 @@ class TorchTensorIndexTf(Rule):
             "import tensorflow as tf\nimport precision_transpiler\n\n\n"
             "def f(table: tf.Tensor, index: tf.Tensor, x):\n    n = x.shape[0]\n"
             "    return precision_transpiler.runtime.keras.tensor.torch_at(table)[index].get(), table[:n]\n",
+            to="tf",
+            vendored=False,
+        ),
+        Example(
+            "import torch\n\n\ndef f(times: torch.Tensor, x, b):\n"
+            "    inside = (x >= -b) & (x <= b)\n    return times[list(range(2)), 0], x[inside]\n",
+            "import tensorflow as tf\nimport precision_transpiler\n\n\ndef f(times: tf.Tensor, x, b):\n"
+            "    inside = (x >= -b) & (x <= b)\n"
+            "    return precision_transpiler.runtime.keras.tensor.torch_at(times)[list(range(2)), 0].get(), "
+            "precision_transpiler.runtime.keras.tensor.torch_at(x)[inside].get()\n",
             to="tf",
             vendored=False,
         ),
@@ -82,4 +93,8 @@ class TorchTensorIndexTf(Rule):
             return self._tensor_expr(ctx, value.left, anchor) or self._tensor_expr(ctx, value.right, anchor)
         if isinstance(value, cst.UnaryOperation):
             return self._tensor_expr(ctx, value.expression, anchor)
+        if isinstance(value, cst.List | cst.ListComp) or (
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list"
+        ):
+            return True  # a list of indices: an index array to torch, refused by TensorFlow
         return known_tensor(ctx, value, anchor)

@@ -42,3 +42,23 @@ def test_bases_class_body_values_and_defaults_come_first() -> None:
 def test_a_file_that_runs_is_unchanged() -> None:
     source = "class A:\n    def f(self):\n        return B()\n\n\nclass B(A):\n    pass\n"
     assert order_definitions(source) == source  # `B` in a method body is read when called
+
+
+def test_imports_and_assignment_targets_read_nothing() -> None:
+    """`from m import f` names `f` without reading it, and `x = 1` binds `x`: neither may pull a
+    later definition of the same name above it (a copied helper above the file's imports)."""
+    source = "from m import f\nimport collections.abc\nx = 1\nprint(x)\n\n\n"
+    source += "def f():\n    return 1\n\n\ndef x():\n    pass\n"
+    assert order_definitions(source) == source
+
+
+def test_a_function_called_while_defining_brings_what_its_body_reads() -> None:
+    """timm's `@register_notrace_module` adds the class to `_leaf_modules`: moved above the
+    class it decorates, the set it fills must come first too."""
+    source = "TABLE = dict(norm=Norm)\n\n_leaf = set()\n\n\n"
+    source += "def register(cls):\n    _leaf.add(cls)\n    return cls\n\n\n"
+    source += "@register\nclass Norm:\n    pass\n"
+    ordered = order_definitions(source)
+    namespace: dict[str, object] = {}
+    exec(compile(ordered, "ordered.py", "exec"), namespace)
+    assert namespace["TABLE"] == {"norm": namespace["Norm"]} and namespace["_leaf"] == {namespace["Norm"]}
