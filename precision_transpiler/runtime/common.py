@@ -412,3 +412,32 @@ def run_load_state_dict_pre_hooks(named: Any, state_dict: Any, strict: bool) -> 
             args = (state_dict, f"{name}." if name else "", {}, strict, [], [], [])
             hook(module, *args) if with_module else hook(*args)
     return state_dict
+
+
+def _lu_permutation(pivots: Any) -> Any:
+    """The row permutation torch's 1-based LU pivots (LAPACK's: row i swapped with row
+    pivots[i] - 1, in order) encode, as a NumPy array over the last axis: `A[perm] = L @ U`."""
+    pivots = np.asarray(pivots).astype(np.int64) - 1
+    m = pivots.shape[-1]
+    flat = pivots.reshape(-1, m)
+    perms = np.tile(np.arange(m), (flat.shape[0], 1))
+    for row, piv in zip(perms, flat, strict=True):
+        for i, j in enumerate(piv):
+            row[i], row[j] = row[j], row[i]
+    return perms.reshape(pivots.shape)
+
+
+def _lu_pivots(permutation: Any) -> Any:
+    """torch's 1-based int32 LU pivots (LAPACK's swaps, in order) of a row permutation
+    (`A[perm] = L @ U`, TensorFlow's `tf.linalg.lu`), over the last axis; NumPy."""
+    permutation = np.asarray(permutation).astype(np.int64)
+    m = permutation.shape[-1]
+    flat = permutation.reshape(-1, m)
+    out = np.zeros_like(flat)
+    for target, piv in zip(flat, out, strict=True):
+        current = list(range(m))
+        for i in range(m):
+            j = current.index(int(target[i]), i)
+            piv[i] = j
+            current[i], current[j] = current[j], current[i]
+    return (out + 1).astype(np.int32).reshape(permutation.shape)

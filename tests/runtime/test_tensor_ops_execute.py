@@ -1005,6 +1005,17 @@ CASES = [
         expect=("jax.scipy.linalg.solve_triangular(upper, b, lower=False)", "jnp.logspace(0, 2, 5)"),
     ),
     C(
+        "lu-factor-lu-unpack",
+        "m, q",
+        "P, L, U = torch.lu_unpack(*m.lu())\n"
+        "lu, piv = torch.linalg.lu_factor(q)\n"
+        "bp, bl, bu = torch.lu_unpack(lu, piv)\n"
+        "return P, L, U, lu, piv, bp @ bl @ bu, m.lu(pivot=True)[1]",
+        F32(4, 4),
+        F32(2, 3, 3),
+        expect=("torch_lu_unpack(*torch_lu_factor(m))",),
+    ),
+    C(
         "unfold-fold-pixel-shuffle-cosine-similarity-rms-norm-pool3d",
         "x, c, a, b, w, v",
         "cols = F.unfold(x, 2)\n"

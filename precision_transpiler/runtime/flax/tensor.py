@@ -26,6 +26,7 @@ from precision_transpiler.runtime.common import (
     _tuple,
     _unfold_index,
     _unique_outputs,
+    torch_named_result,
 )
 from precision_transpiler.runtime.flax.conv import _conv_dimension_numbers, _functional_conv
 from precision_transpiler.runtime.flax.functional import _add_batch
@@ -407,3 +408,21 @@ def torch_rms_norm(input, normalized_shape, weight=None, eps=None):
     dims, times weight; eps None is the input dtype's machine epsilon, as torch."""
     n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
     return _rms_norm(input, n, weight, eps, None)
+
+
+def torch_lu_factor(A, pivot=True):
+    """torch.linalg.lu_factor / Tensor.lu(): (LU, pivots), L's unit diagonal left out of LU, with
+    torch's 1-based int32 pivots (LAPACK's; jax.lax.linalg.lu's are 0-based)."""
+    lu, pivots, _ = jax.lax.linalg.lu(A)
+    return torch_named_result((lu, (pivots + 1).astype(jnp.int32)), "LU pivots")
+
+
+def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
+    """torch.lu_unpack: (P, L, U) with A = P @ L @ U, from lu_factor's LU and 1-based pivots."""
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    lower = jnp.tril(LU[..., :, :k], -1) + jnp.eye(m, k, dtype=LU.dtype)
+    upper = jnp.triu(LU[..., :k, :])
+    perm = jax.lax.linalg.lu_pivots_to_permutation(pivots.astype(jnp.int32) - 1, m)
+    P = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=LU.dtype), -1, -2)
+    return torch_named_result((P, lower, upper), "P L U")

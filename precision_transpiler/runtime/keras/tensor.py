@@ -29,10 +29,13 @@ from keras import ops
 from precision_transpiler.runtime.common import (
     _conv_padding_pairs,
     _cross_dim,
+    _lu_permutation,
+    _lu_pivots,
     _size,
     _tuple,
     _unfold_index,
     _unique_outputs,
+    torch_named_result,
 )
 from precision_transpiler.runtime.keras.conv import _conv_nd, _conv_transpose_nd
 from precision_transpiler.runtime.keras.norm import _rms_norm
@@ -808,3 +811,31 @@ def torch_trapezoid(y, x=None, dx=None, dim=-1):
     if len(x.shape) == 1:
         spacing = ops.reshape(spacing, [-1 if d == axis else 1 for d in range(len(y.shape))])
     return ops.sum(ops.multiply(spacing, ops.add(y[ends[0]], y[ends[1]])), axis=axis) / 2.0
+
+
+def torch_lu_factor(A, pivot=True):
+    """torch.linalg.lu_factor / Tensor.lu(): (LU, pivots) with torch's 1-based int32 pivots, found
+    from tf.linalg.lu's row permutation with NumPy (eager values: module construction, as the
+    invertible 1x1 convolutions of normalizing flows use it)."""
+    shape = tuple(A.shape)
+    if len(shape) > 2:  # one matrix at a time (TensorFlow inverts 1-d permutations only)
+        flat = ops.reshape(A, (-1, *shape[-2:]))
+        parts = [torch_lu_factor(flat[i]) for i in range(flat.shape[0])]
+        lu = ops.reshape(ops.stack([part[0] for part in parts]), shape)
+        pivots = ops.reshape(ops.stack([part[1] for part in parts]), (*shape[:-2], parts[0][1].shape[-1]))
+        return torch_named_result((lu, pivots), "LU pivots")
+    lu, inverse = ops.lu_factor(A)  # TensorFlow's: the inverse of the row permutation
+    permutation = np.argsort(ops.convert_to_numpy(inverse), axis=-1)
+    return torch_named_result((lu, ops.convert_to_tensor(_lu_pivots(permutation))), "LU pivots")
+
+
+def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
+    """torch.lu_unpack: (P, L, U) with A = P @ L @ U, from lu_factor's LU and 1-based pivots
+    (the permutation is found with NumPy: eager values)."""
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    lower = ops.tril(LU[..., :, :k], -1) + ops.eye(m, k, dtype=LU.dtype)
+    upper = ops.triu(LU[..., :k, :])
+    perm = _lu_permutation(ops.convert_to_numpy(pivots))
+    P = ops.swapaxes(ops.one_hot(ops.convert_to_tensor(perm), m, dtype=LU.dtype), -1, -2)
+    return torch_named_result((P, lower, upper), "P L U")
