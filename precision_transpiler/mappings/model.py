@@ -179,6 +179,22 @@ class MappingSet:
             self.caches[key] = (frozenset(functions), frozenset(methods))
         return self.caches[key]
 
+    def converted_symbols(self, source: str, target: str) -> frozenset[str]:
+        """Qualified names of `source` the tables convert to `target`: functions of op patterns
+        with a `target` pattern, layer classes and symbols with a `target` entry, and every
+        module above one of them (`torch.nn.functional`, `torch.compiler`)."""
+        key = f"converted-symbols:{source}:{target}"
+        if key not in self.caches:
+            names: set[str] = set()
+            for op in self.ops.values():
+                if op.patterns.get(target):
+                    names.update(p.function_name for p in op.patterns.get(source, ()) if p.function_name)
+            names.update(s for s, per in self.layer_symbols.items() if target in per)
+            names.update(s for s, spec in self.layers.items() if target in spec.targets)
+            modules = {name.rsplit(".", i)[0] for name in names for i in range(1, name.count(".") + 1)}
+            self.caches[key] = frozenset(names | modules)
+        return self.caches[key]
+
     @cached_property
     def method_names(self) -> dict[str, frozenset[str]]:
         """Framework -> names of tensor methods that some pattern recognises."""

@@ -20,6 +20,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("torch-random-init", "torch_random_init_model"),
     # ... and `torch.autocast(...)` regions become the runtime's autocast context.
     ("torch-autocast", "torch_autocast_model"),
+    # `hasattr(torch, "compiler")`: answered for the converted code before the symbols are mapped.
+    ("torch-feature-checks", "torch_feature_checks_model"),
     # Symbols, strings and comparisons of dtypes; then every other op through the op tables.
     ("dtype-identity", "dtype_identity_any"),
     ("dtype-string", "dtype_string_any"),
