@@ -185,6 +185,36 @@ def _site(text: str) -> str:
     return re.sub(r"\S*/site-packages/", "", text)
 
 
+#: where a converted run failed, from its first problem: the converted file's import, building the
+#: entry, the weights, the first forward call, or the comparison of the outputs
+_STAGES = (
+    ("import", ("cannot import the converted",)),
+    ("build", ("--entry",)),
+    ("weights", ("does not take the original's weights",)),
+    ("first call", ("running the models failed",)),
+    ("outputs", ("relative error", "dtype", "shape", "output structure", "non-finite")),
+)
+
+
+def failure_stage(outcome: Outcome) -> str:
+    """"" for a verified run; else the stage it failed at: "conversion" (an error, or the converter
+    raised), one of _STAGES, or "other"."""
+    if outcome.verified:
+        return ""
+    if not outcome.converted:
+        return "conversion"
+    for stage, marks in _STAGES:
+        if any(mark in outcome.first_problem for mark in marks):
+            return stage
+    return "other"
+
+
+def unreported(outcome: Outcome) -> bool:
+    """A converted run that failed at import, build, weights or first call although the conversion
+    reported nothing unsupported: the converter should have said so (never silently wrong)."""
+    return failure_stage(outcome) in ("import", "build", "weights", "first call") and not outcome.unsupported
+
+
 def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | None = None) -> str:
     """The tables; with `sources` (case name -> source: the wild suite) also one row per source."""
     timed = any(o.forward_original_s for o in outcomes)
@@ -218,10 +248,11 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
     rows += [
         "",
         "converted: no error; clean: no unsupported construct reported either (in the file or in what it brings in);",
-        "verified: the converted model matched the original within the policy's tolerance.",
+        "verified: the converted model matched the original within the policy's tolerance;",
+        "unreported: failed at import, build, weights or first call with nothing reported unsupported.",
         "",
-        "| to | policy | cases | converted | clean | verified |",
-        "|---|---|---|---|---|---|",
+        "| to | policy | cases | converted | clean | verified | unreported |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key in dict.fromkeys((o.target, o.policy) for o in outcomes):
         group = [o for o in outcomes if (o.target, o.policy) == key]
@@ -231,7 +262,14 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
             sum(o.verified for o in group),
         ]
         cells = " | ".join(f"{n} ({n / len(group):.0%})" for n in counts)
-        rows.append(f"| {key[0]} | {key[1]} | {len(group)} | {cells} |")
+        rows.append(f"| {key[0]} | {key[1]} | {len(group)} | {cells} | {sum(map(unreported, group))} |")
+    failed = [o for o in outcomes if not o.verified]
+    if failed:
+        stages = {stage: 0 for stage in ("conversion", *(s for s, _ in _STAGES), "other")}
+        for o in failed:
+            stages[failure_stage(o)] += 1
+        shown = ", ".join(f"{stage} {n}" for stage, n in stages.items() if n)
+        rows += ["", f"Failed runs by stage: {shown}; of these, unreported: {sum(map(unreported, failed))}."]
     if sources is not None:
         rows += per_source(outcomes, sources)
     return "\n".join(rows) + "\n"
