@@ -13,7 +13,7 @@ copy any of it into a Flax or a Keras output (convert/vendor.py follows the
 `from precision_transpiler.runtime.common import ...` lines of the framework modules).
 """
 
-import collections
+import collections.abc
 from typing import Any
 
 import numpy as np
@@ -441,3 +441,22 @@ def _lu_pivots(permutation: Any) -> Any:
             piv[i] = j
             current[i], current[j] = current[j], current[i]
     return (out + 1).astype(np.int32).reshape(permutation.shape)
+
+
+def torch_ntuple(n: int, name: str = "parse") -> Any:
+    """torch's `torch.nn.modules.utils._ntuple(n)`: a parser that keeps an iterable as a tuple
+    and repeats anything else n times (`_pair(3)` is `(3, 3)`), as layer code imports it."""
+
+    def parse(x: Any) -> Any:
+        if isinstance(x, collections.abc.Iterable):
+            return tuple(x)
+        return (x,) * n
+
+    parse.__name__ = name
+    return parse
+
+
+torch_single = torch_ntuple(1, "_single")
+torch_pair = torch_ntuple(2, "_pair")
+torch_triple = torch_ntuple(3, "_triple")
+torch_quadruple = torch_ntuple(4, "_quadruple")

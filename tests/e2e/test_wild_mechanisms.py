@@ -1195,3 +1195,22 @@ def test_a_base_class_brought_in_a_later_round_and_masked_stores(tmp_path: Path,
     converted.write_text(code)
     verdict = verify_files(original, converted, VerifyOptions(entry="Model(6)", inputs=["float32[3,6]"]))
     assert verdict.passed, verdict.failures
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_torchs_tuple_parsers_and_feature_checks(to: str) -> None:
+    """Layer code imports torch's `_pair`/`_ntuple` and tests what torch offers (timm's
+    `'silu' in dir(torch.nn.functional)`): the parsers become the runtime's, the checks are
+    answered for the converted code, and nothing is left needing torch."""
+    source = (
+        "import torch\nfrom torch.nn.modules.utils import _ntuple, _pair\n\n_quad = _ntuple(4)\n\n\n"
+        "def f(k):\n    fast = 'silu' in dir(torch.nn.functional) and not hasattr(torch, 'no_such_module')\n"
+        "    return _pair(k), _quad(k), _pair([1, 2]), fast\n"
+    )
+    reference: dict[str, object] = {}
+    exec(compile(source, "original.py", "exec"), reference)
+    result = transpile(source, to=to)
+    assert not result.unsupported and "import torch" not in result.code and "dir(" not in result.code, result.code
+    converted: dict[str, object] = {}
+    exec(compile(result.code, "converted.py", "exec"), converted)
+    assert converted["f"](3) == reference["f"](3) == ((3, 3), (3, 3, 3, 3), (1, 2), True)  # type: ignore[operator]
