@@ -1214,3 +1214,32 @@ def test_torchs_tuple_parsers_and_feature_checks(to: str) -> None:
     converted: dict[str, object] = {}
     exec(compile(result.code, "converted.py", "exec"), converted)
     assert converted["f"](3) == reference["f"](3) == ((3, 3), (3, 3, 3, 3), (1, 2), True)  # type: ignore[operator]
+
+
+PARAMETER_SET_AGAIN = """
+import torch
+import torch.nn as nn
+
+
+class Base(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.zeros(1, 4, dim))
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.fc(x + self.pos_embed)
+
+
+class Distilled(Base):
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.pos_embed = nn.Parameter(torch.zeros(1, 4, dim))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_parameter_a_subclass_sets_again(tmp_path: Path, to: str) -> None:
+    """timm's VisionTransformerDistilled replaces the `pos_embed` its base built: Keras kept the
+    first one as a weight no torch key names."""
+    _verify(tmp_path, "distilled", PARAMETER_SET_AGAIN, to, "fp32", "Distilled(8)", "float32[2,4,8]")

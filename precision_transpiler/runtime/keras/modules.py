@@ -399,6 +399,11 @@ class TorchModule(keras.layers.Layer):
             # class; one holding no layer or variable has nothing to track
             object.__setattr__(self, name, value)
             return
+        old = self.__dict__.get(name)
+        if isinstance(old, keras.Variable) and value is not old and hasattr(self, "_untrack_variable"):
+            # a parameter set again (timm's VisionTransformerDistilled replaces the `pos_embed`
+            # its base built): torch replaces it, Keras would keep the old one as a nameless weight
+            self._untrack_variable(old)
         super().__setattr__(name, value)
 
     # -- mode ----------------------------------------------------------------------------------
