@@ -52,6 +52,20 @@ def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
     return _OPERATOR_SYMBOLS.get(type(operator))
 
 
+def all_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """`node` and every node under it (what a rule that replaces a subtree hands to
+    `ctx.consume`, so nothing in it is reported unconverted)."""
+    out: list[cst.CSTNode] = []
+
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(_Collect())
+    return out
+
+
 def import_bound_names(small: cst.BaseSmallStatement) -> set[str]:
     """Names an `import`/`from ... import` binds (`import a.b` binds `a`); none for other
     statements and star imports."""

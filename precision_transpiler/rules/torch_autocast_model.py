@@ -36,7 +36,7 @@ from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
-from precision_transpiler.syntax import dotted_name
+from precision_transpiler.syntax import all_nodes, dotted_name
 
 _SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
 _MATMUL = {"jax": "jax.numpy.matmul", "tf": "keras.ops.matmul"}
@@ -154,7 +154,7 @@ class TorchAutocast(Rule):
         dropped = [bound[k] for k in ("device_type", "dtype", "cache_enabled") if k in bound]
         for node in dropped:
             ctx.retract_under(node)
-        ctx.consume([original.func, *(n for node in dropped for n in _all_nodes(node))])
+        ctx.consume([original.func, *(n for node in dropped for n in all_nodes(node))])
         new = cst.Call(func=ctx.expr_for(f"{_SHIMS[ctx.target]}.torch_autocast"), args=args)
         ctx.per_file("torch-autocast-calls", set).add(original)
         state = "disabled" if ctx.code(enabled) == "False" else f"computing in {label}"
@@ -300,15 +300,3 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
         and isinstance(statement.body[0], cst.Expr)
         and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
     )
-
-
-def _all_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _Collect(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_Collect())
-    return out

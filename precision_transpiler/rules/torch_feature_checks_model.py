@@ -16,6 +16,7 @@ import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.syntax import all_nodes
 
 
 @register
@@ -72,15 +73,7 @@ class TorchFeatureChecks(Rule):
         return f"{qualified}.{name.evaluated_value}" in ctx.mappings.converted_symbols("torch", ctx.target)
 
     def _literal(self, ctx: RuleContext, original: cst.BaseExpression, answer: bool) -> cst.Name:
-        nodes: list[cst.CSTNode] = []
-
-        class _All(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                nodes.append(node)
-                return True
-
-        original.visit(_All())
-        ctx.consume(nodes)  # the torch module named in the check is answered, not left to report
+        ctx.consume(all_nodes(original))  # the torch module named in the check is answered, not left to report
         replacement = cst.Name("True" if answer else "False", lpar=original.lpar, rpar=original.rpar)
         ctx.record(self.name, original, replacement)
         return replacement

@@ -14,7 +14,7 @@ import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.syntax import dotted_name
+from precision_transpiler.syntax import all_nodes, dotted_name
 
 
 def _last(node: cst.CSTNode) -> str | None:
@@ -82,7 +82,7 @@ class TorchZoo(Rule):
             original, "note", "zoo-dropped", f"class {original.name.value} dropped: a model-zoo weights registry"
         )
         ctx.retract_under(original)
-        ctx.consume(_all_nodes(original))
+        ctx.consume(all_nodes(original))
         return cst.RemovalSentinel.REMOVE
 
     def leave_Decorator(
@@ -99,7 +99,7 @@ class TorchZoo(Rule):
             "zoo-dropped",
             f"decorator @{_short(ctx.code(original.decorator))} dropped (model-zoo or TorchScript plumbing)",
         )
-        ctx.consume(_all_nodes(original))
+        ctx.consume(all_nodes(original))
         return cst.RemovalSentinel.REMOVE
 
     def leave_SimpleStatementLine(
@@ -121,7 +121,7 @@ class TorchZoo(Rule):
                         f"`{_short(ctx.code(value))}` dropped: initialisation is not converted; load the torch "
                         "weights into the converted model (precision_transpiler.weights)",
                     )
-                    ctx.consume(_all_nodes(original))
+                    ctx.consume(all_nodes(original))
                     return cst.RemovalSentinel.REMOVE
             if isinstance(small, cst.Assign | cst.AnnAssign) and value is not None and _names_in(value) & names:
                 break
@@ -133,7 +133,7 @@ class TorchZoo(Rule):
             "zoo-dropped",
             f"`{_short(ctx.code(original.body[0]))}` dropped (model-zoo or device plumbing)",
         )
-        ctx.consume(_all_nodes(original))
+        ctx.consume(all_nodes(original))
         return cst.SimpleStatementLine([cst.Pass()]) if _only_statement(ctx, original) else cst.RemovalSentinel.REMOVE
 
     def leave_IndentedBlock(
@@ -146,7 +146,7 @@ class TorchZoo(Rule):
     def leave_Param(self, ctx: RuleContext, original: cst.Param, updated: cst.Param) -> cst.Param | None:
         if original.annotation is None or not (_names_in(original.annotation) & self._zoo_names(ctx)):
             return None
-        ctx.consume(_all_nodes(original.annotation))
+        ctx.consume(all_nodes(original.annotation))
         equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
         return updated.with_changes(annotation=None, equal=equal if updated.default is not None else updated.equal)
 
@@ -160,18 +160,6 @@ def _short(code: str, limit: int = 80) -> str:
 def _only_statement(ctx: RuleContext, node: cst.CSTNode) -> bool:
     parent = ctx.parent(node)
     return isinstance(parent, cst.IndentedBlock) and len(parent.body) == 1
-
-
-def _all_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_V())
-    return out
 
 
 def _initialiser_call(ctx: RuleContext, call: cst.Call) -> bool:
