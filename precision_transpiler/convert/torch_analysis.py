@@ -14,12 +14,14 @@ on. This module finds them statically, on Python's `ast`, with a fixpoint over t
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from precision_transpiler.mappings.model import FrameworkInfo
 from precision_transpiler.mappings.registry import load_mappings
+from precision_transpiler.syntax import dotted_name
 
 _FACTORY_SUFFIXES = ("_layer", "layer", "block", "Block", "_cls", "_module", "norm", "act", "activation")
 
@@ -75,6 +77,13 @@ class ModelAnalysis:
     inherited_init: dict[str, str | None] = field(default_factory=dict)
     # module-level names bound to a layer class or a partial of one (`LinearNoBias = partial(nn.Linear, bias=False)`)
     global_factories: set[str] = field(default_factory=set)
+    #: module classes whose converted `__init__` makes the random stream their methods draw from
+    #: (`self.torch_rng`): each class that draws outside `__init__`, or the nearest base of the
+    #: file with an `__init__` when it has none
+    random_streams: set[str] = field(default_factory=set)
+    #: module classes that draw random numbers in their methods but have no `__init__` in the
+    #: file to make a stream (nn.Module's constructor): they draw from the process-wide keys
+    draws_without_stream: set[str] = field(default_factory=set)
 
     def needs_rngs(self, key: str) -> bool:
         return key in self.builders
@@ -162,6 +171,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                     break
 
     _inherited_inits(classes, bindings, result)
+    _random_streams(classes, bindings, result)
     result.global_factories = _global_factories(tree, bindings, result.module_classes)
     functions = list(_functions(tree))
     for key, owner, func in functions:
@@ -339,6 +349,96 @@ def _inherited_inits(classes: list[ast.ClassDef], bindings: Mapping[str, str | N
             isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in cls.body
         ):
             result.inherited_init[cls.name] = source(cls, frozenset({cls.name}))
+
+
+#: in-place random methods used as values (`x.new_empty(s).bernoulli_(p)`): the torch-inplace-init
+#: rule makes them runtime functions of rng.py
+RANDOM_INPLACE = {
+    "normal_": "tensor_normal_",
+    "uniform_": "tensor_uniform_",
+    "bernoulli_": "tensor_bernoulli_",
+    "exponential_": "tensor_exponential_",
+}
+
+
+@functools.cache
+def _drawing_calls() -> tuple[frozenset[str], frozenset[str]]:
+    """(qualified functions, method names) that draw from torch's generator: the torch patterns
+    of the ops marked `draws: true` (mappings/ops/random_ops.yaml) and the in-place methods."""
+    functions: set[str] = set()
+    methods: set[str] = set(RANDOM_INPLACE)
+    for op in load_mappings().ops.values():
+        if op.draws:
+            for pattern in op.patterns.get("torch", ()):
+                head = pattern.text.split("(", 1)[0]
+                if head.startswith("{"):
+                    methods.add(head.rsplit(".", 1)[-1])
+                else:
+                    functions.add(head)
+    return frozenset(functions), frozenset(methods)
+
+
+def _draws(func: ast.AST, bindings: Mapping[str, str | None]) -> bool:
+    functions, methods = _drawing_calls()
+    for node in _walk_body(func):
+        if not isinstance(node, ast.Call):
+            continue
+        if resolve(node.func, bindings) in functions:
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr in methods and resolve(node.func, bindings) is None:
+            return True
+    return False
+
+
+def _random_streams(classes: list[ast.ClassDef], bindings: Mapping[str, str | None], result: ModelAnalysis) -> None:
+    """Fill `random_streams` and `draws_without_stream` (see ModelAnalysis)."""
+    by_name = {c.name: c for c in classes}
+
+    def has_init(cls: ast.ClassDef) -> bool:
+        return any(isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in cls.body)
+
+    def holder(cls: ast.ClassDef, seen: frozenset[str]) -> str | None:
+        if has_init(cls):
+            return cls.name
+        for base in cls.bases:
+            text = dotted(base)
+            if text in by_name and text not in seen and text in result.module_classes:
+                return holder(by_name[text], seen | {text})
+        return None
+
+    for cls in classes:
+        if cls.name not in result.module_classes:
+            continue
+        methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"]
+        if any(_draws(m, bindings) for m in methods):
+            found = holder(cls, frozenset({cls.name}))
+            if found is None:
+                result.draws_without_stream.add(cls.name)
+            else:
+                result.random_streams.add(found)
+
+
+def random_source(ctx: object) -> str | None:
+    """The key source a torch random draw at the node being converted passes to JAX's runtime:
+    "rngs" in a function that builds layers (its nnx.Rngs), "self" in another method of a module
+    class (the stream its `__init__` made), None where neither is in reach (a free function, a
+    static method, a class drawing without an `__init__` of its own)."""
+    key = ctx.enclosing_function()  # type: ignore[attr-defined]
+    if key is None:
+        return None
+    analysis = analysis_for(ctx)
+    owner, _, method = key.rpartition(".")
+    if not owner:
+        return "rngs" if key in analysis.builders else None
+    if method == "__init__" and key in analysis.builders:
+        return "rngs"
+    if owner in analysis.module_classes and owner not in analysis.draws_without_stream:
+        func = ctx.enclosing_def()  # type: ignore[attr-defined]
+        params = [*func.params.posonly_params, *func.params.params] if func is not None else []
+        static = {dotted_name(d.decorator) for d in func.decorators} & {"staticmethod", "classmethod"}
+        if params and params[0].name.value == "self" and not static:
+            return "self"
+    return "rngs" if key in analysis.builders else None
 
 
 def _global_factories(tree: ast.Module, bindings: Mapping[str, str | None], module_classes: set[str]) -> set[str]:

@@ -67,6 +67,10 @@ class OpSpec:
     #: what the result holds when that is not its input's dtype: "int" (indices, counts, integer
     #: ranges: `torch.argmax`, `torch.arange(n)`; a float argument or a `dtype` overrides it)
     returns: str | None = None
+    #: draws from torch's global random generator: JAX has none, so the op-pattern rule passes
+    #: the emitted runtime function the key source in reach (`rngs=rngs` while building layers,
+    #: `rngs=self` in a module's methods; runtime/flax/rng.py)
+    draws: bool = False
 
 
 @dataclass

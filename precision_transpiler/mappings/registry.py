@@ -371,6 +371,7 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
                 "once",
                 "unsupported",
                 "returns",
+                "draws",
                 *sorted(framework_keys),
             ),
             f"{ctx}.",
@@ -378,6 +379,9 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
         once = spec.get("once")
         if once is not None and not isinstance(once, bool):
             raise where.error(spec.lines.get("once", line), f"{ctx}.once", "expected true or false")
+        draws = spec.get("draws")
+        if draws is not None and not isinstance(draws, bool):
+            raise where.error(spec.lines.get("draws", line), f"{ctx}.draws", "expected true or false")
         unsupported = spec.get("unsupported", LineDict())
         if not isinstance(unsupported, LineDict) or not all(
             fw in framework_keys and isinstance(v, str) for fw, v in unsupported.items()
@@ -426,6 +430,7 @@ def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:
             once=once if once is not None else (previous.once if previous else False),
             unsupported={**(previous.unsupported if previous else {}), **unsupported},
             returns=returns if returns is not None else (previous.returns if previous else None),
+            draws=draws if draws is not None else (previous.draws if previous else False),
         )
 
 

@@ -112,6 +112,12 @@ class RuleContext:
                 return None
         return None
 
+    def enclosing_def(self) -> cst.FunctionDef | None:
+        """The top-level function or method being visited (the node `enclosing_function` names)."""
+        if self.enclosing_function() is None:
+            return None
+        return next(node for node in self._command.stack if isinstance(node, cst.FunctionDef))
+
     def per_file(self, key: str, build: Any) -> Any:
         """A value computed once per converted file (analyses shared by several rules)."""
         cache = self.__dict__.setdefault("_per_file", {})

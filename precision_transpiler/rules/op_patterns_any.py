@@ -17,7 +17,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.convert.torch_analysis import analysis_for, random_source
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import (
     NOT_LITERAL,
@@ -104,13 +104,54 @@ class OpPatterns(Rule):
         ),
         # a string method of the same name is not a tensor call
         Example('import torch\nparts = line.split(",")\n', None, to="jax"),
+        # random draws (`draws: true`, mappings/ops/random_ops.yaml): JAX takes the key source in
+        # reach, the builder's rngs while building layers ...
         Example(
-            "import torch\nnoise = torch.randn(2, 3)\n",
-            "import torch\n# ptranspile: unsupported: torch.randn has no mapping to jax: torch.randn draws from "
-            "torch's global random generator and JAX has none: make a key (key = jax.random.key(seed), split per "
-            "use) and call jax.random.normal(key, shape)\nnoise = torch.randn(2, 3)\n",
+            "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self, d):\n"
+            "        super().__init__()\n        self.token = nn.Parameter(torch.randn(1, 1, d))\n",
+            "from flax import nnx\nimport precision_transpiler\n\n\n"
+            "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def __init__(self, d, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
+            "        self.token = nnx.Param(precision_transpiler.runtime.flax.rng.torch_randn("
+            "1, 1, d, rngs=rngs))\n",
             to="jax",
-            diagnostics=("unsupported",),
+            vendored=False,
+        ),
+        # ... the module's own stream in its methods (its `__init__` makes it) ...
+        Example(
+            "import torch\nimport torch.nn as nn\n\n\nclass Noise(nn.Module):\n    def __init__(self, s):\n"
+            "        super().__init__()\n        self.s = s\n\n    def forward(self, x):\n"
+            "        return x + self.s * torch.randn_like(x)\n",
+            "from flax import nnx\nimport precision_transpiler\n\n\n"
+            "class Noise(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def __init__(self, s, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n"
+            "        self.torch_rng = precision_transpiler.runtime.flax.rng.random_stream(rngs)\n"
+            "        super().__init__()\n        self.s = s\n\n    def __call__(self, x):\n"
+            "        return x + self.s * precision_transpiler.runtime.flax.rng.torch_randn_like(x, rngs=self)\n",
+            to="jax",
+            vendored=False,
+        ),
+        # ... and in a free function the runtime's process-wide keys, with a warning
+        Example(
+            "import torch\n\n\ndef noise(x):\n    return x + torch.randn(3)\n",
+            "import precision_transpiler\n\n\ndef noise(x):\n"
+            "    return x + precision_transpiler.runtime.flax.rng.torch_randn(3)\n",
+            to="jax",
+            vendored=False,
+            diagnostics=("process-wide keys",),
+        ),
+        # Keras draws from its global SeedGenerator
+        Example(
+            "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self, d):\n"
+            "        super().__init__()\n        self.token = nn.Parameter(torch.randn(1, 1, d))\n",
+            "import precision_transpiler\n\n\nclass Net(precision_transpiler.runtime.keras.modules.TorchModule):\n"
+            "    def __init__(self, d):\n        super().__init__()\n        self.token = "
+            "precision_transpiler.runtime.keras.modules.Parameter("
+            "precision_transpiler.runtime.keras.rng.torch_randn(1, 1, d))\n",
+            to="tf",
+            vendored=False,
         ),
     )
 
@@ -214,6 +255,8 @@ class OpPatterns(Rule):
                 replacement = _forward_spread(ctx, op, match, target, replacement)
                 if replacement is None:
                     continue
+            if op.draws and ctx.target == "jax" and ctx.source != ctx.target:
+                replacement = _with_key_source(ctx, op, replacement, original)
             for name in set(match.bindings) - target.params:
                 for node in _user_nodes(match, name):
                     ctx.retract_under(node)
@@ -244,6 +287,30 @@ class OpPatterns(Rule):
                 return
             said.add((op.name, message))
         ctx.diagnose(node, "warning", code, message)
+
+
+def _with_key_source(
+    ctx: RuleContext, op: OpSpec, replacement: cst.BaseExpression, original: cst.CSTNode
+) -> cst.BaseExpression:
+    """`rngs=<key source>` appended to a drawing op's JAX call (mappings/ops/random_ops.yaml):
+    JAX has no global generator, so the call draws from what is in reach (random_source)."""
+    source = random_source(ctx)
+    if source is None or not isinstance(replacement, cst.Call):
+        ctx.diagnose(
+            original,
+            "warning",
+            "process-random",
+            f"{op.name} draws from torch's global generator and JAX has none; no module stream or rngs is in "
+            "reach here, so the converted call draws from the runtime's process-wide keys, whose values jax.jit "
+            "fixes when it traces: pass rngs= (an nnx.Rngs, a stream or a key) to draw from your own",
+        )
+        return replacement
+    args = list(replacement.args)
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    args.append(cst.Arg(cst.Name(source), keyword=cst.Name("rngs"), equal=equal))
+    return replacement.with_changes(args=args)
 
 
 def _keyword_params(pattern: Pattern, *, written: bool) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
 JAX and TensorFlow tensors are immutable. Used as a value
 (`nn.Parameter(torch.empty(1, n, d).normal_(std=0.02))`), such a call becomes a function that
-returns the initialised array (`tensor_normal_(..., rngs=rngs)` for Flax, drawing from the
-module's `rngs`; `tensor_normal_(...)` for Keras, from Keras' global seed). As a statement on an
+returns the drawn or filled array (`tensor_normal_(..., rngs=rngs)` for Flax, drawing from the
+key source in reach as mappings/ops/random_ops.yaml describes; `tensor_normal_(...)` for Keras,
+from Keras' global seed): `x.new_empty(shape).bernoulli_(keep)` in a forward pass is a drop mask. As a statement on an
 existing parameter (an init loop), and `p.data.copy_(values)` as a statement, it is dropped with a
 note: the converted model's weights come from the torch checkpoint.
 """
@@ -12,15 +13,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.convert.torch_analysis import RANDOM_INPLACE, random_source
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.tensor_inference import in_initialiser, is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 
-_RANDOM = {"normal_": "tensor_normal_", "uniform_": "tensor_uniform_"}
+_RANDOM = RANDOM_INPLACE
+#: initialisers as statements (dropped); `mask.bernoulli_(p)` as a statement is an operation
+_INIT_RANDOM = ("normal_", "uniform_")
 _CONSTANT = {"zero_": "tensor_zero_", "fill_": "tensor_fill_"}
 _SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
+_RANDOM_SHIMS = {target: runtime_module(target, "rng") for target in ("jax", "tf")}
 
 
 @register
@@ -52,7 +56,7 @@ class TorchInplaceInit(Rule):
         # `conv.weight.data.copy_(kernel)` (kornia's SIFT descriptor), `module.weight.data.mul_(s)`
         # in timm's `_init_weights`: a parameter set while building; the torch checkpoint holds it
         sets_data = sets_parameter_data(ctx, call, statement=True)
-        if not sets_data and _method(call) not in (*_RANDOM, *_CONSTANT, "trunc_normal_"):
+        if not sets_data and _method(call) not in (*_INIT_RANDOM, *_CONSTANT, "trunc_normal_"):
             return None
         if ctx.qualified_name(call.func) is not None:
             return None  # `nn.init.normal_(w)`: a function, dropped by the torch-zoo rule
@@ -101,27 +105,28 @@ class TorchInplaceInit(Rule):
             return None  # a statement: leave_SimpleStatementLine drops it
         assert isinstance(updated.func, cst.Attribute)
         args = [cst.Arg(updated.func.value), *updated.args]
-        if method in _RANDOM and ctx.target == "jax":
-            key = ctx.enclosing_function()
-            in_builder = key is not None and key in analysis_for(ctx).builders
-            rngs = cst.Name("rngs") if in_builder else cst.Name("None")
-            args.append(
-                cst.Arg(
-                    rngs,
-                    keyword=cst.Name("rngs"),
-                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        module = _SHIMS[ctx.target]
+        if method in _RANDOM:
+            module = _RANDOM_SHIMS[ctx.target]
+            source = random_source(ctx) if ctx.target == "jax" else None
+            if source is not None:
+                equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+                args.append(cst.Arg(cst.Name(source), keyword=cst.Name("rngs"), equal=equal))
+            elif ctx.target == "jax":
+                ctx.diagnose(
+                    original,
+                    "warning",
+                    "process-random",
+                    f"{method} draws from torch's global generator and JAX has none; no module stream or rngs "
+                    "is in reach here, so the converted call draws from the runtime's process-wide keys, whose "
+                    "values jax.jit fixes when it traces",
                 )
-            )
-            shim = _RANDOM[method]
-        elif method in _RANDOM:
-            shim = _RANDOM[method]
-        else:
-            shim = _CONSTANT[method]
+        shim = _RANDOM.get(method) or _CONSTANT[method]
         args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + args[
             -1:
         ]
-        new = cst.Call(func=ctx.expr_for(f"{_SHIMS[ctx.target]}.{shim}"), args=args)
+        new = cst.Call(func=ctx.expr_for(f"{module}.{shim}"), args=args)
         ctx.record(self.name, original, new)
         return new
 

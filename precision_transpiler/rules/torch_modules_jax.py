@@ -86,6 +86,10 @@ class TorchModules(Rule):
             # torch's `self.training` is flipped by .train()/.eval(); nnx's eval() sets
             # `deterministic=True` on every module that has the attribute.
             new = _prepend(new, "self.deterministic = False\n", after_rngs=True)
+        if owner in analysis.random_streams and original.name.value == "__init__" and key in analysis.builders:
+            # the stream the class's methods draw torch's random numbers from (`rngs=self`)
+            stream = ctx.code(ctx.expr_for(runtime_name("jax", "rng", "random_stream")))
+            new = _prepend(new, f"self.torch_rng = {stream}(rngs)\n", after_rngs=True)
         if new is updated:
             return None
         ctx.record(self.name, original.name, new.name)

@@ -53,6 +53,7 @@ SUBJECTS = (
     "padding",
     "recurrent",
     "reshape",
+    "rng",
     "transformer",
     "unpool",
     "upsampling",

@@ -32,7 +32,7 @@ from tests.runtime import runtime_namespace  # noqa: E402
 
 # the Keras runtime modules torch layers and functions are converted to (K: layers, KF: functions)
 KERAS_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "activations", "containers", "modules",
-                  "einops")
+                  "einops", "rng")
 K = KF = runtime_namespace("keras", KERAS_SUBJECTS)
 
 pytestmark = [  # torch's own notes

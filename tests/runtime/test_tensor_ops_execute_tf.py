@@ -130,13 +130,6 @@ EXPECTED_UNSUPPORTED_TF: dict[str, str] = {
 
 #: the reported message (a substring) for each unsupported form of test_tensor_ops_execute.py.
 UNSUPPORTED_TF = {
-    "torch.randn(2, 3)": "torch.randn has no mapping to tf: torch.randn draws from torch's global random generator, "
-    "which Keras does not share",
-    "torch.rand(4, 2)": "call keras.random.uniform(shape, seed=seed)",
-    "torch.rand_like(x)": "call keras.random.uniform(x.shape, dtype=x.dtype, seed=seed)",
-    "torch.randint(0, 10, (3,))": "keras.random.randint(shape, low, high, dtype='int64', seed=seed)",
-    "torch.randn_like(x)": "keras.random.normal(x.shape, x.dtype, seed=seed)",
-    "torch.randperm(5)": "keras.random.shuffle(keras.ops.arange(n, dtype='int64'), seed=seed)",
     "F.softmax(x)": "torch.nn.functional.softmax has no mapping to tf: without dim= torch picks the dim",
     "F.softmax(x, dim=None)": "torch.nn.functional.softmax has no mapping to tf: without dim=",
     "F.log_softmax(x)": "torch.nn.functional.log_softmax has no mapping to tf: without dim=",
@@ -322,7 +315,7 @@ def test_unsupported_forms_are_reported_with_position(expr: str, _jax_message: s
 def test_ops_without_a_tf_pattern_say_why() -> None:
     table = {name: op for name, op in load_mappings().ops.items() if "tensor_ops.yaml:" in op.origin}
     without = {name for name, op in table.items() if not op.patterns.get("tf")}
-    assert without == {"randn", "randn_like", "rand", "rand_like", "randint", "randperm", "softmax_implicit_dim"}
+    assert without == {"softmax_implicit_dim"}
     assert all(table[name].unsupported.get("tf") for name in without)
 
 

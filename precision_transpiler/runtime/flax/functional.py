@@ -23,6 +23,7 @@ from precision_transpiler.runtime.common import (
     _source_index,
     _tuple,
 )
+from precision_transpiler.runtime.flax.rng import _random_key
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -49,14 +50,12 @@ def _value(variable: Any) -> Any:
 
 
 def _rng_key(rngs: Any) -> jax.Array:
-    """A PRNG key from an nnx.Rngs ('dropout' stream), an nnx.RngStream or a key array."""
-    if rngs is None:
-        raise ValueError("dropout in training mode needs `rngs` (an nnx.Rngs with a 'dropout' stream, or a key)")
+    """A PRNG key for dropout: an nnx.Rngs' 'dropout' stream (or its default), or whatever
+    rng.py's key sources take (a stream, a converted module's `torch_rng`, a key, None: the
+    process-wide keys)."""
     if isinstance(rngs, nnx.Rngs):
         return rngs["dropout"]()
-    if isinstance(rngs, nnx.RngStream):
-        return rngs()
-    return rngs
+    return _random_key(rngs)
 
 
 def _dropout_apply(x: jax.Array, p: float, key: jax.Array) -> jax.Array:
@@ -159,10 +158,11 @@ def gelu(input: jax.Array, approximate: str = "none") -> jax.Array:
 def dropout(
     input: jax.Array, p: float = 0.5, training: bool = True, inplace: bool = False, *, rngs: Any = None
 ) -> jax.Array:
-    """torch.nn.functional.dropout: active when `training` (torch's default True); needs `rngs` then.
+    """torch.nn.functional.dropout: active when `training` (torch's default True).
 
-    torch draws from a global generator; JAX needs an explicit key: pass an nnx.Rngs (its 'dropout'
-    stream), an nnx.RngStream or a key.
+    torch draws from a global generator; JAX needs an explicit key: the converter passes the key
+    source in reach (`rngs=self` in a module's methods); an nnx.Rngs (its 'dropout' stream), an
+    nnx.RngStream or a key work too.
     """
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")

@@ -20,7 +20,6 @@ from precision_transpiler.runtime.common import (
     register_load_state_dict_pre_hook,
     run_load_state_dict_pre_hooks,
 )
-from precision_transpiler.runtime.flax.tensor import _init_key
 
 
 class Identity(nnx.Module):
@@ -631,16 +630,6 @@ def torch_assert(condition, message=""):
     traced condition cannot be checked, as with torch.jit's asserts on symbolic shapes)."""
     if not isinstance(condition, jax.core.Tracer) and not bool(condition):
         raise AssertionError(message)
-
-
-def tensor_normal_(tensor, mean=0.0, std=1.0, *, rngs=None):
-    """torch's in-place `t.normal_(mean, std)` as a value: normal samples of t's shape."""
-    return mean + std * jax.random.normal(_init_key(rngs), tensor.shape, tensor.dtype)
-
-
-def tensor_uniform_(tensor, a=0.0, b=1.0, *, rngs=None):
-    """torch's in-place `t.uniform_(a, b)` as a value."""
-    return jax.random.uniform(_init_key(rngs), tensor.shape, tensor.dtype, a, b)
 
 
 def tensor_zero_(tensor):

@@ -22,7 +22,6 @@ import numpy as np
 from precision_transpiler.runtime.common import (
     _channel_shape,
     _cross_dim,
-    _size,
     _tuple,
     _unfold_index,
     _unique_outputs,
@@ -31,22 +30,6 @@ from precision_transpiler.runtime.common import (
 from precision_transpiler.runtime.flax.conv import _conv_dimension_numbers, _functional_conv
 from precision_transpiler.runtime.flax.functional import _add_batch
 from precision_transpiler.runtime.flax.norm import _rms_norm
-
-
-def _init_key(rngs):
-    return rngs.params() if rngs is not None else jax.random.key(0)
-
-
-def torch_randn(*size, dtype=None, rngs=None, device=None, requires_grad=False, layout=None, generator=None):
-    """torch.randn(*size) while building layers: standard normal values from the module's rngs
-    (JAX has no global generator; the torch checkpoint replaces them). torch's device, layout,
-    generator and requires_grad keywords (`torch.randn(n, **factory_kwargs)`) have no meaning here."""
-    return jax.random.normal(_init_key(rngs), _size(size), dtype or jnp.float32)
-
-
-def torch_rand(*size, dtype=None, rngs=None, device=None, requires_grad=False, layout=None, generator=None):
-    """torch.rand(*size) while building layers: uniform [0, 1) values from the module's rngs."""
-    return jax.random.uniform(_init_key(rngs), _size(size), dtype or jnp.float32)
 
 
 def torch_split(tensor, split_size_or_sections, dim=0):

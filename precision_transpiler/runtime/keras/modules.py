@@ -749,16 +749,6 @@ class no_grad:
         return False
 
 
-def tensor_normal_(tensor: Any, mean: float = 0.0, std: float = 1.0) -> Any:
-    """torch's in-place `t.normal_(mean, std)` used as a value: normal samples of t's shape and dtype."""
-    return keras.random.normal(tuple(tensor.shape), mean=mean, stddev=std, dtype=tensor.dtype)
-
-
-def tensor_uniform_(tensor: Any, a: float = 0.0, b: float = 1.0) -> Any:
-    """torch's in-place `t.uniform_(a, b)` used as a value."""
-    return keras.random.uniform(tuple(tensor.shape), minval=a, maxval=b, dtype=tensor.dtype)
-
-
 def tensor_zero_(tensor: Any) -> Any:
     """torch's in-place `t.zero_()` used as a value."""
     return ops.zeros_like(tensor)

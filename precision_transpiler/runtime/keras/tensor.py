@@ -31,7 +31,6 @@ from precision_transpiler.runtime.common import (
     _cross_dim,
     _lu_permutation,
     _lu_pivots,
-    _size,
     _tuple,
     _unfold_index,
     _unique_outputs,
@@ -40,18 +39,6 @@ from precision_transpiler.runtime.common import (
 from precision_transpiler.runtime.keras.conv import _conv_nd, _conv_transpose_nd
 from precision_transpiler.runtime.keras.norm import _rms_norm
 from precision_transpiler.runtime.keras.pool import _avg_pool_nd, _max_pool_nd
-
-
-def torch_randn(*size, dtype=None, device=None, requires_grad=False, layout=None, generator=None):
-    """torch.randn(*size) while building layers (`nn.Parameter(torch.randn(1, 1, d))`): standard
-    normal values from Keras' global seed generator (torch's generator is not shared; the torch
-    checkpoint replaces the values, so only shape and dtype matter)."""
-    return keras.random.normal(_size(size), dtype=dtype or "float32")
-
-
-def torch_rand(*size, dtype=None, device=None, requires_grad=False, layout=None, generator=None):
-    """torch.rand(*size) while building layers: uniform [0, 1) values (see torch_randn)."""
-    return keras.random.uniform(_size(size), dtype=dtype or "float32")
 
 
 def torch_split(tensor, split_size_or_sections, dim=0):
