@@ -30,6 +30,7 @@ import contextlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import libcst as cst
@@ -176,7 +177,7 @@ class RewriteSymbols:
 
         options = EngineOptions(
             target=job.to,
-            source=job.single_source,
+            source=job.single_source or self._through_package(doc, job),
             path=job.path,
             mappings=job.table,
             allowed=job.sources if job.sources and len(job.sources) > 1 else None,
@@ -192,6 +193,26 @@ class RewriteSymbols:
         doc.set_tree(tree)
         if doc.pruned is not None:
             self._finish_pruned(doc, job)
+
+    @staticmethod
+    def _through_package(doc: Document, job: Job) -> str | None:
+        """The framework of a file that imports none itself but builds on its package's modules
+        (api.detect_file_framework), said in a note; None when its own imports tell (or nothing
+        does)."""
+        if job.sources is not None or not job.standalone or not job.path or not Path(job.path).is_file():
+            return None
+        from precision_transpiler.api import detect_file_framework
+
+        framework, module = detect_file_framework(job.path, doc.source, job.table)
+        if module is None or framework is None:
+            return None
+        doc.note(
+            "note",
+            "framework-through-package",
+            f"imports no framework itself: converted as {framework} code, the framework of the package "
+            f"module it builds on ({module.name})",
+        )
+        return framework
 
     @staticmethod
     def _finish_pruned(doc: Document, job: Job) -> None:

@@ -110,6 +110,43 @@ def _module_file(path: Path, level: int, module: str | None) -> tuple[Path | Non
     return None, name
 
 
+#: Package modules read at most to find the framework a file uses only through its package.
+_PACKAGE_SCAN = 40
+
+
+def framework_through_package(path: Path, code: str, detect: Callable[[str], str | None]) -> tuple[str, Path] | None:
+    """(framework, module file) for a file that imports no framework itself but builds on its
+    package's modules (segmentation_models_pytorch's `decoders/unet/model.py` imports only
+    `..base` and `.decoder`, which import torch): the framework of the first module its package
+    imports reach that uses one, read as files in breadth-first order (nothing is imported).
+    `detect` tells a module's framework from its text. None when no module in reach uses one."""
+    queue: list[tuple[Path, str]] = [(path, code)]
+    seen = {path.resolve()}
+    while queue and len(seen) <= _PACKAGE_SCAN:
+        here, text = queue.pop(0)
+        imports = top_level_from_imports(text)
+        if imports is None:
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                continue
+            imports = [(n.level, n.module or "") for n in tree.body if isinstance(n, ast.ImportFrom)]
+        for level, module in imports:
+            found = _module_file(here, level, module)[0] if level else _absolute_file(here, module)[0]
+            if found is None or found.resolve() in seen:
+                continue
+            seen.add(found.resolve())
+            try:
+                found_text = read_source(found)
+            except ReadError:
+                continue
+            framework = detect(found_text)
+            if framework is not None and framework != "numpy":
+                return framework, found
+            queue.append((found, found_text))
+    return None
+
+
 def _absolute_file(path: Path, module: str) -> tuple[Path | None, str]:
     """An absolute import into the file's own top-level package."""
     package = package_of(path)
@@ -464,12 +501,16 @@ def _extract(
     `reached` (the attribute names the converting file uses) and from what is kept
     (convert/class_reach.py). `held` names (qualified) stay imported from the library: what the
     closure uses of them is imported, not copied (one class, as the library's own code sees it)."""
-    converted, local_imports = _hoist_local_imports(converted, module_name)
+    converted, local_imports = _hoist_local_imports(
+        converted, module_name, package=path is not None and path.name == "__init__.py"
+    )
     tree = ast.parse(converted)
     defs = _ast_defs(tree)
     if not any(n in defs for n in names):
         return None, [], []
     defs = {**_conditional_globals(tree), **defs}  # statements binding globals under `if`/`try`
+    for keys in _registrations(tree).values():
+        defs.update(keys)  # statements filling a global (the closure takes them with it)
     attributes = set(reached)
     imported = _import_bindings(tree.body)
     while True:
@@ -670,7 +711,7 @@ def _evaluated_nodes(node: ast.AST) -> Iterator[ast.AST]:
                     todo.append(child)
 
 
-def _hoist_local_imports(converted: str, module_name: str) -> tuple[str, list[tuple[str, str]]]:
+def _hoist_local_imports(converted: str, module_name: str, package: bool = False) -> tuple[str, list[tuple[str, str]]]:
     """Relative imports inside functions (diffusers' `Attention.__init__` imports
     `from .normalization import RMSNorm` there, against a circular import) taken out of the
     code and returned as (top-level definition, absolute import line): copied code lives in
@@ -691,19 +732,26 @@ def _hoist_local_imports(converted: str, module_name: str) -> tuple[str, list[tu
             if len(relative) == len(body):
                 continue  # the block would be empty
             for stmt in relative:
-                found.append((top.name, _absolute_from(stmt, module_name)))
+                found.append((top.name, _absolute_from(stmt, module_name, package)))
                 drop.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
     if not drop:
         return converted, []
     return "".join(line for number, line in enumerate(lines, 1) if number not in drop), found
 
 
-def _absolute_from(node: ast.ImportFrom, module_name: str) -> str:
+def _absolute_from(node: ast.ImportFrom, module_name: str, package: bool = False) -> str:
     """`from .x import a, b` of the module `module_name` as an absolute import line."""
-    package = module_name.split(".")
-    base = package[: len(package) - node.level]
-    module = ".".join([*base, *([node.module] if node.module else [])])
+    module = _absolute_module(node.level, node.module, module_name, package)
     return ast.unparse(ast.ImportFrom(module=module, names=node.names, level=0))
+
+
+def _absolute_module(level: int, module: str | None, module_name: str, package: bool) -> str:
+    """The absolute name of `from <level dots><module> import` in `module_name`; in a package's
+    `__init__.py` (`package`) one dot is the package itself (`from .timm_universal import` in
+    `smp/encoders/__init__.py` is `smp.encoders.timm_universal`)."""
+    parts = module_name.split(".")
+    base = parts[: len(parts) - level + (1 if package else 0)]
+    return ".".join([*base, *([module] if module else [])])
 
 
 def _closure(
@@ -727,12 +775,16 @@ def _closure(
     closure: set[str] = set()
     needed_imports: list[str] = []
     todo = [n for n in names if n in defs]
+    registrations = _registrations(tree)
     defs = {**conditional, **defs}  # a global set under `if`/`try` comes with its statement
+    for keys in registrations.values():
+        defs.update(keys)
     while todo:
         name = todo.pop()
         if name in closure:
             continue
         closure.add(name)
+        todo.extend(registrations.get(name, {}))  # `encoders.update(resnet_encoders)` fills it
         # source order (a set's order depends on PYTHONHASHSEED and reaches the import lines)
         used = dict.fromkeys(
             n.id
@@ -752,10 +804,40 @@ def _closure(
             elif used_name in defs and used_name not in closure:
                 todo.append(used_name)
             elif used_name in imports:
-                needed_imports.append(_absolute_import(imports[used_name], used_name, module_name))
+                package = path is not None and path.name == "__init__.py"
+                needed_imports.append(_absolute_import(imports[used_name], used_name, module_name, package))
             elif path is not None and (star := _star_source(tree, path, module_name, used_name)) is not None:
                 needed_imports.append(f"from {star} import {used_name}")
     return closure, needed_imports
+
+
+def _registrations(tree: ast.Module) -> dict[str, dict[str, ast.stmt]]:
+    """Top-level statements that fill a global after it is made, by the global's name, each
+    under a key of its own (`<registration N>`, N its line): calls of its methods
+    (`encoders.update(resnet_encoders)` in segmentation_models_pytorch, monai's
+    `Act.add_factory_callable("elu", ...)`), stores into it (`REGISTRY["x"] = X`) and
+    definitions it decorates (`@Conv.factory_function("conv")`). A copied registry comes with
+    them: without them it is empty where the code looks names up in it."""
+    found: dict[str, dict[str, ast.stmt]] = {}
+
+    def owner(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Call):
+            node = node.func
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return node.value.id
+        return None
+
+    for node in tree.body:
+        names: list[str | None] = []
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            names = [owner(node.value)]
+        elif isinstance(node, ast.Assign):
+            names = [t.value.id for t in node.targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [owner(d) for d in node.decorator_list]
+        for name in dict.fromkeys(n for n in names if n is not None):
+            found.setdefault(name, {})[f"<registration {node.lineno}>"] = node
+    return found
 
 
 def _expand_star_imports(text: str, tree: ast.Module, path: Path, module_name: str) -> str:
@@ -853,7 +935,7 @@ def _conditional_globals(tree: ast.Module) -> dict[str, ast.stmt]:
     return {name: node for name, node in names.items() if name not in defined}
 
 
-def _absolute_import(node: ast.stmt, name: str, module_name: str) -> str:
+def _absolute_import(node: ast.stmt, name: str, module_name: str, package: bool = False) -> str:
     """The import of `name` only, with a relative module made absolute."""
     if isinstance(node, ast.Import):
         alias = next(a for a in node.names if (a.asname or a.name.split(".")[0]) == name)
@@ -862,9 +944,7 @@ def _absolute_import(node: ast.stmt, name: str, module_name: str) -> str:
     alias = next(a for a in node.names if (a.asname or a.name) == name)
     module = node.module or ""
     if node.level:
-        package = module_name.split(".")
-        base = package[: len(package) - node.level]
-        module = ".".join([*base, *([module] if module else [])])
+        module = _absolute_module(node.level, node.module, module_name, package)
     return ast.unparse(ast.ImportFrom(module=module, names=[alias], level=0))
 
 

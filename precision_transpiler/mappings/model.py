@@ -29,6 +29,19 @@ class FrameworkInfo:
     model_calls: tuple[str, ...] = ()  # calls that build a whole model from layers
     sequential_calls: tuple[str, ...] = ()  # calls that build a sequential container
     operators: dict[str, str] = field(default_factory=dict)  # "+" -> function with torch's promotion
+    #: internal namespace -> the public one that re-exports its classes (`torch.nn.modules` ->
+    #: `torch.nn`: `nn.modules.PReLU` and `torch.nn.modules.activation.PReLU` are `torch.nn.PReLU`)
+    reexports: dict[str, str] = field(default_factory=dict)
+
+    def public_name(self, qualified: str) -> str:
+        """`qualified` under the public namespace that re-exports it (a class: a capitalised
+        last part, in the internal namespace or one of its modules), else as it is."""
+        for internal, public in self.reexports.items():
+            if qualified.startswith(internal + "."):
+                last = qualified.rsplit(".", 1)[1]
+                if last[:1].isupper() and qualified not in self.module_bases:
+                    return f"{public}.{last}"
+        return qualified
 
     def is_module_base(self, qualified: str | None) -> bool:
         """`torch.nn.Module` (under any of its names) for torch."""

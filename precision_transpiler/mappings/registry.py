@@ -271,7 +271,9 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         ctx = f"frameworks.{name}."
         if not isinstance(spec, LineDict):
             raise where.error(frameworks.lines[name], f"frameworks.{name}", "expected a mapping")
-        _unknown_keys(where, spec, ("display", "roots", "imports", "companions", *_SYMBOL_LISTS, "operators"), ctx)
+        _unknown_keys(
+            where, spec, ("display", "roots", "imports", "companions", *_SYMBOL_LISTS, "operators", "reexports"), ctx
+        )
         roots = _str_list(where, spec, "roots", ctx)
         companions = _str_list(where, spec, "companions", ctx) if "companions" in spec else []
         imports = spec.get("imports", LineDict())
@@ -287,9 +289,23 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
                 f"{ctx}operators",
                 f"expected operator: qualified function pairs (operators: {' '.join(OPERATORS)})",
             )
+        reexports = spec.get("reexports", LineDict())
+        if not isinstance(reexports, LineDict) or not all(
+            is_qualified(k) and isinstance(v, str) and is_qualified(v) for k, v in reexports.items()
+        ):
+            raise where.error(
+                spec.lines.get("reexports", spec.line), f"{ctx}reexports", "expected namespace: namespace pairs"
+            )
         display = spec.get("display", name)
         result.frameworks[name] = FrameworkInfo(
-            name, str(display), tuple(roots), dict(imports), tuple(companions), **lists, operators=dict(operators)
+            name,
+            str(display),
+            tuple(roots),
+            dict(imports),
+            tuple(companions),
+            **lists,
+            operators=dict(operators),
+            reexports=dict(reexports),
         )
 
 

@@ -60,7 +60,11 @@ class RuleContext:
 
         None for locals, shadowed names and anything that is not a plain dotted chain
         (`torch.finfo(t).max` is an attribute of a value, not a symbol)."""
-        return self._command.names.qualified_name(node, self._command.stack)
+        qualified = self._command.names.qualified_name(node, self._command.stack)
+        if qualified is None:
+            return None
+        framework = self.mappings.frameworks.get(self.mappings.framework_of(qualified) or "")
+        return framework.public_name(qualified) if framework is not None else qualified
 
     def framework_of(self, node: cst.CSTNode) -> str | None:
         qualified = self.qualified_name(node)

@@ -159,7 +159,7 @@ def verify_files(
     """Verify `converted` (or `converted_code`, the text that would be written there) against
     `original`. Raises VerifyError/UsageError when verification cannot run at all; a numeric
     disagreement is a *failed result*, not an exception."""
-    from precision_transpiler.api import detect_framework
+    from precision_transpiler.api import detect_file_framework, detect_framework
 
     started = time.perf_counter()
     original, converted = Path(original), Path(converted)
@@ -181,7 +181,7 @@ def verify_files(
             check_depth(text)  # before anything parses it: LibCST's parser would crash the process
         except TooDeep as exc:
             raise VerifyError(f"{path}:{exc.line}: {exc.message}") from None
-    source = options.source or detect_framework(original_code)
+    source = options.source or detect_file_framework(original, original_code)[0]
     target = options.target or detect_framework(code)
     if source is None or target is None:
         which = original if source is None else converted

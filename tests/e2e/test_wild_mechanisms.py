@@ -1243,3 +1243,110 @@ def test_a_parameter_a_subclass_sets_again(tmp_path: Path, to: str) -> None:
     """timm's VisionTransformerDistilled replaces the `pos_embed` its base built: Keras kept the
     first one as a weight no torch key names."""
     _verify(tmp_path, "distilled", PARAMETER_SET_AGAIN, to, "fp32", "Distilled(8)", "float32[2,4,8]")
+
+
+REGISTRY_PACKAGE = {
+    "__init__.py": "",
+    "hub.py": '''
+class ConfigMixin:
+    """Records the constructor's arguments in __new__, as huggingface_hub's ModelHubMixin does."""
+
+    def __new__(cls, *args, **kwargs):
+        instance = super().__new__(cls)
+        instance._config = dict(kwargs)
+        return instance
+''',
+    "layers/__init__.py": "from .factories import ENCODERS, Act, Norm\n",
+    "layers/factories.py": """
+import torch.nn as nn
+
+
+class LayerFactory:
+    def __init__(self):
+        self.factories = {}
+
+    def add_factory_class(self, name, cls):
+        self.factories[name.upper()] = cls
+
+    def factory_function(self, name):
+        def register(fn):
+            self.factories[name.upper()] = fn
+            return fn
+
+        return register
+
+    def __getitem__(self, name):
+        return self.factories[name.upper()]
+
+
+Act = LayerFactory()
+Norm = LayerFactory()
+Act.add_factory_class("prelu", nn.modules.PReLU)
+Act.add_factory_class("relu", nn.modules.activation.ReLU)
+
+
+@Norm.factory_function("batch")
+def batch_factory():
+    return nn.BatchNorm1d
+
+
+ENCODERS = {}
+ENCODERS["small"] = nn.Linear
+""",
+    "base.py": """
+import torch.nn as nn
+
+from .hub import ConfigMixin
+from .layers import ENCODERS, Act, Norm
+
+
+class Model(nn.Module, ConfigMixin):
+    def __init__(self, width, act="relu"):
+        super().__init__()
+        self.fc = ENCODERS["small"](width, width)
+        self.head = nn.Linear(width, 2)
+        del self.head
+        self.act = Act[act]()
+        self.norm = Norm["batch"]()(width)
+
+    def forward(self, x):
+        return self.act(self.norm(self.fc(x)))
+""",
+    "model.py": '''
+from .base import Model
+
+
+class Net(Model):
+    """Imports no framework itself: torch comes through the package's modules."""
+
+    def __init__(self, width=8, act="prelu"):
+        super().__init__(width, act)
+''',
+}
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_model_file_that_builds_only_on_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str) -> None:
+    """segmentation_models_pytorch's `decoders/unet/model.py` imports no framework (only
+    `..base` and `.decoder`): it converts as torch code, with a note naming the module that
+    says so. monai fills its `Act`/`Norm` factories by module-level calls and decorators, which
+    come with the copied registry; `nn.modules.PReLU` is torch.nn.PReLU; a mixin's `__new__`
+    sets an attribute before nnx has set the object up; `del self.head` drops the layer's
+    weights (Keras kept them as weights no torch key names); `from .factories import` in a
+    package's `__init__.py` names a module of that package."""
+    package = tmp_path / "regpkg"
+    for name, text in REGISTRY_PACKAGE.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = package / "model.py"
+    result = transpile(model.read_text(), to=to, path=str(model))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    assert any(d.code == "framework-through-package" and "base.py" in d.message for d in result.diagnostics)
+    assert 'Act.add_factory_class("prelu", PReLU)' in result.code and '@Norm.factory_function("batch")' in result.code
+    assert 'ENCODERS["small"] = ' in result.code
+    assert "torch" not in "".join(line for line in result.code.splitlines() if line.startswith(("import", "from")))
+    converted = package / f"model_{to}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[4,8]"]))
+    assert verdict.passed, verdict.failures

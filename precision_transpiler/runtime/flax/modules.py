@@ -393,6 +393,15 @@ class TorchModule(nnx.Module):
     def __init__(self, *args, rngs=None, **kwargs):
         pass
 
+    def __setattr__(self, name, value):
+        """nnx sets an object up after `__new__`: an attribute a mixin's `__new__` sets before
+        (huggingface_hub's ModelHubMixin records the constructor's arguments there) is set as
+        on a plain object, and nnx takes it in once the object is made."""
+        if "_pytree__state" not in vars(self):
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
+
     def forward(self, *args, **kwargs):
         """`module.forward(x)`: the converted forward (`__call__`)."""
         return self(*args, **kwargs)

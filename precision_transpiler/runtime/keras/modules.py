@@ -406,6 +406,16 @@ class TorchModule(keras.layers.Layer):
             self._untrack_variable(old)
         super().__setattr__(name, value)
 
+    def __delattr__(self, name: str) -> None:
+        """`del self.fc` (segmentation_models_pytorch's ResNet encoder drops the classifier it
+        inherits): torch forgets the submodule and its parameters; Keras untracks a deleted
+        variable but would keep a deleted layer's weights as nameless ones."""
+        old = self.__dict__.get(name)
+        tracker = getattr(self, "_tracker", None)
+        if isinstance(old, keras.layers.Layer) and tracker is not None:
+            tracker.untrack(old)
+        super().__delattr__(name)
+
     # -- mode ----------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
