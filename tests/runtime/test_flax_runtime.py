@@ -924,7 +924,7 @@ def test_load_state_dict_direct_nnx_layers() -> None:
 
 _ALLOWED_IMPORTS = {"import math", "import functools", "import typing", "from typing import Any", "import jax",
                     "import jax.numpy as jnp", "import numpy as np", "from flax import nnx", "import collections",
-                    "import dataclasses", "from __future__ import annotations"}  # fmt: skip
+                    "import dataclasses", "from __future__ import annotations", "import inspect"}  # fmt: skip
 
 
 @functools.cache
@@ -997,3 +997,20 @@ def test_all_public_definitions_have_docstrings() -> None:
         obj = getattr(S, name)
         if callable(obj) and subject != "modules":  # modules: torch's module vocabulary, named so
             assert obj.__doc__ and "torch" in obj.__doc__, name
+
+
+def test_layer_classes_state_their_constructor_signature() -> None:
+    """nnx's metaclass hides a class's constructor behind `(*args, **kwargs)`; torch code asks
+    for it (monai's `has_option(norm_type, "num_features")`), so the runtime's layers and
+    converted module classes state it, as torch's classes do."""
+    import inspect
+
+    assert list(inspect.signature(S.InstanceNorm2d).parameters)[:2] == ["num_features", "eps"]
+    assert "in_channels" in inspect.signature(S.Conv2d).parameters
+
+    class Block(S.TorchModule):
+        def __init__(self, width: int, act: str = "relu", *, rngs: nnx.Rngs | None = None) -> None:
+            self.width = width
+
+    assert list(inspect.signature(Block).parameters) == ["width", "act", "rngs"]
+    assert Block(3).width == 3

@@ -13,9 +13,10 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.common import _softmax_dim
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
-class ReLU(nnx.Module):
+class ReLU(TorchLayer):
     """torch.nn.ReLU; `inplace` has no meaning for immutable arrays."""
 
     def __init__(self, inplace: bool = False, *, rngs=None):
@@ -25,7 +26,7 @@ class ReLU(nnx.Module):
         return jax.nn.relu(x)
 
 
-class ReLU6(nnx.Module):
+class ReLU6(TorchLayer):
     """torch.nn.ReLU6: min(max(x, 0), 6)."""
 
     def __init__(self, inplace: bool = False, *, rngs=None):
@@ -35,7 +36,7 @@ class ReLU6(nnx.Module):
         return jax.nn.relu6(x)
 
 
-class GELU(nnx.Module):
+class GELU(TorchLayer):
     """torch.nn.GELU: exact (erf) by default; jax.nn.gelu defaults to the tanh approximation."""
 
     def __init__(self, approximate: str = "none", *, rngs=None):
@@ -45,7 +46,7 @@ class GELU(nnx.Module):
         return jax.nn.gelu(x, approximate=self.approximate == "tanh")
 
 
-class SiLU(nnx.Module):
+class SiLU(TorchLayer):
     """torch.nn.SiLU: x * sigmoid(x)."""
 
     def __init__(self, inplace: bool = False, *, rngs=None):
@@ -55,7 +56,7 @@ class SiLU(nnx.Module):
         return jax.nn.silu(x)
 
 
-class Sigmoid(nnx.Module):
+class Sigmoid(TorchLayer):
     """torch.nn.Sigmoid."""
 
     def __init__(self, *, rngs=None):
@@ -65,7 +66,7 @@ class Sigmoid(nnx.Module):
         return jax.nn.sigmoid(x)
 
 
-class Tanh(nnx.Module):
+class Tanh(TorchLayer):
     """torch.nn.Tanh."""
 
     def __init__(self, *, rngs=None):
@@ -75,7 +76,7 @@ class Tanh(nnx.Module):
         return jnp.tanh(x)
 
 
-class Softmax(nnx.Module):
+class Softmax(TorchLayer):
     """torch.nn.Softmax(dim=None); `dim=None` follows torch's legacy implicit choice."""
 
     def __init__(self, dim: int | None = None, *, rngs=None):
@@ -85,7 +86,7 @@ class Softmax(nnx.Module):
         return jax.nn.softmax(x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
 
 
-class LogSoftmax(nnx.Module):
+class LogSoftmax(TorchLayer):
     """torch.nn.LogSoftmax(dim=None)."""
 
     def __init__(self, dim: int | None = None, *, rngs=None):
@@ -95,7 +96,7 @@ class LogSoftmax(nnx.Module):
         return jax.nn.log_softmax(x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
 
 
-class Hardswish(nnx.Module):
+class Hardswish(TorchLayer):
     """torch.nn.Hardswish: x * relu6(x + 3) / 6."""
 
     def __init__(self, inplace: bool = False, *, rngs=None):
@@ -105,7 +106,7 @@ class Hardswish(nnx.Module):
         return x * jax.nn.relu6(x + 3.0) / 6.0
 
 
-class Hardsigmoid(nnx.Module):
+class Hardsigmoid(TorchLayer):
     """torch.nn.Hardsigmoid: relu6(x + 3) / 6 (jax.nn.hard_sigmoid is the same function)."""
 
     def __init__(self, inplace: bool = False, *, rngs=None):
@@ -115,7 +116,7 @@ class Hardsigmoid(nnx.Module):
         return jax.nn.relu6(x + 3.0) / 6.0
 
 
-class LeakyReLU(nnx.Module):
+class LeakyReLU(TorchLayer):
     """torch.nn.LeakyReLU(negative_slope=0.01)."""
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False, *, rngs=None):
@@ -125,7 +126,7 @@ class LeakyReLU(nnx.Module):
         return jax.nn.leaky_relu(x, negative_slope=self.negative_slope)
 
 
-class ELU(nnx.Module):
+class ELU(TorchLayer):
     """torch.nn.ELU(alpha=1.0)."""
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False, *, rngs=None):
@@ -135,7 +136,7 @@ class ELU(nnx.Module):
         return jax.nn.elu(x, alpha=self.alpha)
 
 
-class Mish(nnx.Module):
+class Mish(TorchLayer):
     """torch.nn.Mish: x * tanh(softplus(x))."""
 
     def __init__(self, inplace: bool = False, *, rngs=None):
@@ -145,7 +146,7 @@ class Mish(nnx.Module):
         return x * jnp.tanh(jax.nn.softplus(x))
 
 
-class Softplus(nnx.Module):
+class Softplus(TorchLayer):
     """torch.nn.Softplus(beta=1, threshold=20): linear above `threshold` (in units of beta*x)."""
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0, *, rngs=None):
@@ -157,7 +158,7 @@ class Softplus(nnx.Module):
         return jnp.where(scaled > self.threshold, x, jax.nn.softplus(scaled) / self.beta)
 
 
-class PReLU(nnx.Module):
+class PReLU(TorchLayer):
     """torch.nn.PReLU(num_parameters=1, init=0.25): learnable negative slope per channel (dim 1).
 
     The slope keeps torch's name and shape, `weight` (num_parameters,), so torch weights load as is.
@@ -183,7 +184,7 @@ class PReLU(nnx.Module):
         return jnp.where(x >= 0, x, w * x)
 
 
-class SELU(nnx.Module):
+class SELU(TorchLayer):
     """torch.nn.SELU: scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants."""
 
     def __init__(self, inplace: bool = False, *, rngs: Any = None) -> None:
@@ -193,7 +194,7 @@ class SELU(nnx.Module):
         return jax.nn.selu(x)
 
 
-class CELU(nnx.Module):
+class CELU(TorchLayer):
     """torch.nn.CELU(alpha=1.0): max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False, *, rngs: Any = None) -> None:
@@ -203,7 +204,7 @@ class CELU(nnx.Module):
         return jax.nn.celu(x, alpha=self.alpha)
 
 
-class GLU(nnx.Module):
+class GLU(TorchLayer):
     """torch.nn.GLU(dim=-1): first half * sigmoid(second half) along `dim`."""
 
     def __init__(self, dim: int = -1, *, rngs: Any = None) -> None:
@@ -213,7 +214,7 @@ class GLU(nnx.Module):
         return jax.nn.glu(x, axis=self.dim)
 
 
-class Hardtanh(nnx.Module):
+class Hardtanh(TorchLayer):
     """torch.nn.Hardtanh(min_val=-1, max_val=1): clip (jax.nn.hard_tanh has the bounds fixed at +-1)."""
 
     def __init__(
@@ -233,7 +234,7 @@ class Hardtanh(nnx.Module):
         return jnp.clip(x, self.min_val, self.max_val)
 
 
-class Threshold(nnx.Module):
+class Threshold(TorchLayer):
     """torch.nn.Threshold(threshold, value): x where x > threshold, else `value`."""
 
     def __init__(self, threshold: float, value: float, inplace: bool = False, *, rngs: Any = None) -> None:
@@ -244,7 +245,7 @@ class Threshold(nnx.Module):
         return jnp.where(x > self.threshold, x, jnp.asarray(self.value, x.dtype))
 
 
-class _Shrink(nnx.Module):
+class _Shrink(TorchLayer):
     """Shared constructor of Softshrink/Hardshrink: torch's `lambd` (0.5)."""
 
     def __init__(self, lambd: float = 0.5, *, rngs: Any = None) -> None:
@@ -266,7 +267,7 @@ class Hardshrink(_Shrink):
         return jnp.where(jnp.abs(x) > self.lambd, x, jnp.zeros((), x.dtype))
 
 
-class _Stateless(nnx.Module):
+class _Stateless(TorchLayer):
     """Activations that torch builds with `(*args, **kwargs)` and ignores them (Tanhshrink, Softsign, ...)."""
 
     def __init__(self, *args: Any, rngs: Any = None, **kwargs: Any) -> None:
@@ -303,7 +304,7 @@ class Softmax2d(_Stateless):
         return jax.nn.softmax(x, axis=-3)
 
 
-class Softmin(nnx.Module):
+class Softmin(TorchLayer):
     """torch.nn.Softmin(dim=None): softmax(-x) over `dim` (torch's legacy implicit dim when None)."""
 
     def __init__(self, dim: int | None = None, *, rngs: Any = None) -> None:
@@ -313,7 +314,7 @@ class Softmin(nnx.Module):
         return jax.nn.softmax(-x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
 
 
-class RReLU(nnx.Module):
+class RReLU(TorchLayer):
     """torch.nn.RReLU(lower=1/8, upper=1/3) at inference: leaky ReLU with the mean slope (lower + upper) / 2.
 
     torch's training mode draws a random slope per element; converted models run the inference form.

@@ -17,6 +17,7 @@ from precision_transpiler.runtime.flax.functional import (
     _uniform,
     linear,
 )
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def _attention_mask_bias(mask: Any, dtype: Any) -> Any:
@@ -82,7 +83,7 @@ def _xavier_uniform(key: jax.Array, shape: tuple[int, int], dtype: Any) -> jax.A
     return _uniform(key, shape, dtype, math.sqrt(6.0 / (shape[0] + shape[1])))
 
 
-class MultiheadAttention(nnx.Module):
+class MultiheadAttention(TorchLayer):
     """torch.nn.MultiheadAttention: same arguments, layouts, masks, outputs and parameter names.
 
     What nnx.MultiHeadAttention does differently: batch-first only, mask True = attend, per-head

@@ -10,8 +10,10 @@ from typing import Any
 
 from flax import nnx
 
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
-class Sequential(nnx.Module):
+
+class Sequential(TorchLayer):
     """torch.nn.Sequential: children under the names "0", "1", ... (or an OrderedDict's keys).
 
     Children are attributes named by their torch names, so their nnx graph paths are

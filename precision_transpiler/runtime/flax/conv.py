@@ -12,6 +12,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _channel_shape, _conv_padding_pairs, _tuple
 from precision_transpiler.runtime.flax.functional import _PADDING_MODES, _add_batch, _promote, _uniform, _value
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def _conv_dimension_numbers(n: int) -> tuple[str, str, str]:
@@ -66,7 +67,7 @@ def _conv_nd(
     return y[0] if unbatched else y
 
 
-class _ConvNd(nnx.Module):
+class _ConvNd(TorchLayer):
     """Shared body of Conv1d/Conv2d/Conv3d: torch's arguments on `lax.conv_general_dilated`, NC... layout."""
 
     _n_spatial = 2
@@ -224,7 +225,7 @@ def _conv_transpose_output_padding(
     return tuple(result)
 
 
-class _ConvTransposeNd(nnx.Module):
+class _ConvTransposeNd(TorchLayer):
     """Shared body of ConvTranspose1d/2d: torch's transposed convolution as a dilated convolution.
 
     `kernel` is torch's weight (in, out/groups, *k) moved spatial-first: (*k, in, out/groups). The

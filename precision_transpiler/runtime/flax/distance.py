@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.flax.functional import _uniform
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def _pairwise_distance(x1: jax.Array, x2: jax.Array, p: float, eps: float, keepdim: bool) -> jax.Array:
@@ -25,7 +26,7 @@ def _pairwise_distance(x1: jax.Array, x2: jax.Array, p: float, eps: float, keepd
     return jnp.sum(diff**p, axis=-1, keepdims=keepdim) ** (1.0 / p)
 
 
-class CosineSimilarity(nnx.Module):
+class CosineSimilarity(TorchLayer):
     """torch.nn.CosineSimilarity(dim=1, eps=1e-8): x1 . x2 / sqrt(max(|x1|^2 |x2|^2, eps^2)) along `dim`."""
 
     def __init__(self, dim: int = 1, eps: float = 1e-8, *, rngs: Any = None) -> None:
@@ -38,7 +39,7 @@ class CosineSimilarity(nnx.Module):
         return dot / jnp.sqrt(jnp.maximum(sq, self.eps * self.eps))
 
 
-class PairwiseDistance(nnx.Module):
+class PairwiseDistance(TorchLayer):
     """torch.nn.PairwiseDistance(p=2, eps=1e-6, keepdim=False): the p-norm of x1 - x2 + eps over the last dim."""
 
     def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False, *, rngs: Any = None) -> None:
@@ -50,7 +51,7 @@ class PairwiseDistance(nnx.Module):
         return _pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
-class Bilinear(nnx.Module):
+class Bilinear(TorchLayer):
     """torch.nn.Bilinear(in1_features, in2_features, out_features, bias): y = x1^T A x2 + b, with torch's
     `weight` (out, in1, in2) and `bias` (out,) under torch's names."""
 

@@ -8,10 +8,11 @@ einops function, as einops' torch layers do.
 """
 
 import einops
-from flax import nnx
+
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
-class Rearrange(nnx.Module):
+class Rearrange(TorchLayer):
     """einops.layers.torch.Rearrange(pattern, **axes_lengths): `einops.rearrange` as a layer."""
 
     def __init__(self, pattern: str, *, rngs=None, **axes_lengths):
@@ -22,7 +23,7 @@ class Rearrange(nnx.Module):
         return einops.rearrange(x, self.pattern, **self.axes_lengths)
 
 
-class Reduce(nnx.Module):
+class Reduce(TorchLayer):
     """einops.layers.torch.Reduce(pattern, reduction, **axes_lengths): `einops.reduce` as a layer."""
 
     def __init__(self, pattern: str, reduction: str, *, rngs=None, **axes_lengths):

@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
-class EmbeddingBag(nnx.Module):
+
+class EmbeddingBag(TorchLayer):
     """torch.nn.EmbeddingBag(num_embeddings, embedding_dim, mode='mean', include_last_offset, padding_idx)."""
 
     def __init__(

@@ -11,6 +11,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _legacy_reduction
 from precision_transpiler.runtime.flax.functional import _stats_dtype, _value
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def cross_entropy(
@@ -150,7 +151,7 @@ def nll_loss(
     return _reduce_loss(loss, reduction)
 
 
-class _Loss(nnx.Module):
+class _Loss(TorchLayer):
     """torch's loss modules: the constructor keeps the options, the call applies the function.
     A class-weight tensor is a torch buffer (`weight`), so it is module state here too."""
 

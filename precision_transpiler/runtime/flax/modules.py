@@ -10,6 +10,7 @@ structure.
 """
 
 import collections
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +23,28 @@ from precision_transpiler.runtime.common import (
 )
 
 
-class Identity(nnx.Module):
+def _constructor_signature(cls):
+    """`inspect.signature(cls)` as Python gives it for a class without a metaclass `__call__`:
+    its `__init__`'s parameters after `self` (None where they cannot be read)."""
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return None
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+class TorchLayer(nnx.Module):
+    """Base of the runtime's torch layers and of converted module classes: torch code asks a
+    layer class for its constructor's parameters (monai's `has_option(norm_type,
+    "num_features")` reads `inspect.signature(norm_type)`), which nnx's metaclass hides behind
+    `(*args, **kwargs)`. Each subclass states its own (`__signature__`)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _constructor_signature(cls)
+
+
+class Identity(TorchLayer):
     """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""
 
     def __init__(self, *args, **kwargs):
@@ -32,7 +54,7 @@ class Identity(nnx.Module):
         return x
 
 
-class Flatten(nnx.Module):
+class Flatten(TorchLayer):
     """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (not the batch)."""
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1, *, rngs=None):
@@ -379,7 +401,7 @@ def buffer_value(value):
     return _array_of(value)
 
 
-class TorchModule(nnx.Module):
+class TorchModule(TorchLayer):
     """torch.nn.Module for converted classes: an nnx.Module with torch's module methods, so code
     that calls them (`self.apply(self._init_weights)`, `model.eval()`, `model.parameters()`)
     runs as written. The names the walks give are the converted layers' (Flax's `kernel` where

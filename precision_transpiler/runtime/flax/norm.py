@@ -11,6 +11,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _channel_shape
 from precision_transpiler.runtime.flax.functional import _stats_dtype, _value
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def _batch_norm_train_stats(x: jax.Array) -> tuple[jax.Array, jax.Array, int]:
@@ -51,7 +52,7 @@ def _running_update(stat: Any, value: jax.Array, factor: Any) -> None:
     stat[...] = ((1.0 - factor) * old.astype(value.dtype) + factor * value).astype(old.dtype)
 
 
-class _BatchNorm(nnx.Module):
+class _BatchNorm(TorchLayer):
     """Shared body of BatchNorm1d/2d/3d with torch's statistics.
 
     Differences from nnx.BatchNorm reproduced here: feature axis 1; `momentum` is the weight of the
@@ -205,7 +206,7 @@ def _group_norm(x: jax.Array, num_groups: int, scale: Any, bias: Any, eps: float
     return y.astype(out_dtype)
 
 
-class GroupNorm(nnx.Module):
+class GroupNorm(TorchLayer):
     """torch.nn.GroupNorm on (N, C, *) inputs: groups are contiguous channel blocks of axis 1.
 
     nnx.GroupNorm normalises the last axis (channels-last); this keeps torch's layout. Params
@@ -270,7 +271,7 @@ def _layer_norm(x: jax.Array, n_dims: int, scale: Any, bias: Any, eps: float, dt
     return y.astype(out_dtype)
 
 
-class LayerNorm(nnx.Module):
+class LayerNorm(TorchLayer):
     """torch.nn.LayerNorm, also for a `normalized_shape` of several trailing dims.
 
     nnx.LayerNorm covers the one-dim case (with `epsilon=1e-5`; its default is 1e-6); this shim
@@ -325,7 +326,7 @@ def _rms_norm(x: jax.Array, n_dims: int, scale: Any, eps: float | None, dtype: A
     return y.astype(out_dtype)
 
 
-class RMSNorm(nnx.Module):
+class RMSNorm(TorchLayer):
     """torch.nn.RMSNorm: root-mean-square normalisation over the trailing `normalized_shape` dims,
     eps None meaning the input dtype's machine epsilon (nnx.RMSNorm: the last axis, eps 1e-6).
     Param `scale` (torch's `weight`) of shape `normalized_shape`."""
@@ -476,7 +477,7 @@ class InstanceNorm3d(_InstanceNorm):
     _input_ndims = (5,)
 
 
-class LocalResponseNorm(nnx.Module):
+class LocalResponseNorm(TorchLayer):
     """torch.nn.LocalResponseNorm(size, alpha, beta, k) on (N, C, *): x / (k + alpha * mean of x^2 over
     `size` neighbouring channels)^beta, the window zero-padded by size // 2 before, (size - 1) // 2 after.
     """

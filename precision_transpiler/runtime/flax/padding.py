@@ -10,13 +10,13 @@ back), apply to the trailing 1-3 dims of a channels-first input, and accept an i
 from typing import Any
 
 import jax
-from flax import nnx
 
 from precision_transpiler.runtime.common import _pad_widths
 from precision_transpiler.runtime.flax.functional import pad
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
-class _PadNd(nnx.Module):
+class _PadNd(TorchLayer):
     """Shared body of the padding layers: `_n` padded trailing dims, torch mode `_mode`."""
 
     _n = 2

@@ -8,10 +8,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from precision_transpiler.runtime.common import _avg_pool_divisor, _pool_args, _pool_out_size
 from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _stats_dtype
+from precision_transpiler.runtime.flax.modules import TorchLayer
 from precision_transpiler.runtime.flax.unpool import _max_pool_indices
 
 
@@ -195,7 +195,7 @@ def adaptive_max_pool2d(input: jax.Array, output_size: Any, return_indices: bool
     return _adaptive_pool_nd(input, 2, output_size, "max")
 
 
-class _MaxPoolNd(nnx.Module):
+class _MaxPoolNd(TorchLayer):
     """Shared body of MaxPool1d/2d/3d (torch argument order; no parameters)."""
 
     _n_spatial = 2
@@ -241,7 +241,7 @@ class MaxPool3d(_MaxPoolNd):
     _n_spatial = 3
 
 
-class _AvgPoolNd(nnx.Module):
+class _AvgPoolNd(TorchLayer):
     """Shared body of AvgPool1d/2d/3d (torch argument order; no parameters)."""
 
     _n_spatial = 2
@@ -295,7 +295,7 @@ class AvgPool3d(_AvgPoolNd):
     _n_spatial = 3
 
 
-class _AdaptivePoolNd(nnx.Module):
+class _AdaptivePoolNd(TorchLayer):
     """Shared body of the adaptive pools: torch's bins, start=floor(i*in/out), end=ceil((i+1)*in/out)."""
 
     _n_spatial = 2
@@ -351,7 +351,7 @@ class AdaptiveMaxPool3d(_AdaptivePoolNd):
     _op = "max"
 
 
-class _LPPoolNd(nnx.Module):
+class _LPPoolNd(TorchLayer):
     """Shared body of LPPool1d/2d/3d: (sum over the window of x^p)^(1/p), no padding, torch's
     stride (the kernel by default) and ceil_mode; computed as torch does, from the average of x^p
     times the window size, negative sums clamped to 0 before the root."""

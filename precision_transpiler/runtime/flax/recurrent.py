@@ -19,6 +19,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _GATES
 from precision_transpiler.runtime.flax.functional import _uniform
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def _matmul_t(x: jax.Array, w: jax.Array, b: Any) -> jax.Array:
@@ -45,7 +46,7 @@ def _step(mode: str, gi: jax.Array, h: jax.Array, c: Any, w_hh: jax.Array, b_hh:
     return (jnp.tanh(pre) if mode == "RNN_TANH" else jax.nn.relu(pre)), c
 
 
-class _RNNBase(nnx.Module):
+class _RNNBase(TorchLayer):
     """Shared body of RNN/LSTM/GRU: torch's constructor, parameters and multi-layer forward."""
 
     mode = "LSTM"
@@ -211,7 +212,7 @@ class GRU(_RNNBase):
     mode = "GRU"
 
 
-class _RNNCellBase(nnx.Module):
+class _RNNCellBase(TorchLayer):
     """Shared body of RNNCell/LSTMCell/GRUCell: `weight_ih`, `weight_hh`, `bias_ih`, `bias_hh` as torch."""
 
     mode = "LSTM"

@@ -9,13 +9,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from precision_transpiler.runtime.common import _patch_geometry, _tuple
 from precision_transpiler.runtime.flax.functional import unflatten
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
-class Unflatten(nnx.Module):
+class Unflatten(TorchLayer):
     """torch.nn.Unflatten(dim, unflattened_size): split `dim` into `unflattened_size` (one entry may be -1)."""
 
     def __init__(self, dim: int, unflattened_size: Any, *, rngs: Any = None) -> None:
@@ -26,7 +26,7 @@ class Unflatten(nnx.Module):
         return unflatten(x, self.dim, self.unflattened_size)
 
 
-class ChannelShuffle(nnx.Module):
+class ChannelShuffle(TorchLayer):
     """torch.nn.ChannelShuffle(groups) on (N, C, *): channel g*k + i moves to i*groups + g (ShuffleNet)."""
 
     def __init__(self, groups: int, *, rngs: Any = None) -> None:
@@ -40,7 +40,7 @@ class ChannelShuffle(nnx.Module):
         return y.reshape(x.shape)
 
 
-class Unfold(nnx.Module):
+class Unfold(TorchLayer):
     """torch.nn.Unfold(kernel_size, dilation=1, padding=0, stride=1): (N, C, H, W) -> (N, C * kh * kw, L)
     sliding blocks, channel-major then kernel position as torch orders them."""
 
@@ -63,7 +63,7 @@ class Unfold(nnx.Module):
         return y[0] if unbatched else y
 
 
-class Fold(nnx.Module):
+class Fold(TorchLayer):
     """torch.nn.Fold(output_size, kernel_size, dilation=1, padding=0, stride=1): (N, C * kh * kw, L) ->
     (N, C, H, W), overlapping block values summed (col2im, the adjoint of Unfold)."""
 

@@ -15,7 +15,7 @@ import jax
 from flax import nnx
 
 from precision_transpiler.runtime.flax.attention import MultiheadAttention
-from precision_transpiler.runtime.flax.modules import Dropout, Linear
+from precision_transpiler.runtime.flax.modules import Dropout, Linear, TorchLayer
 from precision_transpiler.runtime.flax.norm import LayerNorm
 
 
@@ -30,7 +30,7 @@ def _activation(activation: Any) -> Any:
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-class _TransformerLayer(nnx.Module):
+class _TransformerLayer(TorchLayer):
     """Shared body of the encoder and decoder layers (torch's constructor): self-attention, the
     feed-forward block, `norm1..n`/`dropout1..n`, and for the decoder the cross-attention."""
 
@@ -125,7 +125,7 @@ class TransformerDecoderLayer(_TransformerLayer):
         return self.norm3(x + self._ff_block(x, 3))
 
 
-class _Stack(nnx.Module):
+class _Stack(TorchLayer):
     """Shared body of TransformerEncoder/Decoder: `num_layers` copies of the layer in `layers`, an
     optional final `norm`."""
 
@@ -195,7 +195,7 @@ class TransformerDecoder(_Stack):
         return self._finish(x)
 
 
-class Transformer(nnx.Module):
+class Transformer(TorchLayer):
     """torch.nn.Transformer: an encoder and a decoder stack, each ending in a LayerNorm."""
 
     def __init__(

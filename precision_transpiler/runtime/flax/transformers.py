@@ -31,6 +31,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.common import Cache
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 class ModelOutput(collections.OrderedDict):
@@ -70,7 +71,7 @@ class ModelOutput(collections.OrderedDict):
         return tuple(self[k] for k in self.keys())
 
 
-class TiedLinear(nnx.Module):
+class TiedLinear(TorchLayer):
     """An output projection that shares the input embedding table (`lm_head.weight is
     wte.weight` in torch). `weight` is the embedding's own Param, shape (vocab, hidden) as torch's
     tied weight, so loading either torch key fills the one shared table."""
@@ -90,7 +91,7 @@ class TiedLinear(nnx.Module):
         return out
 
 
-class PreTrainedModel(nnx.Module):
+class PreTrainedModel(TorchLayer):
     """transformers' PreTrainedModel, as far as model code uses it: `self.config`, `post_init()`
     (weight tying), `get_extended_attention_mask`, `invert_attention_mask`, `get_head_mask`,
     `dtype` and the input/output embedding accessors."""

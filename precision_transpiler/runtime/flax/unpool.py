@@ -13,10 +13,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from precision_transpiler.runtime.common import _pool_args, _pool_out_size
 from precision_transpiler.runtime.flax.functional import _add_batch
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
 def _max_pool_indices(
@@ -52,7 +52,7 @@ def _max_pool_indices(
     return (best[0], best_index[0]) if unbatched else (best, best_index)
 
 
-class _MaxUnpoolNd(nnx.Module):
+class _MaxUnpoolNd(TorchLayer):
     """Shared body of MaxUnpool1d/2d/3d: torch's `(kernel_size, stride=None, padding=0)`."""
 
     _n_spatial = 2

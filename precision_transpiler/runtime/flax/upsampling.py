@@ -9,12 +9,12 @@ and reshape in torch's (C, r, r) channel order.
 from typing import Any
 
 import jax
-from flax import nnx
 
 from precision_transpiler.runtime.flax.functional import interpolate
+from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
-class Upsample(nnx.Module):
+class Upsample(TorchLayer):
     """torch.nn.Upsample(size, scale_factor, mode, align_corners, recompute_scale_factor)."""
 
     def __init__(
@@ -51,7 +51,7 @@ class UpsamplingBilinear2d(Upsample):
         super().__init__(size, scale_factor, "bilinear", True)
 
 
-class _Shuffle(nnx.Module):
+class _Shuffle(TorchLayer):
     """Shared body of PixelShuffle/PixelUnshuffle: the factor `r` and torch's (C, r, r) ordering."""
 
     def __init__(self, factor: int) -> None:
