@@ -1,6 +1,7 @@
 """torch's module walks and registrations as calls of the runtime's functions.
 
-`m.modules()`, `m.named_modules()`, `m.named_children()` (anywhere: the names are torch's own),
+`m.modules()`, `m.named_modules()`, `m.named_children()`, `m.parameters()`, `m.named_parameters()`,
+`m.buffers()`, `m.named_buffers()` (anywhere, without arguments: the names are torch's own),
 `self.children()` and `self.add_module(name, m)` / `register_module` (on `self` and its
 attributes, inside a class: `children` is a common method name) become `modules(m)`, ... of
 runtime/{flax,keras}/modules.py. Converted module classes have the methods too (their
@@ -17,7 +18,7 @@ from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.syntax import dotted_name
 
 #: torch-only names: rewritten on any receiver that is not an imported module
-ANYWHERE = ("modules", "named_modules", "named_children")
+ANYWHERE = ("modules", "named_modules", "named_children", "named_parameters", "named_buffers", "parameters", "buffers")
 #: common names too (`tree.children()`): only on `self` and its attributes in a class
 ON_SELF = ("children",)
 REGISTERS = ("add_module", "register_module")

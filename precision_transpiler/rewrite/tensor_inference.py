@@ -382,6 +382,18 @@ def _returns(function: cst.FunctionDef) -> list[cst.Return]:
     return found
 
 
+def dtype_name(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+    """A name the function around `anchor` binds only to dtypes (`orig_type = x.dtype`, then
+    `x.to(orig_type)` in open_clip's LayerNorm): a dtype argument, as `x.dtype` itself is."""
+    if not isinstance(node, cst.Name):
+        return False
+    scope = Where.scope_of(ctx, anchor)
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    values = _plain_bindings(scope).get(node.value)
+    return bool(values) and all(ctx.is_dtype_like(value) for value in values)
+
+
 def _plain_bindings(scope: cst.CSTNode) -> dict[str, list[cst.BaseExpression] | None]:
     """Name -> the values of its plain assignments in `scope` (not in nested functions or
     classes); None for a name also bound otherwise (a parameter, a loop, `+=`, unpacking)."""

@@ -29,7 +29,7 @@ from precision_transpiler.mappings.patterns import (
 )
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
-from precision_transpiler.rewrite.tensor_inference import known_tensor
+from precision_transpiler.rewrite.tensor_inference import dtype_name, known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module, runtime_package_dir
 from precision_transpiler.syntax import dotted_name
@@ -580,7 +580,7 @@ def kind_mismatch(
             continue
         if not method or name in match.by_keyword:
             continue
-        if kind == "dtype" and not ctx.is_dtype_like(node):
+        if kind == "dtype" and not ctx.is_dtype_like(node) and not (anchor and dtype_name(ctx, node, anchor)):
             return KindMismatch(
                 f"argument {ctx.code(node)!r} does not look like a dtype (a dtype symbol, string or *dtype name)"
             )

@@ -468,18 +468,25 @@ class Net(nn.Module):
         self.fc = nn.Linear(4, 4)
         initialize_weights([self.conv, self.fc])
         self.names = [n for n, _ in self.fc.named_modules()]
+        self.blocks = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.count = sum(1 for _ in self.blocks.named_parameters()) + len(list(self.fc.parameters()))
 
     def forward(self, x):
-        return self.fc(self.conv(x).mean((2, 3)))
+        orig_type = x.dtype
+        h = self.fc(self.conv(x.float()).mean((2, 3)))
+        return self.blocks(h).to(orig_type) * self.count
 """
 
 
 @pytest.mark.parametrize("to", TARGETS)
 def test_module_walks_on_any_receiver(tmp_path: Path, to: str) -> None:
     """RRDBNet's `for m in net.modules()` on a convolution (a runtime or library layer, which has
-    no torch methods): the runtime's `modules(net)`."""
+    no torch methods): the runtime's `modules(net)`; open_clip's `named_parameters()` of a
+    Sequential likewise. A name bound only to a dtype (`orig_type = x.dtype`) is a dtype
+    argument of `.to(...)`."""
     result = _verify(tmp_path, "walks", WALKS_ON_LAYERS, to, "fp32", "Net()", "float32[2,3,8,8]")
     assert "for m in modules(net):" in result.code and "named_modules(self.fc)" in result.code
+    assert "named_parameters(self.blocks)" in result.code and "parameters(self.fc)" in result.code
 
 
 FIXED_WEIGHTS = """

@@ -246,6 +246,16 @@ def named_buffers(module, prefix: str = "", recurse: bool = True):
     return [(f"{path}.{n}" if path else n, v) for path, sub in walk for n, v in _own_variables(sub, False)]
 
 
+def parameters(module, recurse: bool = True):
+    """torch's `Module.parameters()`: an iterator over `named_parameters`' values."""
+    return iter([v for _, v in named_parameters(module, recurse=recurse)])
+
+
+def buffers(module, recurse: bool = True):
+    """torch's `Module.buffers()`: an iterator over `named_buffers`' values."""
+    return iter([v for _, v in named_buffers(module, recurse=recurse)])
+
+
 def _apply_fn(module, fn):
     """torch's `Module.apply(fn)`: `fn` on every submodule, children before parents."""
     for child in children(module):

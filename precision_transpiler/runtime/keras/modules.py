@@ -284,6 +284,16 @@ def named_buffers(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
+def parameters(module: Any) -> Any:
+    """torch's `Module.parameters()`: an iterator over `named_parameters`' values."""
+    return iter([v for _, v in named_parameters(module)])
+
+
+def buffers(module: Any) -> Any:
+    """torch's `Module.buffers()`: an iterator over `named_buffers`' values."""
+    return iter([v for _, v in named_buffers(module)])
+
+
 def add_module(parent: Any, name: str, module: Any) -> None:
     """torch's `Module.add_module(name, module)` / `register_module`: the container's own
     `add_module` (Sequential keeps the order) or item (ModuleDict), else an attribute."""
