@@ -40,6 +40,17 @@ class TorchModules(Rule):
             to="jax",
             vendored=False,
         ),
+        # a lambda bound to a layer factory takes the rngs its calls pass
+        Example(
+            "import torch.nn as nn\n\n\ndef block(d, norm):\n"
+            "    make = nn.LayerNorm if norm else lambda d: None\n    return make(d)\n",
+            "import precision_transpiler\nfrom flax import nnx\n\n\n"
+            "def block(d, norm, *, rngs: nnx.Rngs | None = None):\n    if rngs is None:\n        rngs = nnx.Rngs(0)\n"
+            "    make = precision_transpiler.runtime.flax.norm.LayerNorm if norm else lambda d, *, rngs=None: None\n"
+            "    return make(d, rngs=rngs)\n",
+            to="jax",
+            vendored=False,
+        ),
     )
 
     def applies(self, ctx: RuleContext) -> bool:
@@ -188,6 +199,38 @@ class TorchModules(Rule):
             return None
         value = cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(cst.Name("None"))])
         new = updated.with_changes(value=value)
+        ctx.record(self.name, original, new)
+        return new
+
+    def leave_Lambda(self, ctx: RuleContext, original: cst.Lambda, updated: cst.Lambda) -> cst.Lambda | None:
+        """`normalization = LayerNorm if normalize else lambda: None` (zuko's MLP): the name is a
+        layer factory, so its calls pass `rngs=rngs`; the lambda takes (and ignores) it too."""
+        params = updated.params
+        if params.star_kwarg is not None or _has_param_lambda(updated, "rngs"):
+            return None
+        node: cst.CSTNode | None = original
+        parent = ctx.parent(node)
+        while isinstance(parent, cst.IfExp | cst.BooleanOperation):
+            node, parent = parent, ctx.parent(parent)
+        if not isinstance(parent, cst.Assign) or parent.value is not node:
+            return None
+        key = ctx.enclosing_function()
+        factories = analysis_for(ctx).factories.get(key or "", set())
+        names = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
+        if key not in analysis_for(ctx).builders or not names & factories:
+            return None
+        equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        rngs = cst.Param(cst.Name("rngs"), default=cst.Name("None"), equal=equal)
+        star = params.star_arg if isinstance(params.star_arg, cst.Param) else cst.ParamStar()
+        new = updated.with_changes(
+            params=params.with_changes(star_arg=star, kwonly_params=[*params.kwonly_params, rngs])
+        )
+        if (
+            not updated.params.params
+            and not updated.params.kwonly_params
+            and isinstance(updated.whitespace_after_lambda, cst.MaybeSentinel | cst.SimpleWhitespace)
+        ):
+            new = new.with_changes(whitespace_after_lambda=cst.SimpleWhitespace(" "))
         ctx.record(self.name, original, new)
         return new
 
@@ -487,6 +530,12 @@ _MODULE_NAMES = frozenset({"module", "model", "layer", "block", "submodule", "mo
 
 def _is_this_def(key: str, node: cst.FunctionDef) -> bool:
     return key.rsplit(".", 1)[-1] == node.name.value
+
+
+def _has_param_lambda(func: cst.Lambda, name: str) -> bool:
+    params = func.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return any(p.name.value == name for p in every)
 
 
 def _has_param(func: cst.FunctionDef, name: str) -> bool:
