@@ -40,6 +40,15 @@ class TorchModules(Rule):
             to="jax",
             vendored=False,
         ),
+        # `@abstractmethod` on an nn.Module (no ABC in torch) would make nnx refuse subclasses
+        Example(
+            "from abc import abstractmethod\nimport torch.nn as nn\n\n\nclass Base(nn.Module):\n"
+            "    @abstractmethod\n    def update(self):\n        pass\n",
+            "import precision_transpiler\n\n\nclass Base(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def update(self):\n        pass\n",
+            to="jax",
+            vendored=False,
+        ),
         # a lambda bound to a layer factory takes the rngs its calls pass
         Example(
             "import torch.nn as nn\n\n\ndef block(d, norm):\n"
@@ -74,7 +83,7 @@ class TorchModules(Rule):
         if not changed:
             return None
         ctx.consume(b.value for b in original.bases)
-        new = updated.with_changes(bases=bases)
+        new = updated.with_changes(bases=bases, body=_concrete_methods(ctx, original, updated.body))
         ctx.record(self.name, original.name, new.name)
         return new
 
@@ -530,6 +539,38 @@ _MODULE_NAMES = frozenset({"module", "model", "layer", "block", "submodule", "mo
 
 def _is_this_def(key: str, node: cst.FunctionDef) -> bool:
     return key.rsplit(".", 1)[-1] == node.name.value
+
+
+def _concrete_methods(ctx: RuleContext, original: cst.ClassDef, body: cst.BaseSuite) -> cst.BaseSuite:
+    """Methods of a torch module class without `@abstractmethod`: torch's nn.Module is no ABC, so
+    the decorator marks intent only (torch_geometric's `MessagePassing.edge_update`), while nnx's
+    Module is one and would refuse to build every subclass that does not override them. A class
+    that asks for ABC itself (an `ABC` base, a `metaclass=`) keeps them."""
+    if any(b.keyword is not None for b in original.keywords) or any(
+        ctx.qualified_name(b.value) in ("abc.ABC", "abc.ABCMeta") for b in original.bases
+    ):
+        return body
+    if not isinstance(body, cst.IndentedBlock) or not isinstance(original.body, cst.IndentedBlock):
+        return body
+    abstract = {
+        statement.name.value: {dotted_name(d.decorator) for d in statement.decorators if _is_abstract(ctx, d)}
+        for statement in original.body.body
+        if isinstance(statement, cst.FunctionDef) and any(_is_abstract(ctx, d) for d in statement.decorators)
+    }
+    if not abstract:
+        return body
+    statements = []
+    for statement in body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in abstract:
+            names = abstract[statement.name.value]
+            kept = [d for d in statement.decorators if dotted_name(d.decorator) not in names]
+            statement = statement.with_changes(decorators=kept)
+        statements.append(statement)
+    return body.with_changes(body=statements)
+
+
+def _is_abstract(ctx: RuleContext, decorator: cst.Decorator) -> bool:
+    return ctx.qualified_name(decorator.decorator) == "abc.abstractmethod"
 
 
 def _has_param_lambda(func: cst.Lambda, name: str) -> bool:
