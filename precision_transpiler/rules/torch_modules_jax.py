@@ -304,12 +304,14 @@ class TorchModules(Rule):
             owner = key.split(".")[0] if key and "." in key else None
             layer = analysis_for(ctx).layer_attrs.get(owner or "", {}).get(inner.attr.value)
         else:
-            return None
+            layer = None
         spec = ctx.mappings.layers.get(layer) if layer else None
         target = spec.targets.get(ctx.target) if spec is not None else None
         template = target.attributes.get(original.attr.value) if target is not None else None
         parent = ctx.parent(original)
-        if template is None or isinstance(parent, cst.AssignTarget | cst.Del):
+        if isinstance(parent, cst.AssignTarget | cst.Del) or (
+            isinstance(parent, cst.AugAssign) and parent.target is original
+        ):
             return None
         if isinstance(parent, cst.Attribute) and parent.value is original and parent.attr.value == "data":
             grand = ctx.parent(parent)
@@ -317,8 +319,37 @@ class TorchModules(Rule):
                 isinstance(grand, cst.Attribute) and grand.attr.value.endswith("_")
             ):
                 return None  # `self.fc.weight.data.normal_(...)`: initialisation, dropped by the init rules
+        if template is None:
+            return self._unknown_layer_parameter(ctx, original, updated, layer)
         # templates are primaries (`{layer}.kernel[...].T`), so `.dtype` can follow without parentheses
         new = cst.parse_expression(template.replace("{layer}", ctx.code(updated.value)))
+        ctx.record(self.name, original, new)
+        return new
+
+    def _unknown_layer_parameter(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute, layer: str | None
+    ) -> cst.BaseExpression | None:
+        """`self.mlp.c_fc.weight.dtype` (open_clip: a Linear inside a Sequential), `blocks[0].bias`:
+        torch's parameter name read on a module the converter cannot tell -> the runtime's
+        `torch_parameter(module, "weight")`, which looks the name up in the layer's torch names
+        (nnx.Linear's `kernel`, transposed) or reads the attribute as it is."""
+        inner = original.value
+        if layer is not None or original.attr.value not in ("weight", "bias"):
+            return None
+        if isinstance(inner, cst.Name) and (inner.value == "self" or ctx.qualified_name(inner) is not None):
+            return None
+        if ctx.enclosing_function() is None:
+            return None
+        parent = ctx.parent(original)
+        if isinstance(parent, cst.Assign | cst.AnnAssign) and parent.value is original:
+            return None  # `out.weight = emb.weight`: tying shares the variable, not its value
+        new = cst.Call(
+            func=ctx.expr_for(runtime_name("jax", "modules", "torch_parameter")),
+            args=[
+                cst.Arg(updated.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                cst.Arg(cst.SimpleString(f'"{original.attr.value}"')),
+            ],
+        )
         ctx.record(self.name, original, new)
         return new
 

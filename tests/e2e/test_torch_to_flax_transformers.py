@@ -58,7 +58,7 @@ def test_transformers_model_converts_to_torch_free_flax(name: str, convert: Conv
     original, code, diagnostics = convert(name)
     imports = "\n".join(ln for ln in code.splitlines() if ln.startswith(("import ", "from ")))
     assert "torch" not in imports.replace("transformers", "")
-    assert "class PreTrainedModel(nnx.Module)" in code  # the Flax counterpart, copied in
+    assert "class PreTrainedModel(TorchLayer)" in code  # the Flax counterpart, copied in
     # The model file converts whole; helpers it imports may report what they cannot convert
     # (pytorch_utils.prune_linear_layer writes into parameters in place), and that is said.
     model_file = str(original)

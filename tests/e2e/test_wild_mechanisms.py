@@ -474,7 +474,7 @@ class Net(nn.Module):
     def forward(self, x):
         orig_type = x.dtype
         h = self.fc(self.conv(x.float()).mean((2, 3)))
-        return self.blocks(h).to(orig_type) * self.count
+        return self.blocks(h).to(orig_type) * self.count + h @ self.blocks[0].weight.t() + self.blocks[0].bias
 """
 
 
@@ -483,10 +483,12 @@ def test_module_walks_on_any_receiver(tmp_path: Path, to: str) -> None:
     """RRDBNet's `for m in net.modules()` on a convolution (a runtime or library layer, which has
     no torch methods): the runtime's `modules(net)`; open_clip's `named_parameters()` of a
     Sequential likewise. A name bound only to a dtype (`orig_type = x.dtype`) is a dtype
-    argument of `.to(...)`."""
+    argument of `.to(...)`. `self.blocks[0].weight` reads torch's parameter on Flax too."""
     result = _verify(tmp_path, "walks", WALKS_ON_LAYERS, to, "fp32", "Net()", "float32[2,3,8,8]")
     assert "for m in modules(net):" in result.code and "named_modules(self.fc)" in result.code
     assert "named_parameters(self.blocks)" in result.code and "parameters(self.fc)" in result.code
+    if to == "jax":  # a parameter of a layer the converter cannot tell (in a Sequential), by torch's name
+        assert 'torch_parameter(self.blocks[0], "weight")' in result.code
 
 
 FIXED_WEIGHTS = """

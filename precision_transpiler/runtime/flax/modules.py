@@ -289,6 +289,19 @@ def _torch_param_names(module):
     return {}
 
 
+def torch_parameter(module, name: str):
+    """torch's `module.weight` / `module.bias` read where the converter cannot tell which layer
+    `module` is (a Linear inside a Sequential: `self.mlp.c_fc.weight.dtype`): the value in torch's
+    layout through the layer's torch names (nnx.Linear's `kernel`, transposed; nnx.Embed's
+    `embedding`), else the attribute of that name as it is (a variable as its array)."""
+    entry = _torch_param_names(module).get(name)
+    if entry is not None and not isinstance(vars(module).get(name), nnx.Variable):
+        value = getattr(module, entry[0])
+        return None if value is None else _to_torch_layout(value[...], entry[1])
+    value = getattr(module, name)
+    return value[...] if isinstance(value, nnx.Variable) else value
+
+
 def _torch_state_entries(module, prefix: str = "", _stack=()):
     """(torch key, variable, layout) of every entry of the torch original's `state_dict()`, in its
     order: module by module, parents first, each module's parameters then its persistent buffers
