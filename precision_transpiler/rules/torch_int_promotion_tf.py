@@ -64,8 +64,8 @@ class TorchIntPromotionTf(Rule):
         left, right = original.left, original.right
         divide = isinstance(original.operator, cst.Divide)
         if not (
-            (self._integers(ctx, left, original) and (divide or self._float(ctx, right, original)))
-            or (self._integers(ctx, right, original) and (divide or self._float(ctx, left, original)))
+            (self._integers(ctx, left, original) and (divide or self._may_be_float(ctx, right, original)))
+            or (self._integers(ctx, right, original) and (divide or self._may_be_float(ctx, left, original)))
             or (divide and self._division_promotes(ctx, left, right, original))
         ):
             return None
@@ -84,9 +84,13 @@ class TorchIntPromotionTf(Rule):
                 floats = any(isinstance(a.value, cst.Float) for a in node.args)
                 return not floats and not any(a.keyword is not None and a.keyword.value == "dtype" for a in node.args)
             func = node.func
+            if qualified is None and isinstance(func, cst.Attribute) and func.attr.value in _SAME_DTYPE_METHODS:
+                return self._integers(ctx, func.value, anchor)  # `y.flatten()` of an integer grid
             return qualified is None and isinstance(func, cst.Attribute) and func.attr.value in methods
+        if isinstance(node, cst.Subscript):
+            return self._integers(ctx, node.value, anchor)  # `y[:, None]`
         if isinstance(node, cst.Name):
-            return self._int_names(ctx, anchor).get(node.value, False)
+            return self._int_name(ctx, node.value, anchor)
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
             return _untyped_buffer(ctx, node, anchor)
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add | cst.Subtract | cst.Multiply):
@@ -130,30 +134,78 @@ class TorchIntPromotionTf(Rule):
             return self._annotated(ctx, node, anchor, ("int", "float"))
         return False
 
-    def _int_names(self, ctx: RuleContext, anchor: cst.CSTNode) -> dict[str, bool]:
+    def _int_name(self, ctx: RuleContext, name: str, anchor: cst.CSTNode) -> bool:
+        """Whether `name` holds integers where `anchor` reads it: its last binding before that
+        line in the function binds a torch call returning integers (`y, x = torch.meshgrid(
+        torch.arange(h), torch.arange(w))`, then `y.flatten()[:, None] * omega` in vit-pytorch's
+        sincos embedding, which rebinds `y` to floats on that line)."""
+        bindings = self._int_names(ctx, anchor).get(name)
+        if not bindings:
+            return False
+        line = ctx.position(anchor)[0]
+        before = [ints for at, ints in bindings if at < line]
+        return before[-1] if before else False
+
+    def _int_names(self, ctx: RuleContext, anchor: cst.CSTNode) -> dict[str, list[tuple[int, bool]]]:
+        """Name -> (line, holds integers) of each plain or unpacking assignment in the function."""
         scope = Where.scope_of(ctx, anchor)
         if not isinstance(scope, cst.FunctionDef):
             return {}
         cache = ctx.per_file("torch-int-promotion-names", dict)
         if id(scope) in cache:
             return cache[id(scope)]
-        found: dict[str, bool] = {}
+        found: dict[str, list[tuple[int, bool]]] = {}
+        cache[id(scope)] = found  # a binding's value may read names bound before it
         rule = self
+        assigns: list[cst.Assign] = []
 
         class _V(cst.CSTVisitor):
             def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
                 return node is scope
 
             def visit_Assign(self, node: cst.Assign) -> None:
-                for target in node.targets:
-                    if isinstance(target.target, cst.Name):
-                        name = target.target.value
-                        ints = isinstance(node.value, cst.Call) and rule._integers(ctx, node.value, anchor)
-                        found[name] = found.get(name, True) and ints
+                assigns.append(node)
 
         scope.visit(_V())
-        cache[id(scope)] = found
+        for node in sorted(assigns, key=lambda n: ctx.position(n)[0]):
+            line = ctx.position(node)[0]
+            value = node.value
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    ints = isinstance(value, cst.Call | cst.Subscript) and rule._integers(ctx, value, node)
+                    found.setdefault(target.target.value, []).append((line, ints))
+                elif isinstance(target.target, cst.Tuple | cst.List):
+                    grid = isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.meshgrid"
+                    ints = grid and all(rule._integers(ctx, a.value, node) for a in value.args if a.keyword is None)
+                    for element in target.target.elements:
+                        if isinstance(element.value, cst.Name):
+                            found.setdefault(element.value.value, []).append((line, ints))
         return found
+
+    def _may_be_float(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """What an integer tensor meets may hold floats unless it is a Python integer: a literal,
+        a parameter annotated `int`, `len`/`int` of anything, a `.shape` entry, `.size()`. With
+        anything else `keras.ops` promotes as torch does, and computes the same where both hold
+        integers (`omega[None, :]`, a float tensor sliced, in vit-pytorch's sincos embedding)."""
+        return self._float(ctx, node, anchor) or not self._python_int(ctx, node, anchor)
+
+    def _python_int(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Integer):
+            return True
+        if isinstance(node, cst.UnaryOperation):
+            return self._python_int(ctx, node.expression, anchor)  # type: ignore[arg-type]
+        if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, cst.Divide):
+            return self._python_int(ctx, node.left, anchor) and self._python_int(ctx, node.right, anchor)
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in ("len", "int"):
+                return True
+            return isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "dim", "numel")
+        if isinstance(node, cst.Subscript):
+            value = node.value
+            return isinstance(value, cst.Attribute) and value.attr.value == "shape"
+        if isinstance(node, cst.Name):
+            return self._annotated(ctx, node, anchor, ("int",)) or self._integers(ctx, node, anchor)
+        return False
 
     def _float(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
         """A float literal, or a parameter of the enclosing function annotated `float`."""
@@ -179,6 +231,11 @@ class TorchIntPromotionTf(Rule):
         return False
 
 
+#: Tensor methods whose result has the receiver's dtype (an integer grid stays integer)
+_SAME_DTYPE_METHODS = frozenset(
+    {"flatten", "reshape", "view", "unsqueeze", "squeeze", "permute", "transpose", "t", "contiguous", "clone",
+     "expand", "repeat", "flip"}
+)  # fmt: skip
 #: builtins whose result is a Python number
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "abs", "min", "max", "round"})
 #: torch functions building a tensor whose dtype follows the Python values given to them

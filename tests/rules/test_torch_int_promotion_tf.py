@@ -87,3 +87,39 @@ def test_untyped_buffers_and_divisions_by_counts_promote_as_in_torch() -> None:
         e = e.detach().numpy()
         assert g.dtype == e.dtype, (g.dtype, e.dtype)
         np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+GRID = """
+import torch
+
+
+def posemb_sincos_2d(h, w, dim, temperature: int = 10000, dtype=torch.float32):
+    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    omega = torch.arange(dim // 4) / (dim // 4 - 1)
+    omega = 1.0 / (temperature**omega)
+    y = y.flatten()[:, None] * omega[None, :]
+    x = x.flatten()[:, None] * omega[None, :]
+    pe = torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1)
+    return pe.type(dtype), torch.arange(h) * 2, torch.arange(h) * h
+"""
+
+
+def test_integer_grids_read_where_they_are_bound() -> None:
+    """vit-pytorch's sincos embedding: `y` is an integer grid from `torch.meshgrid` until the line
+    that rebinds it to floats (`y = y.flatten()[:, None] * omega[None, :]`): the read on that line
+    is the grid, flattened and indexed, meeting a float tensor. An integer tensor times a value
+    that may hold floats (an unannotated parameter) promotes; times an integer literal it stays."""
+    result = transpile(GRID, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "keras.ops.multiply(keras.ops.ravel(y)[:, None], omega[None, :])" in result.code
+    assert "torch_arange(h) * 2" in result.code and "keras.ops.multiply(torch_arange(h), h)" in result.code
+    reference: dict[str, Any] = {}
+    exec(compile(GRID, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    for args in ((2, 3, 8), (4, 4, 16)):
+        expected = reference["posemb_sincos_2d"](*args)
+        got = plain_tf(converted["posemb_sincos_2d"](*args))
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == e.numpy().dtype
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-6, atol=1e-7)
