@@ -215,7 +215,7 @@ class TorchModules(Rule):
         """`normalization = LayerNorm if normalize else lambda: None` (zuko's MLP): the name is a
         layer factory, so its calls pass `rngs=rngs`; the lambda takes (and ignores) it too."""
         params = updated.params
-        if params.star_kwarg is not None or _has_param_lambda(updated, "rngs"):
+        if params.star_kwarg is not None or _has_param(updated, "rngs"):
             return None
         node: cst.CSTNode | None = original
         parent = ctx.parent(node)
@@ -604,13 +604,7 @@ def _is_abstract(ctx: RuleContext, decorator: cst.Decorator) -> bool:
     return ctx.qualified_name(decorator.decorator) == "abc.abstractmethod"
 
 
-def _has_param_lambda(func: cst.Lambda, name: str) -> bool:
-    params = func.params
-    every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    return any(p.name.value == name for p in every)
-
-
-def _has_param(func: cst.FunctionDef, name: str) -> bool:
+def _has_param(func: cst.FunctionDef | cst.Lambda, name: str) -> bool:
     params = func.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
     for extra in (params.star_arg, params.star_kwarg):
