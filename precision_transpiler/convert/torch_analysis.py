@@ -441,6 +441,18 @@ def random_source(ctx: object) -> str | None:
     return "rngs" if key in analysis.builders else None
 
 
+def warn_process_random(ctx: object, node: object, what: str) -> None:
+    """The warning for a draw no module stream or rngs reaches (random_source gave None)."""
+    ctx.diagnose(  # type: ignore[attr-defined]
+        node,
+        "warning",
+        "process-random",
+        f"{what} draws from torch's global generator and JAX has none; no module stream or rngs is in "
+        "reach here, so the converted call draws from the runtime's process-wide keys, whose values jax.jit "
+        "fixes when it traces: pass rngs= (an nnx.Rngs, a stream or a key) to draw from your own",
+    )
+
+
 def _global_factories(tree: ast.Module, bindings: Mapping[str, str | None], module_classes: set[str]) -> set[str]:
     """Module-level names bound to a layer class or a partial of one, which every function of the
     file can call (x-transformers' `LinearNoBias = partial(nn.Linear, bias = False)`)."""

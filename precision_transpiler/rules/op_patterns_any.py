@@ -17,7 +17,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for, random_source
+from precision_transpiler.convert.torch_analysis import analysis_for, random_source, warn_process_random
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import (
     NOT_LITERAL,
@@ -296,14 +296,7 @@ def _with_key_source(
     JAX has no global generator, so the call draws from what is in reach (random_source)."""
     source = random_source(ctx)
     if source is None or not isinstance(replacement, cst.Call):
-        ctx.diagnose(
-            original,
-            "warning",
-            "process-random",
-            f"{op.name} draws from torch's global generator and JAX has none; no module stream or rngs is in "
-            "reach here, so the converted call draws from the runtime's process-wide keys, whose values jax.jit "
-            "fixes when it traces: pass rngs= (an nnx.Rngs, a stream or a key) to draw from your own",
-        )
+        warn_process_random(ctx, original, op.name)
         return replacement
     args = list(replacement.args)
     if args:

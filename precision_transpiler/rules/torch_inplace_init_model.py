@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import RANDOM_INPLACE, random_source
+from precision_transpiler.convert.torch_analysis import RANDOM_INPLACE, random_source, warn_process_random
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.tensor_inference import in_initialiser, is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
@@ -113,14 +113,7 @@ class TorchInplaceInit(Rule):
                 equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
                 args.append(cst.Arg(cst.Name(source), keyword=cst.Name("rngs"), equal=equal))
             elif ctx.target == "jax":
-                ctx.diagnose(
-                    original,
-                    "warning",
-                    "process-random",
-                    f"{method} draws from torch's global generator and JAX has none; no module stream or rngs "
-                    "is in reach here, so the converted call draws from the runtime's process-wide keys, whose "
-                    "values jax.jit fixes when it traces",
-                )
+                warn_process_random(ctx, original, method)
         shim = _RANDOM.get(method) or _CONSTANT[method]
         args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + args[
