@@ -28,8 +28,9 @@ class _Loads(cst.CSTVisitor):
     """Names a statement reads when it runs: not inside function or lambda bodies, but their
     decorators and default values."""
 
-    def __init__(self) -> None:
+    def __init__(self, annotations: bool = False) -> None:
         self.names: set[str] = set()
+        self.annotations = annotations  # evaluated when the `def` runs (no postponed annotations)
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
@@ -37,9 +38,17 @@ class _Loads(cst.CSTVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         for decorator in node.decorators:
             decorator.visit(self)
-        for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
+        params = node.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.default is not None:
                 param.default.visit(self)
+        if self.annotations:
+            stars = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params, *stars):
+                if param.annotation is not None:
+                    param.annotation.visit(self)
+            if node.returns is not None:
+                node.returns.visit(self)
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -129,8 +138,8 @@ class _Loads(cst.CSTVisitor):
         return True
 
 
-def _loads(stmt: cst.CSTNode) -> set[str]:
-    visitor = _Loads()
+def _loads(stmt: cst.CSTNode, annotations: bool = False) -> set[str]:
+    visitor = _Loads(annotations)
     if isinstance(stmt, cst.ClassDef | cst.FunctionDef):
         visitor.visit_ClassDef(stmt) if isinstance(stmt, cst.ClassDef) else visitor.visit_FunctionDef(stmt)
     else:
@@ -138,7 +147,7 @@ def _loads(stmt: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
-def _called_loads(function: cst.FunctionDef) -> set[str]:
+def _called_loads(function: cst.FunctionDef, annotations: bool = False) -> set[str]:
     """What a function reads when it is called at definition time (a decorator, a helper a
     class body or a default calls: timm's `@register_notrace_module` adds to `_leaf_modules`):
     the names of its body, less its parameters and what it assigns."""
@@ -171,7 +180,7 @@ def _called_loads(function: cst.FunctionDef) -> set[str]:
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             local.add(star.name.value)
-    return (deep.names | _loads(function)) - local
+    return (deep.names | _loads(function, annotations)) - local
 
 
 def _store_targets(function: cst.FunctionDef) -> list[cst.CSTNode]:
@@ -256,6 +265,7 @@ def order_definitions(code: str) -> str:
     body = list(module.body)
     bindings = {id(stmt): _all_bindings(stmt) for stmt in body}
     movable = {id(stmt): _binds(stmt) for stmt in body}
+    evaluated = "from __future__ import annotations" not in code  # annotations run with the `def`
     moved = 0
     called: set[int] = set()
     above: set[str] = set()
@@ -264,7 +274,7 @@ def order_definitions(code: str) -> str:
         # only definitions wait for others (what sibling inlining copies); other statements
         # (imports, `if` blocks, calls) keep their place and need nothing moved
         stmt = body[i]
-        needs = _called_loads(stmt) if id(stmt) in called else _loads(stmt)
+        needs = _called_loads(stmt, evaluated) if id(stmt) in called else _loads(stmt, evaluated)
         missing = needs - above if movable[id(stmt)] else set()
         later = None
         if missing and moved <= len(body):

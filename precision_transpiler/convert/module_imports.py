@@ -65,6 +65,110 @@ def module_imports_as_names(code: str, locate: Locate) -> str:
     return cst.parse_module(code).visit(_Rewrite(renames, done, sources, imports)).code
 
 
+def module_namespaces(code: str, locate: Locate) -> str:
+    """`code` with module objects of sibling or library modules that are used as a whole made
+    namespaces of names imported from them, which sibling inlining can then convert and copy.
+
+    torch-geometric builds its registries of layers from whole modules
+    (`import torch_geometric.nn.aggr as aggr` in a function, then `vars(aggr).values()`); the
+    module object would hand torch classes to converted code. So such an import becomes
+    `aggr = types.SimpleNamespace(**{"SumAggregation": aggr_SumAggregation, ...})` in its place,
+    over the module's public names (its `__all__`, else its public classes and functions), each
+    imported by name at the top of the file. Imports whose alias is only read through attributes
+    are left to `module_imports_as_names`."""
+    if "import " not in code:
+        return code
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    found: list[tuple[ast.Import, str, str, Path]] = []  # statement, alias, module, its file
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and len(node.names) == 1 and node.names[0].asname:
+            alias = node.names[0]
+            file, dotted = locate(0, alias.name)
+            if file is not None:
+                found.append((node, alias.asname or "", dotted, file))
+    if not found:
+        return code
+    whole = _whole_uses(tree, {alias for _, alias, _, _ in found})
+    lines = code.splitlines(keepends=True)
+    top: list[str] = []
+    taken = _bound_names(tree) | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    top_level = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    existing = {  # names an earlier round imported already: (module, name) -> local
+        (n.module, a.name): a.asname or a.name
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.module and not n.level
+        for a in n.names
+    }
+    for node, alias, module, file in sorted(found, key=lambda f: -f[0].lineno):
+        line = lines[node.lineno - 1]
+        indent = line[: len(line) - len(line.lstrip())]
+        names = _public_names(file)
+        if alias not in whole or not names or node.lineno != node.end_lineno or line.strip() != ast.unparse(node):
+            continue
+        members = []
+        for name in names:
+            local = existing.get((module, name))
+            if local is None and f"{alias}_{name}" in top_level:
+                local = f"{alias}_{name}"  # copied in an earlier round (`aggr_X = X` follows the copy)
+            if local is None:
+                local = f"{alias}_{name}"
+                while local in taken:
+                    local += "_"
+                taken.add(local)
+                existing[(module, name)] = local
+                top.append(f"from {module} import {name} as {local}\n")
+            members.append(f'{indent}    "{name}": {local},\n')
+        lines[node.lineno - 1] = f"{indent}{alias} = types.SimpleNamespace(**{{\n{''.join(members)}{indent}}})\n"
+    if lines == code.splitlines(keepends=True):
+        return code
+    top.insert(0, "import types\n")
+    imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    at = max((n.end_lineno or n.lineno) for n in imports) if imports else 0
+    lines[at:at] = top
+    return "".join(lines)
+
+
+def _whole_uses(tree: ast.Module, aliases: set[str]) -> set[str]:
+    """The aliases read as a value somewhere, not only as the object of an attribute read."""
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    return {
+        node.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name)
+        and node.id in aliases
+        and isinstance(node.ctx, ast.Load)
+        and not isinstance(parents.get(id(node)), ast.Attribute)
+    }
+
+
+def _public_names(path: Path) -> list[str]:
+    """What `from module import *` would give: its literal `__all__`, else its public top-level
+    classes and functions."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError):
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.List | ast.Tuple) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+            ):
+                return [e.value for e in value.elts]  # type: ignore[attr-defined]
+            return []
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef) and not node.name.startswith("_")
+    ]
+
+
 def _module_aliases(tree: ast.Module, locate: Locate) -> dict[str, str]:
     """Local name -> absolute module name, for top-level `from M import sub [as alias]` where
     `sub` is a module file of M's package and not a name M's own file defines."""

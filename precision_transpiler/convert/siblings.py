@@ -35,7 +35,7 @@ from precision_transpiler.convert.class_reach import (
     used_names,
 )
 from precision_transpiler.convert.definition_order import order_definitions
-from precision_transpiler.convert.module_imports import module_imports_as_names
+from precision_transpiler.convert.module_imports import module_imports_as_names, module_namespaces
 from precision_transpiler.files import ReadError, read_source
 from precision_transpiler.syntax import is_import_statement
 
@@ -62,6 +62,7 @@ class SiblingReport:
     )  # path, line, col, sev, code, msg
 
 
+_RUNS_GENERATED_CODE = re.compile(r"\bexec_module\(|(?<![\w.])exec\(")
 _FROM_LINE = re.compile(r"^\f*from\b.*$", re.MULTILINE)
 _FROM_IMPORT = re.compile(r"\f*from[ \t]+(\.*)[ \t]*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?[ \t]+import\b")
 
@@ -204,7 +205,7 @@ def inline_siblings(
     code: str,
     convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
     *,
-    max_rounds: int = 16,
+    max_rounds: int = 40,
     redirect: Callable[[str], str] | None = None,
     known: frozenset[str] = frozenset(),
     mapped: frozenset[str] | None = None,
@@ -263,6 +264,7 @@ def _one_round(
         return found, dotted_name
 
     code = module_imports_as_names(code, locate)  # `made_module.MADE` -> `MADE`, imported by name
+    code = module_namespaces(code, locate)  # `vars(aggr)` of `import pkg.aggr as aggr`: a namespace
     imports = top_level_from_imports(code)
     if imports is not None and not any(
         sibling is not None and sibling.resolve() != file.resolve()
@@ -312,8 +314,11 @@ def _one_round(
                 removals.setdefault(index, set()).add(local)
                 redirected = True
         text = _expand_star_imports(text, original_tree, sibling, sibling_name)  # `nn` from `import *`
-        if "torch" not in text:
-            continue  # plain Python (after re-exports were followed): it can stay imported
+        if "torch" not in text and not _RUNS_GENERATED_CODE.search(text):
+            # plain Python (after re-exports were followed): it can stay imported, unless it
+            # runs code it generates (torch-geometric's template loader), which converted code
+            # must refuse (rules/torch_generated_code_model.py)
+            continue
         original_tree = ast.parse(text)
         models = _model_names(original_tree)
         # a name left imported before (an earlier statement or round) stays imported: a second
@@ -377,6 +382,7 @@ def _one_round(
             report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
             continue
         report.lines += piece.count("\n") + 1
+        piece = _rename_shadowing_helpers(piece, {n for n, _ in take}, bound, sibling_name)
         piece, imports = _resolve_clashes(piece, imports, bound)
         # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy
         postponed = postponed or _postpones_annotations(original_tree)
@@ -388,7 +394,7 @@ def _one_round(
             removals.setdefault(index, set()).add(local)
             report.inlined.append(f"{sibling_name}.{name}")
         for line, col, severity, code_, message in diagnostics:
-            if any(start <= line <= end for start, end in ranges) and severity in ("error", "unsupported"):
+            if any(start <= line <= end for start, end in ranges) and severity in ("error", "unsupported", "warning"):
                 report.diagnostics.append((str(sibling), line, col, severity, code_, message))
     if not blocks and not redirected:
         return code
@@ -679,6 +685,21 @@ def _resolve_clashes(piece: str, imports: list[str], bound: dict[str, str]) -> t
         result.append(ast.unparse(node))
         bound[fresh] = result[-1]
     return piece, result
+
+
+def _rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str], module: str) -> str:
+    """A helper the copy brings along, named like something the output imports (torch-geometric's
+    inspector defines `class Parameter`, where the copied message-passing code already imports
+    `inspect.Parameter`): defined below the import, the copy would replace it for all the code
+    that meant the import. So the helper, and the copy's uses of it, get a name of their own."""
+    tree = ast.parse(piece)
+    for name in _ast_defs(tree):
+        if name in wanted or name not in bound:
+            continue
+        fresh = f"{name}_{module.replace('.', '_')}"
+        piece = _rename(piece, name, fresh)
+        piece = re.sub(rf"^((?:async\s+)?(?:def|class)\s+){re.escape(name)}\b", rf"\g<1>{fresh}", piece, flags=re.M)
+    return piece
 
 
 def _rename(code: str, old: str, new: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -29,6 +30,14 @@ _FACTORY_SUFFIXES = ("_layer", "layer", "block", "Block", "_cls", "_module", "no
 def _torch() -> FrameworkInfo:
     """torch as mappings/frameworks.yaml describes it (module bases, where layer classes live)."""
     return load_mappings().frameworks["torch"]
+
+
+@functools.cache
+def _mapped_roots() -> frozenset[str]:
+    """Top-level packages the tables map (frameworks, einops, transformers): converted through
+    the tables, never as user code."""
+    table = load_mappings()
+    return frozenset(table.all_roots | {s.split(".")[0] for s in (*table.layers, *table.layer_symbols)})
 
 
 def is_layer_symbol(qualified: str | None) -> bool:
@@ -118,11 +127,19 @@ def resolve(node: ast.AST, bindings: Mapping[str, str | None]) -> str | None:
 
 def _imported_module_class(cls: ast.ClassDef, base: ast.AST, bindings: Mapping[str, str | None]) -> bool:
     """A base imported from elsewhere in the package (`class MLPBlock(MLP)`, MLP from
-    `..ops.misc`): a module class when the subclass looks like one (defines `forward` or
-    `__init__`); a weights enum (`class X_Weights(WeightsEnum)`) defines neither."""
+    `..ops.misc`; `class GCNConv(MessagePassing)`, MessagePassing from
+    `torch_geometric.nn.conv`) or from a torch library: a module class when the subclass looks
+    like one (defines `forward` or `__init__`); a weights enum (`class X_Weights(WeightsEnum)`)
+    defines neither. Bases of the standard library (`ABC`, `Enum`) and of the packages the tables
+    map are never such a base."""
     name = dotted(base)
-    if name is None or name.split(".")[0] not in bindings or bindings.get(name.split(".")[0]) is not None:
+    if name is None or name.split(".")[0] not in bindings:
         return False
+    qualified = bindings.get(name.split(".")[0])
+    if qualified is not None:
+        root = qualified.split(".")[0]
+        if root in sys.stdlib_module_names or root in _mapped_roots():
+            return False
     methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
     return bool(methods & {"forward", "__init__"})
 

@@ -308,7 +308,33 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     block = MARKER + "\n" + definitions
     if aliases:
         block += "\n\n" + "\n".join(f"{local} = {name}" for local, name in aliases) + "\n"
+    again = _imports_binding(module, rebound)
+    if again:
+        # the user's own import of a name a copy defines (`from inspect import Parameter` beside
+        # the runtime's Parameter): the copies go after the imports, so the import is repeated
+        # below them, and the name keeps meaning what the user imported
+        block += "\n\n# ptranspile: the file's own import again, after copies of the same name\n"
+        block += "\n".join(again) + "\n"
     return _insert_after_imports(module, text, block), missing
+
+
+def _imports_binding(module: cst.Module, names: set[str]) -> list[str]:
+    """Top-level import statements of `module`, one name each, that bind one of `names`."""
+    found: list[str] = []
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if not isinstance(small, cst.Import | cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                continue
+            for alias in small.names:
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(bound, cst.Name) and bound.value in names:
+                    one = small.with_changes(names=[alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+                    if isinstance(one, cst.ImportFrom):
+                        one = one.with_changes(lpar=None, rpar=None)
+                    found.append(cst.Module([]).code_for_node(one))
+    return found
 
 
 def _module_bindings(module: cst.Module) -> set[str]:

@@ -143,6 +143,7 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                     symbols.lines.get(symbol, data.line), f"symbols.{symbol}", "expected framework: target"
                 )
             result.layer_symbols.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in per_fw.items()})
+    _namespaces(result, data, where)
     layers = data.get("layers")
     if layers is None and (symbols is not None or params is not None or "unsupported" in data):
         _unsupported(result, data, where)
@@ -199,6 +200,32 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
             )
         result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")
     _unsupported(result, data, where)
+
+
+def _namespaces(result: MappingSet, data: Any, where: Any) -> None:
+    """The `namespaces:` section: `module: {members: [names], partial: reason}`."""
+    namespaces = data.get("namespaces")
+    if namespaces is None:
+        return
+    if not hasattr(namespaces, "items"):
+        raise where.error(data.line, "namespaces", "expected module: {members: [...]} pairs")
+    for module, spec in namespaces.items():
+        line = namespaces.lines.get(module, data.line)
+        ctx = f"namespaces.{module}"
+        if not is_qualified(module):
+            raise where.error(line, ctx, f"{module!r} is not a qualified name")
+        members = spec.get("members") if hasattr(spec, "get") else None
+        if not isinstance(members, list) or not all(str(m).isidentifier() for m in members):
+            raise where.error(line, f"{ctx}.members", "expected a list of member names")
+        unknown = set(spec) - {"members", "partial"}
+        if unknown:
+            raise where.error(line, ctx, f"unknown key {sorted(unknown)[0]!r} (allowed: members, partial)")
+        partial = spec.get("partial")
+        from precision_transpiler.mappings.model import NamespaceSpec
+
+        result.namespaces[str(module)] = NamespaceSpec(
+            tuple(str(m) for m in members), None if partial is None else str(partial)
+        )
 
 
 def _unsupported(result: MappingSet, data: Any, where: Any) -> None:

@@ -86,6 +86,16 @@ class OpSpec:
     draws: bool = False
 
 
+@dataclass(frozen=True)
+class NamespaceSpec:
+    """A torch module that model code reads as a value (`getattr(nn, act_layer)()`,
+    `vars(torch.nn.modules.activation)`): the members a converted namespace carries."""
+
+    members: tuple[str, ...]
+    #: why the converted namespace holds fewer members than torch's, said where one is built
+    partial: str | None = None
+
+
 @dataclass
 class MappingSet:
     """All tables, merged. Built by `load_mappings`; treat as read-only."""
@@ -109,6 +119,8 @@ class MappingSet:
     #: layers with no counterpart and why (the layer tables' `unsupported:`): symbol -> framework
     #: (or "*" for every framework) -> reason
     layer_unsupported: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: torch modules read as values: qualified module -> NamespaceSpec (the layer tables' `namespaces:`)
+    namespaces: dict[str, NamespaceSpec] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
     #: in-place methods whose op is derived from the out-of-place method's (`triu_` from `triu`),
     #: with the "file:line" that lists them (registry._derive_inplace)

@@ -20,6 +20,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("torch-autocast", "torch_autocast_model"),
     # `hasattr(torch, "compiler")`: answered for the converted code before the symbols are mapped.
     ("torch-feature-checks", "torch_feature_checks_model"),
+    # `exec(...)` / `loader.exec_module(...)` of code generated at run time: refused, not run
+    ("torch-generated-code", "torch_generated_code_model"),
     # Symbols, strings and comparisons of dtypes; then every other op through the op tables.
     ("dtype-identity", "dtype_identity_any"),
     ("dtype-string", "dtype_string_any"),
@@ -32,6 +34,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("torch-int-promotion-tf", "torch_int_promotion_tf"),
     # Layers and modules: constructors through the layer table, then the classes around them.
     ("torch-layer", "torch_layers_model"),
+    # torch modules read as values (`getattr(nn, name)`, `vars(torch.nn.modules.activation)`)
+    ("torch-namespace-value", "torch_namespace_values_model"),
     ("torch-module", "torch_modules_jax"),
     ("torch-module-keras", "torch_modules_tf"),
     ("torch-tensor-index-tf", "torch_tensor_index_tf"),

@@ -188,7 +188,7 @@ class OpPatterns(Rule):
         qualified = ctx.qualified_name(original)
         if qualified is None or ctx.mappings.framework_of(qualified) != ctx.source:
             return None
-        target = _reference_target(ctx.mappings, ctx.source, ctx.target, qualified) or _runtime_function(ctx, qualified)
+        target = function_reference(ctx, qualified)
         if target is None:
             return None
         new = ctx.expr_for(target)
@@ -608,6 +608,12 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
     if ctx.dtype_of(node) is not None:
         return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
     return None
+
+
+def function_reference(ctx: RuleContext, qualified: str) -> str | None:
+    """The target function a reference to the source function `qualified` becomes (`F.relu`
+    passed around -> `jax.nn.relu`, `F.gelu` -> the runtime's torch-signature `gelu`), or None."""
+    return _reference_target(ctx.mappings, ctx.source, ctx.target, qualified) or _runtime_function(ctx, qualified)
 
 
 def _reference_target(mappings: MappingSet, source: str, target: str, qualified: str) -> str | None:

@@ -165,10 +165,17 @@ class TorchInplaceOps(Rule):
         where = Where.of(ctx, original)
         if method in _INIT and where.kind == "":
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
-        if isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation) and not _may_promote(method, original):
-            # `(a - b).abs_()`: a fresh tensor nothing else refers to; its value is all that counts
+        fresh = _creates_tensor(ctx, receiver)
+        if (fresh or isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation)) and (
+            fresh or not _may_promote(method, original)
+        ):
+            # `(a - b).abs_()`, `src.new_zeros(size).scatter_add_(dim, index, src)`: a fresh tensor
+            # nothing else refers to; its value is all that counts (in the dtype the creating
+            # call gave it, which is cheap to evaluate twice)
             value = _value(ctx, state, entries, original)
             if value is not None:
+                if fresh and _may_promote(method, original):
+                    value = _cast_like(ctx, value, ctx.updated(receiver))  # type: ignore[arg-type]
                 ctx.record(self.name, original, value)
             return value if value is not None else updated
         problem = _receiver_problem(ctx, receiver, method, where, original)
@@ -386,6 +393,28 @@ def _value(
         "unsupported-call",
     )
     return None
+
+
+#: torch calls that return a new tensor no other name refers to (never a view of their input)
+_CREATING_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "clone"})
+_CREATING_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
+        "tensor", "arange", "eye", "linspace", "clone",
+    )
+)  # fmt: skip
+
+
+def _creates_tensor(ctx: RuleContext, receiver: cst.BaseExpression) -> bool:
+    """`x.new_zeros(n)`, `torch.zeros(n)`, `x.clone()`: a call whose result is a fresh tensor."""
+    if not isinstance(receiver, cst.Call):
+        return False
+    func = receiver.func
+    qualified = ctx.qualified_name(func)
+    if qualified is not None:
+        return qualified in _CREATING_FUNCTIONS
+    return isinstance(func, cst.Attribute) and func.attr.value in _CREATING_METHODS
 
 
 # ----------------------------------------------------------------------------------------------

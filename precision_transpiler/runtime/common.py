@@ -153,6 +153,26 @@ def torch_jit_is_tracing() -> bool:
     return False
 
 
+# torch's memory layouts. Converted arrays are dense: `x.layout` is `torch_strided`, which no
+# sparse layout equals, so code testing for sparse tensors takes its dense path.
+torch_strided = "strided"
+torch_sparse_coo = "sparse_coo"
+torch_sparse_csr = "sparse_csr"
+torch_sparse_csc = "sparse_csc"
+torch_sparse_bsr = "sparse_bsr"
+torch_sparse_bsc = "sparse_bsc"
+
+
+def torch_generated_code(*args: Any, **kwargs: Any) -> Any:
+    """Stands where the original ran code it generated at run time (`exec(source)`,
+    `spec.loader.exec_module(module)` of a rendered template): that code was never converted and
+    would run torch operations on the target's arrays, so it is refused with an error that says
+    why. Libraries that generate code for speed fall back to their plain (converted) path on it."""
+    raise NotImplementedError(
+        "ptranspile: this code runs source generated at run time, which was not converted to this framework"
+    )
+
+
 class enable_grad:
     """torch.enable_grad() / torch.set_grad_enabled(mode): JAX and Keras have no global gradient
     mode, so nothing to switch, as a decorator or a context manager."""

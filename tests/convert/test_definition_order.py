@@ -62,3 +62,17 @@ def test_a_function_called_while_defining_brings_what_its_body_reads() -> None:
     namespace: dict[str, object] = {}
     exec(compile(ordered, "ordered.py", "exec"), namespace)
     assert namespace["TABLE"] == {"norm": namespace["Norm"]} and namespace["_leaf"] == {namespace["Norm"]}
+
+
+def test_annotations_run_with_the_def_unless_postponed() -> None:
+    """torch-geometric's `def get_options(options: Options)`, where `Options` is an alias copied
+    from another module in a later round; a function moved up because a decorator calls it brings
+    what its annotations name too. Under `from __future__ import annotations` nothing moves."""
+    source = "@decorate\ndef f(x: Alias = None) -> Alias:\n    return x\n\n\n"
+    source += "def decorate(fn):\n    return fn if enabled() else fn\n\n\n"
+    source += "def enabled(options: Options = None) -> bool:\n    return True\n\n\n"
+    source += "Options = int\nAlias = str\n"
+    ordered = order_definitions(source)
+    exec(compile(ordered, "ordered.py", "exec"), {})
+    postponed = "from __future__ import annotations\n" + source.replace("@decorate\n", "")
+    assert order_definitions(postponed) == postponed

@@ -43,10 +43,10 @@ TARGETS = ("jax", "tf")
         ),
         # from-imports, partly used afterwards
         (
-            "from torch import nn, float16\nx = float16\ny = nn\n",
+            "from torch import distributed, float16\nx = float16\ny = distributed\n",
             "jax",
-            "from torch import nn\nimport jax.numpy as jnp\nx = jnp.float16\n"
-            "# ptranspile: unsupported: torch.nn has no mapping to jax\ny = nn\n",
+            "from torch import distributed\nimport jax.numpy as jnp\nx = jnp.float16\n"
+            "# ptranspile: unsupported: torch.distributed has no mapping to jax\ny = distributed\n",
         ),
         (
             "from torch import (float16,\n    bfloat16)\nx = float16\n",
@@ -54,10 +54,10 @@ TARGETS = ("jax", "tf")
             "import jax.numpy as jnp\nx = jnp.float16\n",
         ),
         (
-            "from torch import (\n    nn,  # layers\n    float16,\n)\nx = float16\ny = nn\n",
+            "from torch import (\n    distributed,  # processes\n    float16,\n)\nx = float16\ny = distributed\n",
             "tf",
-            "from torch import (\n    nn,  # layers\n)\nimport tensorflow as tf\nx = tf.float16\n"
-            "# ptranspile: unsupported: torch.nn has no mapping to tf\ny = nn\n",
+            "from torch import (\n    distributed,  # processes\n)\nimport tensorflow as tf\nx = tf.float16\n"
+            "# ptranspile: unsupported: torch.distributed has no mapping to tf\ny = distributed\n",
         ),
         # imports inside compound statements
         (

@@ -1254,6 +1254,19 @@ def test_a_parameter_a_subclass_sets_again(tmp_path: Path, to: str) -> None:
     _verify(tmp_path, "distilled", PARAMETER_SET_AGAIN, to, "fp32", "Distilled(8)", "float32[2,4,8]")
 
 
+def _convert_package(tmp_path: Path, name: str, files: dict[str, str], to: str, monkeypatch: pytest.MonkeyPatch):
+    """Write a package, convert its `model.py` (which must convert without errors)."""
+    package = tmp_path / name
+    for file, text in files.items():
+        (package / file).parent.mkdir(parents=True, exist_ok=True)
+        (package / file).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = package / "model.py"
+    result = transpile(model.read_text(), to=to, path=str(model))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    return package, model, result
+
+
 REGISTRY_PACKAGE = {
     "__init__.py": "",
     "hub.py": '''
@@ -1343,14 +1356,7 @@ def test_a_model_file_that_builds_only_on_its_package(tmp_path: Path, monkeypatc
     sets an attribute before nnx has set the object up; `del self.head` drops the layer's
     weights (Keras kept them as weights no torch key names); `from .factories import` in a
     package's `__init__.py` names a module of that package."""
-    package = tmp_path / "regpkg"
-    for name, text in REGISTRY_PACKAGE.items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(text)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    model = package / "model.py"
-    result = transpile(model.read_text(), to=to, path=str(model))
-    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    package, model, result = _convert_package(tmp_path, "regpkg", REGISTRY_PACKAGE, to, monkeypatch)
     assert any(d.code == "framework-through-package" and "base.py" in d.message for d in result.diagnostics)
     assert 'Act.add_factory_class("prelu", PReLU)' in result.code and '@Norm.factory_function("batch")' in result.code
     assert 'ENCODERS["small"] = ' in result.code
@@ -1359,3 +1365,171 @@ def test_a_model_file_that_builds_only_on_its_package(tmp_path: Path, monkeypatc
     converted.write_text(result.code)
     verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[4,8]"]))
     assert verdict.passed, verdict.failures
+
+
+# A graph library in torch-geometric's style: registries built from whole modules (torch's
+# activation module, a package of aggregations imported as a module inside a function), a
+# message-passing base in another module whose subclass is imported by absolute name, a
+# template loader that runs generated code (and a fallback when it fails), helpers copied from
+# two modules where one defines a name the other imports from the standard library, annotations
+# naming an alias defined in a later-copied module, in-place ops on fresh tensors and layout checks.
+GRAPH_PACKAGE = {
+    "__init__.py": "",
+    "typing.py": """
+from typing import Optional, Union, List
+
+Options = Optional[Union[str, List[str]]]
+""",
+    "template.py": """
+import importlib.util
+import sys
+import tempfile
+
+
+def module_from_source(name, source):
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as tmp:
+        tmp.write(source)
+    spec = importlib.util.spec_from_file_location(name, tmp.name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+""",
+    "inspector.py": """
+import torch
+from typing import NamedTuple
+
+from graphpkg.typing import Options
+
+
+class Parameter(NamedTuple):
+    name: str
+    default: object
+
+
+def describe(options: Options = None) -> Parameter:
+    return Parameter("x", torch.float32 if options is None else options)
+""",
+    "aggr/__init__.py": """
+from .basic import SumAggregation, MeanAggregation
+
+__all__ = ["SumAggregation", "MeanAggregation"]
+""",
+    "aggr/basic.py": """
+import torch
+
+
+class SumAggregation(torch.nn.Module):
+    def forward(self, x, index, dim_size):
+        index = index.unsqueeze(-1).expand_as(x)
+        return x.new_zeros((dim_size, x.shape[1])).scatter_add_(0, index, x)
+
+
+class MeanAggregation(torch.nn.Module):
+    def forward(self, x, index, dim_size):
+        count = x.new_zeros(dim_size).scatter_add_(0, index, torch.ones_like(index, dtype=x.dtype))
+        index = index.unsqueeze(-1).expand_as(x)
+        total = torch.zeros((dim_size, x.shape[1]), dtype=x.dtype).scatter_add_(0, index, x)
+        return total / count.clamp(min=1).unsqueeze(-1)
+""",
+    "resolver.py": """
+import torch
+
+
+def normalize(name):
+    return name.lower().replace("_", "").replace("aggregation", "")
+
+
+def resolve(classes, query, *args, **kwargs):
+    for cls in classes:
+        if normalize(cls.__name__) == normalize(query):
+            return cls(*args, **kwargs)
+    raise ValueError(f"Could not resolve {query!r}")
+
+
+def activation_resolver(query="relu"):
+    acts = vars(torch.nn.modules.activation).values()
+    acts = [a for a in acts if isinstance(a, type) and issubclass(a, torch.nn.Module)]
+    return resolve(acts, query)
+
+
+def aggregation_resolver(query):
+    import graphpkg.aggr as aggr
+    classes = [c for c in vars(aggr).values() if isinstance(c, type)]
+    return resolve(classes, query)
+""",
+    "conv/__init__.py": """
+from .message_passing import MessagePassing
+""",
+    "conv/message_passing.py": """
+from inspect import Parameter
+
+import torch
+
+from graphpkg.inspector import describe
+from graphpkg.resolver import aggregation_resolver
+from graphpkg.template import module_from_source
+
+
+class MessagePassing(torch.nn.Module):
+    def __init__(self, aggr="sum"):
+        super().__init__()
+        self.aggr_module = aggregation_resolver(aggr)
+        self.default = Parameter.empty
+        self.kind = describe()
+        try:  # a generated, faster propagate; the plain one when that fails
+            source = "import torch\\ndef propagate(x): return torch.relu(x)"
+            self.generated = module_from_source("graph_generated", source)
+        except Exception:
+            self.generated = None
+
+    def forward(self, *args):
+        raise NotImplementedError
+
+    def propagate(self, edge_index, x):
+        if edge_index.layout != torch.strided:
+            raise ValueError("sparse adjacency is not supported here")
+        messages = self.message(x.index_select(0, edge_index[0]))
+        return self.aggr_module(messages, edge_index[1], x.shape[0])
+
+    def message(self, x_j):
+        return x_j
+""",
+    "model.py": """
+import torch
+
+from graphpkg.conv import MessagePassing
+from graphpkg.resolver import activation_resolver
+
+
+class GraphConv(MessagePassing):
+    def __init__(self, channels, aggr="mean", act="gelu"):
+        super().__init__(aggr)
+        self.lin = torch.nn.Linear(channels, channels)
+        self.act = activation_resolver(act)
+        self.act_cls = getattr(torch.nn, "SiLU")
+
+    def forward(self, x, edge_index):
+        return self.act_cls()(self.act(self.lin(self.propagate(edge_index, x))))
+""",
+}
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_registries_of_whole_modules_and_code_generated_at_run_time(
+    tmp_path: Path, to: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vars(torch.nn.modules.activation)` and `vars(aggr)` of a package imported as a module in
+    a function become namespaces of converted classes; `exec_module` of generated code raises, so
+    the library takes its plain path; a subclass of a base imported by absolute name converts as
+    a module; helpers copied from two modules keep their own `Parameter`."""
+    package, model, result = _convert_package(tmp_path, "graphpkg", GRAPH_PACKAGE, to, monkeypatch)
+    messages = [d.message for d in result.diagnostics]
+    assert any("runs source generated at run time" in m for m in messages), messages
+    assert "torch" not in "".join(line for line in result.code.splitlines() if line.startswith(("import", "from")))
+    assert "class Parameter_graphpkg_inspector(NamedTuple)" in result.code
+    converted = package / f"model_{to}.py"
+    converted.write_text(result.code)
+    for aggr in ("sum", "mean"):
+        entry = f"GraphConv(8, aggr={aggr!r})"
+        verdict = verify_files(model, converted, VerifyOptions(entry=entry, inputs=["float32[6,8]", "int64[2,14]<6"]))
+        assert verdict.passed, (aggr, verdict.failures)

@@ -1,0 +1,64 @@
+"""rules/torch_namespace_values_model.py: torch modules read as values, converted and run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from precision_transpiler import transpile
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
+
+SOURCE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def by_name(layer, function):
+    acts = {n: a for n, a in vars(torch.nn.modules.activation).items() if isinstance(a, type)}
+    return acts[layer](), getattr(F, function), getattr(nn, "Tanh")()
+"""
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+@pytest.mark.parametrize(("layer", "function"), [("GELU", "silu"), ("Hardswish", "relu6"), ("SiLU", "gelu")])
+def test_layers_and_functions_looked_up_by_name(tmp_path: Path, to: str, layer: str, function: str) -> None:
+    import torch
+
+    result = transpile(SOURCE, to=to)
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "torch" not in result.code.split("def by_name")[1]
+    path = tmp_path / f"ns_{to}.py"
+    path.write_text(result.code)
+    converted = _load(path, f"ns_{to}_{layer}")
+    original = _load(_write(tmp_path, SOURCE), f"ns_torch_{layer}")
+    x = np.linspace(-4, 4, 24, dtype=np.float32).reshape(2, 12)
+    want = [f(torch.from_numpy(x)).numpy() for f in original.by_name(layer, function)]
+    got = [np.asarray(f(x)) for f in converted.by_name(layer, function)]
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ns_torch.py"
+    path.write_text(text)
+    return path
+
+
+def test_partial_namespaces_are_said() -> None:
+    result = transpile("import torch.nn as nn\n\n\ndef make(name):\n    return getattr(nn, name)()\n", to="jax")
+    assert any(d.code == "partial-namespace" for d in result.diagnostics)
+    assert "types.SimpleNamespace" in result.code
