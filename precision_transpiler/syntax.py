@@ -31,6 +31,12 @@ _OPERATOR_SYMBOLS: dict[type[cst.CSTNode], str] = {
     cst.Modulo: "%",
     cst.Power: "**",
     cst.MatrixMultiply: "@",
+    cst.Equal: "==",
+    cst.NotEqual: "!=",
+    cst.LessThan: "<",
+    cst.LessThanEqual: "<=",
+    cst.GreaterThan: ">",
+    cst.GreaterThanEqual: ">=",
     cst.AddAssign: "+",
     cst.SubtractAssign: "-",
     cst.MultiplyAssign: "*",
@@ -46,9 +52,10 @@ _OPERATOR_SYMBOLS: dict[type[cst.CSTNode], str] = {
 OPERATORS: tuple[str, ...] = tuple(dict.fromkeys(_OPERATOR_SYMBOLS.values()))
 
 
-def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp) -> str | None:
-    """The arithmetic operator as Python spells it ("*" for both `a * b` and `a *= b`), the key
-    of mappings/frameworks.yaml's `operators`; None for bitwise operators."""
+def operator_symbol(operator: cst.BaseBinaryOp | cst.BaseAugOp | cst.BaseCompOp) -> str | None:
+    """The arithmetic or comparison operator as Python spells it ("*" for both `a * b` and
+    `a *= b`), the key of mappings/frameworks.yaml's `operators`; None for bitwise operators,
+    `in`, `is`."""
     return _OPERATOR_SYMBOLS.get(type(operator))
 
 

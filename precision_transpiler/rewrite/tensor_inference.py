@@ -246,6 +246,9 @@ def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode
         return tensor_names(ctx, Where.scope_of(ctx, anchor)).get(node.value) is True
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return attribute_kind(ctx, node, anchor) == "variable"
+    if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _BITWISE):
+        # arithmetic with a tensor is a tensor (`a.double() @ a.double().t()`)
+        return known_tensor(ctx, node.left, anchor) or known_tensor(ctx, node.right, anchor)
     return torch_value(ctx, node)
 
 
@@ -475,10 +478,9 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
         evidence.setdefault(name, set()).add(what)
 
     def annotated_tensor(annotation: cst.Annotation | None) -> bool:
-        return annotation is not None and (ctx.qualified_name(annotation.annotation) or "") in (
-            "torch.Tensor",
-            "torch.FloatTensor",
-        )
+        # torch.Tensor and its typed aliases (FloatTensor, BoolTensor, LongTensor, ...)
+        qualified = ctx.qualified_name(annotation.annotation) if annotation is not None else None
+        return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
 
     if isinstance(scope, cst.FunctionDef):
         p = scope.params
@@ -499,7 +501,7 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
             for target in node.targets:
                 for name in bound_names(target.target):
                     if isinstance(target.target, cst.Name):
-                        if torch_value(ctx, node.value) or (
+                        if _computed_tensor(ctx, node.value) or (
                             isinstance(node.value, cst.Name) and node.value.value == name
                         ):
                             add(name, True)
@@ -509,6 +511,10 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
                             add(name, None)
                             if isinstance(node.value, cst.Subscript) and isinstance(node.value.value, cst.Name):
                                 indexed.append((name, node.value.value.value))  # `oris = grads[:, 1:]`
+                            elif isinstance(node.value, cst.Name):
+                                indexed.append((name, node.value.value))  # `mask = adjacency`
+                    elif _tensor_tuple(ctx, node.value):
+                        add(name, True)  # `values, inverse = torch.unique(x, return_inverse=True)`
                     else:
                         add(name, None)
 
@@ -531,7 +537,8 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
 
     scope.visit(_V())
     result = {name: True in seen and False not in seen for name, seen in evidence.items()}
-    # an index of a tensor is a tensor: a name bound (also) to one counts once its base does
+    # an index of a tensor (or the tensor itself) is a tensor: a name bound (also) to one counts
+    # once its base does
     changed = True
     while changed:
         changed = False
@@ -542,6 +549,34 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
                 changed = True
     state.tensors[id(scope)] = result
     return result
+
+
+#: torch calls whose results unpack into Python numbers, not tensors (`h, w = x.size()`)
+_NUMBER_TUPLES = frozenset({"size", "tolist", "shape", "stride"})
+
+
+def _tensor_tuple(ctx: RuleContext, node: cst.BaseExpression) -> bool:
+    """A torch call whose result unpacks into tensors (`torch.unique(..., return_inverse=True)`,
+    `x.max(dim=1)`, `q.chunk(3, dim=-1)`)."""
+    if not isinstance(node, cst.Call) or not torch_value(ctx, node):
+        return False
+    func = node.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return name not in _NUMBER_TUPLES
+
+
+def _computed_tensor(ctx: RuleContext, node: cst.BaseExpression) -> bool:
+    """A torch call, or arithmetic or a comparison with one (`a.double() @ a.double().t() ==
+    a.sum(-1)`, `x.float() / 2`)."""
+    if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _BITWISE):
+        return _computed_tensor(ctx, node.left) or _computed_tensor(ctx, node.right)
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        if isinstance(node.comparisons[0].operator, cst.In | cst.NotIn | cst.Is | cst.IsNot):
+            return False
+        return _computed_tensor(ctx, node.left) or _computed_tensor(ctx, node.comparisons[0].comparator)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.BitInvert):
+        return _computed_tensor(ctx, node.expression)
+    return torch_value(ctx, node)
 
 
 def bound_names(target: cst.BaseExpression) -> Iterator[str]:

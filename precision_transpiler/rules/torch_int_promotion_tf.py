@@ -18,6 +18,12 @@ integer count is float32, where TensorFlow raises. So `/` with a tensor on one s
 a Python number on the other (a literal, a `math` call, a parameter annotated `int`/`float`, `len`,
 a `.shape` entry) becomes `keras.ops.true_divide` as well: it divides two floats exactly as `/`.
 Everything else keeps its operator: a float tensor times a float needs nothing.
+
+Comparisons too: torch compares a float64 tensor with an integer one (zuko's
+`adjacency.double() @ adjacency.double().t() == adjacency.sum(dim=-1)`), TensorFlow raises. A
+comparison of two operands known to be tensors, one of them cast (`.double()`, `.to(...)`) or
+known to hold integers, becomes `keras.ops.equal`/`less`/... (the operators entry), which promotes
+and gives the same booleans when the dtypes agree.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from precision_transpiler.syntax import operator_symbol
 #: the operators rewritten; the function applying each with torch's promotion is the Keras
 #: framework's `operators` entry in mappings/frameworks.yaml
 _OPERATORS = ("+", "-", "*", "/")
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
 
 @register
@@ -70,6 +77,23 @@ class TorchIntPromotionTf(Rule):
         ):
             return None
         call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.right)])
+        replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        ctx.record(self.name, original, replacement)
+        return replacement
+
+    def leave_Comparison(
+        self, ctx: RuleContext, original: cst.Comparison, updated: cst.Comparison
+    ) -> cst.BaseExpression | None:
+        if len(original.comparisons) != 1:
+            return None
+        symbol = operator_symbol(original.comparisons[0].operator)
+        op = ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _COMPARISONS else None
+        left, right = original.left, original.comparisons[0].comparator
+        if op is None or not (known_tensor(ctx, left, original) and known_tensor(ctx, right, original)):
+            return None
+        if not any(self._integers(ctx, side, original) or _casts(side) for side in (left, right)):
+            return None  # no reason to think the dtypes differ: the operator reads better
+        call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.comparisons[0].comparator)])
         replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         ctx.record(self.name, original, replacement)
         return replacement
@@ -240,6 +264,24 @@ _SAME_DTYPE_METHODS = frozenset(
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "abs", "min", "max", "round"})
 #: torch functions building a tensor whose dtype follows the Python values given to them
 _VALUE_TYPED = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor"})
+
+
+#: tensor methods that change the dtype: an operand built with one may differ from the other's
+_CAST_METHODS = frozenset({"double", "float", "half", "bfloat16", "int", "long", "short", "bool", "to", "type"})
+
+
+def _casts(node: cst.BaseExpression) -> bool:
+    """Whether `node` contains a dtype cast (`a.double() @ a.double().t()`)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal found
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _CAST_METHODS:
+                found = True
+
+    node.visit(_Find())
+    return found
 
 
 def _untyped_buffer(ctx: RuleContext, node: cst.Attribute, anchor: cst.CSTNode) -> bool:

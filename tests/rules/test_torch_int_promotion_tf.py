@@ -123,3 +123,38 @@ def test_integer_grids_read_where_they_are_bound() -> None:
         for g, e in zip(got, expected, strict=True):
             assert g.dtype == e.numpy().dtype
             np.testing.assert_allclose(g, e.numpy(), rtol=1e-6, atol=1e-7)
+
+
+MASKS = """
+import torch
+from torch import BoolTensor
+
+
+def masks(adjacency: BoolTensor, features: int):
+    adjacency, inverse = torch.unique(adjacency, dim=0, return_inverse=True)
+    precedence = adjacency.double() @ adjacency.double().t() == adjacency.sum(dim=-1)
+    mask = adjacency
+    reachable = mask.sum(dim=-1).nonzero().squeeze(dim=-1)
+    indices = reachable[torch.arange(features) % len(reachable)]
+    mask = precedence[:, indices]
+    return precedence, mask, adjacency[inverse]
+"""
+
+
+def test_comparisons_of_cast_tensors_and_tensors_indexed_by_tensors() -> None:
+    """zuko's MaskedMLP: a float64 product compared with an integer sum (TensorFlow's `==` refuses
+    the mix; keras.ops.equal promotes), and tensors indexed by tensors where the tensor is known
+    only through an alias (`mask = adjacency`), a `torch.BoolTensor` annotation, a comparison or
+    tuple unpacking of a torch call."""
+    result = transpile(MASKS, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "keras.ops.equal(" in result.code
+    reference: dict[str, Any] = {}
+    exec(compile(MASKS, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    adjacency = torch.tril(torch.ones(4, 4, dtype=torch.bool), -1)
+    expected = reference["masks"](adjacency, 6)
+    got = plain_tf(converted["masks"](adjacency.numpy(), 6))
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e.numpy())
