@@ -240,7 +240,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
                 for n in ast.walk(cls)
                 if isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute)
-                and n.func.attr == "register_buffer"
+                and n.func.attr in ("register_buffer", "register_parameter")  # `(name, None)`
                 and len(n.args) > 1
                 and isinstance(n.args[0], ast.Constant)
                 and isinstance(n.args[0].value, str)

@@ -589,8 +589,9 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
         if isinstance(node, _LITERALS):
             return "is a literal, not a tensor"
         qualified = ctx.qualified_name(node) if isinstance(node, cst.Name | cst.Attribute) else None
-        if qualified is not None and "." not in qualified and qualified in ctx.mappings.all_roots:
-            return "is a module, not a tensor"  # `torch.device(...)`: not `<tensor>.device`
+        if qualified is not None and ctx.mappings.framework_of(qualified) is not None:
+            # `torch.device(...)`: not `<tensor>.device`; `torch.utils.data`: not `<tensor>.data`
+            return "is a framework module or symbol, not a tensor"
         if isinstance(node, cst.Name) and node.value == "self" and _in_module_class(ctx):
             return "is the module itself, not a tensor"  # `self.device`, `self.data`, `self.T`
         return None

@@ -239,6 +239,14 @@ CASES = [
         expect=("isinstance(x, nnx.Param)",),
     ),
     C(
+        # torch-geometric picks its scatter kernel on `src.is_cuda`; dense arrays have no sparse layout
+        "device-and-layout-flags",
+        "x",
+        "return x + 1 if x.is_cuda else x * 2, x.is_cpu, x.layout == torch.strided, x.layout == torch.sparse_coo, "
+        "x.is_sparse",
+        F32(3, 4),
+    ),
+    C(
         "size-shape-dim-numel",
         "x",
         "return x.size(), x.size(1), x.size(-1), x.size(dim=0), x.shape, x.shape[2], x.dim(), x.ndim, x.numel()",
@@ -808,6 +816,26 @@ CASES = [
         F32(4, 3, 2),
         F32(4, 7, 5),
         expect=("torch_view_as_complex(x)", "torch_unfold(t, 1, 2, 1)"),
+    ),
+    C(
+        # torch-geometric's scatter: `src.new_zeros(size).scatter_reduce_(0, index, src, "amax", include_self=False)`
+        "scatter-reduce-functional-and-in-place",
+        "x, src, d0, n, m",
+        """
+        kinds = ("sum", "mean", "amax", "amin")
+        out = tuple(x.scatter_reduce(0, d0, src, r) for r in kinds)
+        out += tuple(torch.scatter_reduce(x, 0, d0, src, r, include_self=False) for r in kinds)
+        out += (n.scatter_reduce(0, d0, m, "mean"), n.scatter_reduce(0, d0, m, "amax", include_self=False))
+        fresh = src.new_zeros((4, 5)).scatter_reduce_(0, d0, src, reduce="amax", include_self=False)
+        y = x.clone()
+        y.scatter_reduce_(0, d0, src, "sum")
+        return out, fresh, y
+        """,
+        F32(4, 5),
+        F32(6, 5),
+        I64(6, 5, high=3),
+        I64(4, 5, low=-9, high=9),
+        I64(6, 5, low=-9, high=9),
     ),
     C(
         "scatter-scatter-add-functional-and-in-place",

@@ -275,6 +275,38 @@ def torch_scatter(input, dim, index, src, reduce=None):
     raise ValueError(f"reduce argument must be either add or multiply, got {reduce!r}")
 
 
+def torch_scatter_reduce(input, dim, index, src, reduce, include_self=True):
+    """torch.scatter_reduce / Tensor.scatter_reduce(_): `src`'s values reduced into `input` at
+    `index` along `dim` ("sum", "prod", "mean", "amax", "amin"); with include_self=False the
+    values `input` holds at the scattered positions take no part (positions nothing is scattered
+    to keep them). Integer means are the floor division of the sum by the count, as in torch."""
+    axis = dim % input.ndim
+    where = list(jnp.indices(index.shape, sparse=True))
+    where[axis] = index
+    where = tuple(where)
+    values = jnp.broadcast_to(src[tuple(slice(0, n) for n in index.shape)].astype(input.dtype), index.shape)
+    floating = jnp.issubdtype(input.dtype, jnp.floating)
+    if reduce in ("sum", "mean"):
+        start = input if include_self else input.at[where].set(0)
+        total = start.at[where].add(values)
+        if reduce == "sum":
+            return total
+        count = jnp.ones_like(input) if include_self else jnp.ones_like(input).at[where].set(0)
+        count = count.at[where].add(1)
+        safe = jnp.maximum(count, 1)
+        return total / safe if floating else total // safe
+    if reduce == "prod":
+        return (input if include_self else input.at[where].set(1)).at[where].multiply(values)
+    if reduce in ("amax", "amin"):
+        info = jnp.finfo(input.dtype) if floating else jnp.iinfo(input.dtype)
+        if reduce == "amax":
+            start = input if include_self else input.at[where].set(-jnp.inf if floating else info.min)
+            return start.at[where].max(values)
+        start = input if include_self else input.at[where].set(jnp.inf if floating else info.max)
+        return start.at[where].min(values)
+    raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+
+
 def torch_unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """torch.unique / Tensor.unique: the sorted distinct values (or slices along `dim`), with the
     inverse indices (input's shape; one per slice with `dim`) and counts when asked. The result's

@@ -656,6 +656,45 @@ def torch_scatter(input, dim, index, src, reduce=None):
     raise NotImplementedError(f"scatter with reduce={reduce!r}: only None and 'add' are supported for Keras")
 
 
+def torch_scatter_reduce(input, dim, index, src, reduce, include_self=True):
+    """torch.scatter_reduce / Tensor.scatter_reduce(_): `src`'s values reduced into `input` at
+    `index` along `dim` ("sum", "mean", "amax", "amin"; "prod" has no keras.ops segment
+    reduction); with include_self=False the values `input` holds at the scattered positions take
+    no part (positions nothing is scattered to keep them). Integer means are the floor division of
+    the sum by the count, as in torch. Through keras.ops' segment reductions over flat positions."""
+    shape = tuple(index.shape)
+    ndim = len(input.shape)
+    axis = dim % ndim
+    grids = [np.arange(n).reshape([-1 if d == i else 1 for d in range(ndim)]) for i, n in enumerate(shape)]
+    grids[axis] = index
+    grids = [ops.broadcast_to(ops.cast(g, "int32"), shape) for g in grids]
+    strides = np.cumprod([1, *[int(n) for n in input.shape[:0:-1]]])[::-1].astype(np.int32)
+    linear = ops.reshape(ops.sum(ops.stack(grids, axis=-1) * strides, axis=-1), (-1,))
+    size = int(np.prod(input.shape))
+    values = ops.reshape(ops.cast(src[tuple(slice(0, n) for n in shape)], input.dtype), (-1,))
+    flat = ops.reshape(input, (-1,))
+    count = ops.segment_sum(ops.ones_like(values), linear, num_segments=size)
+    hit = count > 0
+    if reduce in ("sum", "mean"):
+        total = ops.segment_sum(values, linear, num_segments=size)
+        if include_self:
+            total, count = total + flat, count + 1
+        if reduce == "mean":
+            safe = ops.maximum(count, 1)
+            floating = "float" in str(input.dtype)
+            total = ops.true_divide(total, safe) if floating else ops.floor_divide(total, safe)
+        out = ops.where(hit, ops.cast(total, input.dtype), flat)
+    elif reduce in ("amax", "amin"):
+        sign = 1 if reduce == "amax" else -1
+        best = sign * ops.segment_max(sign * values, linear, num_segments=size)
+        if include_self:
+            best = ops.maximum(best, flat) if reduce == "amax" else ops.minimum(best, flat)
+        out = ops.where(hit, best, flat)
+    else:
+        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}: sum, mean, amax and amin for Keras")
+    return ops.reshape(out, ops.shape(input))
+
+
 def torch_unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """torch.unique / Tensor.unique: the sorted distinct values (or slices along `dim`), with the
     int64 inverse indices (input's shape; one per slice with `dim`) and counts when asked.
