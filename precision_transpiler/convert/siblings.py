@@ -642,15 +642,40 @@ def _model_class_in(line: str, path: Path, module_name: str) -> bool:
         file, _ = _absolute_file(path, node.module)
     else:
         return False
-    try:
-        tree = ast.parse(read_source(file)) if file is not None else None
-    except (ReadError, SyntaxError):
-        return False
     name = node.names[0].name
-    for stmt in tree.body if tree is not None else ():
-        if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-            return any(isinstance(m, ast.FunctionDef) and m.name == "forward" for m in stmt.body)
+    for _ in range(4):  # through a package's re-exports (`from torch_geometric.nn.conv import MessagePassing`)
+        try:
+            tree = ast.parse(read_source(file)) if file is not None else None
+        except (ReadError, SyntaxError):
+            return False
+        if tree is None:
+            return False
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == name:
+                return any(isinstance(m, ast.FunctionDef) and m.name == "forward" for m in stmt.body)
+        package = _package_name(path, module_name, file)
+        module = _reexports(tree, package).get(name) if package else None
+        if module is None:
+            return False
+        file, _ = _absolute_file(path, module)
     return False
+
+
+def _package_name(path: Path, module_name: str, file: Path | None) -> str | None:
+    """The dotted package `file` belongs to (its own name for a package's `__init__.py`), found
+    from `path`, whose module is `module_name`."""
+    if file is None:
+        return None
+    depth = len(module_name.split(".")) - (0 if path.name == "__init__.py" else 1)
+    parents = path.resolve().parents
+    if depth >= len(parents):
+        return None
+    root = parents[depth]  # the folder holding the top-level package
+    try:
+        parts = list(file.resolve().relative_to(root).with_suffix("").parts)
+    except ValueError:
+        return None
+    return ".".join(parts[:-1])  # `pkg/sub/__init__` and `pkg/sub/mod` are both in `pkg.sub`
 
 
 def _import_bindings(body: list[ast.stmt]) -> dict[str, str]:

@@ -1494,7 +1494,7 @@ class MessagePassing(torch.nn.Module):
     def message(self, x_j):
         return x_j
 """,
-    "model.py": """
+    "conv/graph_conv.py": """
 import torch
 
 from graphpkg.conv import MessagePassing
@@ -1510,6 +1510,23 @@ class GraphConv(MessagePassing):
 
     def forward(self, x, edge_index):
         return self.act_cls()(self.act(self.lin(self.propagate(edge_index, x))))
+
+    def message(self, x_j):  # called by the base class only
+        return 2.0 * x_j
+""",
+    "model.py": """
+import torch
+
+from graphpkg.conv.graph_conv import GraphConv
+
+
+class Net(torch.nn.Module):
+    def __init__(self, channels, aggr="mean"):
+        super().__init__()
+        self.conv = GraphConv(channels, aggr)
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)
 """,
 }
 
@@ -1521,7 +1538,8 @@ def test_registries_of_whole_modules_and_code_generated_at_run_time(
     """`vars(torch.nn.modules.activation)` and `vars(aggr)` of a package imported as a module in
     a function become namespaces of converted classes; `exec_module` of generated code raises, so
     the library takes its plain path; a subclass of a base imported by absolute name converts as
-    a module; helpers copied from two modules keep their own `Parameter`."""
+    a module, and keeps the methods only its base calls (`message`), the base being re-exported by
+    its package's `__init__.py`; helpers copied from two modules keep their own `Parameter`."""
     package, model, result = _convert_package(tmp_path, "graphpkg", GRAPH_PACKAGE, to, monkeypatch)
     messages = [d.message for d in result.diagnostics]
     assert any("runs source generated at run time" in m for m in messages), messages
@@ -1530,6 +1548,6 @@ def test_registries_of_whole_modules_and_code_generated_at_run_time(
     converted = package / f"model_{to}.py"
     converted.write_text(result.code)
     for aggr in ("sum", "mean"):
-        entry = f"GraphConv(8, aggr={aggr!r})"
+        entry = f"Net(8, aggr={aggr!r})"
         verdict = verify_files(model, converted, VerifyOptions(entry=entry, inputs=["float32[6,8]", "int64[2,14]<6"]))
         assert verdict.passed, (aggr, verdict.failures)
