@@ -21,13 +21,16 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
 from precision_transpiler.convert.class_reach import (
+    LEFT_OUT,
     class_text,
     reachable_parts,
     reached_lines,
@@ -60,6 +63,8 @@ class SiblingReport:
     diagnostics: list[tuple[str, int, int, str, str, str]] = field(
         default_factory=list
     )  # path, line, col, sev, code, msg
+    #: copied classes with methods left out: class name -> (the sibling file, its module name)
+    trimmed: dict[str, tuple[Path, str]] = field(default_factory=dict)
 
 
 _RUNS_GENERATED_CODE = re.compile(r"\bexec_module\(|(?<![\w.])exec\(")
@@ -225,7 +230,11 @@ def inline_siblings(
             code = redirect(code)
         new_code = _one_round(file, code, convert, cache, report, known=known, mapped=mapped)
         if new_code == code:
-            break
+            # what later copies call on a class copied earlier (a base whose subclasses came in
+            # later rounds: torch-geometric's `Aggregation.reduce`) comes back into it
+            new_code = _restore_left_out(code, report, cache)
+            if new_code == code:
+                break
         code = new_code
     if report.inlined:
         code = order_definitions(code)  # a base copied in a later round lands above its own base
@@ -313,6 +322,12 @@ def _one_round(
                 extra_imports.append(f"from {reexports[name]} import {name}{alias}")
                 removals.setdefault(index, set()).add(local)
                 redirected = True
+            elif name in reexports and local in defined and f"{reexports[name]}.{name}" in report.inlined:
+                # re-exported by the package, copied from its module in an earlier round: the
+                # import would bind the original above the copy (a subclass copied below would
+                # derive from the torch class)
+                removals.setdefault(index, set()).add(local)
+                redirected = True
         text = _expand_star_imports(text, original_tree, sibling, sibling_name)  # `nn` from `import *`
         if "torch" not in text and not _RUNS_GENERATED_CODE.search(text):
             # plain Python (after re-exports were followed): it can stay imported, unless it
@@ -330,6 +345,12 @@ def _one_round(
                 # copied in an earlier round: the import would bind the original above the copy
                 removals.setdefault(index, set()).add(local)
                 redirected = True
+            elif local != name and name in defined and f"{sibling_name}.{name}" in report.inlined:
+                # copied before under its own name: a second name for it, not a second class
+                # (`from ...aggr import Aggregation as aggr_Aggregation`)
+                removals.setdefault(index, set()).add(local)
+                blocks.append(f"{local} = {name}")
+                defined.add(local)
         candidates = [
             (name, local)
             for name, local in wanted
@@ -382,6 +403,9 @@ def _one_round(
             report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
             continue
         report.lines += piece.count("\n") + 1
+        for cls in ast.parse(piece).body:
+            if isinstance(cls, ast.ClassDef) and _left_out(piece, cls):
+                report.trimmed[cls.name] = (sibling, sibling_name)
         piece = _rename_shadowing_helpers(piece, {n for n, _ in take}, bound, sibling_name)
         piece, imports = _resolve_clashes(piece, imports, bound)
         # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy
@@ -712,15 +736,90 @@ def _resolve_clashes(piece: str, imports: list[str], bound: dict[str, str]) -> t
     return piece, result
 
 
+_LEFT_OUT_LINE = re.compile(r"^([ \t]*)" + re.escape(LEFT_OUT.split("{")[0]) + r"(.*)$")
+
+
+def _left_out(code: str, cls: ast.ClassDef) -> tuple[int, str, list[str]] | None:
+    """(line number, indentation, method names) of the left-out comment in `cls`, if it has one."""
+    lines = code.splitlines()
+    for number in range(cls.lineno, (cls.end_lineno or cls.lineno) + 1):
+        match = _LEFT_OUT_LINE.match(lines[number - 1])
+        if match:
+            return number, match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()]
+    return None
+
+
+def _restore_left_out(code: str, report: SiblingReport, cache: dict[Path, Any]) -> str:
+    """`code` with the left-out methods that the code now reaches put back into their classes
+    (taken from the converted sibling they were copied from)."""
+    if not report.trimmed:
+        return code
+    tree = ast.parse(code)
+    used = used_attributes([tree])
+    lines = code.splitlines(keepends=True)
+    edits: list[tuple[int, int, list[str]]] = []  # (start, end) lines replaced, new lines
+    extra: list[str] = []
+    for cls in tree.body:
+        origin = report.trimmed.get(cls.name) if isinstance(cls, ast.ClassDef) else None
+        if origin is None or origin[0] not in cache:
+            continue
+        path, module_name = origin
+        found = _left_out(code, cls)  # type: ignore[arg-type]
+        if found is None:
+            continue
+        number, indent, names = found
+        wanted = [n for n in names if n in used]
+        if not wanted:
+            continue
+        source = cache[path][0]  # type: ignore[index]
+        original = next((n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls.name), None)
+        if original is None:
+            continue
+        source_lines = source.splitlines(keepends=True)
+        methods = []
+        for member in original.body:
+            if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and member.name in wanted:
+                first = min([member.lineno, *[d.lineno for d in member.decorator_list]])
+                methods.append("\n" + "".join(source_lines[first - 1 : member.end_lineno]))
+        # imports of the sibling that the restored methods need and the output lacks (the next
+        # round converts and copies what they name, as for any sibling import)
+        bound = set(_import_bindings(tree.body)) | set(_ast_defs(tree))
+        needs = {n.id for m in methods for n in ast.walk(ast.parse(textwrap.dedent(m))) if isinstance(n, ast.Name)}
+        for node in ast.parse(source).body:
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                if name in needs and name not in bound and alias.name != "*":
+                    package = path.name == "__init__.py"
+                    extra.append(_absolute_import(node, name, module_name, package))
+        rest = [n for n in names if n not in wanted]
+        comment = [indent + LEFT_OUT.format(names=", ".join(rest)) + "\n"] if rest else []
+        end = cls.end_lineno or cls.lineno
+        edits.append((end, end, [lines[end - 1].rstrip("\n") + "\n", *methods]))
+        edits.append((number, number, comment))
+    for start, end, new in sorted(edits, reverse=True):
+        lines[start - 1 : end] = new
+    if not edits:
+        return code
+    restored = "".join(lines)
+    imports = list(dict.fromkeys(extra))
+    return _insert_imports(cst.parse_module(restored), imports) if imports else restored
+
+
 def _rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str], module: str) -> str:
     """A helper the copy brings along, named like something the output imports (torch-geometric's
     inspector defines `class Parameter`, where the copied message-passing code already imports
     `inspect.Parameter`): defined below the import, the copy would replace it for all the code
     that meant the import. So the helper, and the copy's uses of it, get a name of their own."""
     tree = ast.parse(piece)
+    top = module.split(".")[0]
     for name in _ast_defs(tree):
         if name in wanted or name not in bound:
             continue
+        imported = ast.parse(bound[name]).body[0]
+        if not isinstance(imported, ast.ImportFrom) or imported.level or (imported.module or "").split(".")[0] == top:
+            continue  # the package's own name for the same definition, which the next round redirects
         fresh = f"{name}_{module.replace('.', '_')}"
         piece = _rename(piece, name, fresh)
         piece = re.sub(rf"^((?:async\s+)?(?:def|class)\s+){re.escape(name)}\b", rf"\g<1>{fresh}", piece, flags=re.M)

@@ -1410,21 +1410,35 @@ def describe(options: Options = None) -> Parameter:
     return Parameter("x", torch.float32 if options is None else options)
 """,
     "aggr/__init__.py": """
+from .base import Aggregation
 from .basic import SumAggregation, MeanAggregation
 
-__all__ = ["SumAggregation", "MeanAggregation"]
+__all__ = ["Aggregation", "SumAggregation", "MeanAggregation"]
+""",
+    "aggr/base.py": """
+import torch
+
+
+class Aggregation(torch.nn.Module):
+    def forward(self, x, index, dim_size):
+        raise NotImplementedError
+
+    def reduce(self, x, index, dim_size):  # called by the subclasses only
+        index = index.unsqueeze(-1).expand_as(x)
+        return x.new_zeros((dim_size, x.shape[1])).scatter_add_(0, index, x)
 """,
     "aggr/basic.py": """
 import torch
 
+from .base import Aggregation
 
-class SumAggregation(torch.nn.Module):
+
+class SumAggregation(Aggregation):
     def forward(self, x, index, dim_size):
-        index = index.unsqueeze(-1).expand_as(x)
-        return x.new_zeros((dim_size, x.shape[1])).scatter_add_(0, index, x)
+        return self.reduce(x, index, dim_size)
 
 
-class MeanAggregation(torch.nn.Module):
+class MeanAggregation(Aggregation):
     def forward(self, x, index, dim_size):
         count = x.new_zeros(dim_size).scatter_add_(0, index, torch.ones_like(index, dtype=x.dtype))
         index = index.unsqueeze(-1).expand_as(x)
@@ -1465,6 +1479,7 @@ from inspect import Parameter
 
 import torch
 
+from graphpkg.aggr import Aggregation
 from graphpkg.inspector import describe
 from graphpkg.resolver import aggregation_resolver
 from graphpkg.template import module_from_source
@@ -1474,6 +1489,7 @@ class MessagePassing(torch.nn.Module):
     def __init__(self, aggr="sum"):
         super().__init__()
         self.aggr_module = aggregation_resolver(aggr)
+        assert isinstance(self.aggr_module, Aggregation)
         self.default = Parameter.empty
         self.kind = describe()
         try:  # a generated, faster propagate; the plain one when that fails
@@ -1539,7 +1555,9 @@ def test_registries_of_whole_modules_and_code_generated_at_run_time(
     a function become namespaces of converted classes; `exec_module` of generated code raises, so
     the library takes its plain path; a subclass of a base imported by absolute name converts as
     a module, and keeps the methods only its base calls (`message`), the base being re-exported by
-    its package's `__init__.py`; helpers copied from two modules keep their own `Parameter`."""
+    its package's `__init__.py`; a base copied early (for an isinstance check) gets back the
+    methods only its later-copied subclasses call (`reduce`), and stays one class; helpers copied
+    from two modules keep their own `Parameter`."""
     package, model, result = _convert_package(tmp_path, "graphpkg", GRAPH_PACKAGE, to, monkeypatch)
     messages = [d.message for d in result.diagnostics]
     assert any("runs source generated at run time" in m for m in messages), messages

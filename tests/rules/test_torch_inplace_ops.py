@@ -145,6 +145,12 @@ METHOD_CASES = [
     M("scatter_", "scatter_(1, torch.argsort(y, dim=1)[:, :2], 0.5)", F32(3, 4), F32(3, 4)),
     M("scatter_", "scatter_(0, torch.argsort(y, dim=0)[:2], y)", F32(3, 4), F32(3, 4)),
     M("scatter_add_", "scatter_add_(1, torch.argsort(y, dim=1), y)", F32(3, 4), F32(3, 4)),
+    M(
+        "scatter_reduce_",
+        'scatter_reduce_(0, torch.argsort(y, dim=0), y, "amax", include_self=False)',
+        F32(3, 4),
+        F32(3, 4),
+    ),
     M("detach_", "detach_()", F32(3, 4), params="x"),
     M("add_", "add_(y)", F32(3, 4), F32(3, 4), expect=("h = jnp.add(h, y).astype(h.dtype)",)),
     M("add_", "add_(1.5)", F32(3, 4), params="x", expect=("h = jnp.add(h, 1.5)\n",)),
