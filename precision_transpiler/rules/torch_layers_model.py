@@ -176,6 +176,11 @@ class TorchLayers(Rule):
         target = spec.targets.get(ctx.target) if spec is not None else None
         if target is None:
             direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
+            if ctx.target == "tf" and ctx.mappings.frameworks["torch"].is_module_base(qualified):
+                if not _class_base(ctx, original):
+                    # a value (`base_cls = torch.nn.Module`, then `issubclass(act, base_cls)`): every
+                    # converted layer is a Keras Layer, only converted module classes TorchModules
+                    direct = "keras.layers.Layer"
             if direct is None:
                 # kept as written, reported with the reason (instead of the bare "has no mapping")
                 return updated if _report_unsupported(ctx, original, qualified) else None
@@ -190,6 +195,12 @@ class TorchLayers(Rule):
 
 #: counterparts of torch's tensor classes that are types to annotate and check against, not to call
 _TYPES_ONLY = frozenset({"jax.Array", "tensorflow.Tensor"})
+
+
+def _class_base(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is a base in a class statement (`class Net(nn.Module)`)."""
+    arg = ctx.parent(node)
+    return isinstance(arg, cst.Arg) and isinstance(ctx.parent(arg), cst.ClassDef)
 
 
 def _legacy_constructor_of_data(call: cst.Call) -> bool:

@@ -62,3 +62,25 @@ def test_partial_namespaces_are_said() -> None:
     result = transpile("import torch.nn as nn\n\n\ndef make(name):\n    return getattr(nn, name)()\n", to="jax")
     assert any(d.code == "partial-namespace" for d in result.diagnostics)
     assert "types.SimpleNamespace" in result.code
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_a_registry_filtered_by_a_module_base_held_in_a_variable(tmp_path: Path, to: str) -> None:
+    """torch-geometric's resolver: `base_cls = torch.nn.Module`, then `issubclass(act, base_cls)`
+    over `vars(torch.nn.modules.activation)`: every runtime layer passes on both targets."""
+    source = (
+        "import torch\n\n\ndef acts():\n    base = torch.nn.Module\n"
+        "    found = vars(torch.nn.modules.activation).values()\n"
+        "    return sorted(a.__name__ for a in found if isinstance(a, type) and issubclass(a, base))\n"
+    )
+    result = transpile(source, to=to)
+    path = tmp_path / f"registry_{to}.py"
+    path.write_text(result.code)
+    import torch
+
+    expected = sorted(
+        a.__name__
+        for a in vars(torch.nn.modules.activation).values()
+        if isinstance(a, type) and issubclass(a, torch.nn.Module) and a.__module__ == "torch.nn.modules.activation"
+    )
+    assert _load(path, f"registry_{to}").acts() == expected
