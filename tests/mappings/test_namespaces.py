@@ -4,9 +4,11 @@ lists exactly the classes its torch module defines, and every listed member exis
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
+from precision_transpiler import MappingError
 from precision_transpiler.mappings.registry import load_mappings
 
 pytestmark = pytest.mark.needs_torch
@@ -25,3 +27,25 @@ def test_namespace_members_are_torchs(module: str) -> None:
             if isinstance(value, type) and value.__module__ == module and not name.startswith("_")
         ]
         assert sorted(defined) == sorted(spec.members)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("kind: layers\nnamespaces: [torch.nn]\n", ": namespaces: expected module: {members: [...]} pairs"),
+        ("kind: layers\nnamespaces:\n  torch.nn: {members: relu}\n", ":3: namespaces.torch.nn.members: expected a list"),
+        (
+            "kind: layers\nnamespaces:\n  torch.nn: {members: [ReLU], other: 1}\n",
+            ":3: namespaces.torch.nn: unknown key 'other' (allowed: members, partial)",
+        ),
+        (
+            'kind: layers\nnamespaces:\n  "torch nn": {members: [ReLU]}\n',
+            ":3: namespaces.torch nn: 'torch nn' is not a qualified name",
+        ),
+    ],
+)
+def test_malformed_namespaces_name_file_line_key(tmp_path: Path, text: str, where: str) -> None:
+    (tmp_path / "t.yaml").write_text(text)
+    with pytest.raises(MappingError) as info:
+        load_mappings([tmp_path])
+    assert str(info.value).startswith(str(tmp_path / "t.yaml")) and where in str(info.value), info.value
