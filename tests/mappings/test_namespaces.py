@@ -33,7 +33,10 @@ def test_namespace_members_are_torchs(module: str) -> None:
     ("text", "where"),
     [
         ("kind: layers\nnamespaces: [torch.nn]\n", ": namespaces: expected module: {members: [...]} pairs"),
-        ("kind: layers\nnamespaces:\n  torch.nn: {members: relu}\n", ":3: namespaces.torch.nn.members: expected a list"),
+        (
+            "kind: layers\nnamespaces:\n  torch.nn: {members: relu}\n",
+            ":3: namespaces.torch.nn.members: expected a list",
+        ),
         (
             "kind: layers\nnamespaces:\n  torch.nn: {members: [ReLU], other: 1}\n",
             ":3: namespaces.torch.nn: unknown key 'other' (allowed: members, partial)",
