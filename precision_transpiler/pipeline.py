@@ -363,6 +363,13 @@ class InlineSiblings:
                 "left imported, not converted (over the copy budget, or library classes and large helpers that use "
                 "no torch themselves; their modules import torch): " + ", ".join(dict.fromkeys(report.skipped)),
             )
+        if report.unfinished:
+            doc.note(
+                "warning",
+                "siblings-not-converted",
+                f"copying sibling definitions stopped after {report.unfinished} rounds: imports of copied code "
+                "that the rounds did not reach stay imported, unconverted",
+            )
         if report.inlined:
             doc.note("note", "siblings-inlined", "converted and copied in: " + ", ".join(report.inlined))
 

@@ -65,6 +65,8 @@ class SiblingReport:
     )  # path, line, col, sev, code, msg
     #: copied classes with methods left out: class name -> (the sibling file, its module name)
     trimmed: dict[str, tuple[Path, str]] = field(default_factory=dict)
+    #: the number of rounds when copying stopped before everything copied code imports was in
+    unfinished: int = 0
 
 
 _RUNS_GENERATED_CODE = re.compile(r"\bexec_module\(|(?<![\w.])exec\(")
@@ -236,6 +238,8 @@ def inline_siblings(
             if new_code == code:
                 break
         code = new_code
+    else:
+        report.unfinished = max_rounds  # imports copied code still needs stay as they are: said
     if report.inlined:
         code = order_definitions(code)  # a base copied in a later round lands above its own base
     return code, report
@@ -677,29 +681,12 @@ def _model_class_in(line: str, path: Path, module_name: str) -> bool:
         for stmt in tree.body:
             if isinstance(stmt, ast.ClassDef) and stmt.name == name:
                 return any(isinstance(m, ast.FunctionDef) and m.name == "forward" for m in stmt.body)
-        package = _package_name(path, module_name, file)
+        package = ".".join(package_of(file)) if file is not None else ""
         module = _reexports(tree, package).get(name) if package else None
         if module is None:
             return False
         file, _ = _absolute_file(path, module)
     return False
-
-
-def _package_name(path: Path, module_name: str, file: Path | None) -> str | None:
-    """The dotted package `file` belongs to (its own name for a package's `__init__.py`), found
-    from `path`, whose module is `module_name`."""
-    if file is None:
-        return None
-    depth = len(module_name.split(".")) - (0 if path.name == "__init__.py" else 1)
-    parents = path.resolve().parents
-    if depth >= len(parents):
-        return None
-    root = parents[depth]  # the folder holding the top-level package
-    try:
-        parts = list(file.resolve().relative_to(root).with_suffix("").parts)
-    except ValueError:
-        return None
-    return ".".join(parts[:-1])  # `pkg/sub/__init__` and `pkg/sub/mod` are both in `pkg.sub`
 
 
 def _import_bindings(body: list[ast.stmt]) -> dict[str, str]:

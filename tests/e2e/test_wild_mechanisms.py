@@ -1254,12 +1254,17 @@ def test_a_parameter_a_subclass_sets_again(tmp_path: Path, to: str) -> None:
     _verify(tmp_path, "distilled", PARAMETER_SET_AGAIN, to, "fp32", "Distilled(8)", "float32[2,4,8]")
 
 
-def _convert_package(tmp_path: Path, name: str, files: dict[str, str], to: str, monkeypatch: pytest.MonkeyPatch):
-    """Write a package, convert its `model.py` (which must convert without errors)."""
+def _write_package(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
     package = tmp_path / name
     for file, text in files.items():
         (package / file).parent.mkdir(parents=True, exist_ok=True)
         (package / file).write_text(text)
+    return package
+
+
+def _convert_package(tmp_path: Path, name: str, files: dict[str, str], to: str, monkeypatch: pytest.MonkeyPatch):
+    """Write a package, convert its `model.py` (which must convert without errors)."""
+    package = _write_package(tmp_path, name, files)
     monkeypatch.syspath_prepend(str(tmp_path))
     model = package / "model.py"
     result = transpile(model.read_text(), to=to, path=str(model))
@@ -1569,3 +1574,19 @@ def test_registries_of_whole_modules_and_code_generated_at_run_time(
         entry = f"Net(8, aggr={aggr!r})"
         verdict = verify_files(model, converted, VerifyOptions(entry=entry, inputs=["float32[6,8]", "int64[2,14]<6"]))
         assert verdict.passed, (aggr, verdict.failures)
+
+
+def test_copying_that_stops_before_its_imports_are_in_says_so(tmp_path: Path) -> None:
+    """Sibling copying runs in rounds (a copy's own imports come in the next one); one that stops
+    at its round limit leaves imports of copied code unconverted, and reports it."""
+    from precision_transpiler.convert.siblings import inline_siblings
+
+    model = _write_package(tmp_path, "graphpkg", GRAPH_PACKAGE) / "model.py"
+
+    def unchanged(source: str, path: str) -> tuple[str, list]:
+        return source, []
+
+    _, stopped = inline_siblings(str(model), model.read_text(), unchanged, max_rounds=1)
+    assert stopped.unfinished == 1
+    _, finished = inline_siblings(str(model), model.read_text(), unchanged)
+    assert finished.unfinished == 0 and len(finished.inlined) > len(stopped.inlined)
