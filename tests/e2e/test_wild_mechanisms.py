@@ -1254,6 +1254,53 @@ def test_a_parameter_a_subclass_sets_again(tmp_path: Path, to: str) -> None:
     _verify(tmp_path, "distilled", PARAMETER_SET_AGAIN, to, "fp32", "Distilled(8)", "float32[2,4,8]")
 
 
+DEEP_COPIED_BLOCKS = """
+import copy
+from copy import deepcopy
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, dim)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return x + self.act(self.fc(self.norm(x)))
+
+
+def _get_clones(module, n):
+    return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+
+class Net(nn.Module):
+    def __init__(self, dim, depth=3):
+        super().__init__()
+        self.layers = _get_clones(Block(dim), depth)
+        self.shared = nn.Linear(dim, dim)
+        self.pair = nn.ModuleList(deepcopy([self.shared, self.shared]))
+        self.head = copy.copy(nn.Linear(dim, 2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        x = self.pair[1](self.pair[0](x))
+        return self.head(x)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_blocks_stacked_by_deep_copying_one(tmp_path: Path, to: str) -> None:
+    """transformers' `_get_clones`: a Keras layer deep-copies through Keras saving, which fails
+    for any class not registered as serializable; the copies must hold weights of their own."""
+    result = _verify(tmp_path, "clones", DEEP_COPIED_BLOCKS, to, "fp32", "Net(8)", "float32[2,8]")
+    assert ("torch_deepcopy(" in result.code) == (to == "tf")
+
+
 def _write_package(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
     package = tmp_path / name
     for file, text in files.items():

@@ -880,3 +880,21 @@ def test_vendored_definitions_run() -> None:
     exec(compile(vendored, "<vendored>", "exec"), namespace)
     y = namespace["up"](namespace["build"]()(rand(1, 3, 5, 5)))
     assert tuple(y.shape) == (1, 4, 10, 10)
+
+
+def test_deep_and_shallow_copies_of_built_layers() -> None:
+    """`copy.deepcopy(layer)` in converted code: new variables holding the same values, sub-layers
+    shared inside the copied value stay shared; `copy.copy` shares the variables, as torch does."""
+    x = rand(2, 4)
+    first = K.Sequential(K.Linear(4, 4), K.GELU(), K.Linear(4, 3))
+    expected = to_np(first(x))
+    copies = K.torch_deepcopy([first, first])
+    assert copies[0] is copies[1] and copies[0] is not first
+    np.testing.assert_array_equal(to_np(copies[0](x)), expected)
+    weight = copies[0][0].weight
+    assert weight is not first[0].weight
+    weight.assign(weight * 0.0)
+    np.testing.assert_array_equal(to_np(first(x)), expected)  # the original keeps its weights
+    shallow = K.torch_copy(first)
+    assert shallow is not first and shallow[0].weight is first[0].weight
+    assert K.torch_copy([1, 2]) == [1, 2]

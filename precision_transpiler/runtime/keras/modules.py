@@ -35,6 +35,7 @@ top-level definition is copyable alone with the top-level helpers it names.
 """
 
 import collections
+import copy
 import inspect
 import math
 from typing import Any
@@ -304,6 +305,54 @@ def add_module(parent: Any, name: str, module: Any) -> None:
         parent[name] = module
     else:
         setattr(parent, name, module)
+
+
+def _reachable_layers(value: Any) -> list[Any]:
+    """The Keras layers reachable from `value` through layers' attributes and Python containers."""
+    found, seen, stack = [], set(), [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, keras.layers.Layer):
+            found.append(item)
+            stack.extend(vars(item).values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found
+
+
+def torch_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """`copy.deepcopy` in converted code. A torch module deep-copies its attributes (the usual
+    way to stack N identical blocks: `[copy.deepcopy(layer) for _ in range(n)]`); a Keras layer
+    pickles itself through the Keras saving library instead, which only works for registered
+    serializable classes and saves and loads every weight. Here each layer reachable from `value`
+    is copied attribute by attribute (its variables, sub-layers and Keras' tracking state), the
+    rest by `copy.deepcopy`, with one memo so shared objects stay shared."""
+    memo = {} if memo is None else memo
+    shells = []
+    for layer in _reachable_layers(value):
+        if id(layer) not in memo:
+            shell = object.__new__(type(layer))
+            memo[id(layer)] = shell
+            shells.append((layer, shell))
+    for layer, shell in shells:
+        vars(shell).update(copy.deepcopy(vars(layer), memo))
+    return copy.deepcopy(value, memo)
+
+
+def torch_copy(value: Any) -> Any:
+    """`copy.copy` in converted code: a Keras layer gets a new object sharing its attributes (as
+    a shallow copy of a torch module shares its parameters and sub-modules), not a pickled and
+    reloaded one (see `torch_deepcopy`); anything else is `copy.copy`."""
+    if not isinstance(value, keras.layers.Layer):
+        return copy.copy(value)
+    shell = object.__new__(type(value))
+    vars(shell).update(vars(value))
+    return shell
 
 
 def _var_keyword_extras(layer: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

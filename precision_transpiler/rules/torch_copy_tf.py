@@ -1,0 +1,55 @@
+"""`copy.deepcopy(module)` / `copy.copy(module)` -> the Keras runtime's copies of layers.
+
+torch code stacks identical blocks by deep-copying one (`nn.ModuleList([copy.deepcopy(layer) for
+_ in range(n)])`: transformers' `_get_clones`, torch-geometric's normalisation layers). A torch
+module deep-copies its attributes; a Keras layer instead pickles itself through the Keras saving
+library, which fails for any class not registered as serializable ("Could not locate class
+'Block'") and would save and reload every weight. On Keras, calls of `copy.deepcopy` and
+`copy.copy` (however imported) become `torch_deepcopy` / `torch_copy` of runtime/keras/modules.py,
+which copy layers attribute by attribute and hand everything else to the `copy` module. Flax
+needs nothing: nnx modules deep-copy as Python objects.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_name
+
+#: the `copy` functions taken over, and the runtime function each becomes
+_COPIES = {"copy.deepcopy": "torch_deepcopy", "copy.copy": "torch_copy"}
+
+
+@register
+class TorchCopyKeras(Rule):
+    name = "torch-copy-tf"
+    summary = "copy.deepcopy / copy.copy of layers on Keras copy attributes instead of pickling through Keras saving."
+    EXAMPLES = (
+        Example(
+            "import copy\nimport torch\n\n\ndef clones(layer, n):\n"
+            "    return [copy.deepcopy(layer) for _ in range(n)]\n",
+            "import copy\nimport precision_transpiler\n\n\ndef clones(layer, n):\n"
+            "    return [precision_transpiler.runtime.keras.modules.torch_deepcopy(layer) for _ in range(n)]\n",
+            to="tf",
+            vendored=False,
+        ),
+        Example(
+            "from copy import deepcopy\nimport torch\n\n\ndef clones(layer, n):\n"
+            "    return [deepcopy(layer) for _ in range(n)]\n",
+            None,
+            to="jax",
+        ),
+    )
+
+    def applies(self, ctx: RuleContext) -> bool:
+        return ctx.source == "torch" and ctx.target == "tf"
+
+    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
+        function = _COPIES.get(ctx.qualified_name(original.func) or "")
+        if function is None:
+            return None
+        new = updated.with_changes(func=ctx.expr_for(runtime_name("tf", "modules", function)))
+        ctx.record(self.name, original, new)
+        return new
