@@ -1637,3 +1637,58 @@ def test_copying_that_stops_before_its_imports_are_in_says_so(tmp_path: Path) ->
     assert stopped.unfinished == 1
     _, finished = inline_siblings(str(model), model.read_text(), unchanged)
     assert finished.unfinished == 0 and len(finished.inlined) > len(stopped.inlined)
+
+
+ATTENTION_POOL = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class AttentionPool2d(nn.Module):
+    def __init__(self, spacial_dim: int, embed_dim: int, num_heads: int, output_dim: int = None):
+        super().__init__()
+        self.positional_embedding = nn.Parameter(torch.randn(spacial_dim ** 2 + 1, embed_dim) / embed_dim ** 0.5)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.c_proj = nn.Linear(embed_dim, output_dim or embed_dim)
+        self.num_heads = num_heads
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], x.shape[1], x.shape[2] * x.shape[3]).permute(2, 0, 1)  # NCHW -> (HW)NC
+        x = torch.cat([x.mean(dim=0, keepdim=True), x], dim=0)  # (HW+1)NC
+        x = x + self.positional_embedding[:, None, :].to(x.dtype)  # (HW+1)NC
+        x, _ = F.multi_head_attention_forward(
+            query=x, key=x, value=x,
+            embed_dim_to_check=x.shape[-1],
+            num_heads=self.num_heads,
+            q_proj_weight=self.q_proj.weight,
+            k_proj_weight=self.k_proj.weight,
+            v_proj_weight=self.v_proj.weight,
+            in_proj_weight=None,
+            in_proj_bias=torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]),
+            bias_k=None,
+            bias_v=None,
+            add_zero_attn=False,
+            dropout_p=0.,
+            out_proj_weight=self.c_proj.weight,
+            out_proj_bias=self.c_proj.bias,
+            use_separate_proj_weight=True,
+            training=self.training,
+            need_weights=False
+        )
+        return x[0]
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_functional_multi_head_attention(tmp_path: Path, to: str) -> None:
+    """CLIP's attention pooling (open_clip's ModifiedResNet) calls F.multi_head_attention_forward
+    with its Linear layers' weights: the runtime's function of the same signature, its dropout
+    key source passed on JAX."""
+    result = _verify(tmp_path, "attention_pool", ATTENTION_POOL, to, "fp32", "AttentionPool2d(4, 16, 4, 8)",
+                     "float32[2,16,4,4]")  # fmt: skip
+    assert "multi_head_attention_forward(" in result.code
+    if to == "jax":
+        assert "need_weights=False, rngs=self)" in result.code

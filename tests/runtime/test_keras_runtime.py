@@ -457,6 +457,102 @@ def test_scaled_dot_product_attention(case: str) -> None:
     close(KF.scaled_dot_product_attention(q, k, v, **kwargs), want)
 
 
+MHAF_CASES = [
+    "packed",
+    "separate",
+    "no_weights",
+    "per_head",
+    "kpm",
+    "attn_bool",
+    "attn_float3d",
+    "bias_kv",
+    "zero_attn",
+    "no_bias",
+    "causal_hint",
+    "unbatched",
+]
+
+
+def _mhaf_arguments(case: str) -> dict[str, Any]:
+    """F.multi_head_attention_forward's arguments as numpy arrays (E=8, 2 heads, L=4, S=5, N=3)."""
+    e, heads, n, lq, lk = 8, 2, 3, 4, 5
+    kdim, vdim = (6, 5) if case == "separate" else (e, e)
+    batch = () if case == "unbatched" else (n,)
+    rng = np.random.default_rng(7)
+    args: dict[str, Any] = dict(
+        query=rand(lq, *batch, e, seed=1),
+        key=rand(lk, *batch, kdim, seed=2),
+        value=rand(lk, *batch, vdim, seed=3),
+        embed_dim_to_check=e,
+        num_heads=heads,
+        in_proj_weight=rand(3 * e, e, seed=4),
+        in_proj_bias=rand(3 * e, seed=5),
+        bias_k=None,
+        bias_v=None,
+        add_zero_attn=case == "zero_attn",
+        dropout_p=0.0,
+        out_proj_weight=rand(e, e, seed=6),
+        out_proj_bias=rand(e, seed=7),
+        need_weights=case != "no_weights",
+        average_attn_weights=case != "per_head",
+    )
+    if case == "separate":
+        args.update(in_proj_weight=None, use_separate_proj_weight=True, q_proj_weight=rand(e, e, seed=8),
+                    k_proj_weight=rand(e, kdim, seed=9), v_proj_weight=rand(e, vdim, seed=10))  # fmt: skip
+    if case == "no_bias":
+        args.update(in_proj_bias=None, out_proj_bias=None)
+    if case in ("kpm", "bias_kv", "zero_attn", "unbatched"):
+        kpm = rng.random((*batch, lk)) < 0.3
+        kpm[..., 0] = False  # fully masked rows are NaN in torch too
+        args["key_padding_mask"] = kpm
+    if case in ("attn_bool", "bias_kv", "causal_hint"):
+        attn = np.triu(np.ones((lq, lk), bool), 1) if case == "causal_hint" else rng.random((lq, lk)) < 0.3
+        attn[:, 0] = False
+        args["attn_mask"] = attn
+    if case in ("attn_float3d", "zero_attn"):
+        args["attn_mask"] = rng.standard_normal((n * heads, lq, lk)).astype(np.float32)
+    if case == "bias_kv":
+        args.update(bias_k=rand(1, 1, e, seed=11), bias_v=rand(1, 1, e, seed=12))
+    if case == "causal_hint":
+        args.update(is_causal=True, need_weights=False)
+    return args
+
+
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask:UserWarning")
+@pytest.mark.parametrize("case", MHAF_CASES)
+def test_multi_head_attention_forward(case: str) -> None:
+    args = _mhaf_arguments(case)
+    want_out, want_w = F.multi_head_attention_forward(
+        **{k: torch.from_numpy(v.copy()) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    )
+    got_out, got_w = KF.multi_head_attention_forward(**args)
+    assert tuple(got_out.shape) == tuple(want_out.shape)
+    close(got_out, want_out)
+    if want_w is None:
+        assert got_w is None
+    else:
+        assert tuple(got_w.shape) == tuple(want_w.shape)
+        close(got_w, want_w)
+
+
+def test_multi_head_attention_forward_checks_and_dropout() -> None:
+    args = _mhaf_arguments("packed")
+    with pytest.raises(ValueError, match="expecting embedding dimension of 6"):
+        KF.multi_head_attention_forward(**{**args, "embed_dim_to_check": 6})
+    with pytest.raises(NotImplementedError, match="static_k"):
+        KF.multi_head_attention_forward(**args, static_k=np.zeros((6, 5, 4), np.float32))
+    with pytest.raises(ValueError, match="attn_mask"):
+        KF.multi_head_attention_forward(**{**args, "need_weights": False}, is_causal=True)
+    plain, _ = KF.multi_head_attention_forward(**args)
+    off, _ = KF.multi_head_attention_forward(**{**args, "dropout_p": 0.5}, training=False)
+    close(off, plain, 0.0)  # eval: no dropout
+    seed = keras.random.SeedGenerator(0)
+    for need_weights in (True, False):
+        a, _ = KF.multi_head_attention_forward(**{**args, "dropout_p": 0.5, "need_weights": need_weights}, seed=seed)
+        b, _ = KF.multi_head_attention_forward(**{**args, "dropout_p": 0.5, "need_weights": need_weights}, seed=seed)
+        assert rel_err(a, plain) > 1e-3 and rel_err(a, b) > 1e-3  # fresh masks from the generator
+
+
 # ------------------------------------------------------------------------------------------------
 # functional
 

@@ -553,6 +553,27 @@ CASES = [
         expect=("scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True)",),
     ),
     C(
+        # CLIP's attention pooling: keyword arguments, separate q/k/v projections, no weights returned
+        "mha-forward-separate-projections",
+        "x, wq, wk, wv, b, wo, bo",
+        """
+        out, _ = F.multi_head_attention_forward(
+            query=x, key=x, value=x, embed_dim_to_check=x.shape[-1], num_heads=2, q_proj_weight=wq,
+            k_proj_weight=wk, v_proj_weight=wv, in_proj_weight=None, in_proj_bias=b, bias_k=None, bias_v=None,
+            add_zero_attn=False, dropout_p=0.0, out_proj_weight=wo, out_proj_bias=bo, use_separate_proj_weight=True,
+            training=False, need_weights=False)
+        return out
+        """,
+        F32(5, 2, 8),
+        F32(8, 8),
+        F32(8, 8),
+        F32(8, 8),
+        F32(24),
+        F32(8, 8),
+        F32(8),
+        expect=("multi_head_attention_forward(query=x, key=x, value=x, embed_dim_to_check=x.shape[-1]",),
+    ),
+    C(
         "sigmoid-tanh-softplus",
         "x",
         "return torch.sigmoid(x), x.sigmoid(), F.sigmoid(x), torch.tanh(x), x.tanh(), F.tanh(x), "
@@ -1187,6 +1208,10 @@ SHIMMED = [
     (
         "F.scaled_dot_product_attention(query=q, key=k, value=v)",
         "scaled_dot_product_attention(query=q, key=k, value=v)",
+    ),
+    (
+        "F.multi_head_attention_forward(q, k, v, 8, 2, w, b, None, None, False, 0.0, wo, bo, training=False)",
+        "multi_head_attention_forward(q, k, v, 8, 2, w, b, None, None, False, 0.0, wo, bo, training=False)",
     ),
     ("F.pad(**opts)", "pad(**opts)"),
     ('F.interpolate(x, scale_factor=2, mode="nearest")', 'interpolate(x, scale_factor=2, mode="nearest")'),

@@ -1,5 +1,7 @@
-"""torch's attention for Keras 3: `scaled_dot_product_attention` and `MultiheadAttention`
-(sequence-first, packed `in_proj_weight`, torch's mask polarity), softmax in at least float32.
+"""torch's attention for Keras 3: `scaled_dot_product_attention`, `MultiheadAttention`
+(sequence-first, packed `in_proj_weight`, torch's mask polarity) and its functional form
+`multi_head_attention_forward` (the same computation, weights passed in), softmax in at least
+float32.
 """
 
 import math
@@ -97,6 +99,204 @@ def _attention_mask_bias(mask: Any, dtype: Any) -> Any:
 def _pad_last(x: Any, count: int) -> Any:
     """Append `count` zeros along the last axis (torch's `pad(mask, (0, 1))` in attention)."""
     return ops.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, count)])
+
+
+def _multi_head_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    num_heads: int,
+    projections: tuple[Any, Any, Any, Any, Any, Any],
+    bias_k: Any,
+    bias_v: Any,
+    add_zero_attn: bool,
+    out_proj: Any,
+    key_padding_mask: Any,
+    need_weights: bool,
+    attn_mask: Any,
+    average_attn_weights: bool,
+    is_causal: bool,
+    *,
+    dropout_p: float,
+    seed: Any,
+    batch_first: bool,
+    dtype: Any,
+    caller: str,
+) -> tuple[Any, Any]:
+    """What MultiheadAttention and `multi_head_attention_forward` both compute (torch's layer calls
+    its functional form too), so the two cannot drift apart.
+
+    `projections` is (wq, wk, wv, bq, bk, bv) in torch's (out, in) layout, already in `dtype`, the
+    compute dtype the inputs are cast to; `out_proj` maps the (N, L, E) attention output (a
+    `Linear` for the layer, torch's weights for the function); `dropout_p` is the effective
+    probability (0 outside training), drawn from `seed`; `caller` names the entry point in errors.
+    """
+    cdt = dtype
+    query, key, value = (ops.cast(t, cdt) for t in (query, key, value))
+    batched = len(query.shape) == 3
+    if not batched:
+        query, key, value = (ops.expand_dims(t, 0) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = ops.expand_dims(ops.convert_to_tensor(key_padding_mask), 0)
+    elif not batch_first:
+        query, key, value = (ops.swapaxes(t, 0, 1) for t in (query, key, value))
+    e = query.shape[-1]
+    heads, head_dim = num_heads, e // num_heads
+    n, seq_q = ops.shape(query)[0], ops.shape(query)[1]
+
+    kpm = _attention_mask_bias(key_padding_mask, cdt)
+    if is_causal and attn_mask is None:
+        raise ValueError(f"{caller}: is_causal is a hint and needs attn_mask (as in torch)")
+    if is_causal and kpm is None and not need_weights:
+        mask = None
+    else:
+        mask = _attention_mask_bias(attn_mask, cdt)
+        is_causal = False
+    if mask is not None:
+        if len(mask.shape) == 2:
+            mask = mask[None, None]
+        elif len(mask.shape) == 3:
+            mask = ops.reshape(mask, (n, heads, seq_q, mask.shape[-1]))
+        else:
+            raise ValueError(f"attn_mask's dimension {len(mask.shape)} is not supported")
+
+    wq, wk, wv, bq, bk, bv = projections
+    q, k, v = _linear(query, wq, bq), _linear(key, wk, bk), _linear(value, wv, bv)
+    if bias_k is not None and bias_v is not None:
+        k = ops.concatenate([k, ops.broadcast_to(ops.cast(bias_k, cdt), (n, 1, e))], axis=1)
+        v = ops.concatenate([v, ops.broadcast_to(ops.cast(bias_v, cdt), (n, 1, e))], axis=1)
+        mask = None if mask is None else _pad_last(mask, 1)
+        kpm = None if kpm is None else _pad_last(kpm, 1)
+    q = ops.transpose(ops.reshape(q, (n, seq_q, heads, head_dim)), (0, 2, 1, 3))
+    k = ops.transpose(ops.reshape(k, (n, -1, heads, head_dim)), (0, 2, 1, 3))
+    v = ops.transpose(ops.reshape(v, (n, -1, heads, head_dim)), (0, 2, 1, 3))
+    if add_zero_attn:
+        k = ops.pad(k, [(0, 0), (0, 0), (0, 1), (0, 0)])
+        v = ops.pad(v, [(0, 0), (0, 0), (0, 1), (0, 0)])
+        mask = None if mask is None else _pad_last(mask, 1)
+        kpm = None if kpm is None else _pad_last(kpm, 1)
+    if kpm is not None:
+        kpm = kpm[:, None, None, :]
+        mask = kpm if mask is None else mask + kpm
+
+    if need_weights:
+        scores = ops.matmul(q * math.sqrt(1.0 / head_dim), ops.swapaxes(k, -2, -1))
+        if mask is not None:
+            scores = scores + mask
+        weights = ops.cast(ops.softmax(ops.cast(scores, _stats_dtype(cdt)), axis=-1), cdt)
+        if dropout_p > 0.0:
+            weights = _dropout(weights, dropout_p, seed)
+        out = ops.matmul(weights, v)
+        returned = ops.mean(weights, axis=1) if average_attn_weights else weights
+    else:
+        out = _scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, None, False, seed)
+        returned = None
+    out = out_proj(ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (n, seq_q, e)))
+    if not batched:
+        return out[0], None if returned is None else returned[0]
+    if not batch_first:
+        out = ops.swapaxes(out, 0, 1)
+    return out, returned
+
+
+def multi_head_attention_forward(
+    query: Any,
+    key: Any,
+    value: Any,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: Any,
+    in_proj_bias: Any,
+    bias_k: Any,
+    bias_v: Any,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Any,
+    out_proj_bias: Any,
+    training: bool = True,
+    key_padding_mask: Any = None,
+    need_weights: bool = True,
+    attn_mask: Any = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: Any = None,
+    k_proj_weight: Any = None,
+    v_proj_weight: Any = None,
+    static_k: Any = None,
+    static_v: Any = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+    *,
+    seed: Any = None,
+) -> tuple[Any, Any]:
+    """torch.nn.functional.multi_head_attention_forward: MultiheadAttention's computation with its
+    weights passed in (CLIP's attention pooling calls it with separate q/k/v projections).
+
+    As in torch: inputs (L, N, E) (sequence-first) or unbatched (L, E); weights in torch's
+    (out, in) layout, the packed `in_proj_weight` (3E, E) unless `use_separate_proj_weight`;
+    masks with MultiheadAttention's polarity (bool True = blocked, float added); returns
+    `(output, weights)`, weights None when `need_weights=False`. Computes in the query's dtype
+    (weights are cast to it), softmax in at least float32. Dropout on the attention weights
+    (`training` and `dropout_p > 0`) draws from `seed` (a keras.random.SeedGenerator; torch draws
+    from its global generator). `static_k`/`static_v` are not supported.
+    """
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError(
+            "multi_head_attention_forward: static_k/static_v (precomputed per-head keys and values) are not "
+            "supported; pass the key and value to project instead"
+        )
+    embed_dim = query.shape[-1]
+    if embed_dim != embed_dim_to_check:
+        raise ValueError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    if embed_dim % num_heads:
+        raise ValueError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    cdt = keras.backend.standardize_dtype(ops.convert_to_tensor(query).dtype)
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise ValueError(f"key's sequence and batch dims {key.shape[:2]} do not match value's {value.shape[:2]}")
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise ValueError(
+                "use_separate_proj_weight is True but q_proj_weight, k_proj_weight or v_proj_weight is None"
+            )
+        wq, wk, wv = (ops.cast(w, cdt) for w in (q_proj_weight, k_proj_weight, v_proj_weight))
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise ValueError(f"key shape {key.shape} does not match value shape {value.shape}")
+        if in_proj_weight is None:
+            raise ValueError("use_separate_proj_weight is False but in_proj_weight is None")
+        w = ops.cast(in_proj_weight, cdt)
+        wq, wk, wv = w[:embed_dim], w[embed_dim : 2 * embed_dim], w[2 * embed_dim :]
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError("bias_k and bias_v must be given together")
+    bq = bk = bv = None
+    if in_proj_bias is not None:
+        b = ops.cast(in_proj_bias, cdt)
+        bq, bk, bv = b[:embed_dim], b[embed_dim : 2 * embed_dim], b[2 * embed_dim :]
+
+    def out_proj(x: Any) -> Any:
+        bias = None if out_proj_bias is None else ops.cast(out_proj_bias, cdt)
+        return _linear(x, ops.cast(out_proj_weight, cdt), bias)
+
+    return _multi_head_attention(
+        query,
+        key,
+        value,
+        num_heads,
+        (wq, wk, wv, bq, bk, bv),
+        bias_k,
+        bias_v,
+        add_zero_attn,
+        out_proj,
+        key_padding_mask,
+        need_weights,
+        attn_mask,
+        average_attn_weights,
+        is_causal,
+        dropout_p=dropout_p if training else 0.0,
+        seed=seed,
+        batch_first=False,
+        dtype=cdt,
+        caller="multi_head_attention_forward",
+    )
 
 
 def _xavier_uniform(shape: tuple[int, int]) -> Any:
@@ -202,68 +402,24 @@ class MultiheadAttention(keras.layers.Layer):
         training: bool | None = None,
     ) -> tuple[Any, Any]:
         cdt = self.compute_dtype
-        query, key, value = (ops.cast(t, cdt) for t in (query, key, value))
-        batched = len(query.shape) == 3
-        if not batched:
-            query, key, value = (ops.expand_dims(t, 0) for t in (query, key, value))
-            if key_padding_mask is not None:
-                key_padding_mask = ops.expand_dims(ops.convert_to_tensor(key_padding_mask), 0)
-        elif not self.batch_first:
-            query, key, value = (ops.swapaxes(t, 0, 1) for t in (query, key, value))
-        e, heads, head_dim = self.embed_dim, self.num_heads, self.head_dim
-        n, seq_q = ops.shape(query)[0], ops.shape(query)[1]
-
-        kpm = _attention_mask_bias(key_padding_mask, cdt)
-        if is_causal and attn_mask is None:
-            raise ValueError("MultiheadAttention: is_causal is a hint and needs attn_mask (as in torch)")
-        if is_causal and kpm is None and not need_weights:
-            mask = None
-        else:
-            mask = _attention_mask_bias(attn_mask, cdt)
-            is_causal = False
-        if mask is not None:
-            if len(mask.shape) == 2:
-                mask = mask[None, None]
-            elif len(mask.shape) == 3:
-                mask = ops.reshape(mask, (n, heads, seq_q, mask.shape[-1]))
-            else:
-                raise ValueError(f"attn_mask's dimension {len(mask.shape)} is not supported")
-
-        wq, wk, wv, bq, bk, bv = self._projections(cdt)
-        q, k, v = _linear(query, wq, bq), _linear(key, wk, bk), _linear(value, wv, bv)
-        if self.bias_k is not None and self.bias_v is not None:
-            k = ops.concatenate([k, ops.broadcast_to(ops.cast(self.bias_k, cdt), (n, 1, e))], axis=1)
-            v = ops.concatenate([v, ops.broadcast_to(ops.cast(self.bias_v, cdt), (n, 1, e))], axis=1)
-            mask = None if mask is None else _pad_last(mask, 1)
-            kpm = None if kpm is None else _pad_last(kpm, 1)
-        q = ops.transpose(ops.reshape(q, (n, seq_q, heads, head_dim)), (0, 2, 1, 3))
-        k = ops.transpose(ops.reshape(k, (n, -1, heads, head_dim)), (0, 2, 1, 3))
-        v = ops.transpose(ops.reshape(v, (n, -1, heads, head_dim)), (0, 2, 1, 3))
-        if self.add_zero_attn:
-            k = ops.pad(k, [(0, 0), (0, 0), (0, 1), (0, 0)])
-            v = ops.pad(v, [(0, 0), (0, 0), (0, 1), (0, 0)])
-            mask = None if mask is None else _pad_last(mask, 1)
-            kpm = None if kpm is None else _pad_last(kpm, 1)
-        if kpm is not None:
-            kpm = kpm[:, None, None, :]
-            mask = kpm if mask is None else mask + kpm
-        dropout_p = self.dropout if training else 0.0
-
-        if need_weights:
-            scores = ops.matmul(q * math.sqrt(1.0 / head_dim), ops.swapaxes(k, -2, -1))
-            if mask is not None:
-                scores = scores + mask
-            weights = ops.cast(ops.softmax(ops.cast(scores, _stats_dtype(cdt)), axis=-1), cdt)
-            if dropout_p > 0.0:
-                weights = _dropout(weights, dropout_p, self.seed_generator)
-            out = ops.matmul(weights, v)
-            returned = ops.mean(weights, axis=1) if average_attn_weights else weights
-        else:
-            out = _scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, None, False, self.seed_generator)
-            returned = None
-        out = self.out_proj(ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (n, seq_q, e)))
-        if not batched:
-            return out[0], None if returned is None else returned[0]
-        if not self.batch_first:
-            out = ops.swapaxes(out, 0, 1)
-        return out, returned
+        return _multi_head_attention(
+            query,
+            key,
+            value,
+            self.num_heads,
+            self._projections(cdt),
+            self.bias_k,
+            self.bias_v,
+            self.add_zero_attn,
+            self.out_proj,
+            key_padding_mask,
+            need_weights,
+            attn_mask,
+            average_attn_weights,
+            is_causal,
+            dropout_p=self.dropout if training else 0.0,
+            seed=self.seed_generator,
+            batch_first=self.batch_first,
+            dtype=cdt,
+            caller="MultiheadAttention",
+        )
