@@ -9,10 +9,12 @@ and whose index holds something that may be a tensor (such a name or buffer, a t
 comparison) or a list (`times[list(range(b)), k]`: torch's index arrays):
 `torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
 advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
-to be basic. An index that is a mask combined with `&`/`|`/`~` from comparisons (`x[(x > -b) &
+to be basic. A base of unknown kind (an unannotated argument) read at an index known to be a
+tensor (a buffer, a torch call's result) is rewritten too; torch_at indexes a base that is no
+tensor (a list) as Python does. An index that is a mask combined with `&`/`|`/`~` from comparisons (`x[(x > -b) &
 (x < b)]`) is a boolean tensor whatever its operands, so its base is a tensor too. Subscripts
-that are stored into are the in-place rule's (rules/torch_inplace_ops_model.py); bases that may
-be lists or dicts are left alone.
+that are stored into are the in-place rule's (rules/torch_inplace_ops_model.py); a base of
+unknown kind read at an index not known to be a tensor is left alone.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ class TorchTensorIndexTf(Rule):
             to="tf",
             vendored=False,
         ),
+        Example(
+            "import torch\n\n\ndef f(x, index: torch.Tensor, layers):\n    return x[:, index], layers[0]\n",
+            "import tensorflow as tf\nimport precision_transpiler\n\n\ndef f(x, index: tf.Tensor, layers):\n"
+            "    return precision_transpiler.runtime.keras.tensor.torch_at(x)[:, index].get(), layers[0]\n",
+            to="tf",
+            vendored=False,
+        ),
     )
 
     def applies(self, ctx: RuleContext) -> bool:
@@ -71,8 +80,13 @@ class TorchTensorIndexTf(Rule):
             isinstance(e.slice, cst.Index) and combined_mask(ctx, e.slice.value, original) for e in original.slice
         )
         if not (masked or known_tensor(ctx, original.value, original)):
-            return None
-        if not masked and not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
+            # a base of unknown kind (`x` in `forward(self, x)`) read at a known tensor (`x[:, self.idx]`,
+            # a buffer): torch_at reads a base that turns out not to be a tensor as Python does
+            if not any(
+                isinstance(e.slice, cst.Index) and known_tensor(ctx, e.slice.value, original) for e in original.slice
+            ):
+                return None
+        elif not masked and not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
             return None
         at = cst.Call(ctx.expr_for(_AT), [cst.Arg(updated.value)])
         value = cst.Call(cst.Attribute(cst.Subscript(at, updated.slice), cst.Name("get")), [])

@@ -31,6 +31,25 @@ def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
     return out
 
 
+def _legacy_sizes(args: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The sizes torch's legacy constructors (`torch.Tensor(n)`, `torch.FloatTensor(2, 3)`) allocate,
+    or None when they were given data instead (`torch.Tensor(mean)`, a list, tuple or array): the
+    same call means either, so the converted code tells them apart as torch does, by the values."""
+    if not args:
+        return (0,)
+    if len(args) == 1 and not (isinstance(args[0], int | np.integer) or (np.ndim(args[0]) == 0 and _integral(args[0]))):
+        return None
+    return tuple(int(a) for a in args)
+
+
+def _integral(value: Any) -> bool:
+    """Whether a 0-d value holds an integer (a Python or NumPy int, or a 0-d integer array)."""
+    dtype = getattr(value, "dtype", None)
+    return isinstance(value, int | np.integer) or (
+        dtype is not None and np.issubdtype(np.dtype(str(dtype)), np.integer)
+    )
+
+
 def _size(size: Any) -> tuple[int, ...]:
     """torch's `*size` arguments: `randn(2, 3)` or `randn((2, 3))`."""
     one = len(size) == 1 and (isinstance(size[0], tuple | list) or type(size[0]).__name__ == "TensorShape")

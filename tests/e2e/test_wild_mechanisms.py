@@ -645,19 +645,23 @@ def test_memory_formats_dtype_functions_and_layers_built_in_forward(tmp_path: Pa
 
 
 @pytest.mark.parametrize("to", TARGETS)
-def test_legacy_tensor_constructors_are_reported(to: str) -> None:
-    """`torch.FloatTensor(3)` became `jax.Array(3)`, which raises at the first call: the type is
-    the counterpart for annotations and isinstance, not for a call. Given values
-    (`torch.FloatTensor([0.5])`, tabnet's) it converts (dtype_ops.yaml)."""
+def test_legacy_tensor_constructors_take_sizes_or_data(to: str) -> None:
+    """`torch.FloatTensor(3)` allocates, `torch.FloatTensor([0.5])` and `torch.Tensor(mean)` hold
+    data: one argument means either, so the runtime decides by the value, as torch does
+    (`jax.Array(3)`, the annotation counterpart, raised at the first call)."""
     source = (
         "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n"
-        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-        "        return x * torch.sqrt(torch.FloatTensor([0.5])) + torch.FloatTensor(3)\n"
+        "    def forward(self, x: torch.Tensor, mean=(0.5, 2.0)) -> torch.Tensor:\n"
+        "        return x * torch.sqrt(torch.FloatTensor([0.5])) + torch.FloatTensor(2).zero_() + torch.Tensor(mean)\n"
     )
     result = transpile(source, to=to)
-    assert [(d.line, d.code) for d in result.unsupported] == [(7, "unsupported-symbol")]
-    assert "FloatTensor(...) as a constructor" in result.unsupported[0].message
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert "torch_legacy_tensor(mean" in result.code
     assert "x: jax.Array" in result.code if to == "jax" else "x: tf.Tensor" in result.code
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    out = namespace["Net"]()(np.array([1.0, -2.0], "float32"))
+    np.testing.assert_allclose(np.asarray(out), [0.5**0.5 + 0.5, -2 * 0.5**0.5 + 2.0], rtol=1e-6)
 
 
 OPTIONAL_STATE = """

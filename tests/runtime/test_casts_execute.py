@@ -261,6 +261,48 @@ CASES: list[Case] = [
         inputs=[(Typed((1.0, -2.5), "float32"),)],
     ),
     Case(
+        # the legacy constructors given a name (data or a size: torch decides by the value) or sizes;
+        # torch leaves allocated tensors uninitialised, so the sizes here are empty ones
+        "torch-legacy-sizes-or-data",
+        "torch",
+        _dedent("""
+            import torch
+
+            def f(x):
+                mean = [0.5, 2.0]
+                index = (3, 1)
+                flags = [True, False]
+                n = 0
+                return (
+                    x * torch.Tensor(n).sum(),
+                torch.Tensor(mean),
+                torch.Tensor(2, 0),
+                torch.FloatTensor(mean),
+                torch.FloatTensor(2, 0),
+                torch.DoubleTensor(mean),
+                torch.DoubleTensor(2, 0),
+                torch.HalfTensor(mean),
+                torch.HalfTensor(2, 0),
+                torch.BFloat16Tensor(mean),
+                torch.BFloat16Tensor(2, 0),
+                torch.LongTensor(index),
+                torch.LongTensor(2, 0),
+                torch.IntTensor(index),
+                torch.IntTensor(2, 0),
+                torch.ShortTensor(index),
+                torch.ShortTensor(2, 0),
+                torch.CharTensor(index),
+                torch.CharTensor(2, 0),
+                torch.ByteTensor(index),
+                torch.ByteTensor(2, 0),
+                torch.BoolTensor(flags),
+                torch.BoolTensor(2, 0),
+                )
+        """),
+        inputs=[(Typed((1.0, -2.5), "float32"),)],
+        unsupported={"numpy": "has no mapping to numpy"},  # NumPy output carries no runtime to decide
+    ),
+    Case(
         "torch-half-float-finfo-eps",
         "torch",
         _dedent("""
@@ -912,6 +954,28 @@ OP_COVERAGE = {
     "float_tensor": [("torch-legacy-constructors", "torch.FloatTensor([0.5, 2.0])")],
     "long_tensor": [("torch-legacy-constructors", "torch.LongTensor([1, 0])")],
     "bool_tensor": [("torch-legacy-constructors", "torch.BoolTensor((True, False))")],
+    "legacy_tensor": [("torch-legacy-sizes-or-data", "torch.Tensor(mean)")],
+    "legacy_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.Tensor(2, 0)")],
+    "legacy_float_tensor": [("torch-legacy-sizes-or-data", "torch.FloatTensor(mean)")],
+    "legacy_float_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.FloatTensor(2, 0)")],
+    "legacy_double_tensor": [("torch-legacy-sizes-or-data", "torch.DoubleTensor(mean)")],
+    "legacy_double_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.DoubleTensor(2, 0)")],
+    "legacy_half_tensor": [("torch-legacy-sizes-or-data", "torch.HalfTensor(mean)")],
+    "legacy_half_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.HalfTensor(2, 0)")],
+    "legacy_bfloat16_tensor": [("torch-legacy-sizes-or-data", "torch.BFloat16Tensor(mean)")],
+    "legacy_bfloat16_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.BFloat16Tensor(2, 0)")],
+    "legacy_long_tensor": [("torch-legacy-sizes-or-data", "torch.LongTensor(index)")],
+    "legacy_long_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.LongTensor(2, 0)")],
+    "legacy_int_tensor": [("torch-legacy-sizes-or-data", "torch.IntTensor(index)")],
+    "legacy_int_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.IntTensor(2, 0)")],
+    "legacy_short_tensor": [("torch-legacy-sizes-or-data", "torch.ShortTensor(index)")],
+    "legacy_short_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.ShortTensor(2, 0)")],
+    "legacy_char_tensor": [("torch-legacy-sizes-or-data", "torch.CharTensor(index)")],
+    "legacy_char_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.CharTensor(2, 0)")],
+    "legacy_byte_tensor": [("torch-legacy-sizes-or-data", "torch.ByteTensor(index)")],
+    "legacy_byte_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.ByteTensor(2, 0)")],
+    "legacy_bool_tensor": [("torch-legacy-sizes-or-data", "torch.BoolTensor(flags)")],
+    "legacy_bool_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.BoolTensor(2, 0)")],
     "dtype_is_floating_point": [("torch-predicates", "x.dtype.is_floating_point")],
     "dtype_is_complex": [("torch-predicates", "x.dtype.is_complex")],
     "is_complex": [

@@ -22,6 +22,7 @@ import numpy as np
 from precision_transpiler.runtime.common import (
     _channel_shape,
     _cross_dim,
+    _legacy_sizes,
     _tuple,
     _unfold_index,
     _unique_outputs,
@@ -441,3 +442,12 @@ def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
     perm = jax.lax.linalg.lu_pivots_to_permutation(pivots.astype(jnp.int32) - 1, m)
     P = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=LU.dtype), -1, -2)
     return torch_named_result((P, lower, upper), "P L U")
+
+
+def torch_legacy_tensor(*args, dtype=jnp.float32):
+    """torch's legacy typed constructors (`torch.Tensor`, `torch.FloatTensor`, `torch.LongTensor`,
+    ...): given sizes (`torch.Tensor(out_channels)`, pyg's ChebConv bias) an uninitialised tensor,
+    here zeros (a module's `reset_parameters` or the torch checkpoint fills it); given data
+    (`torch.Tensor(mean)`) a tensor of it in the constructor's dtype."""
+    sizes = _legacy_sizes(args)
+    return jnp.asarray(args[0], dtype=dtype) if sizes is None else jnp.zeros(sizes, dtype)

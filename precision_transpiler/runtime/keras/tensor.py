@@ -29,6 +29,7 @@ from keras import ops
 from precision_transpiler.runtime.common import (
     _conv_padding_pairs,
     _cross_dim,
+    _legacy_sizes,
     _lu_permutation,
     _lu_pivots,
     _tuple,
@@ -315,8 +316,8 @@ def _torch_index_read(x, index):
     indices without arrays are TensorFlow's own."""
     parts = index if isinstance(index, tuple) else (index,)
     arrays = [i for i, part in enumerate(parts) if _torch_is_array(part)]
-    if not arrays:
-        return x[index]
+    if not arrays or not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        return x[index]  # basic indexing, or a base that is no tensor (a list read at a 0-d tensor)
     full = slice(None)
     if len(arrays) == 1 and all(isinstance(p, slice) and p == full for i, p in enumerate(parts) if i != arrays[0]):
         axis, indices = arrays[0], parts[arrays[0]]
@@ -865,3 +866,12 @@ def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
     perm = _lu_permutation(ops.convert_to_numpy(pivots))
     P = ops.swapaxes(ops.one_hot(ops.convert_to_tensor(perm), m, dtype=LU.dtype), -1, -2)
     return torch_named_result((P, lower, upper), "P L U")
+
+
+def torch_legacy_tensor(*args, dtype="float32"):
+    """torch's legacy typed constructors (`torch.Tensor`, `torch.FloatTensor`, `torch.LongTensor`,
+    ...): given sizes (`torch.Tensor(out_channels)`, pyg's ChebConv bias) an uninitialised tensor,
+    here zeros (a module's `reset_parameters` or the torch checkpoint fills it); given data
+    (`torch.Tensor(mean)`) a tensor of it in the constructor's dtype."""
+    sizes = _legacy_sizes(args)
+    return ops.convert_to_tensor(args[0], dtype=dtype) if sizes is None else ops.zeros(sizes, dtype)
