@@ -1696,3 +1696,64 @@ def test_functional_multi_head_attention(tmp_path: Path, to: str) -> None:
     assert "multi_head_attention_forward(" in result.code
     if to == "jax":
         assert "need_weights=False, rngs=self)" in result.code
+
+
+FUNCTIONAL_ACTIVATIONS = """
+import functools
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, dim, act=F.elu, gate=F.glu):
+        super().__init__()
+        self.fc = nn.Linear(dim, 2 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.act = act
+        self.gate = gate
+        self.acts = [F.leaky_relu, F.softplus, F.hardtanh, F.selu]
+        self.leaky = functools.partial(F.leaky_relu, negative_slope=0.2)
+        self.shrink = getattr(F, "softshrink")
+
+    def forward(self, x):
+        h = self.act(self.gate(self.fc(x), dim=-1))
+        for fn in self.acts:
+            h = h + fn(h)
+        h = self.leaky(h) + self.shrink(h, 0.3)
+        return self.proj(h)
+
+
+class Net(nn.Module):
+    def __init__(self, dim, final="tanhshrink"):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            [Block(dim), Block(dim, act=functools.partial(F.celu, alpha=0.5)), Block(dim, act=F.rrelu)]
+        )
+        self.threshold = F.threshold
+        self.weights = F.softmin
+        self.final = getattr(F, final)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return self.final(self.threshold(x, 0.1, -1.0) * self.weights(x, dim=-1))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_functional_activations_passed_as_values(tmp_path: Path, to: str) -> None:
+    """torch.nn.functional activations handed around as values (a constructor default, a list, a
+    functools.partial, getattr on the module with a constant or a variable name) become the
+    runtime's functions of torch's signature, so the keyword and positional arguments the torch
+    code calls them with work."""
+    result = _verify(tmp_path, "activations", FUNCTIONAL_ACTIVATIONS, to, "fp32", "Net(8)", "float32[2,8]")
+    names = ("elu", "glu", "leaky_relu", "softplus", "hardtanh", "selu", "softshrink", "celu", "rrelu", "threshold")
+    for name in (*names, "softmin", "tanhshrink"):
+        assert f"\ndef {name}(" in result.code, name  # copied into the converted file
+    # F read as a namespace (`getattr(F, final)`): every activation function it holds converts
+    said = [d.message for d in result.diagnostics if d.code == "partial-namespace"]
+    assert said and "left out" not in said[0], said
+    assert "def __init__(self, dim, act=elu, gate=glu" in result.code
+    assert "[leaky_relu, softplus, hardtanh, selu]" in result.code

@@ -651,6 +651,109 @@ def test_functional_activations_dropout_one_hot() -> None:
     np.testing.assert_array_equal(ops.convert_to_numpy(KF.one_hot(labels, 6)), F.one_hot(torch.from_numpy(labels), 6))
 
 
+#: torch.nn.functional activations with arguments, called as model code passing them around
+#: calls them: (name, positional arguments after the input, keyword arguments); an ndarray
+#: argument is a weight, "float32" a dtype
+FUNCTIONAL_ACTIVATIONS = [
+    ("elu", (0.7,), {}),
+    ("elu", (), {"alpha": 1.3, "inplace": False}),
+    ("elu_", (0.7,), {}),
+    ("celu", (), {"alpha": 0.5}),
+    ("celu_", (2.0,), {}),
+    ("selu", (), {"inplace": True}),
+    ("selu_", (), {}),
+    ("relu_", (), {}),
+    ("leaky_relu", (0.2,), {}),
+    ("leaky_relu", (), {"negative_slope": 0.05, "inplace": True}),
+    ("leaky_relu_", (), {"negative_slope": 0.3}),
+    ("hardtanh", (-0.5, 2.0), {}),
+    ("hardtanh", (), {"min_val": -2.0, "max_val": 0.5}),
+    ("hardtanh_", (-0.3,), {"max_val": 0.4}),
+    ("threshold", (0.5, -2.0), {}),
+    ("threshold", (), {"threshold": -0.1, "value": 3.0, "inplace": True}),
+    ("threshold_", (0.2, 1.5), {}),
+    ("softplus", (), {}),
+    ("softplus", (2.0, 3.0), {}),
+    ("softplus", (), {"beta": 0.5, "threshold": 1.0}),
+    ("softsign", (), {}),
+    ("softshrink", (0.8,), {}),
+    ("softshrink", (), {"lambd": 0.5}),
+    ("hardshrink", (), {"lambd": 0.5}),
+    ("hardshrink", (0.9,), {}),
+    ("tanhshrink", (), {}),
+    ("softmin", (1,), {}),
+    ("softmin", (), {"dim": -1}),
+    ("softmin", (0,), {"dtype": "float32"}),
+    ("glu", (), {}),
+    ("glu", (1,), {}),
+    ("glu", (), {"dim": -1}),
+    ("normalize", (), {}),
+    ("normalize", (3.0, -1), {}),
+    ("normalize", (), {"p": 1.0, "dim": 2, "eps": 0.5}),
+    ("normalize", (), {"dim": (1, 2)}),
+    ("normalize", (float("inf"),), {"dim": 0}),
+    ("rrelu", (0.1, 0.3), {}),
+    ("rrelu", (), {"lower": 0.2, "upper": 0.4, "training": False}),
+    ("rrelu_", (), {"lower": 0.05}),
+    ("prelu", (rand(4, seed=5),), {}),
+    ("prelu", (), {"weight": np.array([0.3], np.float32)}),
+]
+
+
+def activation_input() -> np.ndarray:
+    """3 * standard normal (2, 4, 6), with the boundaries the functions decide at (0, +-0.5) and a
+    column whose norm over dim 1 is below normalize's default eps."""
+    x = 3.0 * rand(2, 4, 6, seed=3)
+    x[1, 0, :3] = (0.5, -0.5, 0.0)
+    x[0, :, 0] = 1e-13
+    return x
+
+
+def _torch_argument(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    return getattr(torch, value) if value == "float32" else value
+
+
+def _case_id(case: tuple[str, tuple, dict[str, Any]]) -> str:
+    name, args, kwargs = case
+    shown = [("weight" if isinstance(a, np.ndarray) else repr(a)) for a in args]
+    shown += [f"{k}={'weight' if isinstance(v, np.ndarray) else repr(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(shown)})"
+
+
+@pytest.mark.parametrize(("name", "args", "kwargs"), FUNCTIONAL_ACTIVATIONS, ids=map(_case_id, FUNCTIONAL_ACTIVATIONS))
+def test_functional_activations_take_torch_arguments(name: str, args: tuple, kwargs: dict[str, Any]) -> None:
+    x = activation_input()
+    want = getattr(F, name)(
+        torch.from_numpy(x.copy()), *map(_torch_argument, args), **{k: _torch_argument(v) for k, v in kwargs.items()}
+    )
+    got = getattr(KF, name)(ops.convert_to_tensor(x), *args, **kwargs)
+    assert keras.backend.standardize_dtype(got.dtype) == "float32" and tuple(got.shape) == tuple(want.shape)
+    close(got, want)
+
+
+def test_functional_activations_check_as_torch_and_draw_rrelu_slopes() -> None:
+    x = ops.convert_to_tensor(activation_input())
+    with pytest.raises(ValueError, match="min_val cannot be greater"):
+        KF.hardtanh(x, 1.0, -1.0)
+    with pytest.raises(RuntimeError, match="scalars"):
+        KF.glu(ops.convert_to_tensor(1.0))
+    with pytest.raises(NotImplementedError, match="out="):
+        KF.normalize(x, out=x)
+    with pytest.raises(NotImplementedError, match="several dims"):
+        KF.normalize(x, 1.0, (1, 2))
+    # training: a slope drawn per negative element from U(lower, upper), positives unchanged
+    y = ops.convert_to_numpy(KF.rrelu(x, 0.1, 0.3, training=True, seed=keras.random.SeedGenerator(0)))
+    xs = ops.convert_to_numpy(x)
+    negative = xs < -1e-3
+    slopes = y[negative] / xs[negative]
+    assert slopes.min() >= 0.1 - 1e-6 and slopes.max() <= 0.3 + 1e-6 and slopes.std() > 0.03
+    np.testing.assert_array_equal(y[xs >= 0], xs[xs >= 0])
+    first, second = (ops.convert_to_numpy(KF.rrelu_(x, training=True)) for _ in range(2))
+    assert not np.array_equal(first, second)
+
+
 def test_activation_layers() -> None:
     xt, xk = pair(2, 3, 4, 5)
     xt, xk = xt * 4, xk * 4

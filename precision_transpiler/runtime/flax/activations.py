@@ -3,7 +3,9 @@
 torch builds activations as modules (`nn.ReLU(inplace=True)`) and passes them around
 (`act_layer=nn.GELU`); Flax NNX has functions for activations, some with other defaults
 (`jax.nn.gelu` is the tanh approximation). These classes keep torch's constructor signatures and
-semantics, so converted code keeps its structure.
+semantics, so converted code keeps its structure. Those whose torch.nn.functional function takes
+arguments (`LeakyReLU`, `Softplus`, `Hardtanh`, `PReLU`, ...) compute through functional.py's function of
+torch's signature, as torch's layers call theirs: one formula for a layer and a function passed around.
 """
 
 from typing import Any
@@ -13,6 +15,23 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.common import _softmax_dim
+from precision_transpiler.runtime.flax.functional import (
+    celu,
+    elu,
+    glu,
+    hardshrink,
+    hardtanh,
+    leaky_relu,
+    prelu,
+    rrelu,
+    selu,
+    softmin,
+    softplus,
+    softshrink,
+    softsign,
+    tanhshrink,
+    threshold,
+)
 from precision_transpiler.runtime.flax.modules import TorchLayer
 
 
@@ -123,7 +142,7 @@ class LeakyReLU(TorchLayer):
         self.negative_slope = negative_slope
 
     def __call__(self, x):
-        return jax.nn.leaky_relu(x, negative_slope=self.negative_slope)
+        return leaky_relu(x, self.negative_slope)
 
 
 class ELU(TorchLayer):
@@ -133,7 +152,7 @@ class ELU(TorchLayer):
         self.alpha = alpha
 
     def __call__(self, x):
-        return jax.nn.elu(x, alpha=self.alpha)
+        return elu(x, self.alpha)
 
 
 class Mish(TorchLayer):
@@ -154,8 +173,7 @@ class Softplus(TorchLayer):
         self.threshold = threshold
 
     def __call__(self, x):
-        scaled = x * self.beta
-        return jnp.where(scaled > self.threshold, x, jax.nn.softplus(scaled) / self.beta)
+        return softplus(x, self.beta, self.threshold)
 
 
 class PReLU(TorchLayer):
@@ -178,10 +196,7 @@ class PReLU(TorchLayer):
         self.weight = nnx.Param(jnp.full((num_parameters,), init, param_dtype))
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        w = self.weight[...].astype(x.dtype)
-        if self.num_parameters > 1 and x.ndim >= 2:
-            w = w.reshape((-1,) + (1,) * (x.ndim - 2))
-        return jnp.where(x >= 0, x, w * x)
+        return prelu(x, self.weight[...])
 
 
 class SELU(TorchLayer):
@@ -191,7 +206,7 @@ class SELU(TorchLayer):
         pass
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jax.nn.selu(x)
+        return selu(x)
 
 
 class CELU(TorchLayer):
@@ -201,7 +216,7 @@ class CELU(TorchLayer):
         self.alpha = alpha
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jax.nn.celu(x, alpha=self.alpha)
+        return celu(x, self.alpha)
 
 
 class GLU(TorchLayer):
@@ -211,7 +226,7 @@ class GLU(TorchLayer):
         self.dim = dim
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jax.nn.glu(x, axis=self.dim)
+        return glu(x, self.dim)
 
 
 class Hardtanh(TorchLayer):
@@ -231,7 +246,7 @@ class Hardtanh(TorchLayer):
         self.max_val = max_val if max_value is None else max_value
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jnp.clip(x, self.min_val, self.max_val)
+        return hardtanh(x, self.min_val, self.max_val)
 
 
 class Threshold(TorchLayer):
@@ -242,7 +257,7 @@ class Threshold(TorchLayer):
         self.value = value
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jnp.where(x > self.threshold, x, jnp.asarray(self.value, x.dtype))
+        return threshold(x, self.threshold, self.value)
 
 
 class _Shrink(TorchLayer):
@@ -256,15 +271,14 @@ class Softshrink(_Shrink):
     """torch.nn.Softshrink(lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0."""
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        shrunk = x - jnp.sign(x) * jnp.asarray(self.lambd, x.dtype)
-        return jnp.where(jnp.abs(x) > self.lambd, shrunk, jnp.zeros((), x.dtype))
+        return softshrink(x, self.lambd)
 
 
 class Hardshrink(_Shrink):
     """torch.nn.Hardshrink(lambd=0.5): x where |x| > lambd, else 0."""
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jnp.where(jnp.abs(x) > self.lambd, x, jnp.zeros((), x.dtype))
+        return hardshrink(x, self.lambd)
 
 
 class _Stateless(TorchLayer):
@@ -278,14 +292,14 @@ class Tanhshrink(_Stateless):
     """torch.nn.Tanhshrink: x - tanh(x)."""
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return x - jnp.tanh(x)
+        return tanhshrink(x)
 
 
 class Softsign(_Stateless):
     """torch.nn.Softsign: x / (1 + |x|)."""
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jax.nn.soft_sign(x)
+        return softsign(x)
 
 
 class LogSigmoid(_Stateless):
@@ -311,7 +325,7 @@ class Softmin(TorchLayer):
         self.dim = dim
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jax.nn.softmax(-x, axis=self.dim if self.dim is not None else _softmax_dim(x.ndim))
+        return softmin(x, self.dim)
 
 
 class RReLU(TorchLayer):
@@ -327,4 +341,4 @@ class RReLU(TorchLayer):
         self.upper = upper
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return jnp.where(x >= 0, x, x * ((self.lower + self.upper) / 2))
+        return rrelu(x, self.lower, self.upper)

@@ -3,6 +3,14 @@
 `pad` (torch's modes), `flatten`/`unflatten`, `interpolate` (torch's sampling grid), `one_hot`,
 `grid_sample`/`affine_grid`, `unfold`/`fold`, `pixel_shuffle`/`pixel_unshuffle`,
 `cosine_similarity`, and torch.nn.utils.rnn's `pad_sequence`.
+
+torch's activation functions whose JAX counterparts take other arguments (`elu`, `leaky_relu`,
+`hardtanh`, `softplus`, `softmin`, `glu`, `normalize`, `rrelu`, `prelu`, ...) are here with torch's
+signatures: model code passes them around as values (`act=F.elu`, `partial(F.leaky_relu,
+negative_slope=0.2)`, `getattr(F, name)`) and calls them with torch's positional and keyword
+arguments, so a reference to one converts to a reference to its function here. The activation
+layers (activations.py) compute through them. `inplace` is accepted and ignored, and the in-place
+variants (`elu_`, `relu_`, ...) return the result: JAX arrays are immutable.
 """
 
 import math
@@ -153,6 +161,171 @@ def gelu(input: jax.Array, approximate: str = "none") -> jax.Array:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
     return jax.nn.gelu(input, approximate=approximate == "tanh")
+
+
+def elu(input: jax.Array, alpha: float = 1.0, inplace: bool = False) -> jax.Array:
+    """torch.nn.functional.elu: x above 0, alpha * (exp(x) - 1) below."""
+    return jax.nn.elu(input, alpha=alpha)
+
+
+def elu_(input: jax.Array, alpha: float = 1.0) -> jax.Array:
+    """torch.nn.functional.elu_: `elu`'s result as a new array (JAX arrays are immutable)."""
+    return elu(input, alpha)
+
+
+def celu(input: jax.Array, alpha: float = 1.0, inplace: bool = False) -> jax.Array:
+    """torch.nn.functional.celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    return jax.nn.celu(input, alpha=alpha)
+
+
+def celu_(input: jax.Array, alpha: float = 1.0) -> jax.Array:
+    """torch.nn.functional.celu_: `celu`'s result as a new array (JAX arrays are immutable)."""
+    return celu(input, alpha)
+
+
+def selu(input: jax.Array, inplace: bool = False) -> jax.Array:
+    """torch.nn.functional.selu: scale * elu(x, alpha) with torch's (and JAX's) constants."""
+    return jax.nn.selu(input)
+
+
+def selu_(input: jax.Array) -> jax.Array:
+    """torch.nn.functional.selu_: `selu`'s result as a new array (JAX arrays are immutable)."""
+    return selu(input)
+
+
+def relu_(input: jax.Array) -> jax.Array:
+    """torch.nn.functional.relu_: `relu`'s result as a new array (JAX arrays are immutable)."""
+    return jax.nn.relu(input)
+
+
+def leaky_relu(input: jax.Array, negative_slope: float = 0.01, inplace: bool = False) -> jax.Array:
+    """torch.nn.functional.leaky_relu: x, or negative_slope * x below 0 (torch's default slope 0.01)."""
+    return jax.nn.leaky_relu(input, negative_slope=negative_slope)
+
+
+def leaky_relu_(input: jax.Array, negative_slope: float = 0.01) -> jax.Array:
+    """torch.nn.functional.leaky_relu_: `leaky_relu`'s result as a new array (JAX arrays are immutable)."""
+    return leaky_relu(input, negative_slope)
+
+
+def hardtanh(input: jax.Array, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> jax.Array:
+    """torch.nn.functional.hardtanh: x clipped to [min_val, max_val] (`jax.nn.hard_tanh` fixes
+    the bounds at -1 and 1)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return jnp.clip(input, min_val, max_val)
+
+
+def hardtanh_(input: jax.Array, min_val: float = -1.0, max_val: float = 1.0) -> jax.Array:
+    """torch.nn.functional.hardtanh_: `hardtanh`'s result as a new array (JAX arrays are immutable)."""
+    return hardtanh(input, min_val, max_val)
+
+
+def _threshold(x: jax.Array, threshold: float, value: float) -> jax.Array:
+    """`value` where x <= threshold, else x (NaN stays NaN, as in torch). Apart from `threshold`,
+    whose parameter of that name hides the function from `threshold_`."""
+    return jnp.where(x <= threshold, jnp.asarray(value, x.dtype), x)
+
+
+def threshold(input: jax.Array, threshold: float, value: float, inplace: bool = False) -> jax.Array:
+    """torch.nn.functional.threshold: `value` where x <= threshold, else x."""
+    return _threshold(input, threshold, value)
+
+
+def threshold_(input: jax.Array, threshold: float, value: float) -> jax.Array:
+    """torch.nn.functional.threshold_: `threshold`'s result as a new array (JAX arrays are immutable)."""
+    return _threshold(input, threshold, value)
+
+
+def softplus(input: jax.Array, beta: float = 1.0, threshold: float = 20.0) -> jax.Array:
+    """torch.nn.functional.softplus: log(1 + exp(beta * x)) / beta, and x itself where
+    beta * x > threshold (`jax.nn.softplus` has neither argument)."""
+    scaled = input * beta
+    return jnp.where(scaled > threshold, input, jax.nn.softplus(scaled) / beta)
+
+
+def softsign(input: jax.Array) -> jax.Array:
+    """torch.nn.functional.softsign: x / (1 + |x|)."""
+    return jax.nn.soft_sign(input)
+
+
+def softshrink(input: jax.Array, lambd: float = 0.5) -> jax.Array:
+    """torch.nn.functional.softshrink: x - lambd above lambd, x + lambd below -lambd, else 0
+    (x * 0, as torch: NaN stays NaN)."""
+    return jnp.where(input > lambd, input - lambd, jnp.where(input < -lambd, input + lambd, input * 0))
+
+
+def hardshrink(input: jax.Array, lambd: float = 0.5) -> jax.Array:
+    """torch.nn.functional.hardshrink: 0 where -lambd <= x <= lambd, else x (NaN stays NaN, as in torch)."""
+    return jnp.where((input >= -lambd) & (input <= lambd), jnp.zeros((), input.dtype), input)
+
+
+def tanhshrink(input: jax.Array) -> jax.Array:
+    """torch.nn.functional.tanhshrink: x - tanh(x)."""
+    return input - jnp.tanh(input)
+
+
+def softmin(input: jax.Array, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> jax.Array:
+    """torch.nn.functional.softmin: softmax(-x) over `dim` (torch's legacy implicit dim when
+    None; the input cast to `dtype` first, as torch does)."""
+    return softmax(-input, dim, _stacklevel, dtype)
+
+
+def glu(input: jax.Array, dim: int = -1) -> jax.Array:
+    """torch.nn.functional.glu: first half * sigmoid(second half) of `dim` (its size must be even)."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    return jax.nn.glu(input, axis=dim)
+
+
+def normalize(
+    input: jax.Array, p: float = 2.0, dim: int | tuple[int, ...] = 1, eps: float = 1e-12, out: Any = None
+) -> jax.Array:
+    """torch.nn.functional.normalize: x / max(||x||_p over `dim`, eps), the vector p-norm over
+    one dim or several (a tuple)."""
+    if out is not None:
+        raise NotImplementedError("normalize(out=...) writes into a tensor in place; JAX arrays are immutable")
+    norm = jnp.linalg.vector_norm(input, ord=p, axis=dim if isinstance(dim, int) else tuple(dim), keepdims=True)
+    return input / jnp.maximum(norm, eps)
+
+
+def rrelu(
+    input: jax.Array,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    inplace: bool = False,
+    *,
+    rngs: Any = None,
+) -> jax.Array:
+    """torch.nn.functional.rrelu: x, or slope * x below 0; the slope is (lower + upper) / 2 unless
+    `training` (torch's default False), where each element draws its own from U(lower, upper).
+
+    torch draws from a global generator; JAX needs an explicit key: an nnx.Rngs (its 'dropout'
+    stream), an nnx.RngStream, a converted module or a key (None: the process-wide keys), as
+    `dropout` takes.
+    """
+    if training:
+        slope = jax.random.uniform(_rng_key(rngs), input.shape, input.dtype, lower, upper)
+    else:
+        slope = jnp.asarray((lower + upper) / 2, input.dtype)
+    return jnp.where(input >= 0, input, input * slope)
+
+
+def rrelu_(
+    input: jax.Array, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, *, rngs: Any = None
+) -> jax.Array:
+    """torch.nn.functional.rrelu_: `rrelu`'s result as a new array (JAX arrays are immutable)."""
+    return rrelu(input, lower, upper, training, rngs=rngs)
+
+
+def prelu(input: jax.Array, weight: jax.Array) -> jax.Array:
+    """torch.nn.functional.prelu: x, or weight * x below 0; a weight of several elements holds
+    one slope per channel, dim 1 of the input."""
+    w = jnp.asarray(weight).astype(input.dtype)
+    if w.size > 1 and input.ndim >= 2:
+        w = w.reshape((-1,) + (1,) * (input.ndim - 2))
+    return jnp.where(input >= 0, input, w * input)
 
 
 def dropout(

@@ -3,7 +3,9 @@
 torch builds activations as modules (`nn.ReLU(inplace=True)`) and passes them around
 (`act_layer=nn.GELU`); Keras' activation layers and ops differ in defaults (`ops.gelu` is the tanh
 approximation, LeakyReLU's slope is 0.3, Softmax's axis the last). These layers keep torch's
-constructor signatures and semantics.
+constructor signatures and semantics. Those whose torch.nn.functional function takes arguments
+(`LeakyReLU`, `Softplus`, `Hardtanh`, `PReLU`, ...) compute through functional.py's function of torch's
+signature, as torch's layers call theirs: one formula for a layer and a function passed around.
 """
 
 from typing import Any
@@ -12,7 +14,24 @@ import keras
 from keras import ops
 
 from precision_transpiler.runtime.common import _softmax_dim
-from precision_transpiler.runtime.keras.functional import _gelu
+from precision_transpiler.runtime.keras.functional import (
+    _gelu,
+    celu,
+    elu,
+    glu,
+    hardshrink,
+    hardtanh,
+    leaky_relu,
+    prelu,
+    rrelu,
+    selu,
+    softmin,
+    softplus,
+    softshrink,
+    softsign,
+    tanhshrink,
+    threshold,
+)
 
 
 class ReLU(keras.layers.Layer):
@@ -139,7 +158,7 @@ class LeakyReLU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.leaky_relu(input, negative_slope=self.negative_slope)
+        return leaky_relu(input, self.negative_slope)
 
 
 class ELU(keras.layers.Layer):
@@ -151,7 +170,7 @@ class ELU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.elu(input, alpha=self.alpha)
+        return elu(input, self.alpha)
 
 
 class Mish(keras.layers.Layer):
@@ -175,8 +194,7 @@ class Softplus(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        scaled = input * self.beta
-        return ops.where(scaled > self.threshold, input, ops.softplus(scaled) / self.beta)
+        return softplus(input, self.beta, self.threshold)
 
 
 class PReLU(keras.layers.Layer):
@@ -196,11 +214,7 @@ class PReLU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        w = ops.cast(self.weight, input.dtype)
-        ndim = len(input.shape)
-        if self.num_parameters > 1 and ndim >= 2:
-            w = ops.reshape(w, (-1,) + (1,) * (ndim - 2))
-        return ops.where(input >= 0, input, w * input)
+        return prelu(input, self.weight)
 
 
 class SELU(keras.layers.Layer):
@@ -211,7 +225,7 @@ class SELU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.selu(input)
+        return selu(input)
 
 
 class CELU(keras.layers.Layer):
@@ -223,7 +237,7 @@ class CELU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.where(input > 0, input, self.alpha * (ops.exp(input / self.alpha) - 1.0))
+        return celu(input, self.alpha)
 
 
 class GLU(keras.layers.Layer):
@@ -235,8 +249,7 @@ class GLU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        a, b = ops.split(input, 2, axis=self.dim)
-        return a * ops.sigmoid(b)
+        return glu(input, self.dim)
 
 
 class Hardtanh(keras.layers.Layer):
@@ -257,7 +270,7 @@ class Hardtanh(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.clip(input, self.min_val, self.max_val)
+        return hardtanh(input, self.min_val, self.max_val)
 
 
 class Threshold(keras.layers.Layer):
@@ -270,7 +283,7 @@ class Threshold(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.where(input > self.threshold, input, ops.full_like(input, self.value))
+        return threshold(input, self.threshold, self.value)
 
 
 class _Shrink(keras.layers.Layer):
@@ -286,14 +299,14 @@ class Softshrink(_Shrink):
     """torch.nn.Softshrink(lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0."""
 
     def call(self, input: Any) -> Any:
-        return ops.where(ops.abs(input) > self.lambd, input - ops.sign(input) * self.lambd, ops.zeros_like(input))
+        return softshrink(input, self.lambd)
 
 
 class Hardshrink(_Shrink):
     """torch.nn.Hardshrink(lambd=0.5): x where |x| > lambd, else 0."""
 
     def call(self, input: Any) -> Any:
-        return ops.where(ops.abs(input) > self.lambd, input, ops.zeros_like(input))
+        return hardshrink(input, self.lambd)
 
 
 class _Stateless(keras.layers.Layer):
@@ -308,14 +321,14 @@ class Tanhshrink(_Stateless):
     """torch.nn.Tanhshrink: x - tanh(x)."""
 
     def call(self, input: Any) -> Any:
-        return input - ops.tanh(input)
+        return tanhshrink(input)
 
 
 class Softsign(_Stateless):
     """torch.nn.Softsign: x / (1 + |x|)."""
 
     def call(self, input: Any) -> Any:
-        return input / (1.0 + ops.abs(input))
+        return softsign(input)
 
 
 class LogSigmoid(_Stateless):
@@ -343,7 +356,7 @@ class Softmin(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.softmax(-input, axis=_softmax_dim(len(input.shape)) if self.dim is None else self.dim)
+        return softmin(input, self.dim)
 
 
 class RReLU(keras.layers.Layer):
@@ -359,4 +372,4 @@ class RReLU(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        return ops.where(input >= 0, input, input * ((self.lower + self.upper) / 2))
+        return rrelu(input, self.lower, self.upper)

@@ -3,6 +3,15 @@ share: `linear`, `embedding`, `one_hot`, activations with torch's defaults (exac
 `dropout`, `pad` (torch's modes, including those TensorFlow lacks), `interpolate`,
 `grid_sample`/`affine_grid`, `unfold`/`fold`, `pixel_shuffle`/`pixel_unshuffle`,
 `cosine_similarity`, and torch.nn.utils.rnn's `pad_sequence`.
+
+torch's activation functions whose Keras counterparts take other arguments or defaults (`elu`,
+`leaky_relu`, `hardtanh`, `softplus`, `softmin`, `glu`, `normalize`, `rrelu`, `prelu`, ...) are
+here with torch's signatures: model code passes them around as values (`act=F.elu`,
+`partial(F.leaky_relu, negative_slope=0.2)`, `getattr(F, name)`) and calls them with torch's
+positional and keyword arguments, so a reference to one converts to a reference to its function
+here. The activation layers (activations.py) compute through them. `inplace` is accepted and
+ignored, and the in-place variants (`elu_`, `relu_`, ...) return the result: backend tensors are
+immutable.
 """
 
 import math
@@ -298,6 +307,182 @@ def log_softmax(input: Any, dim: int | None = None, _stacklevel: int = 3, dtype:
     """torch.nn.functional.log_softmax over `dim` (torch's legacy implicit dim when None)."""
     x = input if dtype is None else ops.cast(input, dtype)
     return ops.log_softmax(x, axis=_softmax_dim(len(x.shape)) if dim is None else dim)
+
+
+def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
+    """torch.nn.functional.elu: x above 0, alpha * (exp(x) - 1) below."""
+    return ops.elu(input, alpha=alpha)
+
+
+def elu_(input: Any, alpha: float = 1.0) -> Any:
+    """torch.nn.functional.elu_: `elu`'s result as a new tensor (backend tensors are immutable)."""
+    return elu(input, alpha)
+
+
+def celu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:
+    """torch.nn.functional.celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)); the exponential
+    reads min(x, 0) so that large x give no inf (nor a NaN gradient) in the branch not taken."""
+    return ops.where(input > 0, input, alpha * ops.expm1(ops.minimum(input, 0.0) / alpha))
+
+
+def celu_(input: Any, alpha: float = 1.0) -> Any:
+    """torch.nn.functional.celu_: `celu`'s result as a new tensor (backend tensors are immutable)."""
+    return celu(input, alpha)
+
+
+def selu(input: Any, inplace: bool = False) -> Any:
+    """torch.nn.functional.selu: scale * elu(x, alpha) with torch's (and Keras') constants."""
+    return ops.selu(input)
+
+
+def selu_(input: Any) -> Any:
+    """torch.nn.functional.selu_: `selu`'s result as a new tensor (backend tensors are immutable)."""
+    return selu(input)
+
+
+def relu_(input: Any) -> Any:
+    """torch.nn.functional.relu_: `relu`'s result as a new tensor (backend tensors are immutable)."""
+    return ops.relu(input)
+
+
+def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False) -> Any:
+    """torch.nn.functional.leaky_relu: x, or negative_slope * x below 0 (torch's default slope
+    0.01; `keras.ops.leaky_relu`'s is 0.2)."""
+    return ops.leaky_relu(input, negative_slope=negative_slope)
+
+
+def leaky_relu_(input: Any, negative_slope: float = 0.01) -> Any:
+    """torch.nn.functional.leaky_relu_: `leaky_relu`'s result as a new tensor (backend tensors are immutable)."""
+    return leaky_relu(input, negative_slope)
+
+
+def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Any:
+    """torch.nn.functional.hardtanh: x clipped to [min_val, max_val] (`keras.ops.hard_tanh` fixes
+    the bounds at -1 and 1)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return ops.clip(input, min_val, max_val)
+
+
+def hardtanh_(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:
+    """torch.nn.functional.hardtanh_: `hardtanh`'s result as a new tensor (backend tensors are immutable)."""
+    return hardtanh(input, min_val, max_val)
+
+
+def _threshold(x: Any, threshold: float, value: float) -> Any:
+    """`value` where x <= threshold, else x (NaN stays NaN, as in torch). Apart from `threshold`,
+    whose parameter of that name hides the function from `threshold_`."""
+    return ops.where(x <= threshold, ops.full_like(x, value), x)
+
+
+def threshold(input: Any, threshold: float, value: float, inplace: bool = False) -> Any:
+    """torch.nn.functional.threshold: `value` where x <= threshold, else x."""
+    return _threshold(input, threshold, value)
+
+
+def threshold_(input: Any, threshold: float, value: float) -> Any:
+    """torch.nn.functional.threshold_: `threshold`'s result as a new tensor (backend tensors are immutable)."""
+    return _threshold(input, threshold, value)
+
+
+def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:
+    """torch.nn.functional.softplus: log(1 + exp(beta * x)) / beta, and x itself where
+    beta * x > threshold (`keras.ops.softplus` has neither argument)."""
+    scaled = input * beta
+    return ops.where(scaled > threshold, input, ops.softplus(scaled) / beta)
+
+
+def softsign(input: Any) -> Any:
+    """torch.nn.functional.softsign: x / (1 + |x|)."""
+    return input / (1.0 + ops.abs(input))
+
+
+def softshrink(input: Any, lambd: float = 0.5) -> Any:
+    """torch.nn.functional.softshrink: x - lambd above lambd, x + lambd below -lambd, else 0
+    (x * 0, as torch: NaN stays NaN)."""
+    return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, input * 0))
+
+
+def hardshrink(input: Any, lambd: float = 0.5) -> Any:
+    """torch.nn.functional.hardshrink: 0 where -lambd <= x <= lambd, else x (NaN stays NaN, as in torch)."""
+    inside = ops.logical_and(input >= -lambd, input <= lambd)
+    return ops.where(inside, ops.zeros_like(input), input)
+
+
+def tanhshrink(input: Any) -> Any:
+    """torch.nn.functional.tanhshrink: x - tanh(x)."""
+    return input - ops.tanh(input)
+
+
+def softmin(input: Any, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Any:
+    """torch.nn.functional.softmin: softmax(-x) over `dim` (torch's legacy implicit dim when
+    None; the input cast to `dtype` first, as torch does)."""
+    return softmax(-input, dim, _stacklevel, dtype)
+
+
+def glu(input: Any, dim: int = -1) -> Any:
+    """torch.nn.functional.glu: first half * sigmoid(second half) of `dim` (its size must be even)."""
+    if len(input.shape) == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    a, b = ops.split(input, 2, axis=dim)
+    return a * ops.sigmoid(b)
+
+
+def normalize(input: Any, p: float = 2.0, dim: int | tuple[int, ...] = 1, eps: float = 1e-12, out: Any = None) -> Any:
+    """torch.nn.functional.normalize: x / max(||x||_p over `dim`, eps), the vector p-norm.
+
+    `keras.ops.norm` is a vector norm over one axis but a matrix norm over two: over several
+    dims (a tuple) this computes the 2-norm only.
+    """
+    if out is not None:
+        raise NotImplementedError("normalize(out=...) writes into a tensor in place; backend tensors are immutable")
+    if isinstance(dim, int):
+        norm = ops.norm(input, ord=p, axis=dim, keepdims=True)
+    elif p == 2:
+        norm = ops.sqrt(ops.sum(ops.square(input), axis=tuple(dim), keepdims=True))
+    else:
+        raise NotImplementedError(f"normalize(p={p}) over several dims {tuple(dim)} is not supported")
+    return input / ops.maximum(norm, eps)
+
+
+def rrelu(
+    input: Any,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    inplace: bool = False,
+    *,
+    seed: Any = None,
+) -> Any:
+    """torch.nn.functional.rrelu: x, or slope * x below 0; the slope is (lower + upper) / 2 unless
+    `training` (torch's default False), where each element draws its own from U(lower, upper).
+
+    torch draws from a global generator; pass `seed` (a keras.random.SeedGenerator) inside traced
+    code, as `dropout` takes.
+    """
+    if training:
+        dtype = keras.backend.standardize_dtype(input.dtype)
+        slope = keras.random.uniform(ops.shape(input), lower, upper, dtype=dtype, seed=seed)
+    else:
+        slope = (lower + upper) / 2
+    return ops.where(input >= 0, input, input * slope)
+
+
+def rrelu_(
+    input: Any, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, *, seed: Any = None
+) -> Any:
+    """torch.nn.functional.rrelu_: `rrelu`'s result as a new tensor (backend tensors are immutable)."""
+    return rrelu(input, lower, upper, training, seed=seed)
+
+
+def prelu(input: Any, weight: Any) -> Any:
+    """torch.nn.functional.prelu: x, or weight * x below 0; a weight of several elements holds
+    one slope per channel, dim 1 of the input (Keras' PReLU is channels-last)."""
+    w = ops.cast(weight, input.dtype)
+    ndim = len(input.shape)
+    if math.prod(w.shape) > 1 and ndim >= 2:
+        w = ops.reshape(w, (-1,) + (1,) * (ndim - 2))
+    return ops.where(input >= 0, input, w * input)
 
 
 def one_hot(tensor: Any, num_classes: int = -1) -> Any:
