@@ -249,6 +249,8 @@ def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode
     if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _BITWISE):
         # arithmetic with a tensor is a tensor (`a.double() @ a.double().t()`)
         return known_tensor(ctx, node.left, anchor) or known_tensor(ctx, node.right, anchor)
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name | cst.Subscript):
+        return known_tensor(ctx, node.value, anchor)  # an index of a tensor (`edge_index[0]`)
     return torch_value(ctx, node)
 
 
@@ -509,10 +511,8 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
                             add(name, False)
                         else:
                             add(name, None)
-                            if isinstance(node.value, cst.Subscript) and isinstance(node.value.value, cst.Name):
-                                indexed.append((name, node.value.value.value))  # `oris = grads[:, 1:]`
-                            elif isinstance(node.value, cst.Name):
-                                indexed.append((name, node.value.value))  # `mask = adjacency`
+                            # `oris = grads[:, 1:]`, `mask = adjacency`, `keep = index[0] != index[1]`
+                            indexed.extend((name, base) for base in _operand_names(node.value))
                     elif _tensor_tuple(ctx, node.value):
                         add(name, True)  # `values, inverse = torch.unique(x, return_inverse=True)`
                     else:
@@ -537,8 +537,8 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
 
     scope.visit(_V())
     result = {name: True in seen and False not in seen for name, seen in evidence.items()}
-    # an index of a tensor (or the tensor itself) is a tensor: a name bound (also) to one counts
-    # once its base does
+    # an index of a tensor (or the tensor itself, or arithmetic or a comparison with one) is a
+    # tensor: a name bound (also) to one counts once its base does
     changed = True
     while changed:
         changed = False
@@ -549,6 +549,23 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
                 changed = True
     state.tensors[id(scope)] = result
     return result
+
+
+def _operand_names(value: cst.BaseExpression) -> list[str]:
+    """The names whose being tensors makes `value` one: the name itself, the base of an index
+    (`grads[:, 1:]`), and those of the operands of arithmetic and of a comparison
+    (`index[0] != index[1]`, `x * 2`)."""
+    if isinstance(value, cst.Name):
+        return [value.value]
+    if isinstance(value, cst.Subscript):
+        return [value.value.value] if isinstance(value.value, cst.Name) else []
+    if isinstance(value, cst.BinaryOperation) and not isinstance(value.operator, _BITWISE):
+        return [*_operand_names(value.left), *_operand_names(value.right)]
+    if isinstance(value, cst.Comparison) and len(value.comparisons) == 1:
+        if isinstance(value.comparisons[0].operator, cst.In | cst.NotIn | cst.Is | cst.IsNot):
+            return []
+        return [*_operand_names(value.left), *_operand_names(value.comparisons[0].comparator)]
+    return []
 
 
 #: torch calls whose results unpack into Python numbers, not tensors (`h, w = x.size()`)

@@ -19,6 +19,7 @@ from precision_transpiler.convert.torch_analysis import analysis_for
 from precision_transpiler.mappings.layers import LayerSpec, LayerTarget
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.runtime import runtime_name
 
 
 @register
@@ -34,6 +35,19 @@ class TorchLayers(Rule):
             "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
             "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
             "        self.fc = nnx.Linear(4, 2, use_bias=False, rngs=rngs)\n",
+            to="jax",
+            vendored=False,
+        ),
+        Example(
+            # symbols read for an attribute of theirs: a version check, a base class's __init__
+            "import torch\nimport torch.nn as nn\n\nWITH_PT20 = int(torch.__version__.split('.')[0]) >= 2\n\n\n"
+            "class Net(nn.Module):\n    def __init__(self):\n        nn.Module.__init__(self)\n",
+            "import precision_transpiler\nfrom flax import nnx\n\n"
+            "WITH_PT20 = int(precision_transpiler.runtime.common.torch_version.split('.')[0]) >= 2\n\n\n"
+            "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n"
+            "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
+            "            rngs = nnx.Rngs(0)\n"
+            "        precision_transpiler.runtime.flax.modules.TorchModule.__init__(self)\n",
             to="jax",
             vendored=False,
         ),
@@ -167,7 +181,7 @@ class TorchLayers(Rule):
         self, ctx: RuleContext, original: cst.Name | cst.Attribute, updated: cst.Name | cst.Attribute
     ) -> cst.BaseExpression | None:
         if not ctx.is_outermost_name(original):
-            return None
+            return self._symbol_read_for_attribute(ctx, original)
         parent = ctx.parent(original)
         if isinstance(parent, cst.Call) and parent.func is original:
             return None  # a constructor call: leave_Call converts it
@@ -189,6 +203,32 @@ class TorchLayers(Rule):
             return new
         symbol = target.call if target.call and _in_isinstance(ctx, original) else target.class_symbol
         new = ctx.expr_for(symbol).with_changes(lpar=original.lpar, rpar=original.rpar)
+        ctx.record(self.name, original, new)
+        return new
+
+    def _symbol_read_for_attribute(
+        self, ctx: RuleContext, original: cst.Name | cst.Attribute
+    ) -> cst.BaseExpression | None:
+        """A mapped symbol read for one of its own attributes (`torch.__version__.split(".")`,
+        `nn.Module.__init__(self)`): the symbol is converted and the attribute read on the converted
+        value, when no table maps the whole dotted name. A module base stays its class counterpart
+        here (`TorchModule.__init__`), and tensor types are left to the op tables (`torch.Tensor.add`)."""
+        qualified = ctx.qualified_name(original)
+        direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
+        if direct is None or direct in _TYPES_ONLY:
+            return None
+        whole = ctx.qualified_name(ctx.parent(original))
+        if whole is None or whole in ctx.mappings.layers or whole in ctx.mappings.layer_symbols:
+            return None
+        if whole in ctx.mappings.converted_symbols("torch", ctx.target):
+            return None
+        if ctx.target == "jax" and ctx.mappings.frameworks["torch"].is_module_base(qualified):
+            direct = runtime_name("jax", "modules", "TorchModule")  # the base converted classes have
+        chain: list[cst.CSTNode] = [original]
+        while isinstance(parent := ctx.parent(chain[-1]), cst.Attribute) and parent.value is chain[-1]:
+            chain.append(parent)  # the whole dotted name is converted now, not left to report
+        ctx.consume(chain)
+        new = ctx.expr_for(direct).with_changes(lpar=original.lpar, rpar=original.rpar)
         ctx.record(self.name, original, new)
         return new
 

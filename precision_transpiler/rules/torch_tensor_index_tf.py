@@ -55,6 +55,16 @@ class TorchTensorIndexTf(Rule):
             vendored=False,
         ),
         Example(
+            # a comparison of indexes of a tensor is a tensor (torch_geometric's self-loop removal)
+            "import torch\n\n\ndef f(edge_index: torch.Tensor):\n"
+            "    mask = edge_index[0] != edge_index[1]\n    return edge_index[:, mask]\n",
+            "import tensorflow as tf\nimport precision_transpiler\n\n\ndef f(edge_index: tf.Tensor):\n"
+            "    mask = edge_index[0] != edge_index[1]\n"
+            "    return precision_transpiler.runtime.keras.tensor.torch_at(edge_index)[:, mask].get()\n",
+            to="tf",
+            vendored=False,
+        ),
+        Example(
             "import torch\n\n\ndef f(x, index: torch.Tensor, layers):\n    return x[:, index], layers[0]\n",
             "import tensorflow as tf\nimport precision_transpiler\n\n\ndef f(x, index: tf.Tensor, layers):\n"
             "    return precision_transpiler.runtime.keras.tensor.torch_at(x)[:, index].get(), layers[0]\n",

@@ -172,6 +172,11 @@ def torch_jit_is_tracing() -> bool:
     return False
 
 
+# `torch.__version__` in converted code: the torch release whose API the mapping tables convert
+# (library code picks its code path by it: torch_geometric's `WITH_PT20`, timm's version checks),
+# so the path written for that torch is the one the converted code takes.
+torch_version = "2.13.0"
+
 # torch's memory layouts. Converted arrays are dense: `x.layout` is `torch_strided`, which no
 # sparse layout equals, so code testing for sparse tensors takes its dense path.
 torch_strided = "strided"

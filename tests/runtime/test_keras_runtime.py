@@ -983,8 +983,8 @@ def test_state_dict_loader_errors() -> None:
 
 
 _ALLOWED_IMPORTS = {"import math", "from typing import Any", "import keras", "import numpy as np",
-                    "from keras import ops", "import collections", "import dataclasses", "import inspect",
-                    "from __future__ import annotations"}  # fmt: skip
+                    "from keras import ops", "import collections", "import copy", "import dataclasses",
+                    "import inspect", "from __future__ import annotations"}  # fmt: skip
 
 
 @functools.cache
