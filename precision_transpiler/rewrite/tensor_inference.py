@@ -49,6 +49,8 @@ class _Cache:
     bools: dict[int, set[str]] = field(default_factory=dict)
     masks: dict[int, set[str]] = field(default_factory=dict)
     aliases: dict[int, Aliases] = field(default_factory=dict)
+    #: names a scope binds (also) to Python values: a number by its form, a literal, a loop target
+    python_values: dict[int, set[str]] = field(default_factory=dict)
 
 
 def _cache(ctx: RuleContext) -> _Cache:
@@ -216,6 +218,37 @@ _NOT_TENSORS = (
 _NOT_TENSOR_METHODS = frozenset(
     {"split", "chunk", "unbind", "tolist", "item", "size", "dim", "ndimension", "numel", "nelement", "equal"}
 )
+
+
+#: builtins whose result is a Python number
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "bool", "round"})
+
+
+def _number(value: cst.BaseExpression) -> bool:
+    """A Python number by its form: `len(...)`, `int(...)`, `x.size(0)`, `x.numel()`, `x.item()`,
+    `x.shape[0]`, `x.ndim`, or arithmetic of such (`n = x.size(1) // 2`)."""
+    if isinstance(value, cst.Integer | cst.Float):
+        return True
+    if isinstance(value, cst.BinaryOperation):
+        return _number(value.left) and _number(value.right)
+    if isinstance(value, cst.UnaryOperation):
+        return _number(value.expression)
+    if isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Name):
+            return func.value in _NUMBER_BUILTINS
+        return isinstance(func, cst.Attribute) and func.attr.value in {"size", "dim", "ndimension", "numel", "item"}
+    if isinstance(value, cst.Subscript):
+        return isinstance(value.value, cst.Attribute) and value.value.attr.value == "shape"
+    return isinstance(value, cst.Attribute) and value.attr.value == "ndim"
+
+
+def maybe_tensor_name(ctx: RuleContext, name: str, anchor: cst.CSTNode) -> bool:
+    """Whether the name may hold a tensor where `anchor` is: not bound, in its function, only to
+    Python values (a number by its form, a literal, a display, a loop target)."""
+    scope = Where.scope_of(ctx, anchor)
+    tensor_names(ctx, scope)
+    return name not in _cache(ctx).python_values.get(id(scope), set())
 
 
 def torch_value(ctx: RuleContext, value: cst.BaseExpression) -> bool:
@@ -501,22 +534,31 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                for name in bound_names(target.target):
-                    if isinstance(target.target, cst.Name):
-                        if _computed_tensor(ctx, node.value) or (
-                            isinstance(node.value, cst.Name) and node.value.value == name
-                        ):
-                            add(name, True)
-                        elif isinstance(node.value, _NOT_TENSORS):
-                            add(name, False)
-                        else:
-                            add(name, None)
-                            # `oris = grads[:, 1:]`, `mask = adjacency`, `keep = index[0] != index[1]`
-                            indexed.extend((name, base) for base in _operand_names(node.value))
-                    elif _tensor_tuple(ctx, node.value):
-                        add(name, True)  # `values, inverse = torch.unique(x, return_inverse=True)`
+                self.bind(target.target, node.value)
+
+        def bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+            if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
+                targets, values = target.elements, value.elements
+                if len(targets) == len(values) and not any(
+                    isinstance(e, cst.StarredElement) for e in (*targets, *values)
+                ):
+                    for t, v in zip(targets, values, strict=True):  # `row, col = edge_index[0], edge_index[1]`
+                        self.bind(t.value, v.value)
+                    return
+            for name in bound_names(target):
+                if isinstance(target, cst.Name):
+                    if _computed_tensor(ctx, value) or (isinstance(value, cst.Name) and value.value == name):
+                        add(name, True)
+                    elif isinstance(value, _NOT_TENSORS) or _number(value):
+                        add(name, False)
                     else:
                         add(name, None)
+                        # `oris = grads[:, 1:]`, `mask = adjacency`, `keep = index[0] != index[1]`
+                        indexed.extend((name, base) for base in _operand_names(value))
+                elif _tensor_tuple(ctx, value):
+                    add(name, True)  # `values, inverse = torch.unique(x, return_inverse=True)`
+                else:
+                    add(name, None)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             if isinstance(node.target, cst.Name):
@@ -548,6 +590,7 @@ def tensor_names(ctx: RuleContext, scope: cst.CSTNode | None) -> dict[str, bool 
                 result[name] = True
                 changed = True
     state.tensors[id(scope)] = result
+    state.python_values[id(scope)] = {name for name, seen in evidence.items() if False in seen}
     return result
 
 

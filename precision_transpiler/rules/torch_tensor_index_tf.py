@@ -9,10 +9,13 @@ and whose index holds something that may be a tensor (such a name or buffer, a t
 comparison) or a list (`times[list(range(b)), k]`: torch's index arrays):
 `torch_at(x)[index].get()` (runtime/keras/tensor.py) gathers exactly what torch's
 advanced indexing selects, and falls back to TensorFlow's own indexing when the index turns out
-to be basic. A base of unknown kind (an unannotated argument) read at an index known to be a
-tensor (a buffer, a torch call's result) is rewritten too; torch_at indexes a base that is no
-tensor (a list) as Python does. An index that is a mask combined with `&`/`|`/`~` from comparisons (`x[(x > -b) &
-(x < b)]`) is a boolean tensor whatever its operands, so its base is a tensor too. Subscripts
+to be basic. Where the base is a tensor, a name the function does not bind only to Python
+values (an argument: `deg[row]`) may be a tensor index. A base of unknown kind (an unannotated
+argument) read at an index known to be a tensor (a buffer, a torch call's result) or at a list
+display (`x[:, [-1], :]`: no Python sequence takes a list index) is rewritten too; torch_at
+indexes a base that is no tensor (a list) as Python does. An index that is a mask combined with
+`&`/`|`/`~` from comparisons (`x[(x > -b) & (x < b)]`) is a boolean tensor whatever its
+operands, so its base is a tensor too. Subscripts
 that are stored into are the in-place rule's (rules/torch_inplace_ops_model.py); a base of
 unknown kind read at an index not known to be a tensor is left alone.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import combined_mask, known_tensor
+from precision_transpiler.rewrite.tensor_inference import combined_mask, known_tensor, maybe_tensor_name
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_name
 
@@ -65,9 +68,10 @@ class TorchTensorIndexTf(Rule):
             vendored=False,
         ),
         Example(
-            "import torch\n\n\ndef f(x, index: torch.Tensor, layers):\n    return x[:, index], layers[0]\n",
+            "import torch\n\n\ndef f(x, index: torch.Tensor, layers):\n    return x[:, index], layers[0], x[:, [-1]]\n",
             "import tensorflow as tf\nimport precision_transpiler\n\n\ndef f(x, index: tf.Tensor, layers):\n"
-            "    return precision_transpiler.runtime.keras.tensor.torch_at(x)[:, index].get(), layers[0]\n",
+            "    return precision_transpiler.runtime.keras.tensor.torch_at(x)[:, index].get(), layers[0], "
+            "precision_transpiler.runtime.keras.tensor.torch_at(x)[:, [-1]].get()\n",
             to="tf",
             vendored=False,
         ),
@@ -93,30 +97,40 @@ class TorchTensorIndexTf(Rule):
             # a base of unknown kind (`x` in `forward(self, x)`) read at a known tensor (`x[:, self.idx]`,
             # a buffer): torch_at reads a base that turns out not to be a tensor as Python does
             if not any(
-                isinstance(e.slice, cst.Index) and known_tensor(ctx, e.slice.value, original) for e in original.slice
+                isinstance(e.slice, cst.Index)
+                and (known_tensor(ctx, e.slice.value, original) or isinstance(e.slice.value, cst.List | cst.ListComp))
+                for e in original.slice
             ):
                 return None
-        elif not masked and not any(self._may_be_tensor(ctx, element.slice, original) for element in original.slice):
+        elif not masked and not any(
+            self._may_be_tensor(ctx, element.slice, original, loose=True) for element in original.slice
+        ):
             return None
         at = cst.Call(ctx.expr_for(_AT), [cst.Arg(updated.value)])
         value = cst.Call(cst.Attribute(cst.Subscript(at, updated.slice), cst.Name("get")), [])
         ctx.record(self.name, original, value)
         return value
 
-    def _may_be_tensor(self, ctx: RuleContext, piece: cst.BaseSlice, anchor: cst.CSTNode) -> bool:
+    def _may_be_tensor(self, ctx: RuleContext, piece: cst.BaseSlice, anchor: cst.CSTNode, loose: bool) -> bool:
         if not isinstance(piece, cst.Index):
             return False  # a slice: ints (or None)
-        return self._tensor_expr(ctx, piece.value, anchor)
+        return self._tensor_expr(ctx, piece.value, anchor, loose)
 
-    def _tensor_expr(self, ctx: RuleContext, value: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
-        """A tensor, or arithmetic/comparison with a tensor operand (`i - 3`, `x > 0`, `~mask`)."""
+    def _tensor_expr(self, ctx: RuleContext, value: cst.BaseExpression, anchor: cst.CSTNode, loose: bool) -> bool:
+        """A tensor, or arithmetic/comparison with a tensor operand (`i - 3`, `x > 0`, `~mask`);
+        `loose`: also a name not bound only to Python values (`deg[row]` with `row` from an
+        argument), which torch_at reads as TensorFlow does when it holds an int after all."""
         if isinstance(value, cst.Comparison):
             parts = [value.left, *(c.comparator for c in value.comparisons)]
-            return any(self._tensor_expr(ctx, part, anchor) for part in parts)
+            return any(self._tensor_expr(ctx, part, anchor, loose) for part in parts)
         if isinstance(value, cst.BinaryOperation):
-            return self._tensor_expr(ctx, value.left, anchor) or self._tensor_expr(ctx, value.right, anchor)
+            return self._tensor_expr(ctx, value.left, anchor, loose) or self._tensor_expr(
+                ctx, value.right, anchor, loose
+            )
         if isinstance(value, cst.UnaryOperation):
-            return self._tensor_expr(ctx, value.expression, anchor)
+            return self._tensor_expr(ctx, value.expression, anchor, loose)
+        if loose and isinstance(value, cst.Name) and value.value not in ("None", "True", "False", "Ellipsis"):
+            return maybe_tensor_name(ctx, value.value, anchor)
         if isinstance(value, cst.List | cst.ListComp) or (
             isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list"
         ):
