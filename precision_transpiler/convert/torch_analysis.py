@@ -505,10 +505,13 @@ def _factory_names(func: ast.AST, bindings: Mapping[str, str | None], module_cla
             if isinstance(default, ast.Constant) and default.value is not None:
                 continue  # `add_pooling_layer=True` is a flag, not a layer class
             annotation = ast.unparse(param.annotation) if param.annotation is not None else ""
+            # a `forward` applies what it is handed (`sublayer(x)`, the Annotated Transformer's
+            # residual connection): a name alone makes no factory there
+            by_name = getattr(func, "name", "") != "forward" and param.arg.endswith(_FACTORY_SUFFIXES)
             if (
                 (default is not None and _is_layer_value(default, bindings, module_classes, names))
                 or _factory_annotation(annotation, module_classes)
-                or (param.arg.endswith(_FACTORY_SUFFIXES) and not annotation)
+                or (by_name and not annotation)
                 or (param.arg.endswith(_FACTORY_SUFFIXES) and _factory_annotation(annotation, module_classes))
             ):
                 names.add(param.arg)

@@ -4,10 +4,10 @@ torch code stacks identical blocks by deep-copying one (`nn.ModuleList([copy.dee
 _ in range(n)])`: transformers' `_get_clones`, torch-geometric's normalisation layers). A torch
 module deep-copies its attributes; a Keras layer instead pickles itself through the Keras saving
 library, which fails for any class not registered as serializable ("Could not locate class
-'Block'") and would save and reload every weight. On Keras, calls of `copy.deepcopy` and
-`copy.copy` (however imported) become `torch_deepcopy` / `torch_copy` of runtime/keras/modules.py,
-which copy layers attribute by attribute and hand everything else to the `copy` module. Flax
-needs nothing: nnx modules deep-copy as Python objects.
+'Block'") and would save and reload every weight. On Keras, `copy.deepcopy` and `copy.copy`
+(however imported, called or bound to a name: `c = copy.deepcopy`) become `torch_deepcopy` /
+`torch_copy` of runtime/keras/modules.py, which copy layers attribute by attribute and hand
+everything else to the `copy` module. Flax needs nothing: nnx modules deep-copy as Python objects.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ class TorchCopyKeras(Rule):
     EXAMPLES = (
         Example(
             "import copy\nimport torch\n\n\ndef clones(layer, n):\n"
-            "    return [copy.deepcopy(layer) for _ in range(n)]\n",
+            "    c = copy.deepcopy\n    return [c(layer) for _ in range(n)]\n",
             "import copy\nimport precision_transpiler\n\n\ndef clones(layer, n):\n"
-            "    return [precision_transpiler.runtime.keras.modules.torch_deepcopy(layer) for _ in range(n)]\n",
+            "    c = precision_transpiler.runtime.keras.modules.torch_deepcopy\n"
+            "    return [c(layer) for _ in range(n)]\n",
             to="tf",
             vendored=False,
         ),
@@ -46,10 +47,22 @@ class TorchCopyKeras(Rule):
     def applies(self, ctx: RuleContext) -> bool:
         return ctx.source == "torch" and ctx.target == "tf"
 
-    def leave_Call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
-        function = _COPIES.get(ctx.qualified_name(original.func) or "")
+    def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
+        return self._copy_function(ctx, original)
+
+    def leave_Attribute(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        return self._copy_function(ctx, original)
+
+    def _copy_function(self, ctx: RuleContext, original: cst.Name | cst.Attribute) -> cst.BaseExpression | None:
+        """The function itself, called or not (`c = copy.deepcopy`, then `c(layer)`: the Annotated
+        Transformer's `make_model`)."""
+        if not ctx.is_outermost_name(original) or isinstance(ctx.parent(original), cst.ImportAlias):
+            return None
+        function = _COPIES.get(ctx.qualified_name(original) or "")
         if function is None:
             return None
-        new = updated.with_changes(func=ctx.expr_for(runtime_name("tf", "modules", function)))
+        new = ctx.expr_for(runtime_name("tf", "modules", function)).with_changes(lpar=original.lpar, rpar=original.rpar)
         ctx.record(self.name, original, new)
         return new

@@ -23,7 +23,8 @@ Comparisons too: torch compares a float64 tensor with an integer one (zuko's
 `adjacency.double() @ adjacency.double().t() == adjacency.sum(dim=-1)`), TensorFlow raises. A
 comparison of two operands known to be tensors, one of them cast (`.double()`, `.to(...)`) or
 known to hold integers, becomes `keras.ops.equal`/`less`/... (the operators entry), which promotes
-and gives the same booleans when the dtypes agree.
+and gives the same booleans when the dtypes agree; so does a boolean tensor compared with a number
+(`mask == 0`, the Annotated Transformer's masks: TensorFlow cannot make 0 a bool).
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import Where, known_tensor
+from precision_transpiler.rewrite.tensor_inference import (
+    Where,
+    bool_tensor,
+    combined_mask,
+    known_tensor,
+    maybe_tensor_name,
+    torch_value,
+)
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.syntax import operator_symbol
 
@@ -53,6 +61,15 @@ class TorchIntPromotionTf(Rule):
             "import precision_transpiler\nimport keras\n\n\ndef widths(depth: int, w_a: float, w_0: int):\n"
             "    cont = keras.ops.multiply(precision_transpiler.runtime.keras.tensor.torch_arange(depth), w_a) + w_0\n"
             "    return cont, precision_transpiler.runtime.keras.tensor.torch_arange(depth) * 2\n",
+            to="tf",
+            vendored=False,
+        ),
+        Example(
+            # a mask compared with a number as a torch op's argument; `n == 0` stays Python's
+            "import torch\n\n\ndef f(scores, mask, n):\n    return scores.masked_fill(mask == 0, -1e9), n == 0\n",
+            "import keras\nimport precision_transpiler\n\n\ndef f(scores, mask, n):\n"
+            "    return precision_transpiler.runtime.keras.tensor.torch_masked_fill("
+            "scores, keras.ops.equal(mask, 0), -1e9), n == 0\n",
             to="tf",
             vendored=False,
         ),
@@ -89,14 +106,34 @@ class TorchIntPromotionTf(Rule):
         symbol = operator_symbol(original.comparisons[0].operator)
         op = ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _COMPARISONS else None
         left, right = original.left, original.comparisons[0].comparator
-        if op is None or not (known_tensor(ctx, left, original) and known_tensor(ctx, right, original)):
+        if op is None:
             return None
-        if not any(self._integers(ctx, side, original) or _casts(side) for side in (left, right)):
+        pairs = ((left, right), (right, left))
+        if any(isinstance(a, cst.Integer | cst.Float) and self._mask(ctx, b, original) for a, b in pairs):
+            pass  # `mask == 0` of a boolean tensor: TensorFlow cannot make 0 a bool, keras.ops compares
+        elif not (known_tensor(ctx, left, original) and known_tensor(ctx, right, original)):
+            return None
+        elif not any(self._integers(ctx, side, original) or _casts(side) for side in (left, right)):
             return None  # no reason to think the dtypes differ: the operator reads better
         call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.comparisons[0].comparator)])
         replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         ctx.record(self.name, original, replacement)
         return replacement
+
+    def _mask(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+        """A boolean tensor; or a name the function binds only to comparisons (`mask = x > 0.5`), or
+        any name not bound only to Python values, compared as a torch op's argument
+        (`scores.masked_fill(mask == 0, -1e9)`: the op takes a tensor there), for which keras.ops
+        compares Python values as well."""
+        if bool_tensor(ctx, node, anchor):
+            return True
+        if not isinstance(node, cst.Name):
+            return False
+        if combined_mask(ctx, node, anchor):
+            return True
+        arg = ctx.parent(anchor)
+        call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and torch_value(ctx, call) and maybe_tensor_name(ctx, node.value, anchor)
 
     def _integers(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
         """A torch call returning integers, or a name bound only to such calls in this function."""

@@ -10,8 +10,10 @@ up with `getattr(nn, name)` or `getattr(F, name)`. Converted, the module would s
   `types.SimpleNamespace` of its listed members, each converted as `module.member` written by hand
   would be (`ReLU=ReLU`, the runtime's torch-signature class; `gelu=gelu`), so `vars()`,
   `getattr()` and attribute reads find them. Members without a counterpart in the target are left
-  out, and a namespace the table marks `partial` (torch.nn holds more than its activations) is said
-  with a warning, so a name the namespace lacks is no surprise at run time.
+  out, and a namespace the table marks `partial` (torch.nn holds more than its activations) also
+  holds the members the file names in string constants (`rnn_type="LSTM"`, then
+  `getattr(nn, rnn_type)`), and is said with a warning, so a name it lacks is no surprise at run
+  time.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class TorchNamespaceValues(Rule):
             return None
         elements: list[cst.DictElement] = []
         left_out: list[str] = []
-        for member in spec.members:
+        named = _named_in_strings(ctx, module, spec.members) if spec.partial else []
+        for member in (*spec.members, *named):
             target = _member(ctx, f"{module}.{member}")
             if target is None:
                 left_out.append(member)
@@ -103,7 +106,8 @@ class TorchNamespaceValues(Rule):
         )
         said = []
         if spec.partial:
-            said.append(f"the converted namespace {spec.partial}")
+            also = f", and what the file names in strings: {', '.join(named)}" if named else ""
+            said.append(f"the converted namespace {spec.partial}{also}")
         if left_out:
             said.append(f"left out, no counterpart in {ctx.target}: {', '.join(left_out)}")
         if said:
@@ -123,6 +127,24 @@ def _constant_getattr(call: cst.Call) -> str | None:
     if isinstance(name, cst.SimpleString) and isinstance(name.evaluated_value, str):
         return name.evaluated_value if name.evaluated_value.isidentifier() else None
     return None
+
+
+def _named_in_strings(ctx: RuleContext, module: str, members: tuple[str, ...] | list[str]) -> list[str]:
+    """Members of `module` beyond the table's list that the file names in string constants
+    (`rnn_type="LSTM"` then `getattr(nn, rnn_type)`, `if rnn_type in ["LSTM", "GRU"]`): a name a
+    lookup can reach comes from somewhere, most often a string in the file itself."""
+    tree, _ = ctx.module_ast()
+    if tree is None:
+        return []
+    import ast
+
+    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    listed = set(members)
+    return sorted(
+        name
+        for name in strings
+        if name.isidentifier() and name not in listed and _member(ctx, f"{module}.{name}") is not None
+    )
 
 
 def _member(ctx: RuleContext, qualified: str) -> str | None:

@@ -232,7 +232,10 @@ def load_torch_state_dict(model: Any, state_dict: Mapping[str, Any], *, strict: 
     targets, dropped = _walk(model)
     by_key = {t.torch_key: t for t in targets}
     unexpected = [k for k in state_dict if k not in by_key and k not in dropped]
-    missing = [k for k in by_key if k not in state_dict]
+    # a variable reached under several names (a module held in a plain list and registered with
+    # `add_module`: torch's state_dict names only the registered one) is filled through any of them
+    filled = {id(by_key[k].variable) for k in by_key if k in state_dict}
+    missing = [k for k in by_key if k not in state_dict and id(by_key[k].variable) not in filled]
     if strict and (unexpected or missing):
         parts = []
         if missing:

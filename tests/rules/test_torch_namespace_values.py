@@ -84,3 +84,41 @@ def test_a_registry_filtered_by_a_module_base_held_in_a_variable(tmp_path: Path,
         if isinstance(a, type) and issubclass(a, torch.nn.Module) and a.__module__ == "torch.nn.modules.activation"
     )
     assert _load(path, f"registry_{to}").acts() == expected
+
+
+RNN_BY_NAME = """
+import torch.nn as nn
+
+
+class RNNModel(nn.Module):
+    def __init__(self, rnn_type="LSTM", ntoken=10, ninp=4, nhid=4):
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, ninp)
+        if rnn_type in ["LSTM", "GRU"]:
+            self.rnn = getattr(nn, rnn_type)(ninp, nhid)
+        else:
+            self.rnn = nn.RNN(ninp, nhid, nonlinearity={"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type])
+        self.decoder = nn.Linear(nhid, ntoken)
+
+    def forward(self, input):
+        output, hidden = self.rnn(self.encoder(input))
+        return self.decoder(output)
+"""
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+@pytest.mark.parametrize("rnn_type", ["LSTM", "GRU"])
+def test_layers_named_in_the_files_strings_join_a_partial_namespace(tmp_path: Path, to: str, rnn_type: str) -> None:
+    """pytorch/examples' word language model: `getattr(nn, rnn_type)` with `rnn_type="LSTM"`."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    original = tmp_path / "rnn_model.py"
+    original.write_text(RNN_BY_NAME)
+    result = transpile(RNN_BY_NAME, to=to, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert any("what the file names in strings: GRU, LSTM" in d.message for d in result.diagnostics)
+    converted = tmp_path / f"rnn_model_{to}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry=f"RNNModel({rnn_type!r})", inputs=["int64[5,2]<10"])
+    verdict = verify_files(original, converted, options)
+    assert verdict.passed, verdict.failures

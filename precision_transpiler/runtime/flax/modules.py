@@ -424,6 +424,16 @@ def buffer_value(value):
     return _array_of(value)
 
 
+def _holds_nnx_state(value):
+    """Whether a plain list, tuple or dict holds an nnx module, variable or array (nested too)."""
+    items = value.values() if isinstance(value, dict) else value
+    return any(
+        isinstance(item, nnx.Module | nnx.Variable | jax.Array)
+        or (type(item) in (list, tuple, dict) and _holds_nnx_state(item))
+        for item in items
+    )
+
+
 class TorchModule(TorchLayer):
     """torch.nn.Module for converted classes: an nnx.Module with torch's module methods, so code
     that calls them (`self.apply(self._init_weights)`, `model.eval()`, `model.parameters()`)
@@ -445,6 +455,10 @@ class TorchModule(TorchLayer):
         if "_pytree__state" not in vars(self):
             object.__setattr__(self, name, value)
             return
+        if type(value) in (list, tuple, dict) and _holds_nnx_state(value):
+            # `self.heads = [Layer(...) for _ in range(n)]` (then `add_module(f"head_{i}", head)`):
+            # a plain container of modules or arrays is data to nnx, which refuses it as static
+            value = nnx.data(value)
         super().__setattr__(name, value)
 
     def forward(self, *args, **kwargs):

@@ -1,0 +1,155 @@
+"""Idioms of widely copied model files (pyGAT, the Annotated Transformer, pytorch/examples), each
+converted to both targets and verified against torch: the mechanisms, not the files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.verify import VerifyOptions, verify_files
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
+
+TARGETS = ("jax", "tf")
+
+
+def _verify(tmp_path: Path, name: str, source: str, to: str, entry: str, spec: str, policy: str = "fp32") -> str:
+    original = tmp_path / f"{name}.py"
+    original.write_text(source)
+    result = transpile(source, to=to, policy=policy, path=str(original))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    converted = tmp_path / f"{name}_{to}_{policy}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(original, converted, VerifyOptions(entry=entry, inputs=[spec], policy=policy))
+    assert verdict.passed, verdict.failures
+    return result.code
+
+
+HEADS_IN_A_LIST = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Head(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.W = nn.Parameter(torch.empty(size=(d, d)))
+        nn.init.xavier_uniform_(self.W.data, gain=1.414)
+
+    def forward(self, x):
+        return F.elu(torch.mm(x, self.W))
+
+
+class GAT(nn.Module):
+    def __init__(self, d=4, nheads=2):
+        super().__init__()
+        self.attentions = [Head(d) for _ in range(nheads)]
+        for i, attention in enumerate(self.attentions):
+            self.add_module('attention_{}'.format(i), attention)
+        self.scales = [1.0, 2.0]
+
+    def forward(self, x):
+        return torch.cat([att(x) * s for att, s in zip(self.attentions, self.scales)], dim=1)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_modules_held_in_a_plain_list_and_registered_by_name(tmp_path: Path, to: str) -> None:
+    """pyGAT: a plain list of heads, each registered with `add_module`. nnx refuses a list of
+    modules as a static attribute; torch's state dict names the heads by their registered names."""
+    _verify(tmp_path, "gat", HEADS_IN_A_LIST, to, "GAT()", "float32[3,4]")
+
+
+RESIDUAL_SUBLAYER = """
+import copy
+import math
+
+import torch
+import torch.nn as nn
+
+
+def attention(query, key, value, mask=None):
+    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    return torch.matmul(scores.softmax(dim=-1), value)
+
+
+class SublayerConnection(nn.Module):
+    def __init__(self, size, dropout):
+        super().__init__()
+        self.norm = nn.LayerNorm(size)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, sublayer):
+        return x + self.dropout(sublayer(self.norm(x)))
+
+
+class Layer(nn.Module):
+    def __init__(self, size, dropout):
+        super().__init__()
+        self.proj = nn.Linear(size, size)
+        self.sublayer = SublayerConnection(size, dropout)
+
+    def forward(self, x, mask):
+        return self.sublayer(x, lambda x: attention(self.proj(x), x, x, mask))
+
+
+class Encoder(nn.Module):
+    def __init__(self, size=4, n=2, dropout=0.1):
+        super().__init__()
+        c = copy.deepcopy
+        layer = Layer(size, dropout)
+        self.layers = nn.ModuleList([c(layer) for _ in range(n)])
+
+    def forward(self, x):
+        mask = (x[..., 0] > 0).unsqueeze(-2)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_sublayers_handed_to_forward_aliased_copies_and_masks_compared_with_numbers(
+    tmp_path: Path, to: str
+) -> None:
+    """The Annotated Transformer: `forward(self, x, sublayer)` applies what it is handed (no
+    `rngs` passed to it on Flax), `c = copy.deepcopy` then `c(layer)` (Keras deep-copies through
+    the runtime), `scores.masked_fill(mask == 0, -1e9)` with a boolean mask (TensorFlow cannot
+    compare a bool tensor with 0 by `==`)."""
+    code = _verify(tmp_path, "encoder", RESIDUAL_SUBLAYER, to, "Encoder()", "float32[2,3,4]")
+    assert "sublayer(self.norm(x))" in code
+    if to == "tf":
+        assert "c = torch_deepcopy" in code and "keras.ops.equal(mask, 0)" in code
+
+
+WORD_LANGUAGE_MODEL = """
+import torch.nn as nn
+
+
+class RNNModel(nn.Module):
+    def __init__(self, rnn_type="LSTM", ntoken=10, ninp=4, nhid=4):
+        super().__init__()
+        self.encoder = nn.Embedding(ntoken, ninp)
+        if rnn_type in ["LSTM", "GRU"]:
+            self.rnn = getattr(nn, rnn_type)(ninp, nhid)
+        else:
+            self.rnn = nn.RNN(ninp, nhid, nonlinearity={"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type])
+        self.decoder = nn.Linear(nhid, ntoken)
+
+    def forward(self, input):
+        output, hidden = self.rnn(self.encoder(input))
+        return self.decoder(output)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", TARGETS)
+def test_idioms_under_mixed_precision(tmp_path: Path, to: str) -> None:
+    _verify(tmp_path, "gat", HEADS_IN_A_LIST, to, "GAT()", "float32[3,4]", policy="mixed")
+    _verify(tmp_path, "encoder", RESIDUAL_SUBLAYER, to, "Encoder()", "float32[2,3,4]", policy="mixed")
+    _verify(tmp_path, "rnn", WORD_LANGUAGE_MODEL, to, "RNNModel('GRU')", "int64[5,2]<10", policy="mixed")
