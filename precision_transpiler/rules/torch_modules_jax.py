@@ -9,6 +9,8 @@
   a layer factory (`norm_layer(planes)`, `block(...)`) passes `rngs=rngs` on. Entry points
   (module `__init__`s and top-level functions) take `rngs: nnx.Rngs | None = None` and create
   `nnx.Rngs(0)` when called without, so `Net()` and `resnet18()` still work as written.
+* Weight tying, `a.weight = b.weight` between two layers -> `torch_tie(a, "weight", b, "weight")`
+  of the runtime: both layers use one Param, as torch's use one Parameter.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ class TorchModules(Rule):
             "def block(d, norm, *, rngs: nnx.Rngs | None = None):\n    if rngs is None:\n        rngs = nnx.Rngs(0)\n"
             "    make = precision_transpiler.runtime.flax.norm.LayerNorm if norm else lambda d, *, rngs=None: None\n"
             "    return make(d, rngs=rngs)\n",
+            to="jax",
+            vendored=False,
+        ),
+        # weight tying shares the one Param, whichever way the two layers lay it out
+        Example(
+            "import torch.nn as nn\n\n\ndef tie(head, embedding):\n    embedding.weight = head.weight\n",
+            "import precision_transpiler\n\n\ndef tie(head, embedding):\n"
+            '    precision_transpiler.runtime.flax.modules.torch_tie(embedding, "weight", head, "weight")\n',
             to="jax",
             vendored=False,
         ),
@@ -313,6 +323,8 @@ class TorchModules(Rule):
             isinstance(parent, cst.AugAssign) and parent.target is original
         ):
             return None
+        if isinstance(parent, cst.Assign) and parent.value is original and _tie(parent) is not None:
+            return None  # `wte.weight = lm_head.weight`: the tie shares the variable (`torch_tie`)
         if isinstance(parent, cst.Attribute) and parent.value is original and parent.attr.value == "data":
             grand = ctx.parent(parent)
             if isinstance(grand, cst.AssignTarget | cst.AugAssign) or (
@@ -405,7 +417,21 @@ class TorchModules(Rule):
     def leave_SimpleStatementLine(
         self, ctx: RuleContext, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.BaseStatement | None:
-        """`self.register_buffer("name", t, persistent=False)` -> `self.name = Buffer(t, persistent=False)`."""
+        """`self.register_buffer("name", t, persistent=False)` -> `self.name = Buffer(t, persistent=False)`;
+        weight tying (`self.wte.weight = self.lm_head.weight`) -> `torch_tie(self.wte, "weight",
+        self.lm_head, "weight")`, which makes both layers use one Param (runtime/flax/modules.py)."""
+        tie = _tie(updated.body[0]) if len(updated.body) == 1 and isinstance(updated.body[0], cst.Assign) else None
+        if tie is not None:
+            target, name, source, source_name = tie
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            args = [target, cst.SimpleString(f'"{name}"'), source, cst.SimpleString(f'"{source_name}"')]
+            call = cst.Call(
+                func=ctx.expr_for(runtime_name("jax", "modules", "torch_tie")),
+                args=[cst.Arg(a, comma=comma if i < 3 else cst.MaybeSentinel.DEFAULT) for i, a in enumerate(args)],
+            )
+            new = updated.with_changes(body=[cst.Expr(call, semicolon=updated.body[0].semicolon)])
+            ctx.record(self.name, original, new)
+            return new
         if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Expr):
             return None
         call = updated.body[0].value
@@ -510,6 +536,25 @@ class TorchModules(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
+
+
+def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpression, str] | None:
+    """(target layer, name, source layer, source name) of weight tying, `a.weight = b.weight`
+    (`self.transformer.wte.weight = self.lm_head.weight`, a bias alike), or None. The module's own
+    attributes (`self.weight = ...`) are not ties of two layers."""
+    if len(assign.targets) != 1:
+        return None
+    target, value = assign.targets[0].target, assign.value
+    if not (isinstance(target, cst.Attribute) and isinstance(value, cst.Attribute)):
+        return None
+    if target.attr.value not in _TIED_NAMES or value.attr.value not in _TIED_NAMES:
+        return None
+    if any(isinstance(side.value, cst.Name) and side.value.value == "self" for side in (target, value)):
+        return None
+    return target.value, target.attr.value, value.value, value.attr.value
+
+
+_TIED_NAMES = frozenset({"weight", "bias"})
 
 
 def _mentions_none(node: cst.CSTNode) -> bool:

@@ -1757,3 +1757,91 @@ def test_functional_activations_passed_as_values(tmp_path: Path, to: str) -> Non
     assert said and "left out" not in said[0], said
     assert "def __init__(self, dim, act=elu, gate=glu" in result.code
     assert "[leaky_relu, softplus, hardtanh, selu]" in result.code
+
+
+TIED_WEIGHTS = """
+import torch
+import torch.nn as nn
+
+
+class TiedLM(nn.Module):
+    def __init__(self, vocab=11, d=6):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(vocab, d), ln_f=nn.LayerNorm(d)))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # nanoGPT: the embedding takes the head's
+        self.emb = nn.Embedding(vocab, d)
+        self.unembed = nn.Linear(d, vocab, bias=False)
+        self.unembed.weight = self.emb.weight  # the head takes the embedding's
+        self.enc = nn.Linear(d, d)
+        self.dec = nn.Linear(d, d)
+        self.dec.weight = self.enc.weight  # two Linears (their biases stay apart)
+        self.src = nn.Embedding(vocab, d)
+        self.tgt = nn.Embedding(vocab, d)
+        self.tgt.weight = self.src.weight  # two Embeddings
+
+    def forward(self, idx):
+        x = self.transformer.wte(idx) + self.emb(idx) + self.src(idx) * self.tgt(idx)
+        x = self.transformer.ln_f(self.dec(torch.tanh(self.enc(x))))
+        return self.lm_head(x) + self.unembed(x)
+"""
+
+
+def _tied_parameter_count(model: object, to: str) -> int:
+    if to == "jax":
+        import jax
+        from flax import nnx
+
+        return len(jax.tree.leaves(nnx.state(model, nnx.Param)))
+    return len(model.trainable_weights)
+
+
+def _set_torch_weight(layer: object, value: np.ndarray, to: str) -> None:
+    """Set a layer's torch-layout `weight` through whichever variable holds it."""
+    if to == "tf":
+        layer.weight.assign(value)
+        return
+    from precision_transpiler.runtime.flax.modules import _to_flax_layout, _torch_slot
+
+    attribute, layout = _torch_slot(layer, "weight")
+    getattr(layer, attribute).set_value(_to_flax_layout(np.asarray(value), layout))
+
+
+@pytest.mark.parametrize("to", TARGETS)
+@pytest.mark.parametrize("policy", ["fp32", pytest.param("mixed", marks=pytest.mark.slow)])
+def test_weight_tying_shares_one_parameter(tmp_path: Path, to: str, policy: str) -> None:
+    """`a.weight = b.weight` (nanoGPT's `self.transformer.wte.weight = self.lm_head.weight`, the
+    other direction, two Linears, two Embeddings): both layers use one variable, as torch's do,
+    whichever way each target lays the weight out (nnx.Linear's kernel is torch's weight
+    transposed); the torch state dict, which lists the tied Parameter under both keys, loads."""
+    result = _verify(tmp_path, "tied", TIED_WEIGHTS, to, policy, "TiedLM()", "int64[2,5]<11")
+    if policy != "fp32":
+        return
+    reference: dict = {}
+    exec(compile(TIED_WEIGHTS, "<original>", "exec"), reference)
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    model = namespace["TiedLM"]()
+    assert _tied_parameter_count(model, to) == len(list(reference["TiedLM"]().parameters())) == 8
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 6)).astype("float32")
+    idx = np.array([[0, 3, 10]], dtype="int32")
+    embeddings = (model.transformer.wte, model.emb, model.src, model.tgt)
+    pairs = [
+        (model.lm_head, model.transformer.wte),
+        (model.emb, model.unembed),
+        (model.enc, model.dec),
+        (model.src, model.tgt),
+    ]
+    for pair in pairs:
+        for changed in pair:
+            value = rng.standard_normal((6, 6) if changed is model.enc or changed is model.dec else (11, 6))
+            value = value.astype("float32")
+            _set_torch_weight(changed, value, to)
+            for reader in pair:  # each layer computes with what was set through either
+                if any(reader is e for e in embeddings):
+                    np.testing.assert_allclose(np.asarray(reader(idx)), value[idx], rtol=1e-6)
+                else:
+                    bias = getattr(reader, "bias", None)
+                    bias = 0.0 if bias is None else np.asarray(bias[...] if to == "jax" else bias)
+                    np.testing.assert_allclose(np.asarray(reader(x)), x @ value.T + bias, rtol=1e-5, atol=1e-5)

@@ -302,6 +302,79 @@ def torch_parameter(module, name: str):
     return value[...] if isinstance(value, nnx.Variable) else value
 
 
+def _torch_slot(module, name: str):
+    """(attribute, layout) holding torch's parameter `name` of a layer: the attribute of that
+    name when the layer holds it as a variable (a converted `nn.Parameter`, a tied weight), else
+    the layer's torch names (nnx.Linear's `weight` is `kernel`, transposed), else `name` as it is."""
+    if isinstance(vars(module).get(name), nnx.Variable):
+        return name, "same"
+    entry = _torch_param_names(module).get(name)
+    return (name, "same") if entry is None else entry
+
+
+# (layer class, attribute, torch name, layout) -> the class of a layer whose `attribute` reads the
+# variable held under the torch name in another layout (`torch_tie`)
+_TORCH_TIED_CLASSES = {}
+
+
+def _torch_tied_class(cls, attribute: str, torch_name: str, layout: str):
+    """A subclass of `cls` (same name) whose `attribute` is a property reading the variable held
+    under `torch_name` (torch's layout) in `layout` (`kernel` -> `weight` transposed)."""
+    key = (cls, attribute, torch_name, layout)
+    if key not in _TORCH_TIED_CLASSES:
+
+        def read(self):
+            return _to_flax_layout(getattr(self, torch_name)[...], layout)
+
+        namespace = {attribute: property(read), "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        _TORCH_TIED_CLASSES[key] = type(cls.__name__, (cls,), namespace)
+    return _TORCH_TIED_CLASSES[key]
+
+
+def _torch_hold(module, attribute: str, torch_name: str, layout: str, variable):
+    """Make `module` hold `variable` (torch's layout) under torch's name, its own `attribute` (in
+    `layout`) a view of it, in the attribute's place (torch's state_dict keeps the parameter's
+    place: `weight` before `bias`)."""
+    names = list(vars(module))
+    after = names[names.index(attribute) + 1 :] if attribute in names else []
+    if attribute in names:
+        delattr(module, attribute)
+    object.__setattr__(module, "__class__", _torch_tied_class(type(module), attribute, torch_name, layout))
+    setattr(module, torch_name, variable)
+    for name in after:  # the attributes set after the replaced one move behind it again
+        vars(module)[name] = vars(module).pop(name)
+
+
+def torch_tie(target, name: str, source, source_name: str):
+    """torch's weight tying, `target.weight = source.weight` (`self.transformer.wte.weight =
+    self.lm_head.weight`): both layers use one Param from then on, so an update or a gradient of
+    one is the other's. Where the two layers lay the parameter out alike (two Linears, two
+    Embeddings), the target holds the source's Param. Where they do not (nnx.Linear's kernel is
+    torch's weight transposed, nnx.Embed's table is not), the Param holds torch's layout and is
+    held under torch's name (`lm_head.weight`) by the layer that lays it out otherwise, whose own
+    attribute (`kernel`) becomes a view of it; the Param takes the source's value, as torch's
+    tied weight is the source's. Weight loading and `state_dict()` then see one variable under
+    both torch keys, as torch's state dict lists the tied Parameter under both. Anything else
+    (not two nnx modules, a value that is not a variable) is assigned as it is."""
+    if not (isinstance(target, nnx.Module) and isinstance(source, nnx.Module)):
+        setattr(target, name, getattr(source, source_name))
+        return
+    target_attribute, target_layout = _torch_slot(target, name)
+    source_attribute, source_layout = _torch_slot(source, source_name)
+    variable = getattr(source, source_attribute)
+    if not isinstance(variable, nnx.Variable) or target_layout == source_layout:
+        setattr(target, target_attribute, variable if variable is not None else nnx.data(None))
+        return
+    if source_layout != "same":
+        value = _to_torch_layout(variable[...], source_layout)
+        variable = type(variable)(value, **variable.get_metadata())
+        _torch_hold(source, source_attribute, source_name, source_layout, variable)
+    if target_layout == "same":
+        setattr(target, target_attribute, variable)
+    else:
+        _torch_hold(target, target_attribute, name, target_layout, variable)
+
+
 def _torch_state_entries(module, prefix: str = "", _stack=()):
     """(torch key, variable, layout) of every entry of the torch original's `state_dict()`, in its
     order: module by module, parents first, each module's parameters then its persistent buffers

@@ -52,8 +52,20 @@ from precision_transpiler.runtime.common import (
 from precision_transpiler.runtime.keras.functional import _cast, _dropout, _keras_dtype, _linear, _uniform
 
 
+def _untrack_replaced_variable(layer: Any, name: str, value: Any) -> None:
+    """Before `layer.<name> = value`: a variable the attribute held and `value` replaces leaves
+    Keras' tracking. torch forgets a replaced Parameter (weight tying, `wte.weight =
+    lm_head.weight`, after which both layers use one Parameter; a parameter set again); Keras
+    would keep the old one among the layer's weights, with no torch key and no gradient."""
+    old = layer.__dict__.get(name)
+    if isinstance(old, keras.Variable) and value is not old and getattr(layer, "_tracker", None) is not None:
+        layer._untrack_variable(old)
+
+
 class Linear(keras.layers.Layer):
-    """torch.nn.Linear: `weight` (out, in) as torch (Keras Dense: `kernel` (in, out)), y = x W^T + b."""
+    """torch.nn.Linear: `weight` (out, in) as torch (Keras Dense: `kernel` (in, out)), y = x W^T + b.
+    Assigning another layer's parameter (`lm_head.weight = wte.weight`: both hold torch's
+    layout) shares that variable, as torch shares the Parameter."""
 
     def __init__(
         self,
@@ -72,6 +84,10 @@ class Linear(keras.layers.Layer):
         self.bias = self.add_weight(shape=(out_features,), initializer=_uniform(bound), name="bias") if bias else None
         self.built = True
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        _untrack_replaced_variable(self, name, value)
+        super().__setattr__(name, value)
+
     def call(self, input: Any) -> Any:
         dt = self.compute_dtype
         return _linear(ops.cast(input, dt), ops.cast(self.weight, dt), _cast(self.bias, dt))
@@ -82,6 +98,7 @@ class Embedding(keras.layers.Layer):
 
     As in torch, the `padding_idx` row receives no gradient. `max_norm` (in-place renormalisation) is
     not supported. `_weight` gives the initial table, `_freeze=True` makes it non-trainable.
+    Assigning another layer's parameter (`wte.weight = lm_head.weight`) shares that variable.
     """
 
     def __init__(
@@ -121,6 +138,10 @@ class Embedding(keras.layers.Layer):
             rows = ops.expand_dims(ops.arange(num_embeddings), 1)
             self.weight.assign(ops.where(rows == padding_idx, ops.zeros((), self.weight.dtype), self.weight))
         self.built = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _untrack_replaced_variable(self, name, value)
+        super().__setattr__(name, value)
 
     def call(self, input: Any) -> Any:
         out = ops.take(ops.cast(self.weight, self.compute_dtype), input, axis=0)
@@ -458,11 +479,9 @@ class TorchModule(keras.layers.Layer):
             # class; one holding no layer or variable has nothing to track
             object.__setattr__(self, name, value)
             return
-        old = self.__dict__.get(name)
-        if isinstance(old, keras.Variable) and value is not old and hasattr(self, "_untrack_variable"):
-            # a parameter set again (timm's VisionTransformerDistilled replaces the `pos_embed`
-            # its base built): torch replaces it, Keras would keep the old one as a nameless weight
-            self._untrack_variable(old)
+        # a parameter set again (timm's VisionTransformerDistilled replaces the `pos_embed` its
+        # base built): torch replaces it, Keras would keep the old one as a nameless weight
+        _untrack_replaced_variable(self, name, value)
         super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
