@@ -273,8 +273,8 @@ def torch_value(ctx: RuleContext, value: cst.BaseExpression) -> bool:
 
 def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
     """Whether `node` is known to be a tensor: a name its function binds only to tensors, a
-    registered buffer or parameter `self.<name>`, or a torch call (shared by the Keras rules that
-    rewrite only what holds tensors: torch_tensor_index_tf, torch_bool_arith_tf)."""
+    registered buffer or parameter `self.<name>`, an index of one, or a torch call (shared by the
+    Keras rules that rewrite only what holds tensors: torch_tensor_index_tf, torch_bool_arith_tf)."""
     if isinstance(node, cst.Name):
         return tensor_names(ctx, Where.scope_of(ctx, anchor)).get(node.value) is True
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
@@ -282,8 +282,9 @@ def known_tensor(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode
     if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _BITWISE):
         # arithmetic with a tensor is a tensor (`a.double() @ a.double().t()`)
         return known_tensor(ctx, node.left, anchor) or known_tensor(ctx, node.right, anchor)
-    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name | cst.Subscript):
-        return known_tensor(ctx, node.value, anchor)  # an index of a tensor (`edge_index[0]`)
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name | cst.Subscript | cst.Attribute):
+        # an index of a tensor (`edge_index[0]`, a buffer's `self.pe[:, :n]`)
+        return known_tensor(ctx, node.value, anchor)
     return torch_value(ctx, node)
 
 

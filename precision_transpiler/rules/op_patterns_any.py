@@ -555,7 +555,10 @@ def kind_mismatch(
             continue
         if kind == "known_tensor":
             if anchor is None or ctx.is_dtype_like(node) or not known_tensor(ctx, node, anchor):
-                return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor")
+                # a receiver not known to be a tensor is left alone unreported: its method of the
+                # same name is another object's (a converted module's `requires_grad_`)
+                receiver = method and isinstance(anchor, cst.Call) and name in _receiver(match.pattern)
+                return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor", receiver)
             continue
         if kind in _STRICT_KINDS:
             if name in match.defaulted:

@@ -1845,3 +1845,128 @@ def test_weight_tying_shares_one_parameter(tmp_path: Path, to: str, policy: str)
                     bias = getattr(reader, "bias", None)
                     bias = 0.0 if bias is None else np.asarray(bias[...] if to == "jax" else bias)
                     np.testing.assert_allclose(np.asarray(reader(x)), x @ value.T + bias, rtol=1e-5, atol=1e-5)
+
+
+MODULE_DICT_ATTRIBUTES = """
+import torch
+import torch.nn as nn
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=11, d=8, n_layer=2):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(vocab, d), ln_f=nn.LayerNorm(d)))
+        self.transformer.h = nn.ModuleList([nn.Linear(d, d) for _ in range(n_layer)])  # a new entry
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.transformer.wte(idx)
+        for block in self.transformer.h:
+            x = x + torch.tanh(block(x))
+        return self.lm_head(self.transformer.ln_f(x))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_module_dict_entries_read_and_assigned_as_attributes(tmp_path: Path, to: str) -> None:
+    """nanoGPT's `self.transformer.wte(idx)` on an `nn.ModuleDict`: entries are attributes, and a
+    module assigned as one after construction (`self.transformer.h = nn.ModuleList(...)`) is an
+    entry whose weights load under torch's `transformer.h.0.weight`."""
+    result = _verify(tmp_path, "tiny_gpt", MODULE_DICT_ATTRIBUTES, to, "fp32", "TinyGPT()", "int64[2,5]<11")
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    model = namespace["TinyGPT"]()
+    assert list(model.transformer.keys()) == ["wte", "ln_f", "h"] and model.transformer.h is model.transformer["h"]
+
+
+DEEPCOPIED_DROPOUT = """
+import copy
+
+import torch
+import torch.nn as nn
+
+
+class Stack(nn.Module):
+    def __init__(self, d=8, n=3):
+        super().__init__()
+        block = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Dropout(0.5))
+        self.blocks = nn.ModuleList([copy.deepcopy(block) for _ in range(n)])
+        self.head = copy.deepcopy(self.blocks[0])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_deep_copies_of_blocks_holding_dropout(tmp_path: Path, to: str) -> None:
+    """`copy.deepcopy` of a block holding `nn.Dropout` (a Keras SeedGenerator holds the backend
+    module, which deepcopy cannot pickle): the copies verify in eval mode, and in training mode
+    each copy drops with a generator of its own."""
+    result = _verify(tmp_path, "stack", DEEPCOPIED_DROPOUT, to, "fp32", "Stack()", "float32[4,8]")
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    model = namespace["Stack"]()
+    x = np.random.default_rng(0).standard_normal((64, 8)).astype("float32")
+    inference = np.asarray(model(x))
+    model.train()
+    trained = np.asarray(model(x))
+    assert trained.shape == inference.shape and np.isfinite(trained).all()
+    assert not np.allclose(trained, inference)
+    if to == "tf":
+        generators = [block[2].seed_generator for block in (*model.blocks, model.head)]
+        assert len({id(g) for g in generators}) == 4
+
+
+POSITIONAL_ENCODING = """
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Scale(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * self.gain
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, dropout=0.1, max_len=64):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        pe = pe.unsqueeze(0)
+        self.register_buffer("pe", pe)
+        self.scale = Scale(d_model)
+        self.scale.requires_grad_(False)  # a module's own: freezes its parameters
+
+    def forward(self, x):
+        x = x + self.pe[:, : x.size(1)].requires_grad_(False)
+        return self.dropout(self.scale(x))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_tensor_requires_grad_is_the_tensor(tmp_path: Path, to: str) -> None:
+    """The Annotated Transformer's `x + self.pe[:, : x.size(1)].requires_grad_(False)`: converted
+    arrays carry no autograd flag, so the call is the tensor itself; a module's
+    `requires_grad_(False)` stays the converted module's own."""
+    result = _verify(tmp_path, "annotated_pe", POSITIONAL_ENCODING, to, "fp32", "PositionalEncoding(16)",
+                     "float32[2,10,16]")  # fmt: skip
+    assert "        self.scale.requires_grad_(False)  #" in result.code
+    assert result.code.count("requires_grad_(False)") == 1  # the tensor's call is gone
+    namespace: dict = {}
+    exec(compile(result.code, "<converted>", "exec"), namespace)
+    model = namespace["PositionalEncoding"](16)
+    if to == "tf":
+        assert not model.scale.trainable and not model.scale.trainable_weights

@@ -963,6 +963,8 @@ def test_module_list_and_dict_paths() -> None:
     assert _paths(blocks) == {"a.kernel", "a.bias", "c.kernel", "c.bias"}
     with pytest.raises(KeyError):
         blocks["keys"]
+    blocks.d = S.ModuleList([nnx.Linear(2, 2, rngs=RNGS)])  # torch: an attribute assigned is an entry
+    assert blocks.a is blocks["a"] and list(blocks) == ["a", "b", "c", "d"] and not hasattr(blocks, "e")
 
 
 @pytest.mark.slow

@@ -828,6 +828,25 @@ def test_module_list_and_dict_api() -> None:
     assert [k for k, _ in md.items()] == list(md.keys())
 
 
+def test_module_dict_entries_are_attributes() -> None:
+    """As torch's Module.__getattr__ reads `_modules`: `md.key` is the entry (nanoGPT's
+    `self.transformer.wte`), a layer assigned as an attribute is an entry, and missing names raise
+    AttributeError (hasattr, copy and pickle rely on it)."""
+    md = K.ModuleDict(dict(wte=K.Linear(4, 4)))
+    assert md.wte is md["wte"] and tuple(md.wte(rand(2, 4)).shape) == (2, 4)
+    md.h = K.ModuleList([K.Linear(4, 4)])
+    assert list(md) == ["wte", "h"] and "h" not in vars(md) and md.h is md["h"] and len(md.weights) == 4
+    md.note = 3  # not a layer: a plain attribute, as torch
+    assert md.note == 3 and "note" not in md
+    assert not hasattr(md, "missing")
+    del md.h
+    assert list(md) == ["wte"]
+    copied = K.torch_deepcopy(md)
+    assert copied.wte is not md.wte and list(copied) == ["wte"]
+    bare = object.__new__(K.ModuleDict)  # before __init__ (Keras reads attributes while it runs)
+    assert not hasattr(bare, "wte")
+
+
 @pytest.mark.parametrize(
     ("make_ref", "make_layer", "shape"),
     [
@@ -1097,3 +1116,28 @@ def test_deep_and_shallow_copies_of_built_layers() -> None:
     shallow = K.torch_copy(first)
     assert shallow is not first and shallow[0].weight is first[0].weight
     assert K.torch_copy([1, 2]) == [1, 2]
+
+
+@pytest.mark.parametrize("built", [False, True])
+def test_deep_copies_of_layers_with_seed_generators(built: bool) -> None:
+    """A layer holding Dropout (its keras.random.SeedGenerator holds the backend module, which
+    copy.deepcopy cannot pickle) deep-copies: each copy has its own generator, tracked by the
+    copied layer, and draws its own masks, as torch's copies draw from one global generator."""
+    x = rand(64, 4)
+    first = K.Sequential(K.Linear(4, 4), K.Dropout(0.5))
+    if built:
+        first(x)
+    copies = [K.torch_deepcopy(first) for _ in range(2)]
+    for copied in copies:
+        generator = copied[1].seed_generator
+        assert generator is not first[1].seed_generator and generator.state is not first[1].seed_generator.state
+        assert any(g is generator for g in copied[1]._seed_generators)
+        np.testing.assert_array_equal(to_np(copied(x)), to_np(first(x)))  # inference: the same weights
+    masks = [to_np(layer(x, training=True)) == 0 for layer in (first, *copies)]
+    assert all(0.2 < m.mean() < 0.8 for m in masks)
+    assert not (masks[1] == masks[2]).all()
+    seeded = keras.random.SeedGenerator(3)
+    seeded.next()
+    kept = K.torch_deepcopy({"generator": seeded, "module": np})  # modules are shared, not copied
+    assert kept["module"] is np and kept["generator"] is not seeded
+    np.testing.assert_array_equal(to_np(kept["generator"].state.value), to_np(seeded.state.value))

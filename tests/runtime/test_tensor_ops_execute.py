@@ -239,6 +239,19 @@ CASES = [
         expect=("isinstance(x, nnx.Param)",),
     ),
     C(
+        # the Annotated Transformer's positional encoding: `x + self.pe[:, :n].requires_grad_(False)`;
+        # converted arrays carry no autograd flag, so `requires_grad_` on a tensor is the tensor
+        "requires-grad-set",
+        "x: torch.Tensor",
+        """
+        y = x.detach().requires_grad_()
+        return (x[:, :2].requires_grad_(False) + 1, y * 2, torch.ones(2).requires_grad_(requires_grad=True) + 0,
+                x.requires_grad_(False))
+        """,
+        F32(3, 4),
+        expect=("y = jax.lax.stop_gradient(x)\n", "return (x[:, :2] + 1, y * 2, jnp.ones(2) + 0,"),
+    ),
+    C(
         # torch-geometric picks its scatter kernel on `src.is_cuda`; dense arrays have no sparse layout
         "device-and-layout-flags",
         "x",
@@ -1278,6 +1291,7 @@ class Net(nn.Module):
         y = self.norm(x)
         z = self.relu(y)
         w = self.flatten(z)
+        self.head.requires_grad_(False)
         n = [1, 2].index(2)
         return parts, words, fields, kv, head, pieces, items, keys, size, w, n, s.view(-1)
 """

@@ -181,7 +181,10 @@ class ModuleDict(keras.layers.Layer):
 
     `md[key]`, `key in md`, len, iteration over keys, keys/values/items, update, pop, clear. Keys
     live in a dict (not as attributes), so keys such as 'name' or 'weights' do not clash with
-    Keras' layer attributes. Like torch, it has no forward of its own.
+    Keras' layer attributes. As on torch, a key is also read as an attribute (`md.wte`, nanoGPT's
+    `self.transformer.wte`) unless the layer has an attribute of that name, and a layer assigned
+    as a public attribute (`md.h = ModuleList(...)`) is an entry. Like torch, it has no forward of
+    its own.
     """
 
     def __init__(self, modules: Any = None, **kwargs: Any) -> None:
@@ -189,6 +192,32 @@ class ModuleDict(keras.layers.Layer):
         self._torch_modules: dict[str, Any] = {}
         self.update(modules or {})
         self.built = True
+
+    def __getattr__(self, name: str) -> Any:
+        """torch reads entries as attributes (Module.__getattr__ looks in `_modules`). Only runs for
+        names the layer does not have; before `_torch_modules` exists (Keras reads attributes
+        during `__init__`) and for names it does not hold, an AttributeError (copy and pickle probe
+        attributes this way)."""
+        modules = self.__dict__.get("_torch_modules")
+        if modules is not None and name in modules:
+            return modules[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A layer assigned as a public attribute after construction is an entry, as torch registers
+        it in `_modules` (`self.transformer.h = nn.ModuleList(...)`)."""
+        if isinstance(value, keras.layers.Layer) and not name.startswith("_") and "_torch_modules" in self.__dict__:
+            self.__dict__.pop(name, None)
+            self[name] = value
+            return
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        """`del md.key` removes the entry, as torch's Module.__delattr__ does."""
+        if name not in self.__dict__ and name in self.__dict__.get("_torch_modules", {}):
+            del self[name]
+            return
+        super().__delattr__(name)
 
     def __getitem__(self, key: str) -> Any:
         return self._torch_modules[key]

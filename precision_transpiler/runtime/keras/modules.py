@@ -328,22 +328,45 @@ def add_module(parent: Any, name: str, module: Any) -> None:
         setattr(parent, name, module)
 
 
-def _reachable_layers(value: Any) -> list[Any]:
-    """The Keras layers reachable from `value` through layers' attributes and Python containers."""
+def _reachable(value: Any) -> list[Any]:
+    """The objects `copy.deepcopy(value)` would reach: through Python containers, instance
+    attributes and bound methods' owners, stopping at modules, classes, functions and objects that
+    copy themselves (`__deepcopy__`)."""
     found, seen, stack = [], set(), [value]
     while stack:
         item = stack.pop()
         if id(item) in seen:
             continue
         seen.add(id(item))
-        if isinstance(item, keras.layers.Layer):
-            found.append(item)
-            stack.extend(vars(item).values())
-        elif isinstance(item, list | tuple | set | frozenset):
+        found.append(item)
+        if isinstance(item, list | tuple | set | frozenset):
             stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())
+        elif inspect.ismethod(item):
+            stack.append(item.__self__)
+        elif isinstance(item, keras.layers.Layer) or not (
+            inspect.ismodule(item)
+            or inspect.isroutine(item)
+            or isinstance(item, type)
+            or hasattr(type(item), "__deepcopy__")
+        ):
+            attrs = getattr(item, "__dict__", None)
+            stack.extend(attrs.values() if isinstance(attrs, dict) else ())
     return found
+
+
+def _copy_seed_generator(generator: Any) -> Any:
+    """A deep copy of a `keras.random.SeedGenerator` (Dropout's; `copy.deepcopy` cannot pickle
+    the backend module it holds). torch's dropout draws from torch's one global generator in every
+    copy of a module, so no two copies repeat each other's masks: an unseeded generator's copy
+    gets a fresh seed (Keras' global seed decides it when `keras.utils.set_random_seed` set one);
+    an explicitly seeded one's copy continues from the same state."""
+    seed = generator._initial_seed
+    copied = keras.random.SeedGenerator(seed=seed, backend=generator.backend)
+    if seed is not None:
+        copied.state.assign(generator.state.value)
+    return copied
 
 
 def torch_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -351,15 +374,22 @@ def torch_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     way to stack N identical blocks: `[copy.deepcopy(layer) for _ in range(n)]`); a Keras layer
     pickles itself through the Keras saving library instead, which only works for registered
     serializable classes and saves and loads every weight. Here each layer reachable from `value`
-    is copied attribute by attribute (its variables, sub-layers and Keras' tracking state), the
-    rest by `copy.deepcopy`, with one memo so shared objects stay shared."""
+    is copied attribute by attribute (its variables, sub-layers and Keras' tracking state), each
+    seed generator by `_copy_seed_generator`, the rest by `copy.deepcopy`, with one memo so shared
+    objects stay shared; Python modules (which do not pickle) are shared, not copied."""
     memo = {} if memo is None else memo
     shells = []
-    for layer in _reachable_layers(value):
-        if id(layer) not in memo:
-            shell = object.__new__(type(layer))
-            memo[id(layer)] = shell
-            shells.append((layer, shell))
+    for item in _reachable(value):
+        if id(item) in memo:
+            continue
+        if inspect.ismodule(item):
+            memo[id(item)] = item
+        elif type(item) is keras.random.SeedGenerator:
+            memo[id(item)] = _copy_seed_generator(item)
+        elif isinstance(item, keras.layers.Layer):
+            shell = object.__new__(type(item))
+            memo[id(item)] = shell
+            shells.append((item, shell))
     for layer, shell in shells:
         vars(shell).update(copy.deepcopy(vars(layer), memo))
     return copy.deepcopy(value, memo)
