@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import linecache
+import re
 import sys
 import traceback
 import types
@@ -69,7 +70,12 @@ def short_error(exc: BaseException, filename: str) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     frame = next((f for f in reversed(frames) if f.filename == filename), frames[-1] if frames else None)
     where = f"{frame.filename}:{frame.lineno}: " if frame is not None else ""
-    return f"{where}{type(exc).__name__}: {exc}".splitlines()[0]
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+    message = lines[0] if lines else ""
+    if message.startswith("Exception encountered when calling") and len(lines) > 1:
+        # Keras wraps an error raised in a layer's `call`: its first line names the layer only
+        message = f"{lines[1]} ({message.rstrip('.')})"
+    return f"{where}{type(exc).__name__}: {message}"
 
 
 def import_original(path: Path) -> types.ModuleType:

@@ -65,3 +65,19 @@ def test_a_converted_file_that_fails_to_import_is_one_line_exit_2(tmp_path: Path
     assert run.code == 2, run.err
     line = _one_error_line(run.err)
     assert "net_converted.py" in line and "ImportError: cannot import name Missing from demo" in line, line
+
+
+def test_a_keras_layer_error_is_reported_by_its_own_message(tmp_path: Path) -> None:
+    """Keras wraps an error raised in a layer's `call` in "Exception encountered when calling
+    M.call()." plus the real message lines below: the one line keeps the real message."""
+    from precision_transpiler.verify.loading import short_error
+
+    try:
+        raise TypeError(
+            "Exception encountered when calling M.call().\n\n\x1b[1mcannot compare bool with 0\x1b[0m\n\n"
+            "Arguments received by M.call():\n  • x=tf.Tensor(shape=(2, 4), dtype=float32)"
+        )
+    except TypeError as exc:
+        line = short_error(exc, str(tmp_path / "m.py"))
+    assert line.endswith("TypeError: cannot compare bool with 0 (Exception encountered when calling M.call())")
+    assert "\n" not in line and "\x1b" not in line
