@@ -29,6 +29,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("dtype-string", "dtype_string_any"),
     ("dtype-symbol", "dtype_symbol_any"),
     ("op-pattern", "op_patterns_any"),
+    # `p.requires_grad = False` and the `requires_grad_(...)` calls op-pattern left (not tensors)
+    ("torch-requires-grad", "torch_requires_grad_model"),
     # Keras-only arithmetic fixes (torch's promotion of bools and integers).
     ("torch-bool-arith-tf", "torch_bool_arith_tf"),
     ("torch-inplace-init", "torch_inplace_init_model"),

@@ -153,3 +153,35 @@ def test_idioms_under_mixed_precision(tmp_path: Path, to: str) -> None:
     _verify(tmp_path, "gat", HEADS_IN_A_LIST, to, "GAT()", "float32[3,4]", policy="mixed")
     _verify(tmp_path, "encoder", RESIDUAL_SUBLAYER, to, "Encoder()", "float32[2,3,4]", policy="mixed")
     _verify(tmp_path, "rnn", WORD_LANGUAGE_MODEL, to, "RNNModel('GRU')", "int64[5,2]<10", policy="mixed")
+
+
+FROZEN_BACKBONE = """
+import torch.nn as nn
+
+
+class Finetune(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+        for p in self.backbone.parameters():
+            p.requires_grad = False
+        for name, p in self.head.named_parameters():
+            p.requires_grad_(name != "bias")
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_parameters_frozen_while_building(tmp_path: Path, to: str) -> None:
+    """Fine-tuning code freezes a backbone: an nnx Param refuses `requires_grad`, a Keras variable
+    has no `requires_grad_`. On Keras the flags become `trainable`."""
+    code = _verify(tmp_path, "finetune", FROZEN_BACKBONE, to, "Finetune()", "float32[2,4]")
+    if to == "tf":
+        namespace: dict = {}
+        exec(compile(code, "<converted>", "exec"), namespace)
+        model = namespace["Finetune"]()
+        trainable = model.trainable_variables
+        assert len(trainable) == 1 and trainable[0] is model.head.weight, [v.path for v in trainable]

@@ -490,6 +490,15 @@ def _array_of(value):
     return value.get_value() if isinstance(value, nnx.Variable) else value
 
 
+def torch_requires_grad_(value, requires_grad=True):
+    """torch's `p.requires_grad = flag` / `p.requires_grad_(flag)` on something that may be a module or a
+    parameter (`for p in backbone.parameters(): p.requires_grad = False`): a converted module's
+    own `requires_grad_`; anything else is returned as it is, since JAX differentiates what
+    `nnx.grad` is asked to (freezing is the training step's filter, not a flag on the variable)."""
+    method = getattr(value, "requires_grad_", None)
+    return method(requires_grad) if callable(method) else value
+
+
 def buffer_value(value):
     """The array of an attribute a class registers as a buffer on one path and sets to a plain
     value on another (normflows' `tail_bound`: a buffer when given a tensor, a float otherwise):

@@ -316,6 +316,19 @@ def buffers(module: Any) -> Any:
     return iter([v for _, v in named_buffers(module)])
 
 
+def torch_requires_grad_(value: Any, requires_grad: bool = True) -> Any:
+    """torch's `p.requires_grad = flag` / `p.requires_grad_(flag)` on something that may be a module or a
+    parameter (`for p in backbone.parameters(): p.requires_grad = False`): a converted module's
+    own `requires_grad_`, else Keras' `trainable` flag of a layer or variable (what Keras
+    trains by); anything else is returned as it is."""
+    method = getattr(value, "requires_grad_", None)
+    if callable(method):
+        return method(requires_grad)
+    if isinstance(value, keras.layers.Layer | keras.Variable):
+        value.trainable = bool(requires_grad)
+    return value
+
+
 def add_module(parent: Any, name: str, module: Any) -> None:
     """torch's `Module.add_module(name, module)` / `register_module`: the container's own
     `add_module` (Sequential keeps the order) or item (ModuleDict), else an attribute."""
