@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from precision_transpiler import transpile
-from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.e2e.test_wild_mechanisms import _verify as verify_source
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
 
@@ -16,15 +15,8 @@ TARGETS = ("jax", "tf")
 
 
 def _verify(tmp_path: Path, name: str, source: str, to: str, entry: str, spec: str, policy: str = "fp32") -> str:
-    original = tmp_path / f"{name}.py"
-    original.write_text(source)
-    result = transpile(source, to=to, policy=policy, path=str(original))
-    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
-    converted = tmp_path / f"{name}_{to}_{policy}.py"
-    converted.write_text(result.code)
-    verdict = verify_files(original, converted, VerifyOptions(entry=entry, inputs=[spec], policy=policy))
-    assert verdict.passed, verdict.failures
-    return result.code
+    """Convert, assert nothing is reported unsupported, verify against torch; the converted code."""
+    return verify_source(tmp_path, name, source, to, policy, entry, spec).code
 
 
 HEADS_IN_A_LIST = """
@@ -114,9 +106,7 @@ class Encoder(nn.Module):
 
 
 @pytest.mark.parametrize("to", TARGETS)
-def test_sublayers_handed_to_forward_aliased_copies_and_masks_compared_with_numbers(
-    tmp_path: Path, to: str
-) -> None:
+def test_sublayers_handed_to_forward_aliased_copies_and_masks_compared_with_numbers(tmp_path: Path, to: str) -> None:
     """The Annotated Transformer: `forward(self, x, sublayer)` applies what it is handed (no
     `rngs` passed to it on Flax), `c = copy.deepcopy` then `c(layer)` (Keras deep-copies through
     the runtime), `scores.masked_fill(mask == 0, -1e9)` with a boolean mask (TensorFlow cannot
