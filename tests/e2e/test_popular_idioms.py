@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_wild_mechanisms import _verify as verify_source
+from tests.rules.test_torch_namespace_values import RNN_BY_NAME
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
 
@@ -117,24 +118,7 @@ def test_sublayers_handed_to_forward_aliased_copies_and_masks_compared_with_numb
         assert "c = torch_deepcopy" in code and "keras.ops.equal(mask, 0)" in code
 
 
-WORD_LANGUAGE_MODEL = """
-import torch.nn as nn
-
-
-class RNNModel(nn.Module):
-    def __init__(self, rnn_type="LSTM", ntoken=10, ninp=4, nhid=4):
-        super().__init__()
-        self.encoder = nn.Embedding(ntoken, ninp)
-        if rnn_type in ["LSTM", "GRU"]:
-            self.rnn = getattr(nn, rnn_type)(ninp, nhid)
-        else:
-            self.rnn = nn.RNN(ninp, nhid, nonlinearity={"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type])
-        self.decoder = nn.Linear(nhid, ntoken)
-
-    def forward(self, input):
-        output, hidden = self.rnn(self.encoder(input))
-        return self.decoder(output)
-"""
+WORD_LANGUAGE_MODEL = RNN_BY_NAME  # pytorch/examples' word language model: `getattr(nn, rnn_type)`
 
 
 @pytest.mark.slow

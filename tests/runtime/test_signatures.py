@@ -119,3 +119,13 @@ def test_functional_runtime_functions_take_torchs_signature(package: str, name: 
         if p.kind != p.KEYWORD_ONLY or p.name in wanted
     ]
     assert got == want, f"{package}.functional.{name}{ours} is not torch's {name}{want}"
+
+
+def test_the_runtime_torch_version_is_the_torch_the_tables_are_tested_with() -> None:
+    """`torch.__version__` in converted code is runtime/common.torch_version: version checks take
+    the path written for the torch these tables and tests describe, so it follows the pinned torch."""
+    import torch
+
+    from precision_transpiler.runtime.common import torch_version
+
+    assert torch_version == torch.__version__.split("+")[0]
