@@ -272,7 +272,10 @@ class OpPatterns(Rule):
                 for message in (op.warn, target.warn):
                     if message:
                         self._warn(ctx, op, original, "semantics-differ", message)
-                for name, message in {**op.warn_if_missing, **target.warn_if_missing}.items():
+                # the op's own, and those of the source's and the target's pattern (a framework
+                # whose inference differs from the others says so on its patterns)
+                missing = {**op.warn_if_missing, **match.pattern.warn_if_missing, **target.warn_if_missing}
+                for name, message in missing.items():
                     if name not in bound or name in match.defaulted:
                         self._warn(ctx, op, original, "implicit-dtype", message)
             return _fit_parentheses(ctx, original, replacement)

@@ -449,6 +449,24 @@ def torch_new_tensor(data, dtype):
     return ops.cast(ops.convert_to_tensor(data), dtype)
 
 
+def torch_tensor(data):
+    """torch.tensor / torch.as_tensor without dtype: torch's inference, not TensorFlow's. Python
+    integers make int64 (TF: int32, and an int64 `torch.arange` times an int32 constant fails),
+    floats the default float dtype, bools bool, complex numbers complex64; a tensor or NumPy array
+    keeps its dtype."""
+    if hasattr(data, "dtype"):
+        return ops.convert_to_tensor(data)
+    try:
+        values = np.asarray(data)
+    except (TypeError, ValueError, NotImplementedError):  # symbolic tensors inside a list
+        return ops.convert_to_tensor(data)
+    kind = values.dtype.kind
+    if kind == "O":
+        return ops.convert_to_tensor(data)
+    dtype = {"b": "bool", "i": "int64", "u": "int64", "c": "complex64"}.get(kind, keras.config.floatx())
+    return ops.convert_to_tensor(values, dtype=dtype)
+
+
 def torch_diff(input, n=1, dim=-1, prepend=None, append=None):
     """torch.diff / Tensor.diff with `prepend`/`append`, which are concatenated along `dim` before
     the n-th forward difference is taken (`keras.ops.diff` has neither)."""
