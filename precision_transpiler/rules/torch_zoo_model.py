@@ -109,9 +109,9 @@ class TorchZoo(Rule):
         names = self._zoo_names(ctx)
         for small in original.body:
             value = getattr(small, "value", None)
-            if isinstance(small, cst.Expr) and isinstance(value, cst.Call):
+            if isinstance(value, cst.Call) and (isinstance(small, cst.Expr) or _assigned_back(ctx, small, value)):
                 qualified = ctx.qualified_name(value.func) or ""
-                if _last(value) in calls or qualified in calls:
+                if isinstance(small, cst.Expr) and (_last(value) in calls or qualified in calls):
                     break
                 if qualified.startswith("torch.nn.init.") or _initialiser_call(ctx, value):
                     ctx.diagnose(
@@ -160,6 +160,18 @@ def _short(code: str, limit: int = 80) -> str:
 def _only_statement(ctx: RuleContext, node: cst.CSTNode) -> bool:
     parent = ctx.parent(node)
     return isinstance(parent, cst.IndentedBlock) and len(parent.body) == 1
+
+
+def _assigned_back(ctx: RuleContext, small: cst.BaseSmallStatement, call: cst.Call) -> bool:
+    """`module.weight = nn.init.kaiming_normal_(module.weight, a=0.01)` (monai's DynUNet): an
+    in-place initialiser whose result is assigned back to the tensor it filled, the same
+    statement as the bare call."""
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and call.args):
+        return False
+    first = call.args[0]
+    if first.keyword is not None and first.keyword.value != "tensor":
+        return False
+    return ctx.code(small.targets[0].target) == ctx.code(first.value)
 
 
 def _initialiser_call(ctx: RuleContext, call: cst.Call) -> bool:

@@ -563,6 +563,7 @@ def _init_weights(m, n=""):
         nn.init.uniform_(m.weight, -1.0 / math.sqrt(fan_out), 1.0 / math.sqrt(fan_out))
     elif isinstance(m, nn.LayerNorm):
         nn.init.ones_(m.weight)
+        m.bias = nn.init.constant_(m.bias, 0)
 
 
 def scaled_normal_(tensor, std=1.0):
@@ -605,9 +606,10 @@ class Net(nn.Module):
 @pytest.mark.parametrize("to", TARGETS)
 def test_initialisers_builders_and_function_references(tmp_path: Path, to: str) -> None:
     """timm's weight initialisers read `m.weight` under `isinstance(m, nn.Linear)` (Flax names it
-    `kernel`); its EfficientNetBuilder is an instance called to build layers (no caller can pass
-    rngs); diffusers keeps `partial(F.avg_pool2d, ...)`, asks `torch.is_grad_enabled()` and casts
-    with `kernel.to(weight)`."""
+    `kernel`); monai's assign the initialiser's result back (`m.bias = nn.init.constant_(m.bias,
+    0)`: dropped as the bare call is); timm's EfficientNetBuilder is an instance called to build
+    layers (no caller can pass rngs); diffusers keeps `partial(F.avg_pool2d, ...)`, asks
+    `torch.is_grad_enabled()` and casts with `kernel.to(weight)`."""
     result = _verify(tmp_path, "init", INIT_AND_BUILDERS, to, "fp32", "Net()", "float32[2,4]")
     assert "scaled_normal_(self.blocks" not in result.code  # timm's trunc_normal_(self.pos_embed): dropped
     if to == "jax":

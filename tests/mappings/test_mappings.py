@@ -55,9 +55,9 @@ def test_extra_directory_adds_a_mapping(tmp_path: Path) -> None:
     assert r.code == 0 and "jax.lax.digamma(x)" in r.out
 
 
-def test_pattern_warn_if_missing_is_said_for_its_target_only(tmp_path: Path) -> None:
-    """A `warn_if_missing` written on a target pattern concerns that target (JAX's int32 without
-    x64): converting to another framework does not say it."""
+def test_pattern_warn_if_missing_is_said_for_its_framework_only(tmp_path: Path) -> None:
+    """A `warn_if_missing` written on a pattern concerns that framework (JAX's int32 without x64):
+    said when converting to it or from it, not between two other frameworks."""
     (tmp_path / "ones.yaml").write_text(
         textwrap.dedent(
             """\
@@ -66,7 +66,7 @@ def test_pattern_warn_if_missing_is_said_for_its_target_only(tmp_path: Path) -> 
               myones:
                 params: {n: any, dtype: dtype}
                 torch: ["torch.myones({n}, dtype={dtype?})"]
-                jax: [{pattern: "jax.numpy.ones({n}, dtype={dtype?})", warn_if_missing: {dtype: JAX-only note}}]
+                jax: [{pattern: "jax.numpy.myones({n}, dtype={dtype?})", warn_if_missing: {dtype: JAX-only note}}]
                 tf: ["keras.ops.ones({n}, dtype={dtype?})"]
             """
         )
@@ -77,6 +77,8 @@ def test_pattern_warn_if_missing_is_said_for_its_target_only(tmp_path: Path) -> 
     assert "JAX-only note" not in [d.message for d in transpile(src, to="tf", mappings=[tmp_path]).diagnostics]
     given = transpile("import torch\ny = torch.myones(3, dtype=torch.int32)\n", to="jax", mappings=[tmp_path])
     assert not given.diagnostics
+    from_jax = transpile("import jax.numpy as jnp\ny = jnp.myones(3)\n", to="tf", from_="jax", mappings=[tmp_path])
+    assert [(d.code, d.message) for d in from_jax.diagnostics] == [("implicit-dtype", "JAX-only note")]
 
 
 def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:

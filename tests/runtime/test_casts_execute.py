@@ -275,6 +275,8 @@ CASES: list[Case] = [
                 n = 0
                 return (
                     x * torch.Tensor(n).sum(),
+                torch.Tensor(),
+                torch.FloatTensor(),
                 torch.Tensor(mean),
                 torch.Tensor(2, 0),
                 torch.FloatTensor(mean),
@@ -954,6 +956,7 @@ OP_COVERAGE = {
     "float_tensor": [("torch-legacy-constructors", "torch.FloatTensor([0.5, 2.0])")],
     "long_tensor": [("torch-legacy-constructors", "torch.LongTensor([1, 0])")],
     "bool_tensor": [("torch-legacy-constructors", "torch.BoolTensor((True, False))")],
+    "legacy_tensor_empty": [("torch-legacy-sizes-or-data", "torch.Tensor()")],
     "legacy_tensor": [("torch-legacy-sizes-or-data", "torch.Tensor(mean)")],
     "legacy_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.Tensor(2, 0)")],
     "legacy_float_tensor": [("torch-legacy-sizes-or-data", "torch.FloatTensor(mean)")],

@@ -260,6 +260,13 @@ CASES = [
         F32(3, 4),
     ),
     C(
+        # monai's sincos position embedding: `omega = 1.0 / (temperature**omega)` with torch.pi
+        "math-constants",
+        "x",
+        "return x * torch.pi + torch.e, x.masked_fill(x > 0.5, -torch.inf), torch.nan != torch.nan",
+        F32(3, 4),
+    ),
+    C(
         "size-shape-dim-numel",
         "x",
         "return x.size(), x.size(1), x.size(-1), x.size(dim=0), x.shape, x.shape[2], x.dim(), x.ndim, x.numel()",
