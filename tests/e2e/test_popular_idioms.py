@@ -159,3 +159,41 @@ def test_parameters_frozen_while_building(tmp_path: Path, to: str) -> None:
         model = namespace["Finetune"]()
         trainable = model.trainable_variables
         assert len(trainable) == 1 and trainable[0] is model.head.weight, [v.path for v in trainable]
+
+
+STAGE_WITH_OPTIONAL_DOWNSAMPLE = """
+import torch
+import torch.nn as nn
+
+
+class Merge(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.reduction = nn.Linear(2 * dim, dim)
+        self.reduction.weight = nn.init.kaiming_normal_(self.reduction.weight, a=0.01)
+
+    def forward(self, x):
+        return self.reduction(torch.cat([x, x * torch.pi], dim=-1))
+
+
+class Stage(nn.Module):
+    def __init__(self, dim=4, downsample=Merge):
+        super().__init__()
+        self.downsample = downsample
+        if callable(self.downsample):
+            self.downsample = downsample(dim=dim)
+        self.att_mat = torch.Tensor()
+
+    def forward(self, x):
+        offsets = torch.arange(4) * torch.tensor([1, 2, 1, 2])
+        return self.downsample(x) + offsets.float() + self.att_mat.numel()
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_an_attribute_holding_a_layer_class_then_the_layer(tmp_path: Path, to: str) -> None:
+    """Swin-style stages keep the downsample class and then the layer built from it on the same
+    attribute (nnx holds a class as static and refused the layer); around them, an initialiser
+    assigned back to its tensor, `torch.pi`, an empty `torch.Tensor()` placeholder and
+    `torch.tensor` of integers times an int64 `torch.arange` (TensorFlow's int32 failed)."""
+    _verify(tmp_path, "stage", STAGE_WITH_OPTIONAL_DOWNSAMPLE, to, "Stage()", "float32[3,4]")

@@ -541,7 +541,15 @@ class TorchModule(TorchLayer):
             # `self.heads = [Layer(...) for _ in range(n)]` (then `add_module(f"head_{i}", head)`):
             # a plain container of modules or arrays is data to nnx, which refuses it as static
             value = nnx.data(value)
-        super().__setattr__(name, value)
+        try:
+            super().__setattr__(name, value)
+        except ValueError as error:
+            # `self.downsample = downsample` (a class: static to nnx), then the layer built from
+            # it (`self.downsample = downsample(dim=dim)`, monai's Swin stages): torch lets an
+            # attribute change kind, nnx refuses a module on an attribute it holds as static
+            if not str(error).startswith("Cannot assign data value"):
+                raise
+            super().__setattr__(name, nnx.data(value))
 
     def forward(self, *args, **kwargs):
         """`module.forward(x)`: the converted forward (`__call__`)."""
