@@ -333,10 +333,11 @@ def _one_round(
                 removals.setdefault(index, set()).add(local)
                 redirected = True
         text = _expand_star_imports(text, original_tree, sibling, sibling_name)  # `nn` from `import *`
-        if "torch" not in text and not _RUNS_GENERATED_CODE.search(text):
+        if "torch" not in text and not _RUNS_GENERATED_CODE.search(text) and not _imports_inside(text, sibling_name):
             # plain Python (after re-exports were followed): it can stay imported, unless it
             # runs code it generates (torch-geometric's template loader), which converted code
-            # must refuse (rules/torch_generated_code_model.py)
+            # must refuse (rules/torch_generated_code_model.py), or imports modules of its
+            # package inside functions (a registry's factory returning a layer class)
             continue
         original_tree = ast.parse(text)
         models = _model_names(original_tree)
@@ -572,7 +573,8 @@ def _extract(
     ranges = [
         span for n in sorted(closure) if n in original_defs for span in reached_lines(original_defs[n], attributes)
     ]
-    hoisted = [line for name, line in local_imports if name in closure]
+    kept = {getattr(defs[name], "name", name) for name in closure}  # a registration's definition too
+    hoisted = [line for name, line in local_imports if name in kept]
     return "\n\n\n".join(pieces), list(dict.fromkeys([*needed_imports, *hoisted])), ranges
 
 
@@ -848,7 +850,11 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
     `from .normalization import RMSNorm` there, against a circular import) taken out of the
     code and returned as (top-level definition, absolute import line): copied code lives in
     another file, where the relative import would not resolve, and at top level the next round
-    converts and copies what it names like any sibling import."""
+    converts and copies what it names like any sibling import. Absolute imports of the package's
+    own modules there (monai's activation factories: `from monai.networks.blocks.activation
+    import Swish` in the function that returns it) likewise: left in place they would import
+    the torch original at run time."""
+    package_top = module_name.split(".")[0]
     tree = ast.parse(converted)
     lines = converted.splitlines(keepends=True)
     found: list[tuple[str, str]] = []
@@ -858,17 +864,32 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
             continue
         for node in ast.walk(top):
             body = getattr(node, "body", None)
-            if node is top or not isinstance(body, list):
+            if (node is top and isinstance(top, ast.ClassDef)) or not isinstance(body, list):
                 continue
-            relative = [stmt for stmt in body if isinstance(stmt, ast.ImportFrom) and stmt.level]
+            relative = [stmt for stmt in body if _own_package_import(stmt, package_top)]
             if len(relative) == len(body):
                 continue  # the block would be empty
             for stmt in relative:
-                found.append((top.name, _absolute_from(stmt, module_name, package)))
+                line = _absolute_from(stmt, module_name, package) if stmt.level else ast.unparse(stmt)
+                found.append((top.name, line))
                 drop.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
     if not drop:
         return converted, []
     return "".join(line for number, line in enumerate(lines, 1) if number not in drop), found
+
+
+def _imports_inside(text: str, module_name: str) -> bool:
+    """Whether an indented line imports from the package of `module_name` (relative or by name):
+    what it imports may be torch code, whatever the module's own imports say."""
+    top = re.escape(module_name.split(".")[0])
+    return re.search(rf"^[ \t]+from[ \t]+(\.|{top}\b)", text, re.MULTILINE) is not None
+
+
+def _own_package_import(stmt: ast.stmt, package_top: str) -> bool:
+    """A `from ... import` of a module of the package `package_top`, relative or absolute."""
+    if not isinstance(stmt, ast.ImportFrom):
+        return False
+    return bool(stmt.level) or (stmt.module or "").split(".")[0] == package_top
 
 
 def _absolute_from(node: ast.ImportFrom, module_name: str, package: bool = False) -> str:

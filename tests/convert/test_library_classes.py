@@ -350,3 +350,96 @@ def test_a_namespace_package_module_imported_by_name(tmp_path: Path, monkeypatch
         converted.write_text(result.code)
         verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
         assert verdict.passed, verdict.failures
+
+
+LOCAL_IMPORTS = {
+    "actlib/__init__.py": "",
+    "actlib/activation.py": textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Swish(nn.Module):
+            def forward(self, x):
+                return x * torch.sigmoid(x)
+
+
+        class Mish(nn.Module):
+            def forward(self, x):
+                return x * torch.tanh(nn.functional.softplus(x))
+        """
+    ),
+    "actlib/factories.py": textwrap.dedent(
+        """
+        class Registry:
+            def __init__(self):
+                self.factories = {}
+
+            def factory_function(self, name):
+                def register(fn):
+                    self.factories[name] = fn
+                    return fn
+
+                return register
+
+            def __getitem__(self, name):
+                return self.factories[name]()
+
+
+        Act = Registry()
+
+
+        @Act.factory_function("swish")
+        def swish_factory():
+            from actlib.activation import Swish
+
+            return Swish
+
+
+        def mish_layer():
+            from actlib.activation import Mish
+
+            return Mish()
+        """
+    ),
+    "actlib/net.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        from actlib.factories import Act, mish_layer
+
+
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+                self.act = Act["swish"]()
+                self.mish = mish_layer()
+
+            def forward(self, x):
+                return self.mish(self.act(self.fc(x)))
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_package_imports_inside_copied_functions_are_copied_too(tmp_path: Path, to: str) -> None:
+    """monai's activation factories import the layer they return inside the function
+    (`from monai.networks.blocks.activation import Swish`, absolute): the import stayed in the
+    copied function, so the converted model built torch's Swish and failed at its first call. A
+    package import inside a copied function (registered by a decorator, or plain) is hoisted and
+    what it names copied and converted like any sibling import."""
+    for name, text in LOCAL_IMPORTS.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    net = tmp_path / "actlib" / "net.py"
+    result = transpile(net.read_text(), to=to, path=str(net))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "from actlib.activation import" not in result.code
+    assert "class Swish(" in result.code and "class Mish(" in result.code
+    converted = net.with_name(f"net_{to}.py")
+    converted.write_text(result.code)
+    verdict = verify_files(net, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures
