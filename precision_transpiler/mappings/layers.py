@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from precision_transpiler.mappings.model import MappingSet
 
-_TARGET_KEYS = ("call", "shim", "args", "keywords", "defaults", "drop", "reference", "rngs", "attributes")
+_TARGET_KEYS = (
+    "call",
+    "shim",
+    "args",
+    "keywords",
+    "defaults",
+    "drop",
+    "reference",
+    "rngs",
+    "attributes",
+    "torch_attributes",
+)
 #: how a torch parameter's array becomes the target's (mappings/layers/torch_nn.yaml's header);
 #: precision_transpiler/weights/torch_to_flax.py implements each
 LAYOUTS = ("same", "transposed", "conv_kernel", "conv_transpose_kernel")
@@ -49,6 +60,9 @@ class LayerTarget:
     # torch attribute read from the layer -> target expression, `{layer}` standing for the layer
     # (`weight: "{layer}.kernel[...].T"`: torch code that reads `self.fc.weight`)
     attributes: dict[str, str] = field(default_factory=dict)
+    # torch attributes the direct `call` class lacks and the `reference` class has (Embedding's
+    # `embedding_dim`): a file that reads one gets the reference class
+    torch_attributes: frozenset[str] = frozenset()
 
     @property
     def class_symbol(self) -> str:
@@ -197,6 +211,7 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 reference=raw.get("reference"),
                 rngs=bool(raw.get("rngs", str(fw) == "jax")),  # Keras layers take no rngs
                 attributes={**_implied_attributes(params), **attributes},
+                torch_attributes=frozenset(str(a) for a in raw.get("torch_attributes", ())),
             )
         result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")
     _unsupported(result, data, where)

@@ -13,6 +13,8 @@ For Keras (`--to tf`) every layer is a torch-signature shim (runtime/keras/) and
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from precision_transpiler.convert.torch_analysis import analysis_for
@@ -96,7 +98,7 @@ class TorchLayers(Rule):
         ctx.consume([original.func])
         rngs = self._rngs(ctx) if target.rngs else None
         new = None
-        if target.call is not None:
+        if target.call is not None and not (target.torch_attributes & _attributes_read(ctx)):
             new = self._direct(ctx, spec, target, original, updated, rngs)
         if new is None:
             symbol = target.shim or target.reference
@@ -295,3 +297,16 @@ def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
             comma = cst.MaybeSentinel.DEFAULT
         out.append(arg.with_changes(comma=comma))
     return out
+
+
+def _attributes_read(ctx: RuleContext) -> frozenset[str]:
+    """Every attribute name the file reads (`self.embeddings[0].embedding_dim`): where one is a
+    torch attribute the direct target class lacks, the layer is built as the reference class."""
+
+    def build() -> frozenset[str]:
+        tree, _ = ctx.module_ast()
+        if tree is None:
+            return frozenset()
+        return frozenset(n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load))
+
+    return ctx.per_file("attributes-read", build)

@@ -197,3 +197,31 @@ def test_an_attribute_holding_a_layer_class_then_the_layer(tmp_path: Path, to: s
     assigned back to its tensor, `torch.pi`, an empty `torch.Tensor()` placeholder and
     `torch.tensor` of integers times an int64 `torch.arange` (TensorFlow's int32 failed)."""
     _verify(tmp_path, "stage", STAGE_WITH_OPTIONAL_DOWNSAMPLE, to, "Stage()", "float32[3,4]")
+
+
+TORCH_ATTRIBUTES_OF_LAYERS = """
+import torch
+import torch.nn as nn
+
+
+class Embeddings(nn.Module):
+    def __init__(self, cardinalities=(3, 5), d=4):
+        super().__init__()
+        self.embeddings = nn.ModuleList([nn.Embedding(c, d) for c in cardinalities])
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x):
+        scale = self.embeddings[0].embedding_dim ** -0.5
+        h = torch.stack([e(x[:, i]) for i, e in enumerate(self.embeddings)], dim=1) * scale
+        return self.norm(h) * (1.0 - self.drop.p) + self.norm.eps + self.norm.normalized_shape[0]
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_torch_attributes_read_from_layers(tmp_path: Path, to: str) -> None:
+    """rtdl's `self.embeddings[0].embedding_dim`: nnx.Embed calls it `features`. A file that reads
+    a torch attribute the direct Flax class lacks builds the layer as the torch-signature class."""
+    code = _verify(tmp_path, "attrs", TORCH_ATTRIBUTES_OF_LAYERS, to, "Embeddings()", "int64[2,2]<3")
+    if to == "jax":
+        assert "nnx.Embed(" not in code and "nnx.Dropout(" not in code
