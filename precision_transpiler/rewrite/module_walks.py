@@ -3,7 +3,8 @@
 `m.modules()`, `m.named_modules()`, `m.named_children()`, `m.parameters()`, `m.named_parameters()`,
 `m.buffers()`, `m.named_buffers()` (anywhere, without arguments: the names are torch's own),
 `self.children()` and `self.add_module(name, m)` / `register_module` (on `self` and its
-attributes, inside a class: `children` is a common method name) become `modules(m)`, ... of
+attributes, inside a class: `children` is a common method name), and `m.reset_parameters()`
+(a receiver other than `self`) become `modules(m)`, ... of
 runtime/{flax,keras}/modules.py. Converted module classes have the methods too (their
 `TorchModule` base), but the receiver may be a layer the runtime or the target library defines
 (a Flax `nnx.Linear`, a Keras layer), which has none: RRDBNet's `for m in net.modules()` on a
@@ -22,6 +23,8 @@ ANYWHERE = ("modules", "named_modules", "named_children", "named_parameters", "n
 #: common names too (`tree.children()`): only on `self` and its attributes in a class
 ON_SELF = ("children",)
 REGISTERS = ("add_module", "register_module")
+#: on any receiver but `self` (a converted class's own call stays a method call)
+RESETS = ("reset_parameters",)
 
 
 def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime: str) -> cst.Call | None:
@@ -36,7 +39,8 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
     key = ctx.enclosing_function()
     on_self = key is not None and "." in key and (receiver == "self" or receiver.startswith("self."))
     method = func.attr.value
-    if not updated.args and (method in ANYWHERE or (method in ON_SELF and on_self)):
+    resets = method in RESETS and receiver != "self"
+    if not updated.args and (method in ANYWHERE or (method in ON_SELF and on_self) or resets):
         args = [cst.Arg(func.value)]
     elif on_self and method in REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
         args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]

@@ -137,7 +137,7 @@ def _match(
         )
     if isinstance(tpl, cst.SimpleString) and isinstance(node, cst.SimpleString):
         return tpl.evaluated_value == node.evaluated_value  # 'a' and "a" are the same argument
-    if isinstance(tpl, LITERAL_NODES) and isinstance(node, LITERAL_NODES | cst.Name):
+    if isinstance(tpl, LITERAL_NODES) and isinstance(node, (*LITERAL_NODES, cst.Name)):
         # constants compare by value: `dim=-1` matches `dim = -1`, `1.0` matches `1.`
         value = literal_value(tpl)
         if value is not NOT_LITERAL:

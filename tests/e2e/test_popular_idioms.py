@@ -225,3 +225,54 @@ def test_torch_attributes_read_from_layers(tmp_path: Path, to: str) -> None:
     code = _verify(tmp_path, "attrs", TORCH_ATTRIBUTES_OF_LAYERS, to, "Embeddings()", "int64[2,2]<3")
     if to == "jax":
         assert "nnx.Embed(" not in code and "nnx.Dropout(" not in code
+
+
+RESET_PARAMETERS = """
+import torch
+import torch.nn as nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.scale = nn.Parameter(torch.empty(d))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.ones_(self.scale)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class MLP(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.lins = nn.ModuleList([nn.Linear(d, d), nn.Linear(d, d)])
+        self.norms = nn.ModuleList([nn.BatchNorm1d(d), nn.LayerNorm(d)])
+        self.scaled = Scaled(d)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        for lin in self.lins:
+            lin.reset_parameters()
+        for norm in self.norms:
+            if norm is not None:
+                norm.reset_parameters()
+        self.scaled.reset_parameters()
+
+    def forward(self, x):
+        for lin, norm in zip(self.lins, self.norms):
+            x = norm(lin(x)).relu()
+        return self.scaled(x)
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_reset_parameters_on_any_layer(tmp_path: Path, to: str) -> None:
+    """torch-geometric's MLP resets every linear layer and norm it holds: torch layers have
+    `reset_parameters`, the target's (nnx.Linear, the runtime's BatchNorm1d) do not. The call
+    becomes the runtime's `reset_parameters(m)`: a converted module's own method, else nothing
+    (the weights come from the torch checkpoint)."""
+    code = _verify(tmp_path, "reset", RESET_PARAMETERS, to, "MLP()", "float32[3,4]")
+    assert "self.reset_parameters()" in code  # a class's own call stays a method call
