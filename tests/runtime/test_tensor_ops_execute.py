@@ -260,6 +260,21 @@ CASES = [
         F32(3, 4),
     ),
     C(
+        # e3nn scripts and compiles its spherical harmonics by calling torch.jit.script / torch.compile
+        "jit-trace-and-compile-calls",
+        "x",
+        """
+        def double(t):
+            return t * 2
+
+        traced = torch.jit.trace(torch.nn.functional.relu, x)
+        compiled = torch.compile(double, disable=True)
+        return traced(x), compiled(x + 1)
+        """,
+        F32(3, 4),
+        expect=("compiled = double\n",),
+    ),
+    C(
         # monai's sincos position embedding: `omega = 1.0 / (temperature**omega)` with torch.pi
         "math-constants",
         "x",
