@@ -1141,3 +1141,26 @@ def test_deep_copies_of_layers_with_seed_generators(built: bool) -> None:
     kept = K.torch_deepcopy({"generator": seeded, "module": np})  # modules are shared, not copied
     assert kept["module"] is np and kept["generator"] is not seeded
     np.testing.assert_array_equal(to_np(kept["generator"].state.value), to_np(seeded.state.value))
+
+
+def test_containers_of_their_own_type_keep_their_class() -> None:
+    """A module attribute holding a container subclass with no layer in it keeps its class (Keras
+    would track it as a plain dict, list or tuple): e3nn's Irreps, a tuple of tuple subclasses,
+    became lists and failed when rebuilt (`l must be positive integer, got [1, -1]`)."""
+
+    class Irrep(tuple):
+        pass
+
+    class Irreps(tuple):
+        pass
+
+    class Config(dict):
+        pass
+
+    irreps = Irreps([(1, Irrep((0, 1))), (2, Irrep((1, -1)))])
+    module = K.TorchModule()
+    module.irreps, module.config = irreps, Config(a=1)
+    assert type(module.irreps) is Irreps and type(module.irreps[1][1]) is Irrep
+    assert type(module.config) is Config
+    module.layers = (K.Linear(2, 2),)  # a container holding a layer is still tracked
+    assert len(module._layers) == 1

@@ -525,11 +525,12 @@ class TorchModule(keras.layers.Layer):
         self.built = True
 
     def __setattr__(self, name: str, value: Any) -> None:
-        plain = (dict, list, collections.OrderedDict)
-        if type(value) not in plain and isinstance(value, dict | list) and not _holds_state(value):
+        plain = (dict, list, tuple, collections.OrderedDict)
+        if type(value) not in plain and isinstance(value, dict | list | tuple) and not _holds_state(value):
             # Keras would wrap a container of its own type (diffusers' FrozenDict config, read
-            # as `self.config.center_input_sample`) in a plain tracked dict or list, losing its
-            # class; one holding no layer or variable has nothing to track
+            # as `self.config.center_input_sample`; e3nn's Irreps, a tuple of tuple subclasses)
+            # in a plain tracked dict, list or tuple, losing its class; one holding no layer or
+            # variable has nothing to track
             object.__setattr__(self, name, value)
             return
         # a parameter set again (timm's VisionTransformerDistilled replaces the `pos_embed` its
