@@ -22,6 +22,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("torch-feature-checks", "torch_feature_checks_model"),
     # `exec(...)` / `loader.exec_module(...)` of code generated at run time: refused, not run
     ("torch-generated-code", "torch_generated_code_model"),
+    # torch modules named in strings and imported at run time (`optional_import("einops.layers.torch")`)
+    ("torch-module-strings", "torch_module_strings_model"),
     # `copy.deepcopy(layer)` on Keras: copied attribute by attribute, not through Keras saving
     ("torch-copy-tf", "torch_copy_tf"),
     # Symbols, strings and comparisons of dtypes; then every other op through the op tables.
