@@ -1159,8 +1159,9 @@ def test_containers_of_their_own_type_keep_their_class() -> None:
 
     irreps = Irreps([(1, Irrep((0, 1))), (2, Irrep((1, -1)))])
     module = K.TorchModule()
-    module.irreps, module.config = irreps, Config(a=1)
+    module.irreps, module.config, module.irreps_list = irreps, Config(a=1), [irreps, irreps]
     assert type(module.irreps) is Irreps and type(module.irreps[1][1]) is Irrep
+    assert type(module.irreps_list[1]) is Irreps  # a plain list of them too
     assert type(module.config) is Config
     module.layers = (K.Linear(2, 2),)  # a container holding a layer is still tracked
     assert len(module._layers) == 1

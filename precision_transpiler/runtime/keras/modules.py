@@ -458,6 +458,15 @@ def _mixes_tensors(value: Any) -> bool:
     return any(tensors) and not all(tensors)
 
 
+def _holds_own_type(value: Any, plain: tuple[type, ...]) -> bool:
+    """Whether a container holds a container of a class of its own (e3nn's list of Irreps)."""
+    items = value.values() if isinstance(value, dict) else value
+    return any(
+        isinstance(item, dict | list | tuple) and (type(item) not in plain or _holds_own_type(item, plain))
+        for item in items
+    )
+
+
 def _holds_state(value: Any) -> bool:
     """Whether a container holds a layer or a variable (one level deep and in nested containers)."""
     items = value.values() if isinstance(value, dict) else value
@@ -526,7 +535,8 @@ class TorchModule(keras.layers.Layer):
 
     def __setattr__(self, name: str, value: Any) -> None:
         plain = (dict, list, tuple, collections.OrderedDict)
-        if type(value) not in plain and isinstance(value, dict | list | tuple) and not _holds_state(value):
+        own_type = type(value) not in plain or _holds_own_type(value, plain)
+        if own_type and isinstance(value, dict | list | tuple) and not _holds_state(value):
             # Keras would wrap a container of its own type (diffusers' FrozenDict config, read
             # as `self.config.center_input_sample`; e3nn's Irreps, a tuple of tuple subclasses)
             # in a plain tracked dict, list or tuple, losing its class; one holding no layer or
