@@ -319,7 +319,7 @@ def _one_round(
         # `from ..ops import StochasticDepth` where ops/__init__.py re-exports it from
         # `.stochastic_depth`: import it from where it is defined (handled next round).
         package_of_sibling = sibling_name if sibling.name == "__init__.py" else sibling_name.rsplit(".", 1)[0]
-        reexports = _reexports(original_tree, package_of_sibling)
+        reexports = _reexports(original_tree, package_of_sibling, sibling)
         for name, local in wanted:
             if name in reexports and name not in _ast_defs(original_tree) and local not in defined:
                 alias = f" as {local}" if local != name else ""
@@ -462,12 +462,16 @@ def _insert_imports(module: cst.Module, imports: list[str]) -> str:
     return module.with_changes(body=[*body[:index], *new, *body[index:]]).code
 
 
-def _reexports(tree: ast.Module, package: str) -> dict[str, str]:
+def _reexports(tree: ast.Module, package: str, path: Path | None = None) -> dict[str, str]:
     """Names a module imports from elsewhere in its package, made absolute: relative imports,
     and absolute ones of the same top-level package (torch_einops_utils' `__init__.py` has
-    `from torch_einops_utils.stable_softmax import cross_entropy`)."""
+    `from torch_einops_utils.stable_softmax import cross_entropy`). Given the module's `path`,
+    also what its star imports of the package bring (torch_geometric.nn's `from .conv import *`
+    gives GCNConv); names it binds itself win."""
     found: dict[str, str] = {}
     top = package.split(".")[0]
+    if path is not None:
+        found.update(_star_reexports(tree, path, top))
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level:
             parts = package.split(".")
@@ -478,7 +482,30 @@ def _reexports(tree: ast.Module, package: str) -> dict[str, str]:
         else:
             continue
         for alias in node.names:
-            found[alias.asname or alias.name] = module
+            if alias.name != "*":
+                found[alias.asname or alias.name] = module
+    return found
+
+
+def _star_reexports(tree: ast.Module, path: Path, top: str) -> dict[str, str]:
+    """name -> module for the names `from <module of the package> import *` binds in the module
+    at `path`."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)):
+            continue
+        if not node.level and not (node.module or "").startswith(f"{top}."):
+            continue
+        file, absolute = (
+            _module_file(path, node.level, node.module) if node.level else _absolute_file(path, node.module or "")
+        )
+        if file is None or not absolute:
+            continue
+        try:
+            exported = _star_exports(ast.parse(read_source(file)))
+        except (ReadError, SyntaxError, ValueError):
+            continue
+        found.update(dict.fromkeys(exported, absolute))
     return found
 
 
@@ -509,6 +536,8 @@ def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
         if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             defs[node.name] = node
         elif isinstance(node, ast.Assign):
+            if _rebinds_itself(node, defs):
+                continue  # `SelectOutput = torch.jit.script(SelectOutput)`: a registration of the class
             for target in node.targets:
                 # `_flash_attn_available, _flash_attn_version = _is_package_available(...)`
                 for name in [target] if isinstance(target, ast.Name) else getattr(target, "elts", []):
@@ -517,6 +546,15 @@ def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             defs[node.target.id] = node  # `DEFAULT_DIM: int = 64`
     return defs
+
+
+def _rebinds_itself(node: ast.Assign, defs: dict[str, ast.stmt]) -> bool:
+    """`X = f(X)` after `X` is defined (torch-geometric's `SelectOutput =
+    torch.jit.script(SelectOutput)`): the statement wraps the definition, which it needs."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+        return False
+    name = node.targets[0].id
+    return name in defs and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value))
 
 
 def _extract(
@@ -970,7 +1008,8 @@ def _registrations(tree: ast.Module) -> dict[str, dict[str, ast.stmt]]:
     (`encoders.update(resnet_encoders)` in segmentation_models_pytorch, monai's
     `Act.add_factory_callable("elu", ...)`), stores into it (`REGISTRY["x"] = X`) and
     definitions it decorates (`@Conv.factory_function("conv")`). A copied registry comes with
-    them: without them it is empty where the code looks names up in it."""
+    them: without them it is empty where the code looks names up in it. A class or function
+    rebound to a wrapper of itself (`X = torch.jit.script(X)`) comes with that statement too."""
     found: dict[str, dict[str, ast.stmt]] = {}
 
     def owner(node: ast.expr) -> str | None:
@@ -980,16 +1019,21 @@ def _registrations(tree: ast.Module) -> dict[str, dict[str, ast.stmt]]:
             return node.value.id
         return None
 
+    defined: dict[str, ast.stmt] = {}
     for node in tree.body:
         names: list[str | None] = []
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             names = [owner(node.value)]
+        elif isinstance(node, ast.Assign) and _rebinds_itself(node, defined):
+            names = [node.targets[0].id]  # type: ignore[attr-defined]  # `X = torch.jit.script(X)`
         elif isinstance(node, ast.Assign):
             names = [t.value.id for t in node.targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names = [owner(d) for d in node.decorator_list]
         for name in dict.fromkeys(n for n in names if n is not None):
             found.setdefault(name, {})[f"<registration {node.lineno}>"] = node
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            defined[node.name] = node
     return found
 
 

@@ -49,6 +49,8 @@ from precision_transpiler.rewrite.tensor_inference import (
     declared_outside,
     inplace_index,
     is_initialisation,
+    known_tensor,
+    maybe_tensor_name,
     sets_parameter_data,
     tensor_names,
     warn_aliases,
@@ -289,6 +291,8 @@ class TorchInplaceOps(Rule):
         scope = Where.scope_of(ctx, line)
         if tensor_names(ctx, scope).get(base.value) is not True:
             if not _array_index(store):
+                if isinstance(original, cst.Assign) and _tensor_index_of_unknown(ctx, store, line):
+                    return self._setitem(ctx, original, updated, base.value)
                 return None  # a list, a dict, or a name we cannot tell is a tensor: left as it is
             if isinstance(scope, cst.FunctionDef) and base.value in _parameters(scope):
                 ctx.diagnose(
@@ -321,6 +325,23 @@ class TorchInplaceOps(Rule):
                 )
         replacement = cst.Assign([cst.AssignTarget(cst.Name(base.value))], value)
         warn_aliases(ctx, Where.scope_of(ctx, line), original, base.value, line)
+        ctx.record(self.name, original, replacement)
+        return replacement
+
+    def _setitem(
+        self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign, name: str
+    ) -> cst.BaseSmallStatement:
+        """`x[idx] = v` -> `x = torch_setitem(x, idx, v)`: the runtime sets a tensor's index the
+        target's way and a Python container's in place."""
+        store = updated.targets[0].target
+        assert isinstance(store, cst.Subscript) and isinstance(store.slice[0].slice, cst.Index)
+        index = store.slice[0].slice.value
+        function = ctx.expr_for(runtime_name(ctx.target, "tensor", "torch_setitem"))
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        call = cst.Call(
+            function, [cst.Arg(cst.Name(name), comma=comma), cst.Arg(index, comma=comma), cst.Arg(updated.value)]
+        )
+        replacement = cst.Assign([cst.AssignTarget(cst.Name(name))], call)
         ctx.record(self.name, original, replacement)
         return replacement
 
@@ -518,6 +539,18 @@ def _number_literal(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Name):
         return node.value in ("True", "False", "None")
     return isinstance(node, cst.Integer | cst.Float)
+
+
+def _tensor_index_of_unknown(ctx: RuleContext, store: cst.Subscript, line: cst.CSTNode) -> bool:
+    """`x[idx] = v` where `x` may hold a tensor (it is not bound only to Python values: a helper's
+    result) and the one index is known to be a tensor (`edge_index[0][inv_mask]`): lists and dicts
+    take no tensor index, so `x` is most likely a tensor, which the runtime checks."""
+    if len(store.slice) != 1 or not isinstance(store.slice[0].slice, cst.Index):
+        return False
+    assert isinstance(store.value, cst.Name)
+    if not maybe_tensor_name(ctx, store.value.value, line):
+        return False
+    return known_tensor(ctx, store.slice[0].slice.value, line)
 
 
 def _array_index(subscript: cst.Subscript) -> bool:

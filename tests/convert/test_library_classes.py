@@ -443,3 +443,88 @@ def test_package_imports_inside_copied_functions_are_copied_too(tmp_path: Path, 
     converted.write_text(result.code)
     verdict = verify_files(net, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+STAR_REEXPORTS = {
+    "gnnlib/__init__.py": "",
+    "gnnlib/nn/__init__.py": "from .conv import *  # noqa\nfrom .pool import *  # noqa\n",
+    "gnnlib/nn/conv/__init__.py": "from .scale_conv import ScaleConv\n\n__all__ = ['ScaleConv']\n",
+    "gnnlib/nn/conv/scale_conv.py": textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class ScaleConv(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.lin = nn.Linear(d, d)
+
+            def forward(self, x):
+                return self.lin(x) * 2
+        """
+    ),
+    "gnnlib/nn/pool/__init__.py": "from .select import Output, pick\n",
+    "gnnlib/nn/pool/select.py": textwrap.dedent(
+        """
+        from dataclasses import dataclass
+
+        import torch
+
+
+        @dataclass
+        class Output:
+            index: torch.Tensor
+            count: int
+
+
+        Output = torch.jit.script(Output) if False else Output
+
+
+        def pick(x):
+            return Output(torch.argmax(x, dim=-1), x.shape[0])
+        """
+    ),
+    "gnnlib/nn/models/__init__.py": "",
+    "gnnlib/nn/models/unet.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        from gnnlib.nn import ScaleConv, pick
+
+
+        class UNet(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.convs = nn.ModuleList()
+                self.convs.append(ScaleConv(d))
+
+            def forward(self, x):
+                for conv in self.convs:
+                    x = conv(x)
+                return x + pick(x).index[:, None].float()
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_names_a_package_reexports_through_star_imports(tmp_path: Path, to: str) -> None:
+    """torch-geometric's GraphUNet imports `from torch_geometric.nn import GCNConv`, which
+    `torch_geometric/nn/__init__.py` re-exports by `from .conv import *`: the import stayed, the
+    converted model built torch's GCNConv and held no weights (silently: no warning). A name a
+    star import re-exports is followed to its module; a class rebound to a wrapper of itself
+    (`SelectOutput = torch.jit.script(SelectOutput)`) is copied with that statement."""
+    for name, text in STAR_REEXPORTS.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    unet = tmp_path / "gnnlib" / "nn" / "models" / "unet.py"
+    result = transpile(unet.read_text(), to=to, path=str(unet))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    imported = [n.module for n in ast.walk(ast.parse(result.code)) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in imported if (m or "").startswith("gnnlib")], imported
+    assert "class ScaleConv(" in result.code and "class Output" in result.code
+    converted = unet.with_name(f"unet_{to}.py")
+    converted.write_text(result.code)
+    verdict = verify_files(unet, converted, VerifyOptions(entry="UNet()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures

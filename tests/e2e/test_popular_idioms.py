@@ -276,3 +276,36 @@ def test_reset_parameters_on_any_layer(tmp_path: Path, to: str) -> None:
     (the weights come from the torch checkpoint)."""
     code = _verify(tmp_path, "reset", RESET_PARAMETERS, to, "MLP()", "float32[3,4]")
     assert "self.reset_parameters()" in code  # a class's own call stays a method call
+
+
+STORE_INTO_A_HELPERS_RESULT = """
+import torch
+import torch.nn as nn
+
+
+def fill_like(attr, n):
+    return attr.new_full((n,) + attr.shape[1:], 0.5)
+
+
+class SelfLoops(nn.Module):
+    def forward(self, edge_index: torch.Tensor, edge_attr: torch.Tensor):
+        mask = edge_index[0] != edge_index[1]
+        loop_attr = fill_like(edge_attr, 4)
+        loop_attr[edge_index[0][~mask]] = edge_attr[~mask]
+        names = {}
+        names["loops"] = loop_attr.sum()
+        return torch.cat([edge_attr[mask], loop_attr], dim=0) + names["loops"]
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_store_into_a_helpers_result_at_a_tensor_index(tmp_path: Path, to: str) -> None:
+    """torch-geometric's `add_remaining_self_loops`: `loop_attr[edge_index[0][inv_mask]] = ...`
+    where `loop_attr` comes from a helper (the converter cannot tell it is a tensor) and the index
+    is a tensor. Left as written it failed at the first call (JAX and TensorFlow tensors are
+    immutable); it becomes the runtime's `torch_setitem`, and a dict's store stays as written."""
+    code = verify_source(
+        tmp_path, "loops", STORE_INTO_A_HELPERS_RESULT, to, "fp32", "SelfLoops()", "int64[2,5]<4", "float32[5,3]"
+    ).code
+    assert "loop_attr = torch_setitem(loop_attr, " in code
+    assert 'names["loops"] = ' in code

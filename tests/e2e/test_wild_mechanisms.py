@@ -87,14 +87,14 @@ class PatchEmbed(nn.Module):
 """
 
 
-def _verify(tmp_path: Path, name: str, source: str, to: str, policy: str, entry: str, spec: str):
+def _verify(tmp_path: Path, name: str, source: str, to: str, policy: str, entry: str, spec: str, *more: str):
     original = tmp_path / f"{name}.py"
     original.write_text(source)
     result = transpile(source, to=to, policy=policy, path=str(original))
     assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
     converted = tmp_path / f"{name}_{to}_{policy}.py"
     converted.write_text(result.code)
-    verdict = verify_files(original, converted, VerifyOptions(entry=entry, inputs=[spec], policy=policy))
+    verdict = verify_files(original, converted, VerifyOptions(entry=entry, inputs=[spec, *more], policy=policy))
     assert verdict.passed, verdict.failures
     return result
 

@@ -33,6 +33,17 @@ from precision_transpiler.runtime.flax.functional import _add_batch
 from precision_transpiler.runtime.flax.norm import _rms_norm
 
 
+def torch_setitem(x, index, value):
+    """`x[index] = value` where the converter cannot tell `x` is a tensor (a helper's result,
+    torch-geometric's `loop_attr[edge_index[0][inv_mask]] = edge_attr[inv_mask]`) and the index
+    is one: a new array equal to x except at the index (JAX arrays are immutable), else the
+    container itself, changed in place as written. Called as `x = torch_setitem(x, index, value)`."""
+    if isinstance(x, jax.Array):
+        return x.at[index].set(jnp.asarray(value, x.dtype))
+    x[index] = value
+    return x
+
+
 def torch_split(tensor, split_size_or_sections, dim=0):
     """torch.split / Tensor.split: pieces of `split_size` elements along `dim` (the last one
     smaller when it does not divide), or pieces of the listed sizes, which must add up to the

@@ -380,6 +380,17 @@ class torch_at:
         return _TorchAtIndex(self.x, index)
 
 
+def torch_setitem(x, index, value):
+    """`x[index] = value` where the converter cannot tell `x` is a tensor (a helper's result,
+    torch-geometric's `loop_attr[edge_index[0][inv_mask]] = edge_attr[inv_mask]`) and the index
+    is one: `torch_at(x)[index].set(value)` for a tensor (TensorFlow tensors are immutable), else
+    the container itself, changed in place as written. Called as `x = torch_setitem(x, index, value)`."""
+    if ops.is_tensor(x):
+        return torch_at(x)[index].set(value)
+    x[index] = value
+    return x
+
+
 def torch_nonzero_tuple(condition):
     """torch.where(condition) with one argument (torch.nonzero(condition, as_tuple=True)): a tuple
     of int64 index tensors, one per dim (`keras.ops.nonzero` gives a list of int32 ones)."""
