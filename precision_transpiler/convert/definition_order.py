@@ -271,11 +271,13 @@ def order_definitions(code: str) -> str:
     above: set[str] = set()
     i = 0
     while i < len(body):
-        # only definitions wait for others (what sibling inlining copies); other statements
-        # (imports, `if` blocks, calls) keep their place and need nothing moved
+        # definitions wait for others (what sibling inlining copies), and so do `if`/`try`
+        # blocks that define globals (monai's `if optional_import(...)[1]: def monai_swish`,
+        # copied above the function it calls); other statements (imports, calls) keep their
+        # place and need nothing moved
         stmt = body[i]
         needs = _called_loads(stmt, evaluated) if id(stmt) in called else _loads(stmt, evaluated)
-        missing = needs - above if movable[id(stmt)] else set()
+        missing = needs - above if movable[id(stmt)] or isinstance(stmt, cst.If | cst.Try) else set()
         later = None
         if missing and moved <= len(body):
             later = next(

@@ -76,3 +76,17 @@ def test_annotations_run_with_the_def_unless_postponed() -> None:
     exec(compile(ordered, "ordered.py", "exec"), {})
     postponed = "from __future__ import annotations\n" + source.replace("@decorate\n", "")
     assert order_definitions(postponed) == postponed
+
+
+def test_an_if_block_that_defines_globals_waits_for_what_it_calls() -> None:
+    """monai's activation module defines `monai_swish` under `if optional_import(...)[1]:`;
+    copied in, the block landed above the copy of `optional_import` (NameError at import)."""
+    source = (
+        "if available('silu'):\n\n    def swish(x):\n        return x\n\nelse:\n\n    def swish(x):\n"
+        "        return -x\n\n\ndef available(name):\n    return name == 'silu'\n"
+    )
+    ordered = order_definitions(source)
+    assert ordered.index("def available(") < ordered.index("if available(")
+    namespace: dict[str, object] = {}
+    exec(compile(ordered, "ordered.py", "exec"), namespace)
+    assert namespace["swish"](2) == 2  # type: ignore[operator]
