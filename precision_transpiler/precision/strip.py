@@ -91,6 +91,10 @@ class StripInserted(cst.CSTTransformer):
         if isinstance(updated_node.func, cst.Name) and updated_node.func.value == "_ptranspile_autocast" and args:
             # `_ptranspile_autocast(op, *args)` (passes/keras_torch.py): the op called on its arguments
             self.removed += 1
+            op = args[0].value
+            if isinstance(op, cst.Name) and op.value == "_ptranspile_matmul" and len(args) == 3:
+                lpar, rpar = updated_node.lpar, updated_node.rpar  # `(a @ b)` kept its parentheses
+                return cst.BinaryOperation(args[1].value, cst.MatrixMultiply(), args[2].value, lpar=lpar, rpar=rpar)
             return cst.Call(func=args[0].value, args=args[1:])
         if (
             _generated_name(updated_node.func)

@@ -139,6 +139,11 @@ def _ptranspile_autocast(op, *args, **kwargs):
     return out if dtype is None else _ptranspile_cast(out, dtype)
 
 
+def _ptranspile_matmul(a, b):
+    """`a @ b` of the converted code, as an op an autocast region calls."""
+    return keras.ops.matmul(a, b)
+
+
 def _ptranspile_region(layer):
     """Make `layer` an autocast region: its floating inputs in its compute dtype, its floating
     results back in the dtype of its first floating input. Keras would cast the inputs itself
@@ -362,6 +367,27 @@ class KerasTorchPolicyPass(PolicyPass):
                 args=[cst.Arg(value=func, comma=comma), *updated_node.args],
             )
         return updated_node
+
+    def leave_BinaryOperation(
+        self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
+    ) -> cst.BaseExpression:
+        """`a @ b` is a matmul as `torch.matmul(a, b)` is: one autocast region, whose inputs meet
+        in the compute dtype (TensorFlow refuses `float32 @ bfloat16`, where a float32 island's
+        result, rtdl's `softmax(logits) @ v`, meets a low-precision layer's)."""
+        if not isinstance(original_node.operator, cst.MatrixMultiply) or not self.autocast:
+            return updated_node
+        decision = self.policy.precision_for("matmul", class_name="matmul")
+        if decision.compute == "float32":
+            return updated_node
+        self.decide(original_node, "@", "matmul", decision, "autocast region (one op)")
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        args = [
+            cst.Arg(cst.Name("_ptranspile_matmul"), comma=comma),
+            cst.Arg(updated_node.left, comma=comma),
+            cst.Arg(updated_node.right),
+        ]
+        call = cst.Call(func=cst.Name("_ptranspile_autocast"), args=args)
+        return call.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
 
     def layer_dtypes(self) -> dict[str, str]:
         """Shim class name -> dtype constant, for the layer classes the converted file names."""
