@@ -15,6 +15,7 @@ plain Python helpers stay imported as they were.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -174,6 +175,9 @@ def _module_aliases(tree: ast.Module, locate: Locate) -> dict[str, str]:
     `sub` is a module file of M's package and not a name M's own file defines."""
     found: dict[str, str] = {}
     for node in tree.body:
+        if isinstance(node, ast.Import):
+            found.update(_torch_package_imports(node, locate))
+            continue
         if not isinstance(node, ast.ImportFrom):
             continue
         for alias in node.names:
@@ -187,6 +191,28 @@ def _module_aliases(tree: ast.Module, locate: Locate) -> dict[str, str]:
             if parent_file is not None and alias.name in _defined(parent_file):
                 continue  # a class or function of that name shadows the submodule
             found[alias.asname or alias.name] = dotted
+    return found
+
+
+def _torch_package_imports(node: ast.Import, locate: Locate) -> dict[str, str]:
+    """`import torchvision` (then `torchvision.models.MobileNetV2` as a base class:
+    segmentation_models_pytorch's encoders): local name -> package, for a package (not torch
+    itself) whose `__init__.py` imports torch. Plain-Python packages (`import numpy as np`)
+    are left alone."""
+    found: dict[str, str] = {}
+    for alias in node.names:
+        module = alias.name if alias.asname else alias.name.split(".")[0]
+        if module.split(".")[0] == "torch":
+            continue
+        file, dotted = locate(0, module)
+        if file is None or file.name != "__init__.py":
+            continue
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if re.search(r"^\s*(import torch\b|from torch\b)", text, re.MULTILINE):
+            found[alias.asname or module] = dotted
     return found
 
 
@@ -291,13 +317,17 @@ class _Rewrite(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
-        if len(updated_node.body) != 1 or not isinstance(updated_node.body[0], cst.ImportFrom):
+        if len(updated_node.body) != 1 or not isinstance(updated_node.body[0], cst.ImportFrom | cst.Import):
             return updated_node
         imp = updated_node.body[0]
         if isinstance(imp.names, cst.ImportStar):
             return updated_node
         bound = [
-            a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else _text(a.name)
+            a.asname.name.value
+            if a.asname and isinstance(a.asname.name, cst.Name)
+            else _text(a.name).split(".")[0]  # `import torchvision.models` binds `torchvision`
+            if isinstance(imp, cst.Import)
+            else _text(a.name)
             for a in imp.names
         ]
         if not self.sources & set(bound):

@@ -195,9 +195,11 @@ def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, s
                 # torch code only: a library that merely mentions torch stays imported; a
                 # package's `__init__.py` that re-exports its own modules (torch_einops_utils'
                 # `from torch_einops_utils.stable_softmax import cross_entropy`) is followed there
+                # (torchvision's `models/mobilenet.py` is `from .mobilenetv2 import *` only)
                 torch_code = _IMPORTS_TORCH.search(text) is not None
-                if not torch_code and candidate.name == "__init__.py":
-                    own = re.compile(rf"^[ \t]*from[ \t]+(?:\.|{re.escape(module)}\.)", re.MULTILINE)
+                if not torch_code:
+                    package = module if candidate.name == "__init__.py" else module.rsplit(".", 1)[0]
+                    own = re.compile(rf"^[ \t]*from[ \t]+(?:\.|{re.escape(package)}\.)", re.MULTILINE)
                     torch_code = own.search(text) is not None
                 return (candidate if torch_code else None), module
         return None, module  # the package is here, the module is not (an extension): left as is
@@ -501,12 +503,39 @@ def _star_reexports(tree: ast.Module, path: Path, top: str) -> dict[str, str]:
         )
         if file is None or not absolute:
             continue
-        try:
-            exported = _star_exports(ast.parse(read_source(file)))
-        except (ReadError, SyntaxError, ValueError):
-            continue
-        found.update(dict.fromkeys(exported, absolute))
+        found.update(dict.fromkeys(_star_names(file, top), absolute))
     return found
+
+
+def _star_names(file: Path, top: str, depth: int = 3) -> set[str]:
+    """What `from <file's module> import *` binds, through the star imports of the package it
+    makes in turn (torchvision's `models/mobilenet.py` is `from .mobilenetv2 import *` with a
+    computed `__all__`)."""
+    try:
+        tree = ast.parse(read_source(file))
+    except (ReadError, SyntaxError, ValueError):
+        return set()
+    names = _star_exports(tree)
+    if depth > 0:
+        for nested in _star_reexports_files(tree, file, top):
+            names |= {n for n in _star_names(nested, top, depth - 1) if not n.startswith("_")}
+    return names
+
+
+def _star_reexports_files(tree: ast.Module, path: Path, top: str) -> list[Path]:
+    """The files of the package's modules that `tree` (the module at `path`) star-imports."""
+    files = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            if node.level or (node.module or "").startswith(f"{top}."):
+                found, _ = (
+                    _module_file(path, node.level, node.module)
+                    if node.level
+                    else _absolute_file(path, node.module or "")
+                )
+                if found is not None:
+                    files.append(found)
+    return files
 
 
 def dotted(node: cst.BaseExpression) -> str:

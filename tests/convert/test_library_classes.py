@@ -446,7 +446,7 @@ def test_package_imports_inside_copied_functions_are_copied_too(tmp_path: Path, 
 
 
 STAR_REEXPORTS = {
-    "gnnlib/__init__.py": "",
+    "gnnlib/__init__.py": "import torch  # noqa\n\nfrom . import nn  # noqa\n",
     "gnnlib/nn/__init__.py": "from .conv import *  # noqa\nfrom .pool import *  # noqa\n",
     "gnnlib/nn/conv/__init__.py": "from .scale_conv import ScaleConv\n\n__all__ = ['ScaleConv']\n",
     "gnnlib/nn/conv/scale_conv.py": textwrap.dedent(
@@ -464,7 +464,10 @@ STAR_REEXPORTS = {
                 return self.lin(x) * 2
         """
     ),
-    "gnnlib/nn/pool/__init__.py": "from .select import Output, pick\n",
+    "gnnlib/nn/pool/__init__.py": "from .selects import *  # noqa\n",
+    "gnnlib/nn/pool/selects.py": (
+        "from .select import *  # noqa\nfrom .select import __all__ as select_all\n\n__all__ = select_all\n"
+    ),
     "gnnlib/nn/pool/select.py": textwrap.dedent(
         """
         from dataclasses import dataclass
@@ -483,21 +486,26 @@ STAR_REEXPORTS = {
 
         def pick(x):
             return Output(torch.argmax(x, dim=-1), x.shape[0])
+
+
+        __all__ = ["Output", "pick"]
         """
     ),
     "gnnlib/nn/models/__init__.py": "",
+    "gnnlib/nn/models/encoders.py": "import torch\n\nimport gnnlib\n\n\nclass Conv(gnnlib.nn.ScaleConv):\n    pass\n",
     "gnnlib/nn/models/unet.py": textwrap.dedent(
         """
         import torch.nn as nn
 
-        from gnnlib.nn import ScaleConv, pick
+        from gnnlib.nn import pick
+        from gnnlib.nn.models.encoders import Conv
 
 
         class UNet(nn.Module):
             def __init__(self, d=4):
                 super().__init__()
                 self.convs = nn.ModuleList()
-                self.convs.append(ScaleConv(d))
+                self.convs.append(Conv(d))
 
             def forward(self, x):
                 for conv in self.convs:
