@@ -198,8 +198,10 @@ def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, s
                 # (torchvision's `models/mobilenet.py` is `from .mobilenetv2 import *` only)
                 torch_code = _IMPORTS_TORCH.search(text) is not None
                 if not torch_code:
-                    package = module if candidate.name == "__init__.py" else module.rsplit(".", 1)[0]
-                    own = re.compile(rf"^[ \t]*from[ \t]+(?:\.|{re.escape(package)}\.)", re.MULTILINE)
+                    init = candidate.name == "__init__.py"
+                    package = module if init else module.rsplit(".", 1)[0]
+                    star = "" if init else r"[^\n]*import[ \t]+\*"  # a module: star re-exports only
+                    own = re.compile(rf"^[ \t]*from[ \t]+(?:\.|{re.escape(package)}\.){star}", re.MULTILINE)
                     torch_code = own.search(text) is not None
                 return (candidate if torch_code else None), module
         return None, module  # the package is here, the module is not (an extension): left as is
@@ -934,6 +936,10 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
             if (node is top and isinstance(top, ast.ClassDef)) or not isinstance(body, list):
                 continue
             relative = [stmt for stmt in body if _own_package_import(stmt, package_top)]
+            if node is top:
+                # a top-level function's own body: only absolute imports of the package (monai's
+                # factories); its relative ones stay where they are, as before
+                relative = [stmt for stmt in relative if not stmt.level]
             if len(relative) == len(body):
                 continue  # the block would be empty
             for stmt in relative:

@@ -4,8 +4,8 @@
 `m.buffers()`, `m.named_buffers()` (anywhere, without arguments: the names are torch's own),
 `self.children()` and `self.add_module(name, m)` / `register_module` (on `self` and its
 attributes, inside a class: `children` is a common method name), and `m.reset_parameters()`
-(a receiver other than `self`) become `modules(m)`, ... of
-runtime/{flax,keras}/modules.py. Converted module classes have the methods too (their
+(a receiver other than `self`) become `modules(m)`, ... of runtime/{flax,keras}/modules.py
+(`reset_parameters`: runtime/common.py). Converted module classes have the methods too (their
 `TorchModule` base), but the receiver may be a layer the runtime or the target library defines
 (a Flax `nnx.Linear`, a Keras layer), which has none: RRDBNet's `for m in net.modules()` on a
 convolution. The functions take any module of the target.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.runtime import runtime_name
 from precision_transpiler.syntax import dotted_name
 
 #: torch-only names: rewritten on any receiver that is not an imported module
@@ -47,4 +48,6 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
         method = "add_module"
     else:
         return None
+    if method in RESETS:
+        return cst.Call(func=ctx.expr_for(runtime_name(None, "common", method)), args=args)
     return cst.Call(func=ctx.expr_for(f"{runtime}.{method}"), args=args)

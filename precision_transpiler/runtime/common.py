@@ -504,3 +504,13 @@ torch_single = torch_ntuple(1, "_single")
 torch_pair = torch_ntuple(2, "_pair")
 torch_triple = torch_ntuple(3, "_triple")
 torch_quadruple = torch_ntuple(4, "_quadruple")
+
+
+def reset_parameters(module):
+    """torch's `m.reset_parameters()` on a module that may be a layer of the runtime or of the
+    target library (torch-geometric's MLP resets every norm it holds): a converted module's own
+    method runs (its initialisation statements are dropped: the weights come from the torch
+    checkpoint); a layer without one keeps its weights as they are."""
+    own = getattr(module, "reset_parameters", None)
+    if callable(own):
+        own()

@@ -262,16 +262,6 @@ def buffers(module, recurse: bool = True):
     return iter([v for _, v in named_buffers(module, recurse=recurse)])
 
 
-def reset_parameters(module):
-    """torch's `m.reset_parameters()` on a module that may be a layer of the runtime or of the
-    target library (torch-geometric's MLP resets every norm it holds): a converted module's own
-    method runs (its initialisation statements are dropped: the weights come from the torch
-    checkpoint); a layer without one keeps its weights as they are."""
-    own = getattr(module, "reset_parameters", None)
-    if callable(own):
-        own()
-
-
 def _apply_fn(module, fn):
     """torch's `Module.apply(fn)`: `fn` on every submodule, children before parents."""
     for child in children(module):

@@ -316,16 +316,6 @@ def buffers(module: Any) -> Any:
     return iter([v for _, v in named_buffers(module)])
 
 
-def reset_parameters(module: Any) -> None:
-    """torch's `m.reset_parameters()` on a module that may be a layer of the runtime or of the
-    target library (torch-geometric's MLP resets every norm it holds): a converted module's own
-    method runs (its initialisation statements are dropped: the weights come from the torch
-    checkpoint); a layer without one keeps its weights as they are."""
-    own = getattr(module, "reset_parameters", None)
-    if callable(own):
-        own()
-
-
 def torch_requires_grad_(value: Any, requires_grad: bool = True) -> Any:
     """torch's `p.requires_grad = flag` / `p.requires_grad_(flag)` on something that may be a module or a
     parameter (`for p in backbone.parameters(): p.requires_grad = False`): a converted module's
