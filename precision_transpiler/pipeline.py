@@ -28,15 +28,19 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import libcst as cst
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
 from precision_transpiler.mappings import MappingSet
+
+if TYPE_CHECKING:
+    from precision_transpiler.convert.siblings import Diagnostics
 
 __all__ = ["PLANS", "Document", "Job", "Stage", "announce", "plan_for", "run_pipeline", "stage_hook"]
 
@@ -181,6 +185,7 @@ class RewriteSymbols:
             path=job.path,
             mappings=job.table,
             allowed=job.sources if job.sources and len(job.sources) > 1 else None,
+            log_rewrites=job.standalone,  # a sibling's conversion is copied from, its log unread
         )
         tree, outcome = run_engine(doc.tree(), doc.source, options)
         doc.diagnostics.extend(outcome.diagnostics)
@@ -309,6 +314,17 @@ class DropOrphanedImports:
         doc.set_code(drop_orphaned_imports(doc.source, doc.code()))
 
 
+#: Sibling modules converted in this process, by (tables, target, NaN fallback, path, source
+#: text): a sibling's conversion depends on nothing else (no policy, no entry, no copying of its
+#: own), and converting several models of one library (or one package's files) reads the same
+#: siblings again; torch-geometric's models share ~80 modules. The tables are held with the
+#: result, so a key's `id` cannot name another table later. Least recently used go first.
+_CONVERTED_SIBLINGS: OrderedDict[tuple[int, str, bool, str, str], tuple[MappingSet, str, tuple[Any, ...]]] = (
+    OrderedDict()
+)
+_SIBLINGS_REMEMBERED = 512
+
+
 class InlineSiblings:
     """Definitions the file imports from sibling modules are converted (by this pipeline) and
     copied in; names with a counterpart in the target library are imported from it instead
@@ -323,13 +339,22 @@ class InlineSiblings:
         from precision_transpiler.convert.library_imports import redirect_library_imports
         from precision_transpiler.convert.siblings import inline_siblings
 
-        def convert(sibling_source: str, sibling_path: str) -> tuple[str, list[tuple[int, int, str, str, str]]]:
+        def convert(sibling_source: str, sibling_path: str) -> tuple[str, Diagnostics]:
+            key = (id(job.table), job.to, job.nan_fallback, sibling_path, sibling_source)
+            remembered = _CONVERTED_SIBLINGS.get(key)
+            if remembered is not None and remembered[0] is job.table:
+                _CONVERTED_SIBLINGS.move_to_end(key)
+                return remembered[1], list(remembered[2])
             sibling_job = replace(
                 job, sources=("torch",), policy=_full_precision(), path=sibling_path, entry=None,
                 prune_to_entry=False, standalone=False,
             )  # fmt: skip
             sibling = convert_document(Document(sibling_source, sibling_path), sibling_job)
-            return sibling.result_code(), [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
+            diagnostics = [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
+            _CONVERTED_SIBLINGS[key] = (job.table, sibling.result_code(), tuple(diagnostics))
+            while len(_CONVERTED_SIBLINGS) > _SIBLINGS_REMEMBERED:
+                _CONVERTED_SIBLINGS.popitem(last=False)
+            return sibling.result_code(), diagnostics
 
         redirected: list[str] = []
 

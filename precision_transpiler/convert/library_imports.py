@@ -16,17 +16,22 @@ copied code brings absolute imports of its own.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.convert.import_lines import lone_from_imports, render, splice
 from precision_transpiler.convert.siblings import dotted, package_of, top_level_from_imports
 
 
 def _absolute_module(path: str, imp: cst.ImportFrom) -> str | None:
-    module = dotted(imp.module) if imp.module is not None else ""
-    level = len(imp.relative)
+    return _absolute(path, len(imp.relative), dotted(imp.module) if imp.module is not None else "")
+
+
+def _absolute(path: str, level: int, module: str) -> str | None:
+    """The module `from <level dots><module> import ...` names, seen from `path`."""
     if not level:
         return module or None
     file = Path(path)
@@ -45,26 +50,22 @@ def redirect_library_imports(
     imports = top_level_from_imports(code)
     if imports is not None:  # no relative import, none of a module with counterparts: unchanged
         modules = {symbol.rpartition(".")[0] for symbol in symbols}
-        if not any(level or name in modules for level, name in imports):
+        if not any(_absolute(path, level, name) in modules for level, name in imports):
             return code, []
-    module = cst.parse_module(code)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, []
     redirected: list[str] = []
-    body: list[cst.BaseStatement] = []
-    changed = False
-    for stmt in module.body:
-        if not (
-            isinstance(stmt, cst.SimpleStatementLine)
-            and len(stmt.body) == 1
-            and isinstance(stmt.body[0], cst.ImportFrom)
-            and not isinstance(stmt.body[0].names, cst.ImportStar)
-        ):
-            body.append(stmt)
+    edits: dict[tuple[int, int], str] = {}
+    for found in lone_from_imports(code, tree):  # the import lines, parsed alone (convert/import_lines.py)
+        imp = found.node
+        if isinstance(imp.names, cst.ImportStar):
             continue
-        imp = stmt.body[0]
         absolute = _absolute_module(path, imp)
         keep: list[cst.ImportAlias] = []
-        new_lines: list[cst.BaseStatement] = []
-        for alias in imp.names:  # type: ignore[union-attr]
+        new_lines: list[str] = []
+        for alias in imp.names:
             name = dotted(alias.name)
             counterpart = symbols.get(f"{absolute}.{name}", {}).get(target) if absolute else None
             if counterpart is None or "." not in counterpart:
@@ -73,20 +74,15 @@ def redirect_library_imports(
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
             target_module, target_name = counterpart.rsplit(".", 1)
             suffix = f" as {local}" if local != target_name else ""
-            new_lines.append(cst.parse_statement(f"from {target_module} import {target_name}{suffix}\n"))
+            new_lines.append(f"from {target_module} import {target_name}{suffix}\n")
             redirected.append(f"{absolute}.{name}")
         if not new_lines:
-            body.append(stmt)
             continue
-        changed = True
+        kept = ""
         if keep:
             keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            body.append(stmt.with_changes(body=[imp.with_changes(names=keep)]))
-            body.extend(new_lines)
-        else:
-            first = new_lines[0]
-            body.append(first.with_changes(leading_lines=stmt.leading_lines))  # type: ignore[attr-defined]
-            body.extend(new_lines[1:])
-    if not changed:
+            kept = render(found.statement.with_changes(body=[imp.with_changes(names=keep)]))
+        edits[found.start, found.end] = kept + "".join(new_lines)
+    if not edits:
         return code, []
-    return module.with_changes(body=body).code, redirected
+    return splice(code, edits), redirected

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.convert.import_lines import char_column, line_offsets, lone_statement, render, splice_spans
+
 #: (level, dotted module or None) -> (its file or None, its absolute dotted name)
 Locate = Callable[[int, str | None], tuple[Path | None, str]]
 
@@ -63,7 +65,90 @@ def module_imports_as_names(code: str, locate: Locate) -> str:
     if not renames:
         return code
     sources = {key[0] for key in renames}
+    edited = _rewrite_text(code, tree, renames, done, sources, imports)
+    if edited is not None:
+        return edited
     return cst.parse_module(code).visit(_Rewrite(renames, done, sources, imports)).code
+
+
+def _rewrite_text(
+    code: str,
+    tree: ast.Module,
+    renames: dict[tuple[str, ...], str],
+    done: set[str],
+    sources: set[str],
+    imports: list[str],
+) -> str | None:
+    """What `_Rewrite` does, as edits of the text at ast positions: parsing a large file (the
+    output of sibling copying, each round) with LibCST costs seconds, and only the attribute
+    chains and a few import statements change. None when an import to edit shares its line with
+    another statement (`_Rewrite` then does it)."""
+    lines = code.splitlines(keepends=True)
+    offsets = line_offsets(lines)
+
+    def offset(line: int, byte_column: int) -> int:
+        return offsets[line - 1] + char_column(lines[line - 1], byte_column)
+
+    edits: list[tuple[int, int, str]] = []
+    taken: list[tuple[int, int]] = []
+    for node in ast.walk(tree):  # outer attributes first: an inner one of a renamed chain is inside it
+        if not isinstance(node, ast.Attribute) or node.end_lineno is None or node.end_col_offset is None:
+            continue
+        local = renames.get(_ast_chain(node) or ())
+        if local is None:
+            continue
+        start, end = offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset)
+        if any(a <= start and end <= b for a, b in taken):
+            continue
+        taken.append((start, end))
+        edits.append((start, end, local))
+    statements: list[tuple[ast.Import | ast.ImportFrom, list[ast.stmt]]] = []
+    for parent in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(parent, field, None)
+            if isinstance(body, list):
+                statements += [(s, body) for s in body if isinstance(s, ast.Import | ast.ImportFrom)]
+    placed = False
+    for node, body in sorted(statements, key=lambda pair: pair[0].lineno):
+        if any(a.name == "*" for a in node.names):
+            continue
+        bound = [a.asname or (a.name.split(".")[0] if isinstance(node, ast.Import) else a.name) for a in node.names]
+        if not sources & set(bound):
+            continue
+        keep = [name not in done for name in bound]
+        if all(keep) and placed:
+            continue
+        statement = lone_statement(lines, node, body)
+        if statement is None:
+            return None
+        indent = lines[node.lineno - 1][: node.col_offset]
+        text = ""
+        if any(keep):
+            imp = statement.body[0]
+            assert isinstance(imp, cst.Import | cst.ImportFrom) and not isinstance(imp.names, cst.ImportStar)
+            aliases = [a for a, k in zip(imp.names, keep, strict=True) if k]
+            aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            text = render(statement.with_changes(body=[imp.with_changes(names=aliases)]), indent)
+        if not placed:
+            placed = True
+            text += "".join(f"{indent}{line}\n" for line in dict.fromkeys(imports))
+        if not text and len(body) == 1:
+            text = f"{indent}pass\n"  # the only statement of its block
+        first = node.lineno - 1
+        while not text and first > 0 and not lines[first - 1].strip():
+            first -= 1  # blank lines above go with a dropped statement, as with LibCST's leading lines
+        edits.append((offsets[first], offsets[node.end_lineno or node.lineno], text))
+    return splice_spans(code, edits)
+
+
+def _ast_chain(node: ast.expr) -> tuple[str, ...] | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return (node.id, *reversed(parts))
 
 
 def module_namespaces(code: str, locate: Locate) -> str:

@@ -19,6 +19,7 @@ converted layers to torch code.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import textwrap
@@ -38,9 +39,16 @@ from precision_transpiler.convert.class_reach import (
     used_names,
 )
 from precision_transpiler.convert.definition_order import order_definitions
+from precision_transpiler.convert.import_lines import (
+    after_imports,
+    first_line,
+    insert_lines,
+    lone_from_imports,
+    render,
+    splice,
+)
 from precision_transpiler.convert.module_imports import module_imports_as_names, module_namespaces
 from precision_transpiler.files import ReadError, read_source
-from precision_transpiler.syntax import is_import_statement
 
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
 
@@ -68,6 +76,8 @@ class SiblingReport:
     #: the number of rounds when copying stopped before everything copied code imports was in
     unfinished: int = 0
 
+
+Diagnostics = list[tuple[int, int, str, str, str]]  # line, col, severity, code, message
 
 _RUNS_GENERATED_CODE = re.compile(r"\bexec_module\(|(?<![\w.])exec\(")
 _FROM_LINE = re.compile(r"^\f*from\b.*$", re.MULTILINE)
@@ -208,13 +218,20 @@ def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, s
     return None, module
 
 
+@functools.lru_cache(maxsize=64)
+def parsed_source(text: str) -> ast.Module:
+    """`ast.parse(text)`, remembered: copying reads the same sibling modules and converted texts
+    again in every round (a tree is read, never changed). Raises SyntaxError as ast.parse does."""
+    return ast.parse(text)
+
+
 _IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 
 
 def inline_siblings(
     path: str,
     code: str,
-    convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
+    convert: Callable[[str, str], tuple[str, Diagnostics]],
     *,
     max_rounds: int = 40,
     redirect: Callable[[str], str] | None = None,
@@ -230,7 +247,7 @@ def inline_siblings(
     file = Path(path)
     if not file.is_file():
         return code, report
-    cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]] = {}
+    cache: dict[Path, tuple[str, Diagnostics]] = {}
     for _ in range(max_rounds):
         if redirect is not None:  # library infrastructure copied code imports (library_imports.py)
             code = redirect(code)
@@ -249,22 +266,25 @@ def inline_siblings(
     return code, report
 
 
-def _model_names(tree: ast.Module) -> set[str]:
-    """Module classes and layer-building functions of a sibling: what model code needs from it
-    (utilities such as logging or config helpers stay imported)."""
+@functools.lru_cache(maxsize=256)
+def _model_names(text: str) -> frozenset[str]:
+    """Module classes and layer-building functions of a sibling (its source): what model code
+    needs from it (utilities such as logging or config helpers stay imported). Remembered: a
+    sibling is imported by many copied modules, in many rounds."""
     from precision_transpiler.convert.torch_analysis import analyse
     from precision_transpiler.rewrite.names import scope_bindings
 
+    tree = parsed_source(text)
     bindings, _ = scope_bindings(tree)
     analysis = analyse(tree, bindings, strict=True)
-    return analysis.module_classes | {k for k in analysis.builders if "." not in k}
+    return frozenset(analysis.module_classes | {k for k in analysis.builders if "." not in k})
 
 
 def _one_round(
     file: Path,
     code: str,
-    convert: Callable[[str, str], tuple[str, list[tuple[int, int, str, str, str]]]],
-    cache: dict[Path, tuple[str, list[tuple[int, int, str, str, str]]]],
+    convert: Callable[[str, str], tuple[str, Diagnostics]],
+    cache: dict[Path, tuple[str, Diagnostics]],
     report: SiblingReport,
     budget: int = BUDGET,
     known: frozenset[str] = frozenset(),
@@ -288,20 +308,18 @@ def _one_round(
         for sibling, _ in (locate(level, name or None) for level, name in imports if level or name)
     ):
         return code  # no import of a sibling: nothing to do, without parsing a large file
-    module = cst.parse_module(code)
-    defined = _top_names(module)
     parsed = ast.parse(code)
+    defined = _top_names(parsed)
     reached = frozenset(used_names([parsed]))  # what copied classes must keep
     bound = _import_bindings(parsed.body)  # local name -> import line, to catch clashes
     blocks: list[str] = []
-    removals: dict[int, set[str]] = {}
+    removals: dict[int, set[str]] = {}  # index in `lone` -> local names no longer imported
     extra_imports: list[str] = []
     redirected = postponed = False
-    for index, stmt in enumerate(module.body):
-        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
-            continue
-        imp = stmt.body[0]
-        if not isinstance(imp, cst.ImportFrom) or isinstance(imp.names, cst.ImportStar):
+    lone = lone_from_imports(code, parsed)  # the import lines, parsed alone (convert/import_lines.py)
+    for index, found in enumerate(lone):
+        imp = found.node
+        if isinstance(imp.names, cst.ImportStar):
             continue
         level = len(imp.relative)
         dotted_module = dotted(imp.module) if imp.module is not None else None
@@ -319,7 +337,7 @@ def _one_round(
             for a in imp.names
             if isinstance(a.name, cst.Name)
         ]
-        original_tree = ast.parse(text)
+        original_tree = parsed_source(text)
         # `from ..ops import StochasticDepth` where ops/__init__.py re-exports it from
         # `.stochastic_depth`: import it from where it is defined (handled next round).
         package_of_sibling = sibling_name if sibling.name == "__init__.py" else sibling_name.rsplit(".", 1)[0]
@@ -343,8 +361,8 @@ def _one_round(
             # must refuse (rules/torch_generated_code_model.py), or imports modules of its
             # package inside functions (a registry's factory returning a layer class)
             continue
-        original_tree = ast.parse(text)
-        models = _model_names(original_tree)
+        original_tree = parsed_source(text)
+        models = _model_names(text)
         # a name left imported before (an earlier statement or round) stays imported: a second
         # copy would be a second class, and library code checks identity against its own
         # (diffusers' `register_to_config` against configuration_utils' ConfigMixin)
@@ -431,39 +449,35 @@ def _one_round(
                 report.diagnostics.append((str(sibling), line, col, severity, code_, message))
     if not blocks and not redirected:
         return code
-    body = list(module.body)
+    edits: dict[tuple[int, int], str] = {}
     for index, names in removals.items():
-        stmt = body[index]
-        assert isinstance(stmt, cst.SimpleStatementLine)
-        imp = stmt.body[0]
-        assert isinstance(imp, cst.ImportFrom) and not isinstance(imp.names, cst.ImportStar)
+        found = lone[index]
+        imp = found.node
+        assert not isinstance(imp.names, cst.ImportStar)
         keep = [a for a in imp.names if _local(a) not in names]
         if keep:
             keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            body[index] = stmt.with_changes(body=[imp.with_changes(names=keep)])
+            edits[found.start, found.end] = render(found.statement.with_changes(body=[imp.with_changes(names=keep)]))
         else:
-            body[index] = None  # type: ignore[call-overload]
-    module = module.with_changes(body=[s for s in body if s is not None])
-    if postponed:
-        module = _postpone_annotations(module)
-    existing = {ast.unparse(n) for n in ast.parse(module.code).body if isinstance(n, ast.Import | ast.ImportFrom)}
+            edits[found.start, found.end] = ""
+    code = splice(code, edits)
+    tree = ast.parse(code)
+    if postponed and not _postpones_annotations(tree):
+        code = _postpone_annotations(code, tree)
+        tree = ast.parse(code)
+    existing = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
     imports = [i for i in dict.fromkeys(extra_imports) if i not in existing]
     if not blocks:
-        return _insert_imports(module, imports)
-    return _insert(module, imports, "\n\n\n".join(blocks))
+        return _insert_imports(code, tree, imports)
+    return _insert(code, tree, imports, "\n\n\n".join(blocks))
 
 
-def _insert_imports(module: cst.Module, imports: list[str]) -> str:
-    """Only new import lines (re-exports redirected to their defining modules)."""
+def _insert_imports(code: str, tree: ast.Module, imports: list[str]) -> str:
+    """Only new import lines (re-exports redirected to their defining modules), after the last
+    top-level import."""
     if not imports:
-        return module.code
-    body = list(module.body)
-    index = 0
-    for i, stmt in enumerate(body):
-        if is_import_statement(stmt):
-            index = i + 1
-    new = [cst.parse_statement(line + "\n") for line in imports]
-    return module.with_changes(body=[*body[:index], *new, *body[index:]]).code
+        return code
+    return insert_lines(code, after_imports(tree, leading_only=False), "\n".join(imports))
 
 
 def _reexports(tree: ast.Module, package: str, path: Path | None = None) -> dict[str, str]:
@@ -514,7 +528,7 @@ def _star_names(file: Path, top: str, depth: int = 3) -> set[str]:
     makes in turn (torchvision's `models/mobilenet.py` is `from .mobilenetv2 import *` with a
     computed `__all__`)."""
     try:
-        tree = ast.parse(read_source(file))
+        tree = parsed_source(read_source(file))
     except (ReadError, SyntaxError, ValueError):
         return set()
     names = _star_exports(tree)
@@ -553,12 +567,8 @@ def _local(alias: cst.ImportAlias) -> str:
     return dotted(alias.name)
 
 
-def _top_names(module: cst.Module) -> set[str]:
-    names: set[str] = set()
-    for stmt in module.body:
-        if isinstance(stmt, cst.ClassDef | cst.FunctionDef):
-            names.add(stmt.name.value)
-    return names
+def _top_names(tree: ast.Module) -> set[str]:
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def _ast_defs(tree: ast.Module) -> dict[str, ast.stmt]:
@@ -608,7 +618,7 @@ def _extract(
     converted, local_imports = _hoist_local_imports(
         converted, module_name, package=path is not None and path.name == "__init__.py"
     )
-    tree = ast.parse(converted)
+    tree = parsed_source(converted)
     defs = _ast_defs(tree)
     if not any(n in defs for n in names):
         return None, [], []
@@ -744,7 +754,7 @@ def _model_class_in(line: str, path: Path, module_name: str) -> bool:
     name = node.names[0].name
     for _ in range(4):  # through a package's re-exports (`from torch_geometric.nn.conv import MessagePassing`)
         try:
-            tree = ast.parse(read_source(file)) if file is not None else None
+            tree = parsed_source(read_source(file)) if file is not None else None
         except (ReadError, SyntaxError):
             return False
         if tree is None:
@@ -830,7 +840,8 @@ def _restore_left_out(code: str, report: SiblingReport, cache: dict[Path, Any]) 
         if not wanted:
             continue
         source = cache[path][0]  # type: ignore[index]
-        original = next((n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls.name), None)
+        classes = (n for n in parsed_source(source).body if isinstance(n, ast.ClassDef))
+        original = next((n for n in classes if n.name == cls.name), None)
         if original is None:
             continue
         source_lines = source.splitlines(keepends=True)
@@ -843,7 +854,7 @@ def _restore_left_out(code: str, report: SiblingReport, cache: dict[Path, Any]) 
         # round converts and copies what they name, as for any sibling import)
         bound = set(_import_bindings(tree.body)) | set(_ast_defs(tree))
         needs = {n.id for m in methods for n in ast.walk(ast.parse(textwrap.dedent(m))) if isinstance(n, ast.Name)}
-        for node in ast.parse(source).body:
+        for node in parsed_source(source).body:
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
             for alias in node.names:
@@ -862,7 +873,7 @@ def _restore_left_out(code: str, report: SiblingReport, cache: dict[Path, Any]) 
         return code
     restored = "".join(lines)
     imports = list(dict.fromkeys(extra))
-    return _insert_imports(cst.parse_module(restored), imports) if imports else restored
+    return _insert_imports(restored, ast.parse(restored), imports) if imports else restored
 
 
 def _rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str], module: str) -> str:
@@ -924,7 +935,7 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
     import Swish` in the function that returns it) likewise: left in place they would import
     the torch original at run time."""
     package_top = module_name.split(".")[0]
-    tree = ast.parse(converted)
+    tree = parsed_source(converted)
     lines = converted.splitlines(keepends=True)
     found: list[tuple[str, str]] = []
     drop: set[int] = set()
@@ -1090,7 +1101,7 @@ def _expand_star_imports(text: str, tree: ast.Module, path: Path, module_name: s
         if file is None:
             continue
         try:
-            star_tree = ast.parse(read_source(file))
+            star_tree = parsed_source(read_source(file))
         except (ReadError, SyntaxError, ValueError):
             continue
         exported = _star_exports(star_tree)
@@ -1139,7 +1150,7 @@ def _star_source(tree: ast.Module, path: Path, module_name: str, name: str) -> s
         if file is None:
             continue
         try:
-            defined = _ast_defs(ast.parse(read_source(file)))
+            defined = _ast_defs(parsed_source(read_source(file)))
         except (ReadError, SyntaxError, ValueError):
             continue
         if name in defined:
@@ -1187,34 +1198,23 @@ def _postpones_annotations(tree: ast.Module) -> bool:
     )
 
 
-def _postpone_annotations(module: cst.Module) -> cst.Module:
-    """`module` with `from __future__ import annotations` (after its docstring), which code
-    copied from a module that has it needs."""
-    if _postpones_annotations(ast.parse(module.code)):
-        return module
-    body = list(module.body)
-    first = body[0] if body else None
-    index = int(
-        isinstance(first, cst.SimpleStatementLine)
-        and isinstance(first.body[0], cst.Expr)
-        and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
-    future = cst.parse_statement("from __future__ import annotations\n")
-    return module.with_changes(body=[*body[:index], future, *body[index:]])
+def _postpone_annotations(code: str, tree: ast.Module) -> str:
+    """`code` with `from __future__ import annotations` (after its docstring), which code copied
+    from a module that has it needs."""
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        at = first.end_lineno or 0
+    else:
+        at = first_line(tree)
+    return insert_lines(code, at, "from __future__ import annotations")
 
 
-def _insert(module: cst.Module, imports: list[str], block: str) -> str:
-    body = list(module.body)
-    index = 0
-    for i, stmt in enumerate(body):
-        if is_import_statement(stmt):
-            index = i + 1
-        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
-            index = 1
-        elif index or not isinstance(stmt, cst.SimpleStatementLine):
-            break
-    head = module.with_changes(body=body[:index]).code.rstrip("\n")
-    tail = module.with_changes(body=body[index:], header=[]).code.lstrip("\n")
+def _insert(code: str, tree: ast.Module, imports: list[str], block: str) -> str:
+    """`block` (copied definitions) after the file's leading imports, with `imports` above it."""
+    at = after_imports(tree, leading_only=True)
+    lines = code.splitlines(keepends=True)
+    head = "".join(lines[:at]).rstrip("\n")
+    tail = "".join(lines[at:]).lstrip("\n")
     if imports:
         head += "\n" + "\n".join(imports)
     return head + "\n\n\n" + block + "\n\n\n" + tail

@@ -43,6 +43,9 @@ class EngineOptions:
     path: str
     mappings: MappingSet
     allowed: tuple[str, ...] | None = None
+    #: keep the log of rewrites (where, which rule, before/after): its positions and code cost
+    #: more than the conversion of a large sibling module whose log nobody reads
+    log_rewrites: bool = True
 
 
 @dataclass
@@ -328,6 +331,8 @@ class Transpiler(cst.CSTTransformer):
             self.result.diagnostics = [d for d in self.result.diagnostics if d not in gone]
 
     def record_rewrite(self, rule: str, original: cst.CSTNode, replacement: cst.CSTNode) -> None:
+        if not self.options.log_rewrites:
+            return
         line, col = self.position(original)
         self.result.rewrites.append(Rewrite(line, col, rule, code_of(original), code_of(replacement)))
 
