@@ -58,6 +58,7 @@ class Job:
     entry: str | None = None
     prune_to_entry: bool = False
     standalone: bool = True  # False for a sibling module converted for the file that imports it
+    log_rewrites: bool = True  # False where nobody reads the rewrite log (a sibling's conversion)
 
     @property
     def single_source(self) -> str | None:
@@ -169,6 +170,28 @@ class PruneToEntry:
         doc.set_code(doc.source)
 
 
+class SplitInplaceChains:
+    """torch code chains in-place methods (`idx[1:].mul_(n).add_(e)`): each link becomes its own
+    statement on the same line, which the in-place rule converts (convert/inplace_chains.py)."""
+
+    name = "split-inplace-chains"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
+            return
+        from precision_transpiler.convert.inplace_chains import may_have_chains, split_inplace_chains
+        from precision_transpiler.rewrite.tensor_inference import inplace_index
+        from precision_transpiler.syntax import IMPORTS_TORCH
+
+        if not may_have_chains(doc.source) or not IMPORTS_TORCH.search(doc.source):
+            return
+        tree = split_inplace_chains(doc.tree(), inplace_index(job.table).keys())
+        if tree is not None:
+            doc.set_tree(tree)
+            doc.source = doc.code()  # what the rules convert, on the input's lines
+
+
 class RewriteSymbols:
     """The rule engine (rewrite/engine.py): detect the source framework, map symbols, ops and
     layers through the tables, edit the imports."""
@@ -185,7 +208,7 @@ class RewriteSymbols:
             path=job.path,
             mappings=job.table,
             allowed=job.sources if job.sources and len(job.sources) > 1 else None,
-            log_rewrites=job.standalone,  # a sibling's conversion is copied from, its log unread
+            log_rewrites=job.log_rewrites,
         )
         tree, outcome = run_engine(doc.tree(), doc.source, options)
         doc.diagnostics.extend(outcome.diagnostics)
@@ -347,7 +370,7 @@ class InlineSiblings:
                 return remembered[1], list(remembered[2])
             sibling_job = replace(
                 job, sources=("torch",), policy=_full_precision(), path=sibling_path, entry=None,
-                prune_to_entry=False, standalone=False,
+                prune_to_entry=False, standalone=False, log_rewrites=False,
             )  # fmt: skip
             sibling = convert_document(Document(sibling_source, sibling_path), sibling_job)
             diagnostics = [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
@@ -441,7 +464,7 @@ class VendorRuntime:
 
 # -- the plan table -----------------------------------------------------------------------------
 
-PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, RewriteSymbols)
+PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, SplitInplaceChains, RewriteSymbols)
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 _EMPTY = cst.Module([])
+
+#: a line that imports torch (`import torch`, `from torch import nn`, indented too), read from
+#: the text alone: which files are torch code, before (or without) parsing them
+IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 
 
 def code_of(node: cst.CSTNode) -> str:

@@ -15,13 +15,13 @@ plain Python helpers stay imported as they were.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
 
 from precision_transpiler.convert.import_lines import char_column, line_offsets, lone_statement, render, splice_spans
+from precision_transpiler.syntax import IMPORTS_TORCH
 
 #: (level, dotted module or None) -> (its file or None, its absolute dotted name)
 Locate = Callable[[int, str | None], tuple[Path | None, str]]
@@ -296,7 +296,7 @@ def _torch_package_imports(node: ast.Import, locate: Locate) -> dict[str, str]:
             text = file.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if re.search(r"^\s*(import torch\b|from torch\b)", text, re.MULTILINE):
+        if IMPORTS_TORCH.search(text):
             found[alias.asname or module] = dotted
     return found
 

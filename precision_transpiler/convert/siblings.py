@@ -49,6 +49,7 @@ from precision_transpiler.convert.import_lines import (
 )
 from precision_transpiler.convert.module_imports import module_imports_as_names, module_namespaces
 from precision_transpiler.files import ReadError, read_source
+from precision_transpiler.syntax import IMPORTS_TORCH
 
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
 
@@ -206,7 +207,7 @@ def _installed_file(module: str, mapped: frozenset[str]) -> tuple[Path | None, s
                 # package's `__init__.py` that re-exports its own modules (torch_einops_utils'
                 # `from torch_einops_utils.stable_softmax import cross_entropy`) is followed there
                 # (torchvision's `models/mobilenet.py` is `from .mobilenetv2 import *` only)
-                torch_code = _IMPORTS_TORCH.search(text) is not None
+                torch_code = IMPORTS_TORCH.search(text) is not None
                 if not torch_code:
                     init = candidate.name == "__init__.py"
                     package = module if init else module.rsplit(".", 1)[0]
@@ -223,9 +224,6 @@ def parsed_source(text: str) -> ast.Module:
     """`ast.parse(text)`, remembered: copying reads the same sibling modules and converted texts
     again in every round (a tree is read, never changed). Raises SyntaxError as ast.parse does."""
     return ast.parse(text)
-
-
-_IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 
 
 def inline_siblings(

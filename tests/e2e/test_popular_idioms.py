@@ -3,6 +3,7 @@ converted to both targets and verified against torch: the mechanisms, not the fi
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,33 @@ def test_store_into_a_helpers_result_at_a_tensor_index(tmp_path: Path, to: str) 
     ).code
     assert "loop_attr = torch_setitem(loop_attr, " in code
     assert 'names["loops"] = ' in code
+
+
+INPLACE_CHAINS = """
+import torch
+import torch.nn as nn
+
+
+class Coalesce(nn.Module):
+    def __init__(self, n=5):
+        super().__init__()
+        self.n = n
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        idx = torch.zeros(h.size(0) + 1)
+        idx[1:] = h[:, 0]
+        idx[1:].mul_(self.n).add_(h[:, 1])
+        row = h[:, 2].clone()
+        out = row.mul_(2.0).add_(h[:, 3]).sub_(1.0)
+        return idx[1:] + out + row
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_chained_inplace_methods_on_views_and_names(tmp_path: Path, to: str) -> None:
+    """torch-geometric's coalesce (`idx[1:].mul_(n).add_(e)`) and negative sampling
+    (`idx = row.mul_(n).add_(col)`): every link changes the tensor, as torch's do."""
+    code = _verify(tmp_path, "chains", INPLACE_CHAINS, to, "Coalesce()", "float32[3,4]")
+    assert not re.search(r"\.(mul|add|sub)_\(", code)

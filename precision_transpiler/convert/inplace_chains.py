@@ -1,0 +1,160 @@
+"""Split chains of in-place tensor methods into one call per statement, before the rules run.
+
+torch code chains in-place methods, each returning the tensor it changed:
+
+    idx[1:].mul_(num_nodes).add_(edge_index[1])     # torch-geometric's coalesce
+    idx = row.mul_(num_nodes).add_(col)             # its negative sampling
+    p.mul_(momentum).add_(grad)                     # optimizers, EMA updates
+
+The torch-inplace-ops rule (rules/torch_inplace_ops_model.py) turns one in-place call on a name,
+an attribute or an indexed view into an assignment; on a chain the outer call's receiver is the
+inner call, whose effect on the tensor would be lost. Since every link returns its receiver,
+
+    R.a_(x).b_(y)   is   R.a_(x); R.b_(y)
+
+whenever `R` can be evaluated twice to the same tensor: a name, an attribute of one, or an index
+of those without calls in it (a basic view `idx[1:]` is made again over the same storage). So
+this stage writes the chain as separate statements on the same line (`;`, so that every later
+position still names the input's line), the last one keeping the statement's own form
+(`y = R.b_(y)`, `return R.b_(y)`); the rule then converts each. Chains on anything else
+(`(a - b).abs_().add_(1)`, a call's result) are left to the rule, and so are chains whose first
+link is a function of an imported module (`nn.init.normal_(w).clamp_(...)`). Only methods of
+the in-place table (mappings/ops/inplace_ops.yaml) count, and lines carrying a
+`# ptranspile:` marker are left as written. Static: nothing is imported or run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+
+import libcst as cst
+
+#: a cheap test before parsing: `.name_(...)` followed by `.name_(` somewhere
+_CHAIN_HINT = re.compile(r"\.[A-Za-z]\w*_\(")
+
+
+def split_inplace_chains(module: cst.Module, methods: Collection[str]) -> cst.Module | None:
+    """`module` with chained in-place calls split into statements; None when there is none."""
+    splitter = _Split(frozenset(methods), _imported_names(module))
+    result = module.visit(splitter)
+    return result if splitter.changed else None
+
+
+def may_have_chains(code: str) -> bool:
+    """Whether `code` may hold a chain (two in-place method calls on one line)."""
+    return any(len(_CHAIN_HINT.findall(line)) >= 2 for line in code.splitlines() if "_(" in line)
+
+
+class _Split(cst.CSTTransformer):
+    def __init__(self, methods: frozenset[str], imported: frozenset[str]) -> None:
+        super().__init__()
+        self.methods = methods
+        self.imported = imported  # names imports bind: `nn.init.normal_(w)` is a function call
+        self.changed = False
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if _has_marker(updated_node.trailing_whitespace.comment):
+            return updated_node
+        body = self._split(updated_node.body)
+        return updated_node if body is None else updated_node.with_changes(body=body)
+
+    def leave_SimpleStatementSuite(
+        self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
+    ) -> cst.SimpleStatementSuite:
+        if _has_marker(updated_node.trailing_whitespace.comment):
+            return updated_node
+        body = self._split(updated_node.body)
+        return updated_node if body is None else updated_node.with_changes(body=body)
+
+    def _split(self, body: Sequence[cst.BaseSmallStatement]) -> list[cst.BaseSmallStatement] | None:
+        out: list[cst.BaseSmallStatement] = []
+        changed = False
+        for statement in body:
+            value = statement.value if isinstance(statement, cst.Expr | cst.Assign | cst.Return) else None
+            links = self._links(value) if isinstance(value, cst.Call) else None
+            if links is None:
+                out.append(statement)
+                continue
+            changed = True
+            *leading, last = links
+            out += [cst.Expr(call, semicolon=_SEMICOLON) for call in leading]
+            out.append(statement.with_changes(value=last))
+        if not changed:
+            return None
+        self.changed = True
+        return out
+
+    def _links(self, call: cst.Call) -> list[cst.Call] | None:
+        """The calls of an in-place chain on a receiver that can be read again, each on that
+        receiver, innermost first; None when `call` is not such a chain of two or more."""
+        calls: list[tuple[cst.Name, cst.Call]] = []
+        node: cst.BaseExpression = call
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in self.methods
+            and not node.lpar
+        ):
+            calls.append((node.func.attr, node))
+            node = node.func.value
+        if len(calls) < 2 or not _rereadable(node) or _root(node) in self.imported:
+            return None
+        receiver = node
+        return [
+            link.with_changes(func=link.func.with_changes(value=receiver))  # type: ignore[union-attr]
+            for _, link in reversed(calls)
+        ]
+
+
+_SEMICOLON = cst.Semicolon(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _rereadable(node: cst.BaseExpression) -> bool:
+    """A name, an attribute of one, or an index of those with no call in the index."""
+    if isinstance(node, cst.Name):
+        return True
+    if isinstance(node, cst.Attribute):
+        return _rereadable(node.value)
+    if isinstance(node, cst.Subscript):
+        return _rereadable(node.value) and not any(_has_call(element.slice) for element in node.slice)
+    return False
+
+
+def _root(node: cst.BaseExpression) -> str:
+    while isinstance(node, cst.Attribute | cst.Subscript):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
+
+
+def _imported_names(module: cst.Module) -> frozenset[str]:
+    names: set[str] = set()
+
+    class _Imports(cst.CSTVisitor):
+        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+            if node.asname is not None and isinstance(node.asname.name, cst.Name):
+                names.add(node.asname.name.value)
+            else:
+                names.add(cst.Module([]).code_for_node(node.name).split(".")[0])
+
+    module.visit(_Imports())
+    return frozenset(names)
+
+
+def _has_call(node: cst.CSTNode) -> bool:
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, _: cst.Call) -> bool:
+            nonlocal found
+            found = True
+            return False
+
+    node.visit(_Find())
+    return found
+
+
+def _has_marker(comment: cst.Comment | None) -> bool:
+    return comment is not None and "ptranspile:" in comment.value
