@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from typing import TypeVar
 
 import libcst as cst
 
@@ -46,6 +47,9 @@ def may_have_chains(code: str) -> bool:
     return any(len(_CHAIN_HINT.findall(line)) >= 2 for line in code.splitlines() if "_(" in line)
 
 
+_Line = TypeVar("_Line", cst.SimpleStatementLine, cst.SimpleStatementSuite)
+
+
 class _Split(cst.CSTTransformer):
     def __init__(self, methods: frozenset[str], imported: frozenset[str]) -> None:
         super().__init__()
@@ -56,18 +60,19 @@ class _Split(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        if _has_marker(updated_node.trailing_whitespace.comment):
-            return updated_node
-        body = self._split(updated_node.body)
-        return updated_node if body is None else updated_node.with_changes(body=body)
+        return self._leave(updated_node)
 
     def leave_SimpleStatementSuite(
         self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
     ) -> cst.SimpleStatementSuite:
-        if _has_marker(updated_node.trailing_whitespace.comment):
-            return updated_node
-        body = self._split(updated_node.body)
-        return updated_node if body is None else updated_node.with_changes(body=body)
+        return self._leave(updated_node)
+
+    def _leave(self, line: _Line) -> _Line:
+        """A statement line (or the `if x: a; b` suite) with its chains split."""
+        if _has_marker(line.trailing_whitespace.comment):
+            return line
+        body = self._split(line.body)
+        return line if body is None else line.with_changes(body=body)
 
     def _split(self, body: Sequence[cst.BaseSmallStatement]) -> list[cst.BaseSmallStatement] | None:
         out: list[cst.BaseSmallStatement] = []
