@@ -192,6 +192,27 @@ class SplitInplaceChains:
             doc.source = doc.code()  # what the rules convert, on the input's lines
 
 
+class StaticImports:
+    """Library helpers that import a module named by a string (monai's `optional_import`,
+    `importlib.import_module`) become the import statements they perform when the module is
+    the source framework's (convert/import_helpers.py), so the tables convert what they bind."""
+
+    name = "static-imports"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        source = job.table.frameworks.get(job.single_source or "torch")
+        if source is None or not source.import_helpers or "import" not in doc.source:
+            return
+        from precision_transpiler.convert.import_helpers import static_imports
+
+        roots = frozenset(m.split(".")[0] for m in (*source.roots, *source.companions))
+        tree = static_imports(doc.tree(), source.import_helpers, roots, job.path)
+        if tree is not None:
+            doc.set_tree(tree)
+            doc.source = doc.code()  # what the rules convert, on the input's lines
+
+
 class RewriteSymbols:
     """The rule engine (rewrite/engine.py): detect the source framework, map symbols, ops and
     layers through the tables, edit the imports."""
@@ -464,7 +485,7 @@ class VendorRuntime:
 
 # -- the plan table -----------------------------------------------------------------------------
 
-PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, SplitInplaceChains, RewriteSymbols)
+PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols)
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),

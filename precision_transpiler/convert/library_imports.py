@@ -18,28 +18,15 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from pathlib import Path
 
 import libcst as cst
 
 from precision_transpiler.convert.import_lines import lone_from_imports, render, splice
-from precision_transpiler.convert.siblings import dotted, package_of, top_level_from_imports
+from precision_transpiler.convert.siblings import absolute_module, dotted, top_level_from_imports
 
 
 def _absolute_module(path: str, imp: cst.ImportFrom) -> str | None:
-    return _absolute(path, len(imp.relative), dotted(imp.module) if imp.module is not None else "")
-
-
-def _absolute(path: str, level: int, module: str) -> str | None:
-    """The module `from <level dots><module> import ...` names, seen from `path`."""
-    if not level:
-        return module or None
-    file = Path(path)
-    package = package_of(file) if file.is_file() else []
-    if level > len(package):
-        return None
-    base = package[: len(package) - (level - 1)]
-    return ".".join([*base, *([module] if module else [])])
+    return absolute_module(path, len(imp.relative), dotted(imp.module) if imp.module is not None else "")
 
 
 def redirect_library_imports(
@@ -50,7 +37,7 @@ def redirect_library_imports(
     imports = top_level_from_imports(code)
     if imports is not None:  # no relative import, none of a module with counterparts: unchanged
         modules = {symbol.rpartition(".")[0] for symbol in symbols}
-        if not any(_absolute(path, level, name) in modules for level, name in imports):
+        if not any(absolute_module(path, level, name) in modules for level, name in imports):
             return code, []
     try:
         tree = ast.parse(code)

@@ -110,6 +110,18 @@ def package_of(path: Path) -> list[str]:
     return parts
 
 
+def absolute_module(path: str, level: int, module: str) -> str | None:
+    """The module `from <level dots><module> import ...` names, seen from the file `path`."""
+    if not level:
+        return module or None
+    file = Path(path)
+    package = package_of(file) if file.is_file() else []
+    if level > len(package):
+        return None
+    base = package[: len(package) - (level - 1)]
+    return ".".join([*base, *([module] if module else [])])
+
+
 def _module_file(path: Path, level: int, module: str | None) -> tuple[Path | None, str]:
     """File and dotted name of `from <level dots><module> import ...` seen from `path`."""
     package = package_of(path)

@@ -14,6 +14,18 @@ FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "tf", "numpy")
 
 
 @dataclass(frozen=True)
+class ImportHelper:
+    """A library function that imports a module named by a string (frameworks.yaml
+    `import_helpers`): where the module's name and the attribute's name are passed, and whether
+    it returns the object (`value`) or an (object, found) pair (`pair`)."""
+
+    module_position: int | None = 0
+    module_keyword: str | None = "module"
+    name_keyword: str | None = None
+    returns: str = "value"
+
+
+@dataclass(frozen=True)
 class FrameworkInfo:
     """One framework of mappings/frameworks.yaml (the file's header explains each field)."""
 
@@ -32,6 +44,9 @@ class FrameworkInfo:
     #: internal namespace -> the public one that re-exports its classes (`torch.nn.modules` ->
     #: `torch.nn`: `nn.modules.PReLU` and `torch.nn.modules.activation.PReLU` are `torch.nn.PReLU`)
     reexports: dict[str, str] = field(default_factory=dict)
+    #: functions that import a module named by a string (monai's `optional_import`):
+    #: convert/import_helpers.py writes their calls as import statements
+    import_helpers: dict[str, ImportHelper] = field(default_factory=dict)
 
     def public_name(self, qualified: str) -> str:
         """`qualified` under the public namespace that re-exports it (a class: a capitalised

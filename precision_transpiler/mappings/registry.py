@@ -22,7 +22,7 @@ from typing import Any
 from precision_transpiler.errors import MappingError
 from precision_transpiler.mappings.layers import is_qualified, layers_handler
 from precision_transpiler.mappings.linetypes import LineDict, LineList
-from precision_transpiler.mappings.model import FrameworkInfo, MappingSet, OpSpec
+from precision_transpiler.mappings.model import FrameworkInfo, ImportHelper, MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import Pattern, parse_pattern
 from precision_transpiler.syntax import OPERATORS
 
@@ -272,7 +272,10 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         if not isinstance(spec, LineDict):
             raise where.error(frameworks.lines[name], f"frameworks.{name}", "expected a mapping")
         _unknown_keys(
-            where, spec, ("display", "roots", "imports", "companions", *_SYMBOL_LISTS, "operators", "reexports"), ctx
+            where,
+            spec,
+            ("display", "roots", "imports", "companions", *_SYMBOL_LISTS, "operators", "reexports", "import_helpers"),
+            ctx,
         )
         roots = _str_list(where, spec, "roots", ctx)
         companions = _str_list(where, spec, "companions", ctx) if "companions" in spec else []
@@ -297,6 +300,7 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
                 spec.lines.get("reexports", spec.line), f"{ctx}reexports", "expected namespace: namespace pairs"
             )
         display = spec.get("display", name)
+        helpers = _import_helpers(where, spec, ctx) if "import_helpers" in spec else {}
         result.frameworks[name] = FrameworkInfo(
             name,
             str(display),
@@ -306,7 +310,31 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
             **lists,
             operators=dict(operators),
             reexports=dict(reexports),
+            import_helpers=helpers,
         )
+
+
+def _import_helpers(where: _Where, spec: LineDict, context: str) -> dict[str, ImportHelper]:
+    """`import_helpers:` qualified function -> {module: POSITION, module_keyword: K, name: KEYWORD,
+    returns: value|pair}."""
+    helpers = spec.get("import_helpers")
+    line = spec.lines.get("import_helpers", spec.line)
+    if not isinstance(helpers, LineDict):
+        raise where.error(line, f"{context}import_helpers", "expected a mapping of qualified function names")
+    found: dict[str, ImportHelper] = {}
+    for function, fields in helpers.items():
+        here = f"{context}import_helpers.{function}"
+        if not is_qualified(function) or not isinstance(fields, LineDict):
+            raise where.error(helpers.lines.get(function, line), here, "expected qualified.name: {module: 0, ...}")
+        _unknown_keys(where, fields, ("module", "module_keyword", "name", "returns"), here + ".")
+        position, keyword, name = fields.get("module", 0), fields.get("module_keyword"), fields.get("name")
+        returns = fields.get("returns", "value")
+        if not isinstance(position, int) or not all(isinstance(v, str | None) for v in (keyword, name)):
+            raise where.error(fields.line, here, "module: a position, module_keyword and name: keywords")
+        if returns not in ("value", "pair"):
+            raise where.error(fields.lines.get("returns", fields.line), f"{here}.returns", "expected value or pair")
+        found[function] = ImportHelper(position, keyword, name, returns)
+    return found
 
 
 #: frameworks.yaml keys that list qualified names (FrameworkInfo fields of the same names)

@@ -8,7 +8,11 @@ hand the target's arrays to it (monai's UNETR failed at its first call with `'Ar
 has no attribute 'permute'`). Here a string argument of an import-like call (its function's name
 contains `import`) that names the source framework's modules (`torch`, `torch.*`, and the
 framework's companions such as `einops.layers.torch`) is reported as unsupported at its line.
-The fix on the user's side is a static import, which the tables convert.
+The helpers listed in mappings/frameworks.yaml (`import_helpers`: monai's `optional_import`,
+`importlib.import_module`) are written as the imports they perform before the rules run
+(convert/import_helpers.py), so what reaches this rule is what that could not do (a helper it
+does not know, a call whose value is not bound as those are). The fix on the user's side is a
+static import, which the tables convert.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ class TorchModuleStrings(Rule):
             None,
             to="jax",
             diagnostics=("imported at run time",),
+        ),
+        Example(  # another library's module: an optional dependency, not torch's
+            "import torch\nfrom lib import optional_import\n\n\ndef norm():\n"
+            '    return optional_import("apex.normalization")\n',
+            None,
+            to="jax",
         ),
     )
 

@@ -340,3 +340,33 @@ def test_chained_inplace_methods_on_views_and_names(tmp_path: Path, to: str) -> 
     (`idx = row.mul_(n).add_(col)`): every link changes the tensor, as torch's do."""
     code = _verify(tmp_path, "chains", INPLACE_CHAINS, to, "Coalesce()", "float32[3,4]")
     assert not re.search(r"\.(mul|add|sub)_\(", code)
+
+
+IMPORTED_BY_NAME = """
+import importlib
+
+import torch
+import torch.nn as nn
+
+layers = importlib.import_module("einops.layers.torch")
+F = importlib.import_module(name="torch.nn.functional")
+
+
+class Patches(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.to_tokens = layers.Rearrange("b c (h p) w -> b (h w) (p c)", p=2)
+        self.fc = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return F.gelu(self.fc(self.to_tokens(x)))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_torch_modules_imported_by_name_at_run_time(tmp_path: Path, to: str) -> None:
+    """monai imports einops' layers with `optional_import("einops.layers.torch", name=...)`,
+    others with `importlib.import_module`: the listed helpers become the imports they perform,
+    which the tables convert (the converted code never loads torch's modules)."""
+    code = _verify(tmp_path, "patches", IMPORTED_BY_NAME, to, "Patches()", "float32[2,4,2,3]")
+    assert 'import_module("' not in code and "import einops.layers.torch" not in code

@@ -124,6 +124,16 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
             "kind: frameworks\nframeworks:\n  torch:\n    roots: torch\n    extra: 1\n",
             ":5: frameworks.torch.extra: unknown key",
         ),
+        (
+            "kind: frameworks\nframeworks:\n  torch:\n    roots: [torch]\n    import_helpers:\n"
+            "      lib.optional_import: {module: 0, returns: maybe}\n",
+            ":6: frameworks.torch.import_helpers.lib.optional_import.returns: expected value or pair",
+        ),
+        (
+            "kind: frameworks\nframeworks:\n  torch:\n    roots: [torch]\n    import_helpers:\n"
+            "      lib.optional_import: {module: 0, version: 1}\n",
+            ":6: frameworks.torch.import_helpers.lib.optional_import.version: unknown key",
+        ),
         # framework facts: frameworks.yaml lists and operators, op results, weight layouts
         (
             "kind: frameworks\nframeworks:\n  torch:\n    roots: [torch]\n    operators: {'&': torch.bitwise_and}\n",
