@@ -443,6 +443,21 @@ class InlineSiblings:
             doc.note("note", "siblings-inlined", "converted and copied in: " + ", ".join(report.inlined))
 
 
+class ThreadSiblingRngs:
+    """Calls to module classes copied from sibling modules pass `rngs` on where the caller has
+    them (convert/sibling_rngs.py): the rule threads them through the file's own classes only."""
+
+    name = "thread-sibling-rngs"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not job.standalone:
+            return
+        from precision_transpiler.convert.sibling_rngs import thread_sibling_rngs
+
+        doc.set_code(thread_sibling_rngs(doc.code()))
+
+
 class FlaxModelPolicy(_PolicyStage):
     """The policy on a torch model converted to Flax NNX, as torch would run it."""
 
@@ -491,7 +506,7 @@ PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),
     ("tf", "tf"): (KerasPolicy,),
     ("jax", "jax"): (FlaxPolicy,),
-    ("torch", "jax"): (DropOrphanedImports, InlineSiblings, FlaxModelPolicy, VendorRuntime),
+    ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),
     ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
 }
 OTHERWISE: tuple[type[Stage], ...] = (PolicyNotApplied,)
