@@ -91,12 +91,16 @@ def _rewrite_text(
 
     edits: list[tuple[int, int, str]] = []
     taken: list[tuple[int, int]] = []
+    # positions inside f-strings are not reliable before Python 3.12: LibCST edits those files
+    in_fstrings = {id(n) for s in ast.walk(tree) if isinstance(s, ast.JoinedStr) for n in ast.walk(s)}
     for node in ast.walk(tree):  # outer attributes first: an inner one of a renamed chain is inside it
         if not isinstance(node, ast.Attribute) or node.end_lineno is None or node.end_col_offset is None:
             continue
         local = renames.get(_ast_chain(node) or ())
         if local is None:
             continue
+        if id(node) in in_fstrings:
+            return None
         start, end = offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset)
         if any(a <= start and end <= b for a, b in taken):
             continue

@@ -127,3 +127,23 @@ def test_module_aliases_become_names_by_text_edits(tmp_path: Path) -> None:
 
     edited = module_imports_as_names(code, locate)
     assert edited == FLOW.format(module_import="from flowpkg.nets.made import MADE", made="MADE", other="MADE")
+
+
+def test_a_chain_inside_an_f_string_is_renamed_too(tmp_path: Path) -> None:
+    """ast positions inside f-strings are unreliable before Python 3.12: such a file is edited
+    with LibCST instead, with the same result."""
+    package = tmp_path / "fpkg"
+    (package / "nets").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "nets" / "__init__.py").write_text("")
+    (package / "nets" / "made.py").write_text("import torch\n\n\nclass MADE(torch.nn.Module):\n    pass\n")
+    code = 'from .nets import made as made_module\n\nNAME = f"{made_module.MADE.__name__}"\nM = made_module.MADE\n'
+
+    def locate(level: int, name: str | None) -> tuple[Path | None, str]:
+        parts = (name or "").split(".")[0 if level else 1 :]
+        base = package.joinpath(*parts)
+        found = next((c for c in (base.with_suffix(".py"), base / "__init__.py") if c.is_file()), None)
+        return found, "fpkg." + ".".join(parts)
+
+    edited = module_imports_as_names(code, locate)
+    assert edited == 'from fpkg.nets.made import MADE\n\nNAME = f"{MADE.__name__}"\nM = MADE\n'
