@@ -1214,3 +1214,37 @@ def test_layer_classes_state_their_constructor_signature() -> None:
 
     assert list(inspect.signature(Block).parameters) == ["width", "act", "rngs"]
     assert Block(3).width == 3
+
+
+class _Irrep(tuple):
+    """Like e3nn's Irrep: a tuple subclass whose own `__len__` raises."""
+
+    def __new__(cls, degree: int, parity: int) -> _Irrep:
+        return super().__new__(cls, (degree, parity))
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+class _Irreps(tuple):
+    """Like e3nn's Irreps: built by parsing a string, holding tuples of (count, _Irrep)."""
+
+    def __new__(cls, text: str) -> _Irreps:
+        return super().__new__(cls, [(int(part[0]), _Irrep(int(part[2]), 1)) for part in text.split("+")])
+
+
+def test_modules_holding_tuple_subclasses_walk_split_and_merge() -> None:
+    """nnx walks every tuple as a pytree node, JAX flattens an unknown tuple subclass as one leaf:
+    e3nn's modules failed at `eval()`. The runtime registers such classes as pytrees."""
+
+    class Holder(S.TorchModule):
+        def __init__(self) -> None:
+            self.irreps = _Irreps("2x0e+1x1o")
+            self.fc = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+
+    module = Holder()
+    assert module.eval() is module and not module.training
+    graph, state = nnx.split(module)
+    merged = nnx.merge(graph, state)
+    assert type(merged.irreps) is _Irreps and merged.irreps == module.irreps
+    assert type(merged.irreps[1][1]) is _Irrep

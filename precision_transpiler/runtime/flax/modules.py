@@ -10,6 +10,7 @@ structure.
 """
 
 import collections
+import functools
 import inspect
 
 import jax
@@ -522,6 +523,47 @@ def _holds_nnx_state(value):
     )
 
 
+#: tuple subclasses registered as JAX pytrees by `_register_tuple_types`
+_TUPLE_TYPES = set()  # type: ignore[var-annotated]
+
+
+def _register_tuple_types(value):
+    """Register the tuple subclasses in `value` (e3nn's `Irreps` of `Irrep`s) as JAX pytrees of
+    their items. nnx walks every tuple as a pytree node, while JAX flattens a tuple subclass it
+    does not know (not a namedtuple) as one leaf, and nnx then fails on the module
+    (`IndexError` in `eval()`, `nnx.split`). Rebuilt with `tuple.__new__` and the instance's
+    attributes, so the class's own constructor (which parses strings) is not called again."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            continue
+        if not isinstance(item, tuple | list):
+            continue
+        kind = type(item)
+        known = kind is tuple or hasattr(kind, "_fields") or kind in _TUPLE_TYPES  # namedtuples are pytrees
+        if isinstance(item, tuple) and not known:
+            _TUPLE_TYPES.add(kind)
+            try:  # noqa: SIM105 (the runtime imports no contextlib: it is copied into outputs)
+                jax.tree_util.register_pytree_node(kind, _flatten_tuple, functools.partial(_unflatten_tuple, kind))
+            except ValueError:
+                pass  # registered already (by the class's library, or another converted module)
+        stack.extend(iter(item))
+
+
+def _flatten_tuple(value):
+    # through tuple's iterator: e3nn's Irrep raises in its own `__len__`
+    return tuple(iter(value)), tuple(sorted(getattr(value, "__dict__", {}).items()))
+
+
+def _unflatten_tuple(kind, aux, items):
+    value = tuple.__new__(kind, items)
+    for name, attribute in aux:
+        object.__setattr__(value, name, attribute)
+    return value
+
+
 class TorchModule(TorchLayer):
     """torch.nn.Module for converted classes: an nnx.Module with torch's module methods, so code
     that calls them (`self.apply(self._init_weights)`, `model.eval()`, `model.parameters()`)
@@ -543,6 +585,8 @@ class TorchModule(TorchLayer):
         if "_pytree__state" not in vars(self):
             object.__setattr__(self, name, value)
             return
+        if isinstance(value, tuple | list | dict) and type(value) is not tuple:
+            _register_tuple_types(value)
         if type(value) in (list, tuple, dict) and _holds_nnx_state(value):
             # `self.heads = [Layer(...) for _ in range(n)]` (then `add_module(f"head_{i}", head)`):
             # a plain container of modules or arrays is data to nnx, which refuses it as static
