@@ -42,7 +42,8 @@ class ConvertedEntry:
         """Execute the snippet in a copy of `module`'s namespace and return the entry's value."""
         namespace = dict(module.__dict__)
         tree = ast.parse(self.code)
-        tree.body = [node for node in tree.body if not _already_defined(node, namespace)]
+        defined = _definitions(module)
+        tree.body = [node for node in tree.body if not _already_defined(node, namespace, defined)]
         try:
             exec(compile(tree, f"<--entry converted for {side}>", "exec"), namespace)
         except BaseException as exc:
@@ -58,9 +59,30 @@ class ConvertedEntry:
         return namespace[RESULT]
 
 
-def _already_defined(node: ast.stmt, namespace: dict[str, Any]) -> bool:
-    """A class or function the converted module defines already (the runtime's `Sequential`)."""
-    return isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name in namespace
+def _already_defined(node: ast.stmt, namespace: dict[str, Any], defined: dict[str, str] | None) -> bool:
+    """A class or function the converted module defines already, the same definition (the
+    runtime's `Sequential`). A class of the model's own named like a runtime one
+    (torch-geometric's `Linear` beside the runtime's, for `torch.nn.Linear`) is not it: the entry
+    gets the runtime's (in its own copy of the namespace; the model's code keeps its class)."""
+    if not isinstance(node, ast.ClassDef | ast.FunctionDef) or node.name not in namespace:
+        return False
+    return defined is None or defined.get(node.name) == ast.unparse(node)
+
+
+def _definitions(module: types.ModuleType) -> dict[str, str] | None:
+    """Top-level class and function name -> its source (unparsed) in `module`'s text (through
+    linecache, where the loader put the converted text); None when it cannot be read (then a
+    name alone says a definition is there)."""
+    import linecache
+
+    text = "".join(linecache.getlines(module.__file__ or ""))
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    if not text:
+        return None
+    return {n.name: ast.unparse(n) for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
 
 
 def convert_entry(entry: str, original_code: str, *, target: str, policy: str, source: str) -> ConvertedEntry | None:

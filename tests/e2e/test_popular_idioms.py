@@ -370,3 +370,39 @@ def test_torch_modules_imported_by_name_at_run_time(tmp_path: Path, to: str) -> 
     which the tables convert (the converted code never loads torch's modules)."""
     code = _verify(tmp_path, "patches", IMPORTED_BY_NAME, to, "Patches()", "float32[2,4,2,3]")
     assert 'import_module("' not in code and "import einops.layers.torch" not in code
+
+
+OWN_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Linear(nn.Module):
+    \"\"\"A library's own Linear (torch-geometric's), named like torch's.\"\"\"
+
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_channels, in_channels))
+
+    def forward(self, x):
+        return x @ self.weight.t()
+
+
+class Conv(nn.Module):
+    def __init__(self, nn, d=4):
+        super().__init__()
+        self.nn = nn
+        self.own = Linear(d, d)
+
+    def forward(self, x):
+        return self.nn(self.own(x))
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+@pytest.mark.parametrize("policy", ["fp32", "mixed"])
+def test_entry_layers_named_like_the_models_own_classes(tmp_path: Path, to: str, policy: str) -> None:
+    """`GINConv(nn=torch.nn.Linear(8, 16))` where the library defines a `Linear` of its own: the
+    entry's layer is the runtime's counterpart of torch's, not the library's class (whose
+    constructor takes no `dtype` under a policy, and is another class at fp32)."""
+    _verify(tmp_path, "own_linear", OWN_LINEAR, to, "Conv(nn=torch.nn.Linear(4, 3))", "float32[2,4]", policy)
