@@ -197,7 +197,7 @@ _STAGES = (
 
 
 def failure_stage(outcome: Outcome) -> str:
-    """"" for a verified run; else the stage it failed at: "conversion" (an error, or the converter
+    """ "" for a verified run; else the stage it failed at: "conversion" (an error, or the converter
     raised), one of _STAGES, or "other"."""
     if outcome.verified:
         return ""
@@ -396,6 +396,20 @@ def main(argv: list[str] | None = None) -> int:
     extra = tuple(dict.fromkeys(c.source for c in cases if c.source)) if wild else ()
     outcomes: list[Outcome] = []
     started = time.perf_counter()
+
+    def save(elapsed: float) -> None:
+        if args.json:
+            payload = {
+                "date": time.strftime("%Y-%m-%d"),
+                "seconds": elapsed,
+                "threads": args.threads,
+                "versions": versions(extra),
+                "outcomes": [asdict(o) for o in outcomes],
+            }
+            if wild:
+                payload.update(suite=args.suite, half=args.half, sources=sources)
+            args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
     for case in cases:
         for target in args.targets.split(","):
             for policy in args.policies.split(","):
@@ -403,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(outcome)
                 status = "verified" if outcome.verified else ("converted" if outcome.converted else "failed")
                 print(f"{case.name} -> {target} {policy}: {status} {outcome.first_problem}", file=sys.stderr)
+        save(time.perf_counter() - started)  # after each case: a run stopped early keeps what it measured
     elapsed = time.perf_counter() - started
     stamp = time.strftime("%Y-%m-%d")
     threads = f", {args.threads} thread(s) per framework" if args.threads > 0 else ""
@@ -413,17 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.markdown:
         args.markdown.write_text(table, encoding="utf-8")
-    if args.json:
-        payload = {
-            "date": stamp,
-            "seconds": elapsed,
-            "threads": args.threads,
-            "versions": versions(extra),
-            "outcomes": [asdict(o) for o in outcomes],
-        }
-        if wild:
-            payload.update(suite=args.suite, half=args.half, sources=sources)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    save(elapsed)
     return 0
 
 
