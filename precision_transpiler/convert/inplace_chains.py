@@ -33,6 +33,8 @@ import libcst as cst
 
 #: a cheap test before parsing: `.name_(...)` followed by `.name_(` somewhere
 _CHAIN_HINT = re.compile(r"\.[A-Za-z]\w*_\(")
+#: `idx[1:], perm = ...`: a subscript among the targets of an unpacking
+_UNPACK_HINT = re.compile(r"^\s*[\w\[\]:, .]*\w\[[^\]=]*\]\s*,[^=]*=[^=]")
 
 
 def split_inplace_chains(module: cst.Module, methods: Collection[str]) -> cst.Module | None:
@@ -43,8 +45,13 @@ def split_inplace_chains(module: cst.Module, methods: Collection[str]) -> cst.Mo
 
 
 def may_have_chains(code: str) -> bool:
-    """Whether `code` may hold a chain (two in-place method calls on one line)."""
-    return any(len(_CHAIN_HINT.findall(line)) >= 2 for line in code.splitlines() if "_(" in line)
+    """Whether `code` may hold a chain (two in-place method calls on one line) or an unpacking
+    into a subscript (`idx[1:], perm = ...`)."""
+    return any(
+        len(_CHAIN_HINT.findall(line)) >= 2 or _UNPACK_HINT.match(line)
+        for line in code.splitlines()
+        if "_(" in line or "]," in line
+    )
 
 
 _Line = TypeVar("_Line", cst.SimpleStatementLine, cst.SimpleStatementSuite)
@@ -78,6 +85,12 @@ class _Split(cst.CSTTransformer):
         out: list[cst.BaseSmallStatement] = []
         changed = False
         for statement in body:
+            unpacked = _unpacked_stores(statement) if isinstance(statement, cst.Assign) else None
+            if unpacked is not None:
+                changed = True
+                out += [s.with_changes(semicolon=_SEMICOLON) for s in unpacked[:-1]]
+                out.append(unpacked[-1].with_changes(semicolon=statement.semicolon))
+                continue
             value = statement.value if isinstance(statement, cst.Expr | cst.Assign | cst.Return) else None
             links = self._links(value) if isinstance(value, cst.Call) else None
             if links is None:
@@ -115,6 +128,46 @@ class _Split(cst.CSTTransformer):
 
 
 _SEMICOLON = cst.Semicolon(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _unpacked_stores(assign: cst.Assign) -> list[cst.BaseSmallStatement] | None:
+    """`idx[1:], perm = f(...)` (torch-geometric's coalesce) -> `_pt_unpacked_0, perm = f(...);
+    idx[1:] = _pt_unpacked_0`: the store into the subscript becomes a statement of its own, which
+    the in-place rule converts (`idx = idx.at[1:].set(...)`). Only where no index reads another
+    target of the unpacking (the stores then happen after the plain names are bound)."""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Tuple | cst.List):
+        return None
+    elements = assign.targets[0].target.elements
+    if any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    stores = [e.value for e in elements if isinstance(e.value, cst.Subscript)]
+    if not stores or not all(isinstance(s.value, cst.Name) for s in stores):
+        return None
+    plain = {e.value.value for e in elements if isinstance(e.value, cst.Name)}
+    if any(_names_in(element) & plain for s in stores for element in s.slice):
+        return None
+    temporaries: list[cst.BaseElement] = []
+    after: list[cst.BaseSmallStatement] = []
+    for element in elements:
+        if isinstance(element.value, cst.Subscript):
+            name = cst.Name(f"_pt_unpacked_{len(after)}")
+            after.append(cst.Assign([cst.AssignTarget(element.value)], name))
+            temporaries.append(element.with_changes(value=name))
+        else:
+            temporaries.append(element)
+    target = assign.targets[0].with_changes(target=assign.targets[0].target.with_changes(elements=temporaries))
+    return [assign.with_changes(targets=[target]), *after]
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+    node.visit(_Names())
+    return names
 
 
 def _rereadable(node: cst.BaseExpression) -> bool:

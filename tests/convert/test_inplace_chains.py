@@ -43,3 +43,13 @@ def test_what_cannot_be_read_twice_or_is_no_chain_stays() -> None:
     )
     assert _split(unchanged) is None
     assert not may_have_chains("x.add_(1)\ny = 2\n")
+
+
+def test_an_unpacking_into_a_subscript_stores_after_it() -> None:
+    code = "def f(idx, x):\n    idx[1:], perm = sort(idx[1:])\n    x[perm], perm = g()\n"
+    assert may_have_chains(code)
+    assert _split(code) == (
+        "def f(idx, x):\n"
+        "    _pt_unpacked_0, perm = sort(idx[1:]); idx[1:] = _pt_unpacked_0\n"
+        "    x[perm], perm = g()\n"  # the index reads another target: left as written
+    )

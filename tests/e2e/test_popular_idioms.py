@@ -328,7 +328,8 @@ class Coalesce(nn.Module):
         idx = torch.zeros(h.size(0) + 1)
         idx[1:] = h[:, 0]
         idx[1:].mul_(self.n).add_(h[:, 1])
-        row = h[:, 2].clone()
+        idx[1:], perm = torch.sort(idx[1:])
+        row = h[:, 2].clone()[perm]
         out = row.mul_(2.0).add_(h[:, 3]).sub_(1.0)
         return idx[1:] + out + row
 """
