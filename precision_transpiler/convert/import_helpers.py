@@ -15,7 +15,7 @@ pair). A statement that binds a helper's result, with literal strings naming a m
 framework or of its companions (`torch.*`, `einops.*`), becomes the import statement it
 performs, on the same line, before the rules run:
 
-    from einops.layers.torch import Rearrange; _ = True
+    from einops.layers.torch import Rearrange
     from einops import rearrange; has_einops = True
     import torch.nn.functional as F
 
@@ -140,7 +140,7 @@ class _Rewrite(cst.CSTTransformer):
         if not isinstance(local, cst.Name) or (flag is not None and not isinstance(flag, cst.Name)):
             return None
         statements: list[cst.BaseSmallStatement] = [_import(module, name, local.value)]
-        if flag is not None:
+        if flag is not None and flag.value != "_":  # `_`: the result is thrown away
             statements.append(cst.Assign([cst.AssignTarget(flag)], cst.Name("True")))
         return statements
 

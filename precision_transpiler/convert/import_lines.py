@@ -153,7 +153,9 @@ def after_imports(tree: ast.Module, *, leading_only: bool) -> int:
     body = tree.body
     index = 0
     for i, node in enumerate(body):
-        if is_import_node(node):
+        if is_import_node(node) or (index == i and i and node.lineno == body[i - 1].end_lineno):
+            # an import, or a statement on the line of the import before it (`from einops import
+            # rearrange; has_einops = True`, convert/import_helpers.py): the line stays whole
             index = i + 1
         elif not leading_only:
             continue

@@ -29,7 +29,7 @@ def test_helper_calls_on_torch_modules_become_imports_on_their_line() -> None:
     assert _static(code) == (
         "import importlib\n"
         "from monai.utils import optional_import\n"
-        "from einops.layers.torch import Rearrange; _ = True  # the layer\n"
+        "from einops.layers.torch import Rearrange  # the layer\n"
         "from einops import rearrange; has_einops = True\n"
         "from einops import repeat as first\n"
         "import torch.nn.functional as F\n"

@@ -147,3 +147,11 @@ def test_a_chain_inside_an_f_string_is_renamed_too(tmp_path: Path) -> None:
 
     edited = module_imports_as_names(code, locate)
     assert edited == 'from fpkg.nets.made import MADE\n\nNAME = f"{MADE.__name__}"\nM = MADE\n'
+
+
+def test_a_statement_on_an_import_line_stays_in_the_leading_imports() -> None:
+    """`from einops import rearrange; has_einops = True` (a helper's import written out): copies
+    go after the whole line, not between the import and the rest of the imports' run."""
+    code = "import torch\nfrom einops import rearrange; has_einops = True\nimport math\n\n\nclass A:\n    pass\n"
+    line = after_imports(ast.parse(code), leading_only=True)
+    assert code.splitlines()[line - 1] == "import math"
