@@ -201,8 +201,10 @@ class StaticImports:
     label = None
 
     def run(self, doc: Document, job: Job) -> None:
-        source = job.table.frameworks.get(job.single_source or "torch")
-        if source is None or not source.import_helpers or "import" not in doc.source:
+        if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
+            return  # within one framework (a policy alone) the helpers stay as written
+        source = job.table.frameworks["torch"]
+        if not source.import_helpers or "import" not in doc.source:
             return
         from precision_transpiler.convert.import_helpers import static_imports
 

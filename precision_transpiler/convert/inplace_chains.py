@@ -31,6 +31,8 @@ from typing import TypeVar
 
 import libcst as cst
 
+from precision_transpiler.syntax import all_nodes
+
 #: a cheap test before parsing: `.name_(...)` followed by `.name_(` somewhere
 _CHAIN_HINT = re.compile(r"\.[A-Za-z]\w*_\(")
 #: `idx[1:], perm = ...`: a subscript among the targets of an unpacking
@@ -160,14 +162,7 @@ def _unpacked_stores(assign: cst.Assign) -> list[cst.BaseSmallStatement] | None:
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
-
-    node.visit(_Names())
-    return names
+    return {n.value for n in all_nodes(node) if isinstance(n, cst.Name)}
 
 
 def _rereadable(node: cst.BaseExpression) -> bool:
@@ -202,16 +197,7 @@ def _imported_names(module: cst.Module) -> frozenset[str]:
 
 
 def _has_call(node: cst.CSTNode) -> bool:
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def visit_Call(self, _: cst.Call) -> bool:
-            nonlocal found
-            found = True
-            return False
-
-    node.visit(_Find())
-    return found
+    return any(isinstance(n, cst.Call) for n in all_nodes(node))
 
 
 def _has_marker(comment: cst.Comment | None) -> bool:

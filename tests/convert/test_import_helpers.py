@@ -45,3 +45,15 @@ def test_other_libraries_and_names_built_at_run_time_stay() -> None:
         'other, _ = some_import("einops", name="rearrange")\n'  # not a listed helper
     )
     assert _static(code) is None
+
+
+def test_a_policy_within_torch_leaves_the_helpers_as_written() -> None:
+    """`--to torch --policy mixed` changes precision only: the helper call stays."""
+    from precision_transpiler import transpile
+
+    code = (
+        "import torch\nfrom monai.utils import optional_import\n\n"
+        'Rearrange, _ = optional_import("einops.layers.torch", name="Rearrange")\n'
+    )
+    assert 'optional_import("einops.layers.torch"' in transpile(code, to="torch", policy="mixed").code
+    assert 'optional_import("einops' not in transpile(code, to="jax").code  # imported, then unused: gone
