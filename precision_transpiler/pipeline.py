@@ -511,7 +511,7 @@ PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),
     ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
 }
-OTHERWISE: tuple[type[Stage], ...] = (PolicyNotApplied,)
+OTHERWISE: tuple[type[Stage], ...] = (PolicyNotApplied, VendorRuntime)
 
 
 def plan_for(source: str | None, target: str) -> tuple[type[Stage], ...]:

@@ -175,12 +175,31 @@ def _called_loads(function: cst.FunctionDef, annotations: bool = False) -> set[s
 
     for node in _store_targets(function):
         node.visit(_Locals())
+    local -= _declared_global(function)  # `global _handler; _handler = ...` assigns the module's
     params = function.params
     local |= {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             local.add(star.name.value)
     return (deep.names | _loads(function, annotations)) - local
+
+
+def _declared_global(function: cst.FunctionDef) -> set[str]:
+    """Names the function's `global` statements declare (not those of functions inside it)."""
+    names: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Global(self, node: cst.Global) -> None:
+            names.update(item.name.value for item in node.names)
+
+    function.visit(_V())
+    return names
 
 
 def _store_targets(function: cst.FunctionDef) -> list[cst.CSTNode]:
@@ -217,10 +236,23 @@ def _binds(stmt: cst.CSTNode) -> set[str]:
         names: set[str] = set()
         for small in stmt.body:
             if isinstance(small, cst.Assign):
-                names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+                for t in small.targets:
+                    names |= _target_names(t.target)
             elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
                 names.add(small.target.value)
         return names
+    return set()
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    """Plain names an assignment target binds: `x`, and those of `a, (b, *c) = ...`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Tuple | cst.List):
+        found: set[str] = set()
+        for element in target.elements:  # an Element or a StarredElement: `.value` either way
+            found |= _target_names(element.value)
+        return found
     return set()
 
 
@@ -258,17 +290,70 @@ def _all_bindings(stmt: cst.CSTNode) -> set[str]:
     return found
 
 
+def _called_names(stmt: cst.CSTNode) -> set[str]:
+    """Names the statement calls as it runs (`f(...)`; not inside function or lambda bodies)."""
+    names: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name):
+                names.add(node.func.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is stmt
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    if isinstance(stmt, cst.FunctionDef):
+        stmt.body.visit(_V())  # a function waiting to be called: what its body calls
+    elif not isinstance(stmt, cst.ClassDef):
+        stmt.visit(_V())
+    return names
+
+
+def _through_calls(
+    stmt: cst.CSTNode, functions: dict[str, cst.FunctionDef], evaluated: bool, closures: dict[str, set[str]]
+) -> set[str]:
+    """What the top-level functions a simple statement calls read when called, transitively
+    (diffusers' `logger = get_logger(__name__)` runs `_configure_library_root_logger`, which
+    reads the annotated global `_default_handler` defined further down)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
+    needs: set[str] = set()
+    for name in _called_names(stmt) & functions.keys():
+        if name not in closures:
+            closures[name] = set()  # a recursive call stops here
+            todo, seen, found = [name], {name}, set()
+            while todo:
+                function = functions[todo.pop()]
+                found |= _called_loads(function, evaluated)
+                for callee in _called_names(function) & functions.keys():
+                    if callee not in seen:
+                        seen.add(callee)
+                        todo.append(callee)
+            closures[name] = found
+        needs |= closures[name]
+    return needs
+
+
 def order_definitions(code: str) -> str:
     """`code` with definitions moved above the statements that need them when they run (the
     module docstring says which); unchanged when nothing is out of order."""
     module = cst.parse_module(code)
     body = list(module.body)
     bindings = {id(stmt): _all_bindings(stmt) for stmt in body}
-    movable = {id(stmt): _binds(stmt) for stmt in body}
+    # `if`/`try` blocks move too, with every name they bind (diffusers' `if USE_TORCH ...:
+    # _torch_available, _torch_version = ...` read by a helper called further up)
+    movable = {id(stmt): bindings[id(stmt)] if isinstance(stmt, cst.If | cst.Try) else _binds(stmt) for stmt in body}
     evaluated = "from __future__ import annotations" not in code  # annotations run with the `def`
     moved = 0
     called: set[int] = set()
     above: set[str] = set()
+    # top-level functions by name: a statement that calls one at once (`logger = get_logger()`)
+    # needs what its body reads, and what the functions it calls read in turn
+    functions = {stmt.name.value: stmt for stmt in body if isinstance(stmt, cst.FunctionDef)}
+    closures: dict[str, set[str]] = {}
     i = 0
     while i < len(body):
         # definitions wait for others (what sibling inlining copies), and so do `if`/`try`
@@ -277,7 +362,12 @@ def order_definitions(code: str) -> str:
         # place and need nothing moved
         stmt = body[i]
         needs = _called_loads(stmt, evaluated) if id(stmt) in called else _loads(stmt, evaluated)
-        missing = needs - above if movable[id(stmt)] or isinstance(stmt, cst.If | cst.Try) else set()
+        needs |= _through_calls(stmt, functions, evaluated, closures)
+        # what the statement binds itself (`try: from torch.library import custom_op / except:
+        # def custom_op(...)`) is not waited for: two such blocks would swap places for ever
+        missing = (
+            needs - above - bindings[id(stmt)] if movable[id(stmt)] or isinstance(stmt, cst.If | cst.Try) else set()
+        )
         later = None
         if missing and moved <= len(body):
             later = next(

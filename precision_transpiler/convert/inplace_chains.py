@@ -18,9 +18,21 @@ this stage writes the chain as separate statements on the same line (`;`, so tha
 position still names the input's line), the last one keeping the statement's own form
 (`y = R.b_(y)`, `return R.b_(y)`); the rule then converts each. Chains on anything else
 (`(a - b).abs_().add_(1)`, a call's result) are left to the rule, and so are chains whose first
-link is a function of an imported module (`nn.init.normal_(w).clamp_(...)`). Only methods of
-the in-place table (mappings/ops/inplace_ops.yaml) count, and lines carrying a
-`# ptranspile:` marker are left as written. Static: nothing is imported or run.
+link is a function of an imported module (`nn.init.normal_(w).clamp_(...)`).
+
+An in-place call inside an expression is moved before its statement the same way, on the same
+line, its place taken by its receiver (what it returns):
+
+    idx.sub_(mask.logical_not_().cumsum(dim=0))     # torch-geometric's coalesce
+    ->  mask.logical_not_(); idx.sub_(mask.cumsum(dim=0))
+
+That is the same computation when nothing of the statement evaluated before the call reads
+the receiver: so only where the receiver's name occurs nowhere else in the statement (but as a
+plain target it is assigned to), where the call is not under a lambda, a comprehension, a
+conditional expression or `and`/`or` (which may not run it), and where moving its arguments'
+calls ahead of other calls of the statement cannot reorder them. Only methods of the in-place
+table (mappings/ops/inplace_ops.yaml) count, and lines carrying a `# ptranspile:` marker are
+left as written. Static: nothing is imported or run.
 """
 
 from __future__ import annotations
@@ -37,6 +49,11 @@ from precision_transpiler.syntax import all_nodes
 _CHAIN_HINT = re.compile(r"\.[A-Za-z]\w*_\(")
 #: `idx[1:], perm = ...`: a subscript among the targets of an unpacking
 _UNPACK_HINT = re.compile(r"^\s*[\w\[\]:, .]*\w\[[^\]=]*\]\s*,[^=]*=[^=]")
+#: a line whose one in-place call is the statement's own (`x.add_(y)`, `y = x.mul_(2)`,
+#: `return x.sub_(1)`): nothing to move
+_STATEMENT_CALL = re.compile(
+    r"^\s*(?:return\s+|[\w.\[\], ]+=\s*)?[\w.]+(?:\[[^\]]*\])?\.[A-Za-z]\w*_\([^()]*\)\s*(?:#.*)?$"
+)
 
 
 def split_inplace_chains(module: cst.Module, methods: Collection[str]) -> cst.Module | None:
@@ -47,16 +64,19 @@ def split_inplace_chains(module: cst.Module, methods: Collection[str]) -> cst.Mo
 
 
 def may_have_chains(code: str) -> bool:
-    """Whether `code` may hold a chain (two in-place method calls on one line) or an unpacking
-    into a subscript (`idx[1:], perm = ...`)."""
-    return any(
-        len(_CHAIN_HINT.findall(line)) >= 2 or _UNPACK_HINT.match(line)
-        for line in code.splitlines()
-        if "_(" in line or "]," in line
-    )
+    """Whether `code` may hold a chain (two in-place method calls on one line), an in-place call
+    inside an expression, or an unpacking into a subscript (`idx[1:], perm = ...`)."""
+    for line in code.splitlines():
+        if "_(" not in line and "]," not in line:
+            continue
+        hints = len(_CHAIN_HINT.findall(line))
+        if hints >= 2 or (hints == 1 and not _STATEMENT_CALL.match(line)) or _UNPACK_HINT.match(line):
+            return True
+    return False
 
 
 _Line = TypeVar("_Line", cst.SimpleStatementLine, cst.SimpleStatementSuite)
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 class _Split(cst.CSTTransformer):
@@ -87,25 +107,58 @@ class _Split(cst.CSTTransformer):
         out: list[cst.BaseSmallStatement] = []
         changed = False
         for statement in body:
-            unpacked = _unpacked_stores(statement) if isinstance(statement, cst.Assign) else None
-            if unpacked is not None:
+            pieces = self._pieces(statement)
+            changed = changed or pieces is not None
+            for piece in pieces or [statement]:
+                hoisted = self._hoisted(piece)
+                if hoisted is None:
+                    out.append(piece)
+                    continue
                 changed = True
-                out += [s.with_changes(semicolon=_SEMICOLON) for s in unpacked[:-1]]
-                out.append(unpacked[-1].with_changes(semicolon=statement.semicolon))
-                continue
-            value = statement.value if isinstance(statement, cst.Expr | cst.Assign | cst.Return) else None
-            links = self._links(value) if isinstance(value, cst.Call) else None
-            if links is None:
-                out.append(statement)
-                continue
-            changed = True
-            *leading, last = links
-            out += [cst.Expr(call, semicolon=_SEMICOLON) for call in leading]
-            out.append(statement.with_changes(value=last))
+                *moved, rest = hoisted
+                out += [cst.Expr(call, semicolon=_SEMICOLON) for call in moved]
+                out.append(rest)
         if not changed:
             return None
         self.changed = True
         return out
+
+    def _pieces(self, statement: cst.BaseSmallStatement) -> list[cst.BaseSmallStatement] | None:
+        """The statement's unpacking into a subscript or chain of in-place calls as statements;
+        None when it has neither."""
+        unpacked = _unpacked_stores(statement) if isinstance(statement, cst.Assign) else None
+        if unpacked is not None:
+            return [
+                *(s.with_changes(semicolon=_SEMICOLON) for s in unpacked[:-1]),
+                unpacked[-1].with_changes(semicolon=statement.semicolon),
+            ]
+        value = statement.value if isinstance(statement, cst.Expr | cst.Assign | cst.Return) else None
+        links = self._links(value) if isinstance(value, cst.Call) else None
+        if links is None:
+            return None
+        *leading, last = links
+        return [*(cst.Expr(call, semicolon=_SEMICOLON) for call in leading), statement.with_changes(value=last)]
+
+    def _hoisted(self, statement: cst.BaseSmallStatement) -> list[cst.BaseSmallStatement] | None:
+        """The in-place calls inside the statement's expressions, innermost first, then the
+        statement with each replaced by its receiver; None when there is none to move."""
+        if not isinstance(statement, cst.Expr | cst.Assign | cst.AugAssign | cst.Return):
+            return None
+        own = statement.value if not isinstance(statement, cst.AugAssign) else None
+        finder = _Nested(self.methods, self.imported, own)
+        statement.visit(finder)
+        if not finder.found:
+            return None
+        calls = [c for c in finder.found if _movable(statement, c)]
+        if not calls:
+            return None
+        moved: list[cst.Call] = []
+        replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
+        for call in calls:  # innermost first: a moved call's arguments have their own moved already
+            moved.append(_replace(call, replacements))
+            receiver = call.func.value  # type: ignore[attr-defined]
+            replacements[call] = receiver.with_changes(lpar=call.lpar, rpar=call.rpar)
+        return [*moved, _replace(statement, replacements)]
 
     def _links(self, call: cst.Call) -> list[cst.Call] | None:
         """The calls of an in-place chain on a receiver that can be read again, each on that
@@ -127,6 +180,95 @@ class _Split(cst.CSTTransformer):
             link.with_changes(func=link.func.with_changes(value=receiver))  # type: ignore[union-attr]
             for _, link in reversed(calls)
         ]
+
+
+class _Nested(cst.CSTVisitor):
+    """In-place calls of the table on a receiver that can be read again, inside a statement's
+    expressions (not its own call, which the in-place rule converts), where they surely run:
+    not under a lambda, a comprehension, a conditional expression or `and`/`or`. Post-order:
+    a call inside another's arguments comes first."""
+
+    _GUARDED = (
+        cst.Lambda,
+        cst.ListComp,
+        cst.SetComp,
+        cst.DictComp,
+        cst.GeneratorExp,
+        cst.IfExp,
+        cst.BooleanOperation,
+    )
+
+    def __init__(self, methods: frozenset[str], imported: frozenset[str], own: cst.CSTNode | None) -> None:
+        super().__init__()
+        self.methods, self.imported, self.own = methods, imported, own
+        self.guarded = 0
+        self.found: list[cst.Call] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self._GUARDED):
+            self.guarded += 1
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, self._GUARDED):
+            self.guarded -= 1
+        elif (
+            isinstance(original_node, cst.Call)
+            and not self.guarded
+            and original_node is not self.own
+            and isinstance(original_node.func, cst.Attribute)
+            and original_node.func.attr.value in self.methods
+            and _rereadable(original_node.func.value)
+            and _root(original_node.func.value) not in self.imported | {"self", "cls", ""}
+        ):
+            self.found.append(original_node)
+
+
+def _movable(statement: cst.BaseSmallStatement, call: cst.Call) -> bool:
+    """Whether moving `call` before `statement` computes the same: its receiver's name is read
+    nowhere else in the statement (but inside the call, or as a plain name assigned to), and
+    when its arguments call something, no other call of the statement (one not around it) could
+    have run first."""
+    root = _root(call.func.value)  # type: ignore[attr-defined]
+    inside = {id(n) for n in all_nodes(call)}
+    assigned = {id(t.target) for t in statement.targets} if isinstance(statement, cst.Assign) else set()
+    for node in all_nodes(statement):
+        if isinstance(node, cst.Name) and node.value == root and id(node) not in inside | assigned:
+            return False
+    if any(isinstance(n, cst.Call) for a in call.args for n in all_nodes(a)):
+        around = _ancestors(statement, call)
+        if any(isinstance(n, cst.Call) and id(n) not in inside | around for n in all_nodes(statement)):
+            return False
+    return True
+
+
+def _ancestors(root: cst.CSTNode, node: cst.CSTNode) -> set[int]:
+    """ids of the nodes on the path from `root` down to `node` (excluded)."""
+    path: list[cst.CSTNode] = []
+
+    def walk(current: cst.CSTNode) -> bool:
+        if current is node:
+            return True
+        path.append(current)
+        if any(walk(child) for child in current.children):
+            return True
+        path.pop()
+        return False
+
+    walk(root)
+    return {id(n) for n in path}
+
+
+def _replace(node: _Node, replacements: dict[cst.CSTNode, cst.BaseExpression]) -> _Node:
+    """`node` with each of `replacements`' keys (nodes inside it) replaced by its value."""
+    if not replacements:
+        return node
+
+    class _Swap(cst.CSTTransformer):
+        def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+            return replacements.get(original_node, updated_node)
+
+    return node.visit(_Swap())  # type: ignore[return-value]
 
 
 _SEMICOLON = cst.Semicolon(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(" "))

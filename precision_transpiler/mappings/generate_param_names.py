@@ -76,20 +76,26 @@ def updated(text: str, table: dict[str, dict[str, Entry]]) -> str:
     return text[:start] + render(table) + text[stop:]
 
 
+def write_block(target: Path, fresh: str, check: bool, what: str, command: str) -> int:
+    """Write `fresh` (the file's text with its generated block renewed) to `target` when it
+    differs; with `check`, only say that it is stale (exit status 1). Shared by the generators
+    of this package."""
+    if fresh == target.read_text(encoding="utf-8"):
+        return 0
+    if check:
+        print(f"{target}: {what} is stale; run python -m {command}")
+        return 1
+    target.write_text(fresh, encoding="utf-8")
+    print(f"wrote {what} in {target}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the written table is stale")
     args = parser.parse_args(argv)
-    text = TARGET.read_text(encoding="utf-8")
-    fresh = updated(text, param_names_table())
-    if fresh == text:
-        return 0
-    if args.check:
-        print(f"{TARGET}: {NAME} is stale; run python -m precision_transpiler.mappings.generate_param_names")
-        return 1
-    TARGET.write_text(fresh, encoding="utf-8")
-    print(f"wrote {NAME} in {TARGET}")
-    return 0
+    fresh = updated(TARGET.read_text(encoding="utf-8"), param_names_table())
+    return write_block(TARGET, fresh, args.check, NAME, "precision_transpiler.mappings.generate_param_names")
 
 
 if __name__ == "__main__":

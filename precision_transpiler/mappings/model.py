@@ -111,6 +111,24 @@ class NamespaceSpec:
     partial: str | None = None
 
 
+@dataclass(frozen=True)
+class Surface:
+    """What a framework offers model code, by name (mappings/torch_surface.yaml): what the
+    converter must recognise where no table maps it."""
+
+    tensor_methods: frozenset[str]
+    module_methods: frozenset[str]
+    #: qualified prefix -> why calls under it have no counterpart (training, I/O, ...)
+    outside_models: dict[str, str]
+
+    def outside_model(self, qualified: str) -> str | None:
+        """Why `qualified` belongs outside a converted model, or None."""
+        for prefix, reason in self.outside_models.items():
+            if qualified == prefix or qualified.startswith(prefix if prefix.endswith("_") else prefix + "."):
+                return reason
+        return None
+
+
 @dataclass
 class MappingSet:
     """All tables, merged. Built by `load_mappings`; treat as read-only."""
@@ -140,6 +158,8 @@ class MappingSet:
     #: in-place methods whose op is derived from the out-of-place method's (`triu_` from `triu`),
     #: with the "file:line" that lists them (registry._derive_inplace)
     derived_inplace: dict[str, str] = field(default_factory=dict)
+    #: framework -> Surface (mappings/*_surface.yaml)
+    surfaces: dict[str, Surface] = field(default_factory=dict)
     #: per-process caches that rules build from the tables (indexes); not part of the data
     caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -1,7 +1,7 @@
 """Find, validate and merge mapping tables.
 
-Every table is a YAML file with a top-level `kind:` (`frameworks`, `dtypes` or `ops`). A table
-that does not fit its schema raises `MappingError` naming the file, the line and the key, so
+Every table is a YAML file with a top-level `kind:` (`frameworks`, `dtypes`, `ops`, `layers`,
+`surface`, ...). A table that does not fit its schema raises `MappingError` naming the file, the line and the key, so
 that a contributor adding a mapping sees exactly what is wrong.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from precision_transpiler.errors import MappingError
 from precision_transpiler.mappings.layers import is_qualified, layers_handler
 from precision_transpiler.mappings.linetypes import LineDict, LineList
-from precision_transpiler.mappings.model import FrameworkInfo, ImportHelper, MappingSet, OpSpec
+from precision_transpiler.mappings.model import FrameworkInfo, ImportHelper, MappingSet, OpSpec, Surface
 from precision_transpiler.mappings.patterns import Pattern, parse_pattern
 from precision_transpiler.syntax import OPERATORS
 
@@ -34,7 +34,7 @@ ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "known_tensor", "int", "ints", "display"})
 _BIND_SCALARS = (str, int, float, bool, type(None))
 #: values of an op's `returns:` (what its result holds when that is not its input's dtype)
-OP_RESULTS = frozenset({"int"})
+OP_RESULTS = frozenset({"int", "bool"})
 
 
 def builtin_mappings_dir() -> Path:
@@ -619,7 +619,29 @@ def _check_complete(result: MappingSet) -> None:
             raise MappingError(f"mapping tables define no framework {fw!r} (is the frameworks table missing?)")
 
 
+def _surface(result: MappingSet, data: LineDict, where: _Where) -> None:
+    """`kind: surface`: a framework's method names and what lies outside models."""
+    _unknown_keys(where, data, ("kind", "framework", "tensor_methods", "module_methods", "outside_models"), "")
+    framework = data.get("framework")
+    if not isinstance(framework, str) or not framework:
+        raise where.error(data.lines.get("framework", data.line), "framework", "expected a framework name")
+    outside = data.get("outside_models", LineDict())
+    if not isinstance(outside, LineDict) or not all(
+        is_qualified(k.rstrip("_")) and isinstance(v, str) and v for k, v in outside.items()
+    ):
+        raise where.error(
+            data.lines.get("outside_models", data.line), "outside_models", "expected qualified name: reason pairs"
+        )
+    previous = result.surfaces.get(framework)
+    result.surfaces[framework] = Surface(
+        frozenset(_str_list(where, data, "tensor_methods", "")) | (previous.tensor_methods if previous else set()),
+        frozenset(_str_list(where, data, "module_methods", "")) | (previous.module_methods if previous else set()),
+        {**(previous.outside_models if previous else {}), **outside},
+    )
+
+
 _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
+    "surface": _surface,
     "frameworks": _frameworks,
     "dtypes": _dtypes,
     "ops": _ops,

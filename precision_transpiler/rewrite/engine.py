@@ -246,25 +246,38 @@ class Transpiler(cst.CSTTransformer):
         assert ctx is not None
         source = self.options.source or ""
         target = self.options.target
+        mappings = self.options.mappings
         if isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in self.options.mappings.method_names.get(
-                source, ()
-            ):
-                if ctx.qualified_name(func) is None:
-                    self.add_candidate(
-                        node,
-                        f".{func.attr.value}(...) call could not be converted to {target}: "
-                        "no pattern matches its arguments",
-                        "unsupported-call",
-                    )
+            if not isinstance(func, cst.Attribute) or ctx.qualified_name(func) is not None:
+                return
+            if func.attr.value in mappings.method_names.get(source, ()):
+                self.add_candidate(
+                    node,
+                    f".{func.attr.value}(...) call could not be converted to {target}: "
+                    "no pattern matches its arguments",
+                    "unsupported-call",
+                )
+            elif source != target and _unmapped_tensor_method(ctx, mappings, source, node, func):
+                name = func.attr.value
+                reason = mappings.surfaces[source].outside_model(f"Tensor.{name}")
+                self.add_candidate(
+                    node,
+                    f"{ctx.code(func.value)}.{name}(...): the tensor method {name} has no mapping to {target}"
+                    + (f": {reason}" if reason else ""),
+                    "unsupported-method",
+                )
             return
         if not ctx.is_outermost_name(node):
             return
         qualified = ctx.qualified_name(node)
-        if qualified is None or self.options.mappings.framework_of(qualified) != source:
+        if qualified is None or mappings.framework_of(qualified) != source:
             return
-        self.add_candidate(node, f"{qualified} has no mapping to {target}", "unsupported-symbol")
+        surface = mappings.surfaces.get(source)
+        reason = surface.outside_model(qualified) if surface is not None else None
+        self.add_candidate(
+            node, f"{qualified} has no mapping to {target}" + (f": {reason}" if reason else ""), "unsupported-symbol"
+        )
 
     def add_candidate(self, node: cst.CSTNode, message: str, code: str) -> None:
         # one line: messages quote source code, which may span lines, and become `#` comments
@@ -367,3 +380,41 @@ def detect_source(names: NameResolver, mappings: MappingSet, among: tuple[str, .
     if dl:
         return max(dl)[1]
     return "numpy" if counts["numpy"] else None
+
+
+#: method names Python's own types have too (`d.values()`, `s.split()`, `xs.index(v)`): a call of
+#: one is a tensor method call only where the receiver is known to be a tensor
+_PYTHON_METHODS = frozenset(n for t in (dict, list, set, str, tuple, bytes, int, float) for n in dir(t))
+
+
+def _unmapped_tensor_method(
+    ctx: RuleContext, mappings: MappingSet, source: str, call: cst.Call, func: cst.Attribute
+) -> bool:
+    """A call of a method of the source framework's tensors that no table maps (any pattern,
+    the in-place table's included) and no rule converted: `h.histc(bins=4)` on a known tensor,
+    or an in-place method (`mask.logical_not_()`) on a receiver that is not the module itself.
+    Names the framework's modules also have (`float`, `to`) count only on known tensors."""
+    surface = mappings.surfaces.get(source)
+    name = func.attr.value
+    if surface is None or name not in surface.tensor_methods or name in _handled_methods(mappings, source):
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+        return False
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+        return False
+    from precision_transpiler.rewrite.tensor_inference import known_tensor
+
+    if known_tensor(ctx, receiver, call):
+        return True
+    return name.endswith("_") and name not in surface.module_methods and name not in _PYTHON_METHODS
+
+
+def _handled_methods(mappings: MappingSet, source: str) -> frozenset[str]:
+    """Method names some pattern of `source` has, emit-only ones (the in-place table) included."""
+    key = f"handled-methods:{source}"
+    if key not in mappings.caches:
+        mappings.caches[key] = frozenset(
+            p.method_name for op in mappings.ops.values() for p in op.patterns.get(source, ()) if p.method_name
+        )
+    return mappings.caches[key]

@@ -73,11 +73,18 @@ class Where:
     def of(ctx: RuleContext, call: cst.Call) -> Where:
         parent = ctx.parent(call)
         kind, statement = "", None
+        value: cst.CSTNode = call
+        while isinstance(parent, cst.IfExp) and parent.test is not value:
+            # `return x.mul_(s) if inplace else x * s`: a branch's value is what the statement
+            # returns, as if it stood alone there (timm's activations)
+            value, parent = parent, ctx.parent(parent)
+        if value is not call and not (isinstance(parent, cst.Return) and parent.value is value):
+            parent = None  # a branch of an assignment or expression: no statement of its own
         if isinstance(parent, cst.Expr):
             kind, statement = "statement", parent
         elif isinstance(parent, cst.Assign) and parent.value is call:
             kind, statement = "assign", parent
-        elif isinstance(parent, cst.Return) and parent.value is call:
+        elif isinstance(parent, cst.Return) and parent.value is value:
             kind, statement = "return", parent
         scope = Where.scope_of(ctx, call)
         params: frozenset[str] = frozenset()

@@ -6,7 +6,8 @@ returns the drawn or filled array (`tensor_normal_(..., rngs=rngs)` for Flax, dr
 key source in reach as mappings/ops/random_ops.yaml describes; `tensor_normal_(...)` for Keras,
 from Keras' global seed): `x.new_empty(shape).bernoulli_(keep)` in a forward pass is a drop mask. As a statement on an
 existing parameter (an init loop), and `p.data.copy_(values)` as a statement, it is dropped with a
-note: the converted model's weights come from the torch checkpoint.
+note: the converted model's weights come from the torch checkpoint. A random one as a statement on a
+local tensor outside an initialiser (`h.normal_()` in a forward pass) is a draw: `h = tensor_normal_(h, ...)`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.tensor_inference import in_initialiser, is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
+from precision_transpiler.syntax import all_nodes
 
 _RANDOM = RANDOM_INPLACE
 #: initialisers as statements (dropped); `mask.bernoulli_(p)` as a statement is an operation
@@ -56,6 +58,22 @@ class TorchInplaceInit(Rule):
         # `conv.weight.data.copy_(kernel)` (kornia's SIFT descriptor), `module.weight.data.mul_(s)`
         # in timm's `_init_weights`: a parameter set while building; the torch checkpoint holds it
         sets_data = sets_parameter_data(ctx, call, statement=True)
+        method = _method(call)
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        if (
+            method in _RANDOM
+            and isinstance(receiver, cst.Name)
+            and not sets_data
+            and not is_initialisation(ctx, receiver, call)
+        ):
+            # `h.normal_()` on a local tensor in a forward pass: a draw, not initialisation
+            expr = updated.body[0]
+            assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+            value = self._shim_call(ctx, call, expr.value)
+            new = updated.with_changes(body=[cst.Assign([cst.AssignTarget(cst.Name(receiver.value))], value)])
+            ctx.consume([call])
+            ctx.record(self.name, original, new)
+            return new
         if not sets_data and _method(call) not in (*_INIT_RANDOM, *_CONSTANT, "trunc_normal_"):
             return None
         if ctx.qualified_name(call.func) is not None:
@@ -91,6 +109,7 @@ class TorchInplaceInit(Rule):
             "load the torch weights into the converted model (precision_transpiler.weights)",
         )
         new = cst.SimpleStatementLine([cst.Pass()])
+        ctx.consume(all_nodes(what))  # dropped on purpose: nothing in it is left unconverted
         ctx.record(self.name, original, new)
         return new
 
@@ -102,8 +121,16 @@ class TorchInplaceInit(Rule):
             return None
         parent = ctx.parent(original)
         if isinstance(parent, cst.Expr):
-            return None  # a statement: leave_SimpleStatementLine drops it
-        assert isinstance(updated.func, cst.Attribute)
+            return None  # a statement: leave_SimpleStatementLine drops or assigns it
+        new = self._shim_call(ctx, original, updated)
+        ctx.record(self.name, original, new)
+        return new
+
+    def _shim_call(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`x.normal_(0, 1)` -> `tensor_normal_(x, 0, 1, rngs=...)`: the runtime function that
+        returns the drawn or filled array."""
+        method = _method(updated)
+        assert isinstance(updated.func, cst.Attribute) and method is not None
         args = [cst.Arg(updated.func.value), *updated.args]
         module = _SHIMS[ctx.target]
         if method in _RANDOM:
@@ -119,9 +146,7 @@ class TorchInplaceInit(Rule):
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + args[
             -1:
         ]
-        new = cst.Call(func=ctx.expr_for(f"{module}.{shim}"), args=args)
-        ctx.record(self.name, original, new)
-        return new
+        return cst.Call(func=ctx.expr_for(f"{module}.{shim}"), args=args)
 
 
 def _method(call: cst.Call) -> str | None:

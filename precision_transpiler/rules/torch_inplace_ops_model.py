@@ -135,10 +135,10 @@ class TorchInplaceOps(Rule):
             to="tf",
         ),
         Example(
-            "import torch\n\n\ndef f(x, y):\n    h = x * 2\n    return g(h.add_(y))\n",
-            "def f(x, y):\n    h = x * 2\n"
+            "import torch\n\n\ndef f(x, y, flag):\n    h = x * 2\n    return g(h.add_(y)) if flag else h\n",
+            "def f(x, y, flag):\n    h = x * 2\n"
             "    # ptranspile: unsupported: h.add_(...) used inside an expression: torch mutates h and JAX cannot; "
-            "write h = h.add(...) as its own statement first\n    return g(h.add_(y))\n",
+            "write h = h.add(...) as its own statement first\n    return g(h.add_(y)) if flag else h\n",
             to="jax",
             diagnostics=("unsupported",),
         ),
@@ -169,14 +169,14 @@ class TorchInplaceOps(Rule):
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
         fresh = _creates_tensor(ctx, receiver)
         if (fresh or isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation)) and (
-            fresh or not _may_promote(method, original)
+            fresh or not _may_promote(method, original, entries)
         ):
             # `(a - b).abs_()`, `src.new_zeros(size).scatter_add_(dim, index, src)`: a fresh tensor
             # nothing else refers to; its value is all that counts (in the dtype the creating
             # call gave it, which is cheap to evaluate twice)
             value = _value(ctx, state, entries, original)
             if value is not None:
-                if fresh and _may_promote(method, original):
+                if fresh and _may_promote(method, original, entries):
                     value = _cast_like(ctx, value, ctx.updated(receiver))  # type: ignore[arg-type]
                 ctx.record(self.name, original, value)
             return value if value is not None else updated
@@ -200,11 +200,11 @@ class TorchInplaceOps(Rule):
                 target = cst.Subscript(target, [cst.SubscriptElement(cst.Index(cst.Ellipsis()))])  # type: ignore[arg-type]
         if kind == "variable" and ctx.target == "tf":
             # a Keras variable: `self.buf.assign(value)` in its dtype (Variable.assign refuses another)
-            value = _cast_like(ctx, value, ctx.updated(receiver)) if _may_promote(method, original) else value
+            value = _cast_like(ctx, value, ctx.updated(receiver)) if _may_promote(method, original, entries) else value
             state.plans[where.statement] = (target, "assign-variable")
             ctx.record(self.name, original, value)
             return value
-        if kind != "variable" and not isinstance(receiver, cst.Subscript) and _may_promote(method, original):
+        if kind != "variable" and not isinstance(receiver, cst.Subscript) and _may_promote(method, original, entries):
             value = _cast_like(ctx, value, ctx.updated(receiver))  # type: ignore[arg-type]
         if isinstance(receiver, cst.Name) and receiver.value in where.parameters:
             key = (id(where.scope), receiver.value)
@@ -427,14 +427,34 @@ _CREATING_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
+#: torch functions whose result may share storage with an argument (a view, the argument
+#: itself, or memory shared with NumPy): changing it in place changes that argument too
+_SHARING_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "swapaxes", "swapdims", "permute",
+        "movedim", "moveaxis", "narrow", "select", "t", "adjoint", "diagonal", "as_strided", "view_as_real",
+        "view_as_complex", "real", "imag", "conj", "detach", "split", "chunk", "unbind", "tensor_split", "hsplit",
+        "vsplit", "dsplit", "broadcast_to", "broadcast_tensors", "expand_copy", "atleast_1d", "atleast_2d",
+        "atleast_3d", "as_tensor", "asarray", "from_numpy", "frombuffer", "from_dlpack", "ravel", "index_select",
+        "resolve_conj", "resolve_neg",
+    )
+)  # fmt: skip
+
+
 def _creates_tensor(ctx: RuleContext, receiver: cst.BaseExpression) -> bool:
-    """`x.new_zeros(n)`, `torch.zeros(n)`, `x.clone()`: a call whose result is a fresh tensor."""
+    """`x.new_zeros(n)`, `torch.zeros(n)`, `x.clone()`, `torch.isnan(x)`: a call whose result is
+    a fresh tensor, which nothing else refers to: a torch function of the top-level namespace
+    that does not return a view or share its argument's storage (`torch.reshape`, `torch.as_tensor`)."""
     if not isinstance(receiver, cst.Call):
         return False
     func = receiver.func
     qualified = ctx.qualified_name(func)
     if qualified is not None:
-        return qualified in _CREATING_FUNCTIONS
+        if qualified in _CREATING_FUNCTIONS:
+            return True
+        parts = qualified.split(".")
+        return len(parts) == 2 and parts[0] == "torch" and qualified not in _SHARING_FUNCTIONS
     return isinstance(func, cst.Attribute) and func.attr.value in _CREATING_METHODS
 
 
@@ -525,11 +545,14 @@ def _cast_like(ctx: RuleContext, value: cst.BaseExpression, receiver: cst.BaseEx
     return cst.Call(cst.Attribute(parenthesize(value), cst.Name("astype")), [cst.Arg(dtype)])
 
 
-def _may_promote(method: str, call: cst.Call) -> bool:
+def _may_promote(method: str, call: cst.Call, entries: list[tuple[OpSpec, Pattern]]) -> bool:
     """Whether the value may have another dtype than x: an argument that is not a number literal
-    (`x.add_(y)`; `x.mul_(0.5)` keeps x's floating dtype in JAX too)."""
+    (`x.add_(y)`; `x.mul_(0.5)` keeps x's floating dtype in JAX too), or an op whose value holds
+    bools or integers whatever x holds (`x.eq_(y)`, `mask.logical_not_()`: `returns:` in the table)."""
     if method in _KEEP_DTYPE:
         return False
+    if any(op.returns is not None for op, _ in entries):
+        return True
     return any(not _number_literal(arg.value) for arg in call.args)
 
 

@@ -90,3 +90,41 @@ def test_an_if_block_that_defines_globals_waits_for_what_it_calls() -> None:
     namespace: dict[str, object] = {}
     exec(compile(ordered, "ordered.py", "exec"), namespace)
     assert namespace["swish"](2) == 2  # type: ignore[operator]
+
+
+def test_a_global_a_called_function_assigns_is_still_read_from_the_module() -> None:
+    """diffusers' logging: `global _default_handler` then `if _default_handler:` in a function that
+    the module calls while loading; the annotated global must come first."""
+    code = (
+        "def _configure():\n    global _handler\n    if _handler:\n        return\n    _handler = 1\n\n\n"
+        "def get_logger():\n    _configure()\n    return _handler\n\n\n"
+        "logger = get_logger()\n\n\n"
+        "_handler: int | None = None\n"
+    )
+    ordered = order_definitions(code)
+    namespace: dict[str, object] = {}
+    exec(compile(ordered, "ordered.py", "exec"), namespace)
+    assert namespace["logger"] == 1
+    assert ordered.index("_handler: int | None = None") < ordered.index("logger = get_logger()")
+
+
+def test_an_unpacking_assignment_is_moved_for_each_name_it_binds() -> None:
+    """diffusers' `_flash_attn_available, _flash_attn_version = _is_package_available(...)`."""
+    code = "def available():\n    return _ok\n\n\nCAN = available()\n\n\n_ok, _version = (True, 1)\n"
+    ordered = order_definitions(code)
+    namespace: dict[str, object] = {}
+    exec(compile(ordered, "ordered.py", "exec"), namespace)
+    assert namespace["CAN"] is True
+
+
+def test_an_if_block_that_binds_a_needed_global_moves_above_its_reader() -> None:
+    """diffusers' import_utils: `if USE_TORCH: _torch_available, _torch_version = ...` below a
+    statement that calls `is_torch_version()` at once."""
+    code = (
+        "def version():\n    return _torch_version\n\n\nNEW = version() >= 2\n\n\n"
+        "USE = True\nif USE:\n    _torch_version = 2\nelse:\n    _torch_version = 0\n"
+    )
+    ordered = order_definitions(code)
+    namespace: dict[str, object] = {}
+    exec(compile(ordered, "ordered.py", "exec"), namespace)
+    assert namespace["NEW"] is True

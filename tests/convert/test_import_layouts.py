@@ -46,7 +46,8 @@ TARGETS = ("jax", "tf")
             "from torch import distributed, float16\nx = float16\ny = distributed\n",
             "jax",
             "from torch import distributed\nimport jax.numpy as jnp\nx = jnp.float16\n"
-            "# ptranspile: unsupported: torch.distributed has no mapping to jax\ny = distributed\n",
+            "# ptranspile: unsupported: torch.distributed has no mapping to jax: distributed training (process "
+            "groups, collectives); a converted model runs in one process\ny = distributed\n",
         ),
         (
             "from torch import (float16,\n    bfloat16)\nx = float16\n",
@@ -57,7 +58,8 @@ TARGETS = ("jax", "tf")
             "from torch import (\n    distributed,  # processes\n    float16,\n)\nx = float16\ny = distributed\n",
             "tf",
             "from torch import (\n    distributed,  # processes\n)\nimport tensorflow as tf\nx = tf.float16\n"
-            "# ptranspile: unsupported: torch.distributed has no mapping to tf\ny = distributed\n",
+            "# ptranspile: unsupported: torch.distributed has no mapping to tf: distributed training (process "
+            "groups, collectives); a converted model runs in one process\ny = distributed\n",
         ),
         # imports inside compound statements
         (

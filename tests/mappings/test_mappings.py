@@ -145,7 +145,12 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
         ),
         (
             "kind: ops\nops:\n  a:\n    returns: integer\n    params: {x: any}\n    torch: ['{x}.a()']\n",
-            ":4: ops.a.returns: expected one of ['int']",
+            ":4: ops.a.returns: expected one of ['bool', 'int']",
+        ),
+        (
+            "kind: surface\nframework: torch\ntensor_methods: [a]\nmodule_methods: [b]\noutside_models:\n"
+            "  torch.save: ''\n",
+            ":5: outside_models: expected qualified name: reason pairs",
         ),
         (
             "kind: layers\nparams:\n  a.Linear: {weight: {name: kernel, layout: sideways}}\n",

@@ -230,6 +230,17 @@ METHOD_CASES += [
     M("cumprod_", "cumprod_(dim=0)", F32(3, 4), params="x"),
     M("tril_", "tril_()", F32(4, 4), params="x"),
     M("triu_", "triu_(1)", F32(4, 4), params="x", expect=("h = jnp.triu(h, k=1)",)),
+    # comparisons and logical ops keep the receiver's dtype (float 0/1 here, as torch)
+    M("eq_", "eq_(y)", F32(3, 4), F32(3, 4), expect=("h = jnp.equal(h, y).astype(h.dtype)",)),
+    M("ne_", "ne_(0.5)", F32(3, 4), params="x"),
+    M("gt_", "gt_(y)", F32(3, 4), F32(1, 4)),
+    M("ge_", "ge_(0)", F32(3, 4), params="x"),
+    M("lt_", "lt_(y)", F32(3, 4), F32(3, 4)),
+    M("le_", "le_(0.1)", F32(3, 4), params="x"),
+    M("logical_not_", "logical_not_()", F32(3, 4), params="x", expect=("jnp.logical_not(h).astype(h.dtype)",)),
+    M("logical_and_", "logical_and_(y)", F32(3, 4), F32(3, 4)),
+    M("logical_or_", "logical_or_(y > 0)", F32(3, 4), F32(3, 4)),
+    M("logical_xor_", "logical_xor_(y)", F32(3, 4), F32(3, 4)),
 ]
 
 FORM_CASES = [
@@ -291,6 +302,31 @@ FORM_CASES = [
         return h
         """,
         F32(3, 4),
+    ),
+    C(
+        "inside-an-expression-moved-before-its-statement",
+        "x, m",
+        """
+        idx = torch.arange(x.shape[1])
+        mask = m.clone()
+        idx.sub_(mask.logical_not_().cumsum(dim=0))
+        h = x.clone()
+        total = torch.tanh(h.mul_(2)).sum() + 1
+        return idx, mask, h, total, torch.isnan(x).logical_not_()
+        """,
+        F32(3, 4),
+        BOOL(4),
+        expect=("mask = jnp.logical_not(mask).astype(mask.dtype); idx = ",),
+    ),
+    C(
+        "value-of-a-returned-conditional",
+        "x, inplace",
+        """
+        h = x.clone()
+        return h.mul_(h.sigmoid()) if inplace else h.mul(h.sigmoid())
+        """,
+        F32(3, 4),
+        True,
     ),
     C(
         "temporary-receiver-inside-an-expression",
@@ -621,8 +657,11 @@ def test_zero_and_fill_on_parameters_stay_initialisation() -> None:
 # ----------------------------------------------------------------------------------------------
 
 UNSUPPORTED = [
-    ("    h = x * 1\n    return g(h.add_(1))\n", 6, 14, "h.add_(...) used inside an expression"),
-    ("    h = x * 1\n    s = h.add_(1).sum()\n", 6, 9, "h.add_(...) used inside an expression"),
+    # under a condition or `and`/`or` (it may not run): not moved before the statement
+    ("    h = x * 1\n    return g(h.add_(1)) if i else h\n", 6, 14, "h.add_(...) used inside an expression"),
+    ("    h = x * 1\n    s = h.add_(1).sum() or y\n", 6, 9, "h.add_(...) used inside an expression"),
+    # the statement reads h before the call: moving the call would change what it reads
+    ("    h = x * 1\n    s = h.sum() + h.add_(1).sum()\n", 6, 19, "h.add_(...) used inside an expression"),
     ("    (x + 1).add_(y)\n", 5, 5, "only a plain name, a basic index of one, or an attribute of self"),
     ("    h = x * 1\n    h[i].add_(1)\n", 6, 5, "with an index that may be a tensor"),
     ("    h = x * 1\n    y = h[0].add_(1)\n", 6, 9, "the value of h[0].add_(...)"),

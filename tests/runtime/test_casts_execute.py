@@ -560,9 +560,9 @@ CASES: list[Case] = [
                     torch.promote_types(torch.int64, torch.float32),
                 )
         """),
-        # torch and JAX share a promotion lattice (test_promote_types_lattices); NumPy and TF's
-        # NumPy API promote int32 with float16 to float64, so those targets are not mapped.
-        unsupported={"tf": "promote_types", "numpy": "promote_types"},
+        # torch, JAX and Keras share a promotion lattice (test_promote_types_lattices); NumPy
+        # promotes int32 with float16 to float64, so that target is not mapped.
+        unsupported={"numpy": "promote_types"},
     ),
     Case(
         "torch-can-cast",
@@ -658,7 +658,7 @@ CASES: list[Case] = [
                     jnp.promote_types(jnp.float32, jnp.complex64),
                 )
         """),
-        unsupported={"tf": "promote_types", "numpy": "promote_types"},
+        unsupported={"numpy": "promote_types"},
     ),
     Case(
         "jax-can-cast",
@@ -1216,7 +1216,7 @@ def _warned(result, line: int) -> bool:
 
 
 DIVERGENT = [
-    # torch.promote_types(int32, float16) is float16 (JAX agrees); NumPy and TF say float64.
+    # torch.promote_types(int32, float16) is float16 (JAX and Keras agree); NumPy and TF's NumPy API say float64.
     ("torch", "import torch\n\ndef f():\n    return torch.promote_types(torch.int32, torch.float16)\n"),
     ("torch", "import torch\n\ndef f():\n    return torch.promote_types(torch.int64, torch.float32)\n"),
     ("jax", "import jax.numpy as jnp\n\ndef f():\n    return jnp.promote_types(jnp.int32, jnp.float16)\n"),
@@ -1297,8 +1297,11 @@ def _jnp_dtype(name: str) -> Any:
 
 @pytest.mark.parametrize("x64", [True, False], ids=["x64", "x32"])
 def test_promote_types_lattices(x64: bool) -> None:
-    """Why promote_types is mapped between torch and JAX only: the two agree on every pair,
-    while NumPy and TF's NumPy API promote int32 with float16 to float64 (torch: float16)."""
+    """Why promote_types is mapped to JAX and Keras only: torch, jnp.promote_types and the
+    Keras runtime's torch_promote_types agree on every pair, while NumPy and TF's NumPy API promote
+    int32 with float16 to float64 (torch: float16)."""
+    from precision_transpiler.runtime.keras.tensor import torch_promote_types
+
     with jax.enable_x64(x64):
         differ = [
             (a, b)
@@ -1308,6 +1311,14 @@ def test_promote_types_lattices(x64: bool) -> None:
             != dtype_name(jnp.promote_types(_jnp_dtype(a), _jnp_dtype(b)))
         ]
     assert differ == []
+    keras_differ = [
+        (a, b)
+        for a in _LATTICE
+        for b in _LATTICE
+        if dtype_name(torch.promote_types(getattr(torch, a), getattr(torch, b)))
+        != tf.as_dtype(torch_promote_types(tf.as_dtype(a), tf.as_dtype(b))).name
+    ]
+    assert keras_differ == []
     assert dtype_name(torch.promote_types(torch.int32, torch.float16)) == "float16"
     assert dtype_name(np.promote_types(np.int32, np.float16)) == "float64"
     assert dtype_name(tf.experimental.numpy.result_type(tf.int32, tf.float16)) == "float64"

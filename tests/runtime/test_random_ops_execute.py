@@ -153,6 +153,23 @@ def test_random_draws_have_torchs_distribution(case_id: str, expr: str, kind: st
         assert any(d.code == "process-random" for d in result.diagnostics)
 
 
+@pytest.mark.parametrize("target", ["jax", "tf"])
+@pytest.mark.parametrize(
+    ("method", "kind"),
+    [("normal_(1.0, 2.0)", "normal(1,2)"), ("uniform_(-2, 3)", "uniform(-2,3)"), ("bernoulli_(0.5)", "bernoulli0.5")],
+)
+def test_a_random_inplace_statement_on_a_local_tensor_is_a_draw(method: str, kind: str, target: str) -> None:
+    """`h.normal_(...)` as a statement outside an initialiser draws into h (it is not dropped as
+    initialisation): `h = tensor_normal_(h, ...)`."""
+    src = HEADER + f"N = {N}\n\n\ndef f(w, x):\n    h = x.new_zeros(N)\n    h.{method}\n    return h\n"
+    result = transpile(src, to=target, path="m.py")
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert not [d for d in result.diagnostics if d.code == "init-dropped"]
+    first, second = _run(result.code, target)
+    _check(kind, first, _inputs()[0])
+    assert not np.array_equal(first, second)
+
+
 MODULE = """\
 import torch
 import torch.nn as nn

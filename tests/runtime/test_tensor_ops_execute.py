@@ -150,6 +150,19 @@ def C(id: str, params: str, body: str, *inputs: Any, **kw: Any) -> Case:
 
 
 CASES = [
+    # -- Tensor.add / Tensor.sub: converted on a receiver known to be a tensor only (a set's
+    # `.add`, a regex's `.sub` are not tensor calls)
+    C(
+        "add-sub-methods-on-known-tensors",
+        "x, y",
+        """
+        h = torch.tanh(x)
+        return h.add(y), h.add(y, alpha=2), h.sub(y), h.subtract(y, alpha=0.5), h.add(1), h.sub(0.5)
+        """,
+        F32(3, 4),
+        F32(3, 4),
+        expect=("jnp.add(h, y)", "jnp.subtract(h, 0.5 * y)"),
+    ),
     # -- shapes and layout
     C(
         "view-varargs-tuple-name-minus-one",

@@ -430,6 +430,19 @@ def _torch_scalar_dtype(value):
     return keras.config.floatx()
 
 
+def torch_promote_types(type1, type2):
+    """torch.promote_types: `keras.backend.result_type` follows torch's lattice on real and bool
+    dtypes (int32 with float16 is float16, where NumPy says float64) but has no complex128. With a
+    complex dtype, torch promotes the real parts (complex64's is float32) and makes the result
+    complex: complex128 when that is float64."""
+    a, b = keras.backend.standardize_dtype(type1), keras.backend.standardize_dtype(type2)
+    if "complex" not in a and "complex" not in b:
+        return keras.backend.result_type(a, b)
+    real = {"complex64": "float32", "complex128": "float64"}
+    promoted = keras.backend.result_type(real.get(a, a), real.get(b, b))
+    return "complex128" if promoted == "float64" else "complex64"
+
+
 def torch_arange(start, end=None, step=1, dtype=None):
     """torch.arange: [start, end) by `step` (`torch.arange(end)` counts from 0). Without `dtype`,
     int64 when start, end and step are all integers, else the default float dtype
