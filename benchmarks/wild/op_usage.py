@@ -122,7 +122,10 @@ _RULE_METHODS = frozenset(RANDOM_INPLACE)
 
 
 def _covered(name: str, covered: set[str]) -> bool:
-    return name in covered or name.startswith(_RULE_PREFIXES) or name in _RULE_METHODS
+    """Mapped, handled by a rule, or a method of a mapped value (`torch.__version__.split(".")`:
+    the version is the runtime's string)."""
+    owner = name.rsplit(".", 1)[0]
+    return name in covered or name.startswith(_RULE_PREFIXES) or name in _RULE_METHODS or owner in covered
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,7 +64,7 @@ _RESHAPING = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_"})
 #: in-place methods that are initialisation on parameters (rules/torch_inplace_init_model.py)
 _INIT = frozenset({"zero_", "fill_"})
 #: in-place methods whose table value already has x's dtype (no `.astype(x.dtype)` needed)
-_KEEP_DTYPE = frozenset({"masked_fill_", "fill_", "zero_", "copy_", *_RESHAPING})
+_KEEP_DTYPE = frozenset({"masked_fill_", "fill_", "fill_diagonal_", "zero_", "copy_", *_RESHAPING})
 _AUG_AT = {
     cst.AddAssign: "add",
     cst.SubtractAssign: "subtract",

@@ -77,13 +77,18 @@ def test_integer_results_come_from_returns_and_integer_casts() -> None:
 def test_a_table_op_with_returns_int_is_promoted_by_the_keras_rule(tmp_path: Path) -> None:
     """Adding `returns: int` to an op in a table is all it takes for torch -> Keras to promote
     its result meeting a float as torch does."""
-    (tmp_path / "count.yaml").write_text(
-        "kind: ops\nops:\n  count_nonzero:\n    summary: Non-zero elements.\n    returns: int\n"
-        "    params: {x: any}\n    torch: ['torch.count_nonzero({x:input})']\n"
-        "    tf: ['keras.ops.count_nonzero({x})']\n"
-    )
-    src = "import torch\n\n\ndef share(x, scale: float):\n    return torch.count_nonzero(x) * scale\n"
-    plain = transpile(src, to="tf").code
-    assert "keras.ops.multiply" not in plain
-    promoted = transpile(src, to="tf", mappings=[tmp_path]).code
+    def table(returns: str) -> Path:
+        folder = tmp_path / (returns or "plain")
+        folder.mkdir()
+        (folder / "count.yaml").write_text(
+            f"kind: ops\nops:\n  mylib_count:\n    summary: Non-zero elements.\n{returns}"
+            "    params: {x: any}\n    torch: ['torch.ops.mylib.count({x})']\n"
+            "    tf: ['keras.ops.count_nonzero({x})']\n"
+        )
+        return folder
+
+    src = "import torch\n\n\ndef share(x, scale: float):\n    return torch.ops.mylib.count(x) * scale\n"
+    plain = transpile(src, to="tf", mappings=[table("")]).code
+    assert "keras.ops.count_nonzero(x) * scale" in plain and "keras.ops.multiply" not in plain
+    promoted = transpile(src, to="tf", mappings=[table("    returns: int\n")]).code
     assert "keras.ops.multiply(keras.ops.count_nonzero(x), scale)" in promoted

@@ -230,6 +230,9 @@ METHOD_CASES += [
     M("cumprod_", "cumprod_(dim=0)", F32(3, 4), params="x"),
     M("tril_", "tril_()", F32(4, 4), params="x"),
     M("triu_", "triu_(1)", F32(4, 4), params="x", expect=("h = jnp.triu(h, k=1)",)),
+    M("fill_diagonal_", "fill_diagonal_(2.5)", F32(3, 4), params="x"),
+    M("fill_diagonal_", "fill_diagonal_(-1, wrap=True)", F32(7, 3), params="x"),
+    M("index_add_", "index_add_(1, torch.tensor([0, 0, 3]), y)", F32(3, 4), F32(3, 3)),
     # comparisons and logical ops keep the receiver's dtype (float 0/1 here, as torch)
     M("eq_", "eq_(y)", F32(3, 4), F32(3, 4), expect=("h = jnp.equal(h, y).astype(h.dtype)",)),
     M("ne_", "ne_(0.5)", F32(3, 4), params="x"),

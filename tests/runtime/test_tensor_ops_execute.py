@@ -163,6 +163,17 @@ CASES = [
         F32(3, 4),
         expect=("jnp.add(h, y)", "jnp.subtract(h, 0.5 * y)"),
     ),
+    C(
+        "mode-smallest-of-ties-last-index",
+        "i, x",
+        """
+        h = torch.round(x * 2)
+        return torch.mode(i), torch.mode(i, 0, keepdim=True), h.mode(1), h.mode(dim=0).indices, torch.mode(h[0])
+        """,
+        I64(4, 7, high=3),
+        F32(4, 6),
+        expect=("torch_mode(i)", "torch_mode(h, 1)"),
+    ),
     # -- shapes and layout
     C(
         "view-varargs-tuple-name-minus-one",
@@ -679,6 +690,39 @@ CASES = [
         F32(3, 4),
         I64(6, high=5),
         F32(6, 5),
+    ),
+    C(
+        "histc-count-nonzero-matrix-exp-index-add",
+        "x, i, m",
+        """
+        idx = torch.tensor([0, 2, 0])
+        src = torch.ones(3, 4)
+        return (torch.histc(x, bins=5), x.histc(4, min=-1.0, max=1.0), torch.histc(torch.zeros(3), bins=3),
+                torch.count_nonzero(i), i.count_nonzero(dim=1), torch.matrix_exp(m * 0.1),
+                torch.linalg.matrix_exp(m * 0.1), x.index_add(0, idx, src), torch.index_add(x, 0, idx, src, alpha=2.5),
+                x.index_add(1, torch.tensor([3, 3]), x[:, :2]))
+        """,
+        F32(3, 4),
+        I64(3, 4, high=2),
+        F32(2, 3, 3),
+        expect=("torch_histc(x, bins=5)", "jnp.count_nonzero(i)", "jax.scipy.linalg.expm("),
+    ),
+    C(
+        "functional-losses-of-the-runtime",
+        "x, y, p, q",
+        """
+        logq = F.log_softmax(x, dim=1)
+        return (F.kl_div(logq, F.softmax(y, dim=1), reduction="batchmean"), F.kl_div(logq, F.log_softmax(y, dim=1),
+                reduction="sum", log_target=True), F.binary_cross_entropy(torch.sigmoid(x), torch.sigmoid(p)),
+                F.smooth_l1_loss(x, y, beta=0.5), F.huber_loss(x, y, reduction="none", delta=0.3),
+                F.soft_margin_loss(x, torch.sign(y)), F.margin_ranking_loss(x[0], y[0], torch.sign(q), margin=0.1),
+                F.poisson_nll_loss(x, p, log_input=True))
+        """,
+        F32(3, 4),
+        F32(3, 4),
+        Arr((3, 4), "positive"),
+        F32(4),
+        expect=("kl_div(logq",),
     ),
     C(
         "from-numpy-device-cuda-queries",

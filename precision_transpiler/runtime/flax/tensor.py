@@ -394,6 +394,40 @@ def torch_cdist(x1, x2, p=2.0):
     return jnp.linalg.vector_norm(x1[..., :, None, :] - x2[..., None, :, :], ord=p, axis=-1)
 
 
+def torch_histc(input, bins=100, min=0, max=0):
+    """torch.histc: `bins` equal-width bins over [min, max] (the data's own range when both are
+    0; widened by 1 either side when that is a single value), values outside ignored, the last
+    bin closed; counts in the input's dtype."""
+    low, high = float(min), float(max)
+    if low == high:
+        low, high = jnp.min(input), jnp.max(input)
+        low, high = jnp.where(low == high, low - 1, low), jnp.where(low == high, high + 1, high)
+    counts, _ = jnp.histogram(input.reshape(-1), bins=bins, range=(low, high))
+    return counts.astype(input.dtype)
+
+
+def torch_index_add(input, dim, index, source, alpha=1):
+    """Tensor.index_add / torch.index_add: `alpha * source` added into `input` at `index` along
+    `dim`, repeated indices accumulating, as torch's."""
+    moved = jnp.moveaxis(input, dim, 0)
+    values = jnp.moveaxis(jnp.asarray(source), dim, 0) * alpha
+    return jnp.moveaxis(moved.at[index].add(values.astype(input.dtype)), 0, dim)
+
+
+def torch_fill_diagonal(input, fill_value, wrap=False):
+    """Tensor.fill_diagonal_'s value: the main diagonal (all dims equal beyond 2-D) set to
+    `fill_value`; for a tall matrix `wrap=True` starts again after each N + 1 rows, as NumPy's
+    fill_diagonal (which torch follows)."""
+    shape = input.shape
+    if len(shape) == 2:
+        step, end = shape[1] + 1, input.size if wrap else shape[1] * shape[1]
+    else:
+        step, end = 1 + sum(math.prod(shape[:k]) for k in range(1, len(shape))), input.size
+    positions = jnp.arange(input.size).reshape(shape)
+    chosen = (positions % step == 0) & (positions < end)
+    return jnp.where(chosen, jnp.asarray(fill_value, input.dtype), input)
+
+
 def torch_median(input, dim=None, keepdim=False):
     """torch.median / Tensor.median: the lower of the two middle values for an even count (not
     their mean, as jnp.median); along `dim`, (values, indices) with `.values`/`.indices`."""
@@ -405,6 +439,21 @@ def torch_median(input, dim=None, keepdim=False):
     values = jnp.take_along_axis(input, indices, axis=dim)
     if not keepdim:
         values, indices = jnp.squeeze(values, dim), jnp.squeeze(indices, dim)
+    return TorchValuesIndices(values, indices)
+
+
+def torch_mode(input, dim=-1, keepdim=False):
+    """torch.mode / Tensor.mode: along `dim`, the most frequent value (the smallest of those
+    equally frequent) and the index of its last occurrence, as torch's CPU kernel gives them,
+    with `.values`/`.indices`. Counts compare every pair of the dim: O(n^2) in its size."""
+    x = jnp.moveaxis(input, dim, -1)
+    counts = (x[..., :, None] == x[..., None, :]).sum(-1)
+    best = counts == counts.max(-1, keepdims=True)
+    values = jnp.where(best, x, x.max(-1, keepdims=True)).min(-1)
+    positions = jnp.arange(x.shape[-1])
+    indices = jnp.where(x == values[..., None], positions, -1).max(-1)
+    if keepdim:
+        values, indices = jnp.expand_dims(values, dim), jnp.expand_dims(indices, dim)
     return TorchValuesIndices(values, indices)
 
 

@@ -809,6 +809,48 @@ def torch_atleast_1d(input):
     return ops.reshape(input, (1,)) if len(input.shape) == 0 else input
 
 
+def torch_histc(input, bins=100, min=0, max=0):
+    """torch.histc: `bins` equal-width bins over [min, max] (the data's own range when both are
+    0; widened by 1 either side when that is a single value), values outside ignored, the last
+    bin closed; counts in the input's dtype."""
+    flat = ops.reshape(input, (-1,))
+    low, high = float(min), float(max)
+    if low == high:
+        low, high = ops.min(flat), ops.max(flat)
+        same = ops.equal(low, high)
+        low, high = ops.where(same, low - 1, low), ops.where(same, high + 1, high)
+    inside = ops.logical_and(ops.greater_equal(flat, low), ops.less_equal(flat, high))
+    position = ops.floor((flat - low) / (high - low) * bins)
+    position = ops.cast(ops.clip(position, 0, bins - 1), "int32")
+    counts = ops.bincount(position, weights=ops.cast(inside, input.dtype), minlength=bins)
+    return ops.cast(counts[:bins], input.dtype)
+
+
+def torch_index_add(input, dim, index, source, alpha=1):
+    """Tensor.index_add / torch.index_add: `alpha * source` added into `input` at `index` along
+    `dim`, repeated indices accumulating, as torch's."""
+    moved = ops.moveaxis(input, dim, 0)
+    values = ops.cast(ops.moveaxis(source, dim, 0) * alpha, input.dtype)
+    added = ops.scatter(ops.expand_dims(ops.cast(index, "int32"), -1), values, ops.shape(moved))
+    return ops.moveaxis(moved + added, 0, dim)
+
+
+def torch_fill_diagonal(input, fill_value, wrap=False):
+    """Tensor.fill_diagonal_'s value: the main diagonal (all dims equal beyond 2-D) set to
+    `fill_value`; for a tall matrix `wrap=True` starts again after each N + 1 rows, as NumPy's
+    fill_diagonal (which torch follows)."""
+    shape = tuple(input.shape)
+    if len(shape) == 2:
+        step, end = shape[1] + 1, None if wrap else shape[1] * shape[1]
+    else:
+        step, end = 1 + int(np.cumprod(shape[:-1]).sum()), None
+    size = int(np.prod(shape))
+    positions = np.arange(size)
+    chosen = (positions % step == 0) & (positions < (size if end is None else end))
+    mask = ops.reshape(ops.convert_to_tensor(chosen), shape)
+    return ops.where(mask, ops.cast(fill_value, input.dtype), input)
+
+
 def torch_median(input, dim=None, keepdim=False):
     """torch.median / Tensor.median: the lower of the two middle values for an even count (not
     their mean, as keras.ops.median); along `dim`, (values, int64 indices) with `.values`/`.indices`."""
@@ -820,6 +862,21 @@ def torch_median(input, dim=None, keepdim=False):
     values = ops.take_along_axis(input, indices, axis=dim)
     if not keepdim:
         values, indices = ops.squeeze(values, dim), ops.squeeze(indices, dim)
+    return TorchValuesIndices(values, indices)
+
+
+def torch_mode(input, dim=-1, keepdim=False):
+    """torch.mode / Tensor.mode: along `dim`, the most frequent value (the smallest of those
+    equally frequent) and the int64 index of its last occurrence, as torch's CPU kernel gives
+    them, with `.values`/`.indices`. Counts compare every pair of the dim: O(n^2) in its size."""
+    x = ops.moveaxis(input, dim, -1)
+    counts = ops.sum(ops.cast(ops.equal(ops.expand_dims(x, -1), ops.expand_dims(x, -2)), "int32"), axis=-1)
+    best = ops.equal(counts, ops.max(counts, axis=-1, keepdims=True))
+    values = ops.min(ops.where(best, x, ops.max(x, axis=-1, keepdims=True)), axis=-1)
+    positions = ops.arange(x.shape[-1], dtype="int64")
+    indices = ops.max(ops.where(ops.equal(x, ops.expand_dims(values, -1)), positions, -1), axis=-1)
+    if keepdim:
+        values, indices = ops.expand_dims(values, dim), ops.expand_dims(indices, dim)
     return TorchValuesIndices(values, indices)
 
 
