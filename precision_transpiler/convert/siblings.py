@@ -949,6 +949,7 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
     lines = converted.splitlines(keepends=True)
     found: list[tuple[str, str]] = []
     drop: set[int] = set()
+    rewritten: dict[int, str] = {}  # line -> the relative import there, made absolute in place
     for top in tree.body:
         if not isinstance(top, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -959,7 +960,14 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
             relative = [stmt for stmt in body if _own_package_import(stmt, package_top)]
             if node is top:
                 # a top-level function's own body: only absolute imports of the package (monai's
-                # factories); its relative ones stay where they are, as before
+                # factories) move; its relative ones stay where they are (imported when called,
+                # as diffusers' `deprecate` does `from .. import __version__`), made absolute:
+                # the copy lives in another file, where the dots would name another package
+                for stmt in relative:
+                    if stmt.level:
+                        indent = lines[stmt.lineno - 1][: stmt.col_offset]
+                        rewritten[stmt.lineno] = indent + _absolute_from(stmt, module_name, package) + "\n"
+                        drop.update(range(stmt.lineno + 1, (stmt.end_lineno or stmt.lineno) + 1))
                 relative = [stmt for stmt in relative if not stmt.level]
             if len(relative) == len(body):
                 continue  # the block would be empty
@@ -967,9 +975,10 @@ def _hoist_local_imports(converted: str, module_name: str, package: bool = False
                 line = _absolute_from(stmt, module_name, package) if stmt.level else ast.unparse(stmt)
                 found.append((top.name, line))
                 drop.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
-    if not drop:
+    if not drop and not rewritten:
         return converted, []
-    return "".join(line for number, line in enumerate(lines, 1) if number not in drop), found
+    kept = (rewritten.get(number, line) for number, line in enumerate(lines, 1) if number not in drop)
+    return "".join(kept), found
 
 
 def _imports_inside(text: str, module_name: str) -> bool:

@@ -536,3 +536,58 @@ def test_names_a_package_reexports_through_star_imports(tmp_path: Path, to: str)
     converted.write_text(result.code)
     verdict = verify_files(unet, converted, VerifyOptions(entry="UNet()", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+LAZY_RELATIVE = {
+    "lazylib/__init__.py": '__version__ = "1.2.0"\n',
+    "lazylib/utils/__init__.py": "",
+    "lazylib/utils/deprecation.py": textwrap.dedent(
+        """
+        import torch  # noqa: F401
+
+
+        def deprecate(name):
+            from .. import __version__
+
+            return f"{name} is deprecated since {__version__}"
+        """
+    ),
+    "lazylib/models/__init__.py": "",
+    "lazylib/models/unets/__init__.py": "",
+    "lazylib/models/unets/net.py": textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        from ...utils.deprecation import deprecate
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.note = deprecate("Net")
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_a_relative_import_a_copied_function_makes_when_called_is_made_absolute(tmp_path: Path, to: str) -> None:
+    """diffusers' `deprecate` imports `from .. import __version__` when called: copied into a file
+    two packages further down, the dots named `lazylib.models` and the converted model failed at
+    its first call. Left in place (imported when called, as written) but absolute."""
+    for name, text in LAZY_RELATIVE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    net = tmp_path / "lazylib" / "models" / "unets" / "net.py"
+    result = transpile(net.read_text(), to=to, path=str(net))
+    assert not result.errors and not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "    from lazylib import __version__\n" in result.code and "from .. import" not in result.code
+    converted = net.with_name(f"net_{to}.py")
+    converted.write_text(result.code)
+    verdict = verify_files(net, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures
