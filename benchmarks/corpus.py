@@ -90,6 +90,9 @@ class Outcome:
     param_bytes_original: int | None = None
     param_bytes_converted: int | None = None
     device_compute: str | None = None  # --device auto: the compute dtype the converted code chose where it ran
+    #: a run that failed at a line of the converted file: whether the converter marked that
+    #: statement unsupported (`# ptranspile: unsupported:` just above it); None when unknown
+    failed_at_marked: bool | None = None
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -171,8 +174,23 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
         if not outcome.verified:
             message = str(exc).replace(str(original.parent) + "/", "").replace(repr(case.entry), "ENTRY")
             outcome.first_problem = _short(f"{type(exc).__name__}: {message}", 240)
+            outcome.failed_at_marked = failed_at_marked(message, virtual.name, result.code)
     outcome.verify_s = time.perf_counter() - start
     return outcome
+
+
+def failed_at_marked(message: str, converted_name: str, code: str) -> bool | None:
+    """Whether the converted file's line the failure names (`name.py:123: TypeError ...`) is a
+    statement the converter marked unsupported: a `# ptranspile: unsupported:` comment on it or
+    on the lines just above it (a marker stands above the statement it is about, which may span
+    lines). None when the message names no line of the converted file."""
+    found = re.search(re.escape(converted_name) + r":(\d+):", message)
+    if found is None:
+        return None
+    lines = code.splitlines()
+    number = int(found.group(1))
+    nearby = lines[max(0, number - 6) : number]
+    return any("# ptranspile: unsupported:" in line for line in nearby)
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -211,8 +229,11 @@ def failure_stage(outcome: Outcome) -> str:
 
 def unreported(outcome: Outcome) -> bool:
     """A converted run that failed at import, build, weights or first call although the conversion
-    reported nothing unsupported: the converter should have said so (never silently wrong)."""
-    return failure_stage(outcome) in ("import", "build", "weights", "first call") and not outcome.unsupported
+    reported nothing unsupported, or at a line of the converted file it did not mark: the
+    converter should have said so (never silently wrong)."""
+    if failure_stage(outcome) not in ("import", "build", "weights", "first call"):
+        return False
+    return not outcome.unsupported or outcome.failed_at_marked is False
 
 
 def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | None = None) -> str:
@@ -249,7 +270,8 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
         "",
         "converted: no error; clean: no unsupported construct reported either (in the file or in what it brings in);",
         "verified: the converted model matched the original within the policy's tolerance;",
-        "unreported: failed at import, build, weights or first call with nothing reported unsupported.",
+        "unreported: failed at import, build, weights or first call with nothing reported unsupported, "
+        "or at a line of the converted file the converter did not mark.",
         "",
         "| to | policy | cases | converted | clean | verified | unreported |",
         "|---|---|---|---|---|---|---|",

@@ -110,14 +110,12 @@ class _Split(cst.CSTTransformer):
             pieces = self._pieces(statement)
             changed = changed or pieces is not None
             for piece in pieces or [statement]:
-                hoisted = self._hoisted(piece)
-                if hoisted is None:
-                    out.append(piece)
-                    continue
-                changed = True
-                *moved, rest = hoisted
-                out += [cst.Expr(call, semicolon=_SEMICOLON) for call in moved]
-                out.append(rest)
+                # again on what is left: `x.a_().b_().sum()` moves `x.a_()`, then `x.b_()`
+                while (hoisted := self._hoisted(piece)) is not None:
+                    changed = True
+                    *moved, piece = hoisted
+                    out += [cst.Expr(call, semicolon=_SEMICOLON) for call in moved]
+                out.append(piece)
         if not changed:
             return None
         self.changed = True

@@ -60,6 +60,7 @@ def test_an_inplace_call_inside_an_expression_moves_before_its_statement() -> No
         "    idx.sub_(mask.logical_not_().cumsum(dim=0))\n"
         "    a.mul_(2).sum()\n"
         "    b = g(b.add_(1)) + 1\n"
+        "    s = a.add_(1).mul_(2).sum()\n"
     )
     assert may_have_chains(code)
     methods = METHODS | {"logical_not_"}
@@ -69,6 +70,7 @@ def test_an_inplace_call_inside_an_expression_moves_before_its_statement() -> No
         "    mask.logical_not_(); idx.sub_(mask.cumsum(dim=0))\n"
         "    a.mul_(2); a.sum()\n"
         "    b.add_(1); b = g(b) + 1\n"  # assigned to afterwards: read nowhere else
+        "    a.add_(1); a.mul_(2); s = a.sum()\n"
     )
 
 
