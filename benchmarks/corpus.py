@@ -229,11 +229,17 @@ def failure_stage(outcome: Outcome) -> str:
 
 def unreported(outcome: Outcome) -> bool:
     """A converted run that failed at import, build, weights or first call although the conversion
-    reported nothing unsupported, or at a line of the converted file it did not mark: the
-    converter should have said so (never silently wrong)."""
-    if failure_stage(outcome) not in ("import", "build", "weights", "first call"):
-        return False
-    return not outcome.unsupported or outcome.failed_at_marked is False
+    reported nothing unsupported: the converter should have said so (never silently wrong)."""
+    return failure_stage(outcome) in ("import", "build", "weights", "first call") and not outcome.unsupported
+
+
+def unmarked(outcome: Outcome) -> bool:
+    """A converted run that failed at import, build, weights or first call at a statement of the
+    converted file that carries no `# ptranspile: unsupported:` marker, whatever else was
+    reported: stricter than `unreported` (a failure inside code that a marked call runs, such as
+    torch.fx tracing the converted functions, counts too)."""
+    stage = failure_stage(outcome)
+    return stage in ("import", "build", "weights", "first call") and outcome.failed_at_marked is False
 
 
 def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | None = None) -> str:
@@ -270,8 +276,7 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
         "",
         "converted: no error; clean: no unsupported construct reported either (in the file or in what it brings in);",
         "verified: the converted model matched the original within the policy's tolerance;",
-        "unreported: failed at import, build, weights or first call with nothing reported unsupported, "
-        "or at a line of the converted file the converter did not mark.",
+        "unreported: failed at import, build, weights or first call with nothing reported unsupported.",
         "",
         "| to | policy | cases | converted | clean | verified | unreported |",
         "|---|---|---|---|---|---|---|",
@@ -291,7 +296,11 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
         for o in failed:
             stages[failure_stage(o)] += 1
         shown = ", ".join(f"{stage} {n}" for stage, n in stages.items() if n)
-        rows += ["", f"Failed runs by stage: {shown}; of these, unreported: {sum(map(unreported, failed))}."]
+        line = f"Failed runs by stage: {shown}; of these, unreported: {sum(map(unreported, failed))}"
+        known = [o for o in failed if o.failed_at_marked is not None]
+        if known:
+            line += f"; at a statement not marked unsupported: {sum(map(unmarked, known))} of {len(known)} located"
+        rows += ["", line + "."]
     if sources is not None:
         rows += per_source(outcomes, sources)
     return "\n".join(rows) + "\n"
