@@ -431,8 +431,18 @@ class InlineSiblings:
             doc.note(
                 "warning",
                 "siblings-not-converted",
-                "left imported, not converted (over the copy budget, or library classes and large helpers that use "
-                "no torch themselves; their modules import torch): " + ", ".join(dict.fromkeys(report.skipped)),
+                "left imported, not converted (library classes and large helpers that use no torch themselves; "
+                "their modules import torch): " + ", ".join(dict.fromkeys(report.skipped)),
+            )
+        if report.over_budget:
+            from precision_transpiler.convert.siblings import BUDGET
+
+            doc.note(
+                "unsupported",
+                "siblings-over-budget",
+                f"left imported, not converted: copying them would pass {BUDGET} lines of sibling code (torch code "
+                "left imported fails in the converted model; convert a smaller entry with --entry --prune-to-entry): "
+                + ", ".join(dict.fromkeys(report.over_budget)),
             )
         if report.unfinished:
             doc.note(

@@ -1645,6 +1645,23 @@ def test_copying_that_stops_before_its_imports_are_in_says_so(tmp_path: Path) ->
     assert finished.unfinished == 0 and len(finished.inlined) > len(stopped.inlined)
 
 
+def test_definitions_past_the_copy_budget_are_reported_as_unsupported(tmp_path: Path) -> None:
+    """A torch class left imported breaks the converted model: what the budget leaves out is
+    listed apart from the torch-free helpers left imported on purpose, and the pipeline reports
+    it as unsupported."""
+    from precision_transpiler.convert.siblings import inline_siblings
+
+    model = _write_package(tmp_path, "graphpkg", GRAPH_PACKAGE) / "model.py"
+
+    def unchanged(source: str, path: str) -> tuple[str, list]:
+        return source, []
+
+    _, tight = inline_siblings(str(model), model.read_text(), unchanged, budget=1)
+    assert tight.over_budget and not tight.inlined
+    _, roomy = inline_siblings(str(model), model.read_text(), unchanged)
+    assert not roomy.over_budget and roomy.inlined
+
+
 ATTENTION_POOL = """
 import torch
 import torch.nn.functional as F
