@@ -68,6 +68,8 @@ SMALL_HELPER = 200
 @dataclass
 class SiblingReport:
     inlined: list[str] = field(default_factory=list)  # "module.name"
+    #: every definition copied in so far, qualified (what was asked for and what it took along)
+    copied: set[str] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)  # torch-free helpers and library classes: left imported
     over_budget: list[str] = field(default_factory=list)  # over the budget: left imported
     lines: int = 0
@@ -433,8 +435,12 @@ def _one_round(
             take = [(name, local) for name, local in take if name in needed]
         if not take:
             continue
+        # what an earlier copy of this module took along (diffusers' ConfigMixin, a base of the
+        # copied LegacyConfigMixin) is not copied again for another name that uses it: a second
+        # class would fail library identity checks (`register_to_config`'s isinstance)
+        present = frozenset(q.rsplit(".", 1)[1] for q in report.copied if q.rsplit(".", 1)[0] == sibling_name)
         piece, imports, ranges = _extract(
-            converted, [n for n, _ in take], sibling_name, original_tree, sibling, reached, frozenset(kept)
+            converted, [n for n, _ in take], sibling_name, original_tree, sibling, reached, frozenset(kept), present
         )
         if piece is None:  # it needs a global set under `if`/`try`: left imported, reported
             report.skipped += [f"{sibling_name}.{name}" for name, _ in take]
@@ -451,6 +457,7 @@ def _one_round(
         # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy
         postponed = postponed or _postpones_annotations(original_tree)
         blocks.append(MARKER.format(module=sibling_name) + "\n" + piece)
+        report.copied.update(f"{sibling_name}.{n}" for n in _ast_defs(parsed_source(piece)))
         extra_imports += imports
         for name, local in take:
             if local != name:
@@ -619,6 +626,7 @@ def _extract(
     path: Path | None = None,
     reached: frozenset[str] = frozenset(),
     held: frozenset[str] = frozenset(),
+    present: frozenset[str] = frozenset(),
 ) -> tuple[str | None, list[str], list[tuple[int, int]]]:
     """The closure of `names` in the converted sibling, its imports (made absolute), and the
     original line ranges of what was taken (for diagnostics). A name the closure uses that comes
@@ -627,7 +635,9 @@ def _extract(
     the next round converts like any sibling import. Classes keep only the methods reached from
     `reached` (the attribute names the converting file uses) and from what is kept
     (convert/class_reach.py). `held` names (qualified) stay imported from the library: what the
-    closure uses of them is imported, not copied (one class, as the library's own code sees it)."""
+    closure uses of them is imported, not copied (one class, as the library's own code sees it).
+    `present` names of the module are in the output already (an earlier copy took them along):
+    the closure uses them there, it does not copy them again."""
     converted, local_imports = _hoist_local_imports(
         converted, module_name, package=path is not None and path.name == "__init__.py"
     )
@@ -654,8 +664,9 @@ def _extract(
         attributes = grown
     lines = converted.splitlines(keepends=True)
     pieces = []
+    taken = {id(defs[name]) for name in closure if name not in present or name in names}
     for node in tree.body:
-        if any(defs.get(name) is node for name in closure):
+        if id(node) in taken:
             if isinstance(node, ast.ClassDef):
                 pieces.append(class_text(node, lines, attributes))
                 continue

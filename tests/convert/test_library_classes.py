@@ -591,3 +591,86 @@ def test_a_relative_import_a_copied_function_makes_when_called_is_made_absolute(
     converted.write_text(result.code)
     verdict = verify_files(net, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+ONE_CLASS = {
+    "cfglib/__init__.py": "",
+    "cfglib/config.py": textwrap.dedent(
+        """
+        import torch  # noqa: F401
+
+
+        class ConfigMixin:
+            config_name = "config.json"
+
+
+        class LegacyConfigMixin(ConfigMixin):
+            pass
+
+
+        def register(init):
+            def inner(self, *args, **kwargs):
+                if not isinstance(self, ConfigMixin):
+                    raise RuntimeError(f"{type(self).__name__} does not inherit from ConfigMixin")
+                return init(self, *args, **kwargs)
+
+            return inner
+        """
+    ),
+    "cfglib/block.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        from .config import LegacyConfigMixin, register
+
+
+        class Block(nn.Module, LegacyConfigMixin):
+            @register
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                return self.fc(x)
+        """
+    ),
+    "cfglib/net.py": textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        from .block import Block
+        from .config import register
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block(4)
+
+            def forward(self, x):
+                return self.block(x)
+
+
+        def unused():
+            return register
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_a_class_an_earlier_copy_took_along_is_not_copied_again(tmp_path: Path, to: str) -> None:
+    """diffusers: `register_to_config` copied first (with ConfigMixin, which it checks against),
+    then LegacyConfigMixin in a later round took ConfigMixin along again; the second class failed
+    the first's isinstance check when the model was built."""
+    for name, text in ONE_CLASS.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    net = tmp_path / "cfglib" / "net.py"
+    result = transpile(net.read_text(), to=to, path=str(net))
+    assert not result.errors, [d.format() for d in result.diagnostics]
+    assert result.code.count("class ConfigMixin") == 1, result.code
+    converted = net.with_name(f"net_{to}.py")
+    converted.write_text(result.code)
+    verdict = verify_files(net, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures
