@@ -68,7 +68,9 @@ SMALL_HELPER = 200
 @dataclass
 class SiblingReport:
     inlined: list[str] = field(default_factory=list)  # "module.name"
-    #: every definition copied in so far, qualified (what was asked for and what it took along)
+    #: every class copied in so far, qualified (what was asked for and what it took along): a
+    #: class is copied once (library code checks identity); a function or global copied twice is
+    #: harmless, and stays with the statements that set it (`if _onnx_available: ...`)
     copied: set[str] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)  # torch-free helpers and library classes: left imported
     over_budget: list[str] = field(default_factory=list)  # over the budget: left imported
@@ -457,7 +459,8 @@ def _one_round(
         # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy
         postponed = postponed or _postpones_annotations(original_tree)
         blocks.append(MARKER.format(module=sibling_name) + "\n" + piece)
-        report.copied.update(f"{sibling_name}.{n}" for n in _ast_defs(parsed_source(piece)))
+        classes = [n for n, node in _ast_defs(parsed_source(piece)).items() if isinstance(node, ast.ClassDef)]
+        report.copied.update(f"{sibling_name}.{n}" for n in classes)
         extra_imports += imports
         for name, local in take:
             if local != name:
