@@ -218,7 +218,8 @@ CASES = [
         "x",
         "return (x.repeat_interleave(2, dim=1), torch.repeat_interleave(x, 3), x.repeat_interleave(2, -1), "
         "x.repeat_interleave(3, dim=0, output_size=x.shape[0] * 3), "
-        "torch.repeat_interleave(x, 2, dim=1, output_size=x.shape[1] * 2), x.movedim(0, -1), torch.moveaxis(x, (0, 1), (1, 0)), x.square(), torch.square(x), "
+        "torch.repeat_interleave(x, 2, dim=1, output_size=x.shape[1] * 2), x.movedim(0, -1), "
+        "torch.moveaxis(x, (0, 1), (1, 0)), x.square(), torch.square(x), "
         "torch.cumprod(x, dim=0), x.cumprod(-1), x.clamp_min(0.1), torch.clamp_max(x, 0.5))",
         F32(3, 4),
         expect=("jnp.repeat(x, 2, axis=1)", "jnp.moveaxis(x, 0, -1)", "jnp.cumprod(x, axis=0)"),
