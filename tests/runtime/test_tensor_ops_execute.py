@@ -884,7 +884,8 @@ CASES = [
                    w.nan_to_num(posinf=1e4))
         taken = (torch.take_along_dim(x, idx, dim=1), x.take_along_dim(idx[:, :1], -1), torch.take_along_dim(x, idx[0]),
                  torch.take_along_dim(x, idx[:1], 1))
-        broadcast = (torch.broadcast_to(q, (2, 3)), q[:, None].broadcast_to((3, 4)), q.broadcast_to((2, -1)))
+        broadcast = (torch.broadcast_to(q, (2, 3)), q[:, None].broadcast_to((3, 4)), q.broadcast_to((2, -1)),
+                     q[:, None].broadcast_to(2, 3, 4))
         return quantiles, cleaned, taken, broadcast, torch.isin(i, j), torch.isin(i, j, invert=True), torch.isin(i, 2)
         """,
         F32(3, 5),
