@@ -37,7 +37,7 @@ import platform
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -395,12 +395,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--half and --vendored apply to --suite wild only")
     if args.render is not None:
         data = json.loads(args.render.read_text(encoding="utf-8"))
-        versions_text = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+        versions_text = ", ".join(f"{k} {v}" for k, v in (data.get("versions") or {}).items())
         cases = len({o["case"] for o in data["outcomes"]})
         threads = f", {data['threads']} thread(s) per framework" if data.get("threads") else ""
         title = _title(data.get("suite", "corpus"), data.get("half", "all"))
-        header = f"{title} {data['date']}, {cases} cases, {data['seconds']:.0f} s{threads}; {versions_text}"
-        table = markdown([Outcome(**o) for o in data["outcomes"]], header, data.get("sources"))
+        # results merged from several runs (each outcome with its `commit`) have no one duration
+        took = f", {data['seconds']:.0f} s" if "seconds" in data else f" ({data['note']})" if "note" in data else ""
+        header = f"{title} {data['date']}, {cases} cases{took}{threads}; {versions_text}"
+        known = {f.name for f in fields(Outcome)}
+        outcomes = [Outcome(**{k: v for k, v in o.items() if k in known}) for o in data["outcomes"]]
+        table = markdown(outcomes, header, data.get("sources"))
         print(table)
         if args.markdown:
             args.markdown.write_text(table, encoding="utf-8")
