@@ -64,6 +64,7 @@ class TorchInplaceInit(Rule):
             method in _RANDOM
             and isinstance(receiver, cst.Name)
             and not sets_data
+            and ctx.qualified_name(call.func) is None  # `init.normal_(w)`: torch.nn.init's function
             and not is_initialisation(ctx, receiver, call)
         ):
             # `h.normal_()` on a local tensor in a forward pass: a draw, not initialisation

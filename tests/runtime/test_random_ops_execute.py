@@ -162,9 +162,13 @@ def test_a_random_inplace_statement_on_a_local_tensor_is_a_draw(method: str, kin
     """`h.normal_(...)` as a statement outside an initialiser draws into h (it is not dropped as
     initialisation): `h = tensor_normal_(h, ...)`."""
     src = HEADER + f"N = {N}\n\n\ndef f(w, x):\n    h = x.new_zeros(N)\n    h.{method}\n    return h\n"
+    # a module alias is not a tensor: `init.normal_(w)` is torch.nn.init's function (dropped)
+    src += "\n\ndef g(w):\n    init.normal_(w, std=0.01)\n    return w\n"
+    src = src.replace("import torch\n", "import torch\nimport torch.nn.init as init\n", 1)
     result = transpile(src, to=target, path="m.py")
     assert not result.unsupported, [d.format() for d in result.unsupported]
-    assert not [d for d in result.diagnostics if d.code == "init-dropped"]
+    dropped = [d.format() for d in result.diagnostics if d.code == "init-dropped"]
+    assert len(dropped) == 1 and dropped[0].startswith("m.py:16:5:") and "init.normal_(w" in dropped[0]  # g's only
     first, second = _run(result.code, target)
     _check(kind, first, _inputs()[0])
     assert not np.array_equal(first, second)
