@@ -1,6 +1,6 @@
 """Write mappings/torch_surface.yaml: the names of torch.Tensor's and nn.Module's public methods.
 
-Why: a method call that no op table maps (`h.histc(bins=4)`, `mask.logical_not_()` before it
+Why: a method call that no op table maps (`h.kthvalue(2)`, `mask.logical_not_()` before it
 had an entry) used to pass through conversion untouched and fail when the converted code ran.
 Conversion is static and never imports torch, so the converter learns which names are Tensor
 methods from this list, written from the installed torch by this script, and reports such a call

@@ -391,7 +391,7 @@ def _unmapped_tensor_method(
     ctx: RuleContext, mappings: MappingSet, source: str, call: cst.Call, func: cst.Attribute
 ) -> bool:
     """A call of a method of the source framework's tensors that no table maps (any pattern,
-    the in-place table's included) and no rule converted: `h.histc(bins=4)` on a known tensor,
+    the in-place table's included) and no rule converted: `h.kthvalue(2)` on a known tensor,
     or an in-place method (`mask.logical_not_()`) on a receiver that is not the module itself.
     Names the framework's modules also have (`float`, `to`) count only on known tensors."""
     surface = mappings.surfaces.get(source)
