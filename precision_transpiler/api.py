@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
-
+from precision_transpiler.detection import detect_file_framework, detect_framework
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
 from precision_transpiler.errors import PtranspileError, UsageError
 from precision_transpiler.files import ReadError, iter_python_files, read_source_encoded
@@ -27,7 +26,14 @@ from precision_transpiler.mappings.model import FRAMEWORKS
 from precision_transpiler.pipeline import announce, stage_hook
 from precision_transpiler.precision.policy import resolve_policy
 
-__all__ = ["TranspileResult", "transpile", "transpile_file", "transpile_paths"]
+__all__ = [
+    "TranspileResult",
+    "detect_file_framework",
+    "detect_framework",
+    "transpile",
+    "transpile_file",
+    "transpile_paths",
+]
 
 
 @dataclass(frozen=True)
@@ -493,36 +499,3 @@ def _with_progress(job: _Job, items: list[tuple[Path, bool]], jobs: int, progres
             return results
     finally:
         progress.close()
-
-
-def detect_file_framework(
-    path: str | os.PathLike[str], source: str, mappings: Sequence[str | os.PathLike[str]] | MappingSet = ()
-) -> tuple[str | None, Path | None]:
-    """(framework, module it was read from) for a file: its own imports (`detect_framework`,
-    module None), or, when it imports no framework, the first module of its package that its
-    package imports reach and that uses one (a model file that imports only `..base` and
-    `.decoder`: convert/siblings.py `framework_through_package`). Static: files are read."""
-    from precision_transpiler.convert.siblings import framework_through_package
-
-    table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
-    own = detect_framework(source, table)
-    if own is not None:
-        return own, None
-    found = framework_through_package(Path(path), source, lambda text: detect_framework(text, table))
-    return (found[0], found[1]) if found is not None else (None, None)
-
-
-def detect_framework(source: str, mappings: Sequence[str | os.PathLike[str]] | MappingSet = ()) -> str | None:
-    """The framework a module is written for ("torch", "jax", "tf", "numpy"), from its imports;
-    None when it uses none (or does not parse). Static, like everything in transpiling."""
-    from precision_transpiler.rewrite.depth import TooDeep, check_depth
-    from precision_transpiler.rewrite.engine import detect_source
-    from precision_transpiler.rewrite.names import NameResolver
-
-    try:
-        check_depth(source)  # LibCST's parser would crash the process
-        module = cst.parse_module(source)
-    except (cst.ParserSyntaxError, TooDeep):
-        return None
-    table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
-    return detect_source(NameResolver(module, source), table)

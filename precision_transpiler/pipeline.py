@@ -248,11 +248,11 @@ class RewriteSymbols:
     @staticmethod
     def _through_package(doc: Document, job: Job) -> str | None:
         """The framework of a file that imports none itself but builds on its package's modules
-        (api.detect_file_framework), said in a note; None when its own imports tell (or nothing
+        (detection.detect_file_framework), said in a note; None when its own imports tell (or nothing
         does)."""
         if job.sources is not None or not job.standalone or not job.path or not Path(job.path).is_file():
             return None
-        from precision_transpiler.api import detect_file_framework
+        from precision_transpiler.detection import detect_file_framework
 
         framework, module = detect_file_framework(job.path, doc.source, job.table)
         if module is None or framework is None:

@@ -159,7 +159,7 @@ def verify_files(
     """Verify `converted` (or `converted_code`, the text that would be written there) against
     `original`. Raises VerifyError/UsageError when verification cannot run at all; a numeric
     disagreement is a *failed result*, not an exception."""
-    from precision_transpiler.api import detect_file_framework, detect_framework
+    from precision_transpiler.detection import detect_file_framework, detect_framework
 
     started = time.perf_counter()
     original, converted = Path(original), Path(converted)
