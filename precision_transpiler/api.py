@@ -199,7 +199,7 @@ def _transpile(
     prune_to_entry: bool = False,
 ) -> TranspileResult:
     # Imported here so that `import precision_transpiler` stays cheap for --help.
-    from precision_transpiler.pipeline import Document, Job, convert_document
+    from precision_transpiler.pipeline import Job, convert_document
 
     _check_framework(to, "to", allow_none=False)
     _check_framework(from_, "from", allow_none=True)
@@ -216,7 +216,7 @@ def _transpile(
         entry=entry,
         prune_to_entry=prune_to_entry,
     )
-    doc = convert_document(Document(source, path), job)
+    doc = convert_document(source, path, job)
     return TranspileResult(
         path=path,
         code=doc.result_code(),

@@ -395,7 +395,7 @@ class InlineSiblings:
                 job, sources=("torch",), policy=_full_precision(), path=sibling_path, entry=None,
                 prune_to_entry=False, standalone=False, log_rewrites=False,
             )  # fmt: skip
-            sibling = convert_document(Document(sibling_source, sibling_path), sibling_job)
+            sibling = convert_document(sibling_source, sibling_path, sibling_job)
             diagnostics = [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
             _CONVERTED_SIBLINGS[key] = (job.table, sibling.result_code(), tuple(diagnostics))
             while len(_CONVERTED_SIBLINGS) > _SIBLINGS_REMEMBERED:
@@ -571,20 +571,22 @@ def stage_hook(hook: Callable[[str], None]) -> Iterator[None]:
         _stage_hook = before
 
 
-def convert_document(doc: Document, job: Job) -> Document:
-    """`run_pipeline`, with inputs too deep for LibCST refused in one line (rewrite/depth.py):
-    its native parser crashes the process on them, and its visitors recurse."""
+def convert_document(given: str, path: str, job: Job) -> Document:
+    """`run_pipeline` on a new Document of `given`, with inputs too deep for LibCST refused in one
+    line (rewrite/depth.py): its native parser crashes the process on them, and its visitors
+    recurse. A run that ran out of stack is retried on a deep stack from a new Document: the
+    first may have changed its own (rewrites, imports added, diagnostics) before it failed."""
     from precision_transpiler.rewrite.depth import TooDeep, check_depth, with_deep_stack
 
     def refuse(line: int, message: str) -> Document:
-        refused = Document(doc.given, doc.path)
+        refused = Document(given, path)
         refused.diagnostics = [Diagnostic(job.path, line, 1, "error", "too-deep", message)]
         refused.source_framework, refused.unchanged = job.single_source, True
         return refused
 
     try:
-        check_depth(doc.original)  # before LibCST's native parser, which crashes the process on deep nesting
-        return with_deep_stack(lambda: run_pipeline(doc, job))
+        check_depth(Document(given, path).original)  # before LibCST's native parser, which crashes on deep nesting
+        return with_deep_stack(lambda: run_pipeline(Document(given, path), job))
     except TooDeep as exc:
         return refuse(exc.line, exc.message)
     except RecursionError:
