@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from precision_transpiler.cli_parser import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, FRAMEWORK_CHOICES, Parser
+from precision_transpiler.cli_runtime import add_runtime_argument
 from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
@@ -67,10 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--in-place", action="store_true", help="rewrite the input files")
     out.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
     parser.add_argument(
-        "--diff",
-        action="store_true",
-        help="write nothing; print a unified diff (with --check: also exit 1 on changes)",
+        "--diff", action="store_true", help="write nothing; print a unified diff (with --check: also exit 1 on changes)"
     )
+    add_runtime_argument(parser)
     parser.add_argument(
         "--nan-fallback",
         action="store_true",
@@ -384,15 +384,11 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         **prune,
     )
     result = results[0]
-    target = None
-    if args.output:  # where the code goes; checked before anything runs
-        target = Path(args.output)
-        target = target / original.name if _names_directory(args.output) else target
-        if not result.errors:
-            _refuse_overwriting_input(target, result)
+    target = _verified_target(args, original, result)
     if report_json:
         _refuse_output_over_inputs("--report-json", report_json, results)
     exit_code = _finish(args, settings, results, from_stdin=False, write=False)
+    result, needs = _as_written(args, result, target, options)
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
     converted = target or original.with_name(f"{original.stem}_ptranspile.py")
@@ -410,7 +406,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     )
     if verification.passed:
         if not (settings["strict"] and result.unsupported) and _write_outputs(
-            args, [result], from_stdin=False, total=1
+            args, [result], from_stdin=False, total=1, needs=needs
         ):
             return EXIT_ERROR
         return exit_code
@@ -427,6 +423,29 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         file=sys.stderr,
     )
     return EXIT_FINDINGS
+
+
+def _verified_target(args: argparse.Namespace, original: Path, result: TranspileResult) -> Path | None:
+    """Where the verified code goes (None: stdout); checked before anything runs."""
+    if not args.output:
+        return None
+    target = Path(args.output)
+    target = target / original.name if _names_directory(args.output) else target
+    if not result.errors:
+        _refuse_overwriting_input(target, result)
+    return target
+
+
+def _as_written(args: argparse.Namespace, result: TranspileResult, target: Path | None, options: Any) -> Any:
+    """(result, runtime needs) as `-o` writes it (`--runtime`): verification runs that code, its
+    runtime module given as it will be written."""
+    if target is None or result.errors:
+        return result, None
+    from precision_transpiler.cli_runtime import provided_modules
+
+    (result,), needs = _split_runtime(args, [result], False, 1)
+    options.modules = provided_modules(needs)
+    return result, needs
 
 
 def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
@@ -473,6 +492,7 @@ def _finish(
         for r in results
         if not r.errors and (r.skipped in (None, SKIPPED_BY_COMMENT) or (r.skipped == "empty file" and args.output))
     ]
+    writable, needs = _split_runtime(args, writable, from_stdin, len(results))
     blocked = strict and any(r.unsupported for r in results)
     writing = write and not (args.check or args.diff or blocked)
     # Refused before anything is written: an output over an input, two files on one output.
@@ -494,12 +514,15 @@ def _finish(
                 print(_github_would_change(result), file=sys.stdout)
             elif not args.quiet:
                 print(f"would change: {result.path}", file=sys.stderr)
-        if args.check and changed and exit_code == EXIT_OK:
+        from precision_transpiler.cli_runtime import report_runtime_changes
+
+        modules = report_runtime_changes(needs, diff=args.diff, quiet=args.quiet or github)
+        if args.check and (changed or modules) and exit_code == EXIT_OK:
             exit_code = EXIT_FINDINGS
     elif blocked:
         print("ptranspile: --strict: unsupported constructs found, nothing written", file=sys.stderr)
     elif write:
-        unwritten += _write_outputs(args, writable, from_stdin, len(results))
+        unwritten += _write_outputs(args, writable, from_stdin, len(results), needs)
     if unwritten:
         exit_code = EXIT_ERROR
     if args.report:
@@ -562,14 +585,39 @@ def _plan_outputs(
     return plan
 
 
-def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int) -> list[str]:
-    """Write every result where it goes; a file that cannot be written is one line and the
-    others are still written. Returns the outputs not written."""
+def _write_outputs(
+    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int, needs: Any = None
+) -> list[str]:
+    """Write every result where it goes, then the runtime modules beside them (`needs`,
+    cli_runtime.py); a file that cannot be written is one line and the others are still
+    written. Returns the outputs not written."""
     unwritten = []
     for result, target in _plan_outputs(args, results, from_stdin, total):
         if not _write_one(result.code, result.encoding, target):
             unwritten.append(str(target) if target is not None else "<stdout>")
+    if needs is not None:
+        from precision_transpiler.cli_runtime import write_runtime_modules
+
+        unwritten += write_runtime_modules(needs, _write_one, _err)
     return unwritten
+
+
+def _split_runtime(
+    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int
+) -> tuple[list[TranspileResult], Any]:
+    """`results` as `--runtime` writes them (cli_runtime.py), and the runtime modules they need."""
+    from precision_transpiler.cli_runtime import runtime_mode, split_results
+
+    if from_stdin:
+        targets: list[Path | None] = [None] * len(results)
+    elif args.output or args.in_place:
+        planned = {id(r): t for r, t in _plan_outputs(args, results, from_stdin, total)}
+        targets = [planned.get(id(r)) for r in results]
+    elif args.check or args.diff:
+        targets = [Path(r.path) for r in results]
+    else:
+        targets = [None] * len(results)
+    return split_results(results, targets, runtime_mode(args))
 
 
 def _write_one(code: str, encoding: str, target: Path | None) -> bool:

@@ -153,6 +153,25 @@ class Parse:
             doc.unchanged, doc.done = True, True
 
 
+class InlineRuntimeImports:
+    """A file converted earlier with `--runtime module` imports its runtime definitions from the
+    module beside it: they are copied in again (convert/runtime_module.py), so that re-converting
+    it or applying a policy sees the torch-semantics definitions as in a self-contained output."""
+
+    name = "inline-runtime-imports"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if "_ptranspile_runtime_" not in doc.source:
+            return
+        from precision_transpiler.convert.runtime_module import inline_runtime_imports
+
+        code = inline_runtime_imports(doc.source)
+        if code != doc.source:
+            doc.source = code
+            doc.set_code(code)
+
+
 class PruneToEntry:
     """With `--prune-to-entry`, blank out the top-level definitions the entry does not reach
     (convert/entry.py): their lines stay, so positions still name the input's lines."""
@@ -512,7 +531,9 @@ class VendorRuntime:
 
 # -- the plan table -----------------------------------------------------------------------------
 
-PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols)
+PREPARE: tuple[type[Stage], ...] = (
+    Parse, InlineRuntimeImports, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols
+)  # fmt: skip
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),

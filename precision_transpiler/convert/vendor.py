@@ -584,6 +584,38 @@ def unvendor(code: str, target: str) -> str | None:
     as the torch-semantics layers they are; vendor_shims puts them back as they were. None when
     `code` has no such block. A definition both targets' shims have word for word is taken from
     `target`'s ("jax" or "tf"): importing it from the other's would bring that framework in."""
+    block = copied_block(code, target)
+    if block is None:
+        return None
+    imports = [
+        f"from {PACKAGE}.{shim} import {name}" + (f" as {local}" if local != name else "")
+        for shim, name, local in block.entries
+        if local != name or name not in block.rebound
+    ]
+    rest = block.rest
+    new = [cst.parse_statement(line + "\n") for line in imports]
+    index = 0
+    for i, stmt in enumerate(rest.body):
+        if is_import_statement(stmt):
+            index = i + 1
+        elif index or not isinstance(stmt, cst.SimpleStatementLine):
+            break
+    return rest.with_changes(body=[*rest.body[:index], *new, *rest.body[index:]]).code
+
+
+@dataclass(frozen=True)
+class CopiedBlock:
+    """The runtime definitions vendor_shims copied into a file, read back from it."""
+
+    rest: cst.Module  # the file without them
+    at: int  # where they were among `rest`'s statements
+    entries: tuple[tuple[str, str, str], ...]  # (runtime module, name, local name in the file)
+    rebound: frozenset[str]  # names the file's own code binds at top level
+
+
+def copied_block(code: str, target: str) -> CopiedBlock | None:
+    """The block after MARKER, as (runtime module, name, local name) entries; None when `code`
+    has none. A definition both targets' shims have word for word is taken from `target`'s."""
     if MARKER not in code:
         return None
     module = cst.parse_module(code)
@@ -631,21 +663,53 @@ def unvendor(code: str, target: str) -> str | None:
         return None
     # a copy the user's code defines a name of its own for is imported under its second name only:
     # as when the policy first ran, the plain name means the user's definition
-    rebound = _module_bindings(module.with_changes(body=body[:start] + body[end:]))
-    imports = [
-        f"from {PACKAGE}.{shim} import {name}" + (f" as {local}" if local != name else "")
-        for shim, name, local in entries
-        if local != name or name not in rebound
-    ]
     rest = module.with_changes(body=body[:start] + body[end:])
-    new = [cst.parse_statement(line + "\n") for line in imports]
-    index = 0
-    for i, stmt in enumerate(rest.body):
-        if is_import_statement(stmt):
-            index = i + 1
-        elif index or not isinstance(stmt, cst.SimpleStatementLine):
-            break
-    return rest.with_changes(body=[*rest.body[:index], *new, *rest.body[index:]]).code
+    return CopiedBlock(rest, start, tuple(entries), frozenset(_module_bindings(rest)))
+
+
+def runtime_definitions(wanted: dict[str, list[str]]) -> tuple[list[str], str, list[str]]:
+    """(the import statements they need, the definitions, what is missing) for the runtime
+    definitions `wanted` ({runtime module: [names]}) and every definition they need, in the
+    order vendor_shims copies them: the body of a runtime module written beside the outputs."""
+    missing: list[str] = []
+    keys = _closure(wanted, missing)
+    needed: dict[str, str] = {}
+    blocks = []
+    for shim_name, symbol in keys:
+        shim = _shim_module(shim_name)
+        definition = shim.definitions[symbol]
+        blocks.append(definition.source.rstrip("\n"))
+        for alias in definition.imports:
+            needed.setdefault(alias, shim.imports[alias])
+    return [stmt for _, stmt in sorted(needed.items())], "\n\n\n".join(blocks) + "\n", missing
+
+
+def runtime_modules_of(target: str) -> list[str]:
+    """The runtime modules a `target` output may copy from: the target's own, then the
+    framework-free ones (`common`, `device`), by dotted name below the runtime package."""
+    own, shared = [], []
+    for path in sorted(SHIM_DIR.rglob("*.py")):
+        parts = path.relative_to(SHIM_DIR).with_suffix("").parts
+        if parts[-1] == "__init__" or path.stem.startswith("_"):
+            continue
+        if len(parts) == 1:
+            shared.append(parts[0])
+        elif parts[0] == TARGET_PACKAGES[target]:
+            own.append(".".join(parts))
+    return own + shared
+
+
+def runtime_import_statements(target: str) -> frozenset[str]:
+    """Every import statement a definition copied for `target` may need."""
+    found: set[str] = set()
+    for name in runtime_modules_of(target):
+        found.update(_shim_module(name).imports.values())
+    return frozenset(found)
+
+
+def defining_module(name: str, target: str) -> str | None:
+    """The runtime module that defines `name` for `target` outputs (its own modules first)."""
+    return next((m for m in runtime_modules_of(target) if name in _shim_module(m).definitions), None)
 
 
 @cache

@@ -69,6 +69,9 @@ class VerifyOptions:
     source: str | None = None  # frameworks; None: detected from the files' imports
     target: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # modules beside the converted file that are not written yet, by name: their text (the
+    # runtime module of `--runtime module`, when verification runs before anything is written)
+    modules: dict[str, str] = field(default_factory=dict)
 
 
 def policy_of(converted_code: str, requested: str | None, device: str = "auto") -> Policy:
@@ -194,7 +197,7 @@ def verify_files(
     _step(options, "importing the frameworks and both files")
     _seed_everything(options.seed)
     original_module = import_original(original)
-    converted_module = import_converted(converted, original, code)
+    converted_module = import_converted(converted, original, code, modules=options.modules)
     _step(options, "building the models")
     entries = _converted_entries(options, original_code, code, source, target, policy)
     _seed_everything(options.seed)
@@ -374,7 +377,7 @@ def _target_reference(
         stripped, removed = strip_inserted(cst.parse_module(code))
         if not removed:
             return None, ""
-        module = import_converted(converted, original, stripped.code, variant="fp32 reference")
+        module = import_converted(converted, original, stripped.code, variant="fp32 reference", modules=options.modules)
 
         def rebuild() -> Any:
             return build_model(module, options.entry, "converted (fp32 reference)", fp32_entry)
