@@ -41,6 +41,7 @@ from precision_transpiler.mappings import MappingSet
 
 if TYPE_CHECKING:
     from precision_transpiler.convert.siblings import Diagnostics
+    from precision_transpiler.precision.policy import Policy
 
 __all__ = ["PLANS", "Document", "Job", "Stage", "announce", "plan_for", "run_pipeline", "stage_hook"]
 
@@ -51,7 +52,7 @@ class Job:
 
     to: str
     sources: tuple[str, ...] | None  # the source frameworks asked for; None: detect among all
-    policy: Any  # precision_transpiler.precision.Policy
+    policy: Policy
     table: MappingSet
     path: str = "<string>"
     nan_fallback: bool = False
