@@ -62,6 +62,9 @@ class TranspileResult:
     policy_info: dict[str, Any] | None = None
     # how the file is written back: "utf-8", "utf-8-sig" (a BOM) or a PEP 263 coding comment's
     encoding: str = "utf-8"
+    # runtime="module": what the code imports from the runtime module beside it
+    # (`_ptranspile_runtime_jax.py`, convert/runtime_module.py), which the caller writes
+    runtime_names: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -108,6 +111,7 @@ def transpile(
     nan_fallback: bool = False,
     entry: str | None = None,
     prune_to_entry: bool = False,
+    runtime: str = "inline",
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
@@ -123,7 +127,7 @@ def transpile(
     """
     options = Options.build(
         to=to, from_=from_, policy=policy, mappings=mappings, device=device, nan_fallback=nan_fallback,
-        entry=entry, prune_to_entry=prune_to_entry,
+        entry=entry, prune_to_entry=prune_to_entry, runtime=runtime,
     )  # fmt: skip
     return convert_source(source, options, path)
 
@@ -175,6 +179,7 @@ def convert_source(source: str, options: Options, path: str = "<string>") -> Tra
         skipped=doc.skipped,
         precision=tuple(doc.precision),
         policy_info=None if doc.unchanged else policy.to_json(),
+        runtime_names=doc.runtime_names,
     )
 
 
@@ -191,6 +196,7 @@ def transpile_file(
     entry: str | None = None,
     prune_to_entry: bool = False,
     max_file_mb: float | None = None,
+    runtime: str = "inline",
 ) -> TranspileResult:
     """Transpile one file (read only: writing is the caller's choice).
 
@@ -201,6 +207,7 @@ def transpile_file(
     options = Options.build(
         to=to, from_=from_, policy=policy, mappings=mappings, device=device, nan_fallback=nan_fallback,
         entry=entry, prune_to_entry=prune_to_entry, skip_empty=skip_empty, max_file_mb=max_file_mb,
+        runtime=runtime,
     )  # fmt: skip
     return convert_file(path, options)
 
@@ -297,6 +304,7 @@ def transpile_paths(
     entry: str | None = None,
     prune_to_entry: bool = False,
     max_file_mb: float | None = None,
+    runtime: str = "inline",
     progress: Any = None,
 ) -> list[TranspileResult]:
     """Transpile files and directory trees (recursively, `*.py`), in parallel with `jobs > 1`.
@@ -313,6 +321,7 @@ def transpile_paths(
     options = Options.build(
         to=to, from_=from_, policy=policy, mappings=mappings, device=device, nan_fallback=nan_fallback,
         entry=entry, prune_to_entry=prune_to_entry, skip_empty=skip_empty, max_file_mb=max_file_mb,
+        runtime=runtime,
     )  # fmt: skip
     return convert_paths(paths, options, jobs=jobs, exclude=exclude, progress=progress)
 

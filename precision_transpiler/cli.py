@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from precision_transpiler.cli_parser import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, FRAMEWORK_CHOICES, Parser
-from precision_transpiler.cli_runtime import add_runtime_argument
+from precision_transpiler.cli_runtime import add_runtime_argument, runtime_mode
 from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
@@ -275,6 +275,7 @@ def _run(args: argparse.Namespace) -> int:
             nan_fallback=settings["nan_fallback"],
             max_file_mb=settings["max_file_mb"],
             progress=None if args.quiet else _terminal_progress(),
+            runtime=runtime_mode(args),
             **prune,
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
@@ -329,7 +330,6 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     Verification observes the conversion and never changes it: the code verified (in memory, as
     if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
     written (or printed) only when verification passes."""
-    from precision_transpiler import api
     from precision_transpiler.cli_verify import (
         announce,
         publish,
@@ -373,16 +373,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         settings["policy"] = str(policy_out)
     options.policy = settings["policy"]
     report_json, args.report_json = args.report_json, None
-    results = api.transpile_paths(
-        args.paths,
-        to=settings["to"],
-        from_=settings["from_"],
-        policy=settings["policy"],
-        mappings=settings["mappings"],
-        device=settings["device"],
-        nan_fallback=settings["nan_fallback"],
-        **prune,
-    )
+    results = _convert_to_verify(args, settings, prune)
     result = results[0]
     target = _verified_target(args, original, result)
     if report_json:
@@ -423,6 +414,23 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         file=sys.stderr,
     )
     return EXIT_FINDINGS
+
+
+def _convert_to_verify(args: argparse.Namespace, settings: dict[str, Any], prune: dict[str, Any]) -> Any:
+    """The one file's conversion that verification then runs, as it will be written."""
+    from precision_transpiler import api
+
+    return api.transpile_paths(
+        args.paths,
+        to=settings["to"],
+        from_=settings["from_"],
+        policy=settings["policy"],
+        mappings=settings["mappings"],
+        device=settings["device"],
+        nan_fallback=settings["nan_fallback"],
+        runtime=runtime_mode(args),
+        **prune,
+    )
 
 
 def _verified_target(args: argparse.Namespace, original: Path, result: TranspileResult) -> Path | None:
@@ -492,7 +500,9 @@ def _finish(
         for r in results
         if not r.errors and (r.skipped in (None, SKIPPED_BY_COMMENT) or (r.skipped == "empty file" and args.output))
     ]
-    writable, needs = _split_runtime(args, writable, from_stdin, len(results))
+    split, needs = _split_runtime(args, writable, from_stdin, len(results))
+    as_written = {id(before): after for before, after in zip(writable, split, strict=True)}
+    results, writable = [as_written.get(id(r), r) for r in results], split
     blocked = strict and any(r.unsupported for r in results)
     writing = write and not (args.check or args.diff or blocked)
     # Refused before anything is written: an output over an input, two files on one output.

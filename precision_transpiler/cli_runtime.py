@@ -59,8 +59,10 @@ class RuntimeNeeds:
 def split_results(
     results: list[TranspileResult], targets: list[Path | None], mode: str
 ) -> tuple[list[TranspileResult], RuntimeNeeds]:
-    """`results` with their copied-in runtime taken out (`module` mode, for results written to
-    a file), and what each output folder's runtime module must hold."""
+    """`results` as they are written (`module` mode, for results written to a file), and what
+    each output folder's runtime module must hold. Converted with `runtime="module"`, a result
+    already imports its runtime (its `runtime_names`; made relative in a package); one whose
+    runtime was copied in all the same (a converted file converted again) has it taken out."""
     from precision_transpiler.convert.runtime_module import RUNTIME_MODULES, is_package, split_runtime
 
     needs = RuntimeNeeds()
@@ -69,16 +71,23 @@ def split_results(
     written = {t for t in targets if t is not None}
     split: list[TranspileResult] = []
     for result, target in zip(results, targets, strict=True):
-        if target is None or result.errors or result.target_framework not in RUNTIME_MODULES:
+        to = result.target_framework
+        if target is None or result.errors or to not in RUNTIME_MODULES:
             split.append(result)
             continue
-        folder = target.parent
-        done = split_runtime(result.code, result.target_framework, relative=is_package(folder, written))
-        if done is None:
-            split.append(result)
-            continue
-        needs.add(folder, done.target, done.names)
-        split.append(dataclasses.replace(result, code=done.code))
+        relative = is_package(target.parent, written)
+        code, names = result.code, result.runtime_names
+        if names and relative:
+            module = RUNTIME_MODULES[to]
+            code = code.replace(f"\nfrom {module} import ", f"\nfrom .{module} import ", 1)
+        elif not names:
+            done = split_runtime(result.code, to, relative=relative)
+            if done is None:
+                split.append(result)
+                continue
+            code, names = done.code, done.names
+        needs.add(target.parent, to, names)
+        split.append(dataclasses.replace(result, code=code, runtime_names=names))
     return split, needs
 
 

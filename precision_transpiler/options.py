@@ -18,6 +18,8 @@ from precision_transpiler.errors import UsageError
 from precision_transpiler.mappings import MappingSet, load_mappings
 from precision_transpiler.mappings.model import FRAMEWORKS
 
+RUNTIMES = ("inline", "module")
+
 if TYPE_CHECKING:
     from precision_transpiler.pipeline import Job
     from precision_transpiler.precision.policy import Policy
@@ -37,6 +39,7 @@ class Options:
     prune_to_entry: bool = False
     skip_empty: bool = False
     max_file_mb: float | None = None
+    runtime: str = "inline"  # or "module": runtime definitions imported from a module beside the output
 
     @classmethod
     def build(
@@ -52,6 +55,7 @@ class Options:
         prune_to_entry: bool = False,
         skip_empty: bool = False,
         max_file_mb: float | None = None,
+        runtime: str = "inline",
     ) -> Options:
         """Options from the library's keyword arguments, validated: UsageError for an unknown
         framework or device, an entry without pruning (or the other way round), a size limit
@@ -69,10 +73,14 @@ class Options:
                 f"entry={entry!r} alone changes nothing in a conversion: pass prune_to_entry=True to convert only "
                 "the top-level definitions it reaches"
             )
+        if runtime not in RUNTIMES:
+            raise UsageError(f"unknown runtime {runtime!r} (choose from {', '.join(RUNTIMES)})")
         if max_file_mb is not None and max_file_mb <= 0:
             raise UsageError("max_file_mb must be positive")
         tables = mappings if isinstance(mappings, MappingSet) else tuple(os.fspath(m) for m in mappings)
-        options = cls(to, sources, policy, tables, device, nan_fallback, entry, prune_to_entry, skip_empty, max_file_mb)
+        options = cls(
+            to, sources, policy, tables, device, nan_fallback, entry, prune_to_entry, skip_empty, max_file_mb, runtime
+        )
         options.resolved_policy  # noqa: B018 -- resolved (and so checked) once, here
         options.table  # noqa: B018 -- tables loaded (and checked) once, here
         return options
@@ -104,6 +112,7 @@ class Options:
             nan_fallback=self.nan_fallback,
             entry=self.entry,
             prune_to_entry=self.prune_to_entry,
+            runtime=self.runtime,
         )
 
     def __getstate__(self) -> dict[str, object]:

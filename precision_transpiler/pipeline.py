@@ -60,6 +60,7 @@ class Job:
     prune_to_entry: bool = False
     standalone: bool = True  # False for a sibling module converted for the file that imports it
     log_rewrites: bool = True  # False where nobody reads the rewrite log (a sibling's conversion)
+    runtime: str = "inline"  # "module": runtime definitions imported from the module beside the output
 
     @property
     def single_source(self) -> str | None:
@@ -95,6 +96,8 @@ class Document:
         self.pruned: Any = None  # convert.entry.Pruned when --prune-to-entry kept part of the file
         self.precision_on_output = False  # decisions name the output's lines (a model conversion's)
         self.done = False  # a stage decided the result: the remaining stages do not run
+        self.runtime_names: tuple[str, ...] = ()  # imported from the runtime module (Job.runtime "module")
+        self.inlined_runtime = False  # the input's runtime imports were read back as copies (`source`)
 
     def tree(self) -> cst.Module:
         if self._tree is None:
@@ -163,14 +166,15 @@ class InlineRuntimeImports:
     label = None
 
     def run(self, doc: Document, job: Job) -> None:
-        if "_ptranspile_runtime_" not in doc.source:
-            return
+        if f"_ptranspile_runtime_{job.to} import" not in doc.source:
+            return  # (converted for another target: converting it further reports its own lines)
         from precision_transpiler.convert.runtime_module import inline_runtime_imports
 
         code = inline_runtime_imports(doc.source)
         if code != doc.source:
             doc.source = code
             doc.set_code(code)
+            doc.inlined_runtime = True
 
 
 class PruneToEntry:
@@ -509,7 +513,9 @@ class KerasModelPolicy(_PolicyStage):
 
 class VendorRuntime:
     """Copy the runtime definitions the output uses into it, so that it runs on its own
-    (convert/vendor.py); a name a table emits that no runtime module defines is an error."""
+    (convert/vendor.py), or with `Job.runtime` "module" import them from the runtime module
+    beside the output (convert/runtime_module.py); a name a table emits that no runtime module
+    defines is an error."""
 
     name = "vendor-runtime"
     label = "copying in runtime definitions"
@@ -517,11 +523,15 @@ class VendorRuntime:
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
             return
-        from precision_transpiler.convert.vendor import vendor_shims
+        from precision_transpiler.convert.runtime_module import RUNTIME_MODULES
+        from precision_transpiler.convert.vendor import import_runtime, vendor_shims
         from precision_transpiler.linemap import follow_lines
 
         before = doc.code()
-        code, missing = vendor_shims(before)
+        if job.runtime == "module" and job.to in RUNTIME_MODULES:
+            code, doc.runtime_names, missing = import_runtime(before, RUNTIME_MODULES[job.to])
+        else:
+            code, missing = vendor_shims(before)
         doc.set_code(code)
         if doc.precision:  # decisions name lines of the code the policy saw; now of the code with the copy-in
             doc.precision = follow_lines(doc.precision, doc.precision_lines or before, code)
@@ -619,7 +629,7 @@ def _finish(doc: Document) -> Document:
     """Decisions onto the input's lines, diagnostics sorted and without repeats; converted code
     that Python cannot parse is never handed out (see `_check_parses`)."""
     _check_parses(doc)
-    if doc.precision and doc.pruned is not None and not doc.precision_on_output:
+    if doc.precision and (doc.pruned is not None or doc.inlined_runtime) and not doc.precision_on_output:
         from precision_transpiler.linemap import follow_lines
 
         # a policy within one framework saw the pruned code: name the input's lines

@@ -33,13 +33,13 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.convert.vendor import (
+    SHIM_DIR,
+    _closure,
+    _shim_module,
     copied_block,
-    defining_module,
-    runtime_definitions,
-    runtime_import_statements,
     vendor_shims,
 )
-from precision_transpiler.runtime import PACKAGE
+from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
 from precision_transpiler.syntax import import_bound_names
 from precision_transpiler.version import __version__
 
@@ -98,6 +98,10 @@ def _names_used(module: cst.Module) -> set[str]:
     class _Names(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:
             found.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # `keras.ops.gelu` uses `keras`, not a name `ops`
+            return False
 
         def visit_Import(self, node: cst.Import) -> bool:
             return False
@@ -230,6 +234,51 @@ def locked(folder: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     with contextlib.suppress(OSError):
         os.unlink(lock)
+
+
+def runtime_definitions(wanted: dict[str, list[str]]) -> tuple[list[str], str, list[str]]:
+    """(the import statements they need, the definitions, what is missing) for the runtime
+    definitions `wanted` ({runtime module: [names]}) and every definition they need, in the
+    order vendor_shims copies them: the body of a runtime module written beside the outputs."""
+    missing: list[str] = []
+    keys = _closure(wanted, missing)
+    needed: dict[str, str] = {}
+    blocks = []
+    for shim_name, symbol in keys:
+        shim = _shim_module(shim_name)
+        definition = shim.definitions[symbol]
+        blocks.append(definition.source.rstrip("\n"))
+        for alias in definition.imports:
+            needed.setdefault(alias, shim.imports[alias])
+    return [stmt for _, stmt in sorted(needed.items())], "\n\n\n".join(blocks) + "\n", missing
+
+
+def runtime_modules_of(target: str) -> list[str]:
+    """The runtime modules a `target` output may copy from: the target's own, then the
+    framework-free ones (`common`, `device`), by dotted name below the runtime package."""
+    own, shared = [], []
+    for path in sorted(SHIM_DIR.rglob("*.py")):
+        parts = path.relative_to(SHIM_DIR).with_suffix("").parts
+        if parts[-1] == "__init__" or path.stem.startswith("_"):
+            continue
+        if len(parts) == 1:
+            shared.append(parts[0])
+        elif parts[0] == TARGET_PACKAGES[target]:
+            own.append(".".join(parts))
+    return own + shared
+
+
+def runtime_import_statements(target: str) -> frozenset[str]:
+    """Every import statement a definition copied for `target` may need."""
+    found: set[str] = set()
+    for name in runtime_modules_of(target):
+        found.update(_shim_module(name).imports.values())
+    return frozenset(found)
+
+
+def defining_module(name: str, target: str) -> str | None:
+    """The runtime module that defines `name` for `target` outputs (its own modules first)."""
+    return next((m for m in runtime_modules_of(target) if name in _shim_module(m).definitions), None)
 
 
 def inline_runtime_imports(code: str) -> str:

@@ -232,14 +232,25 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
     return ordered
 
 
-def vendor_shims(code: str) -> tuple[str, list[str]]:
-    """Inline every `precision_transpiler.runtime.*` definition `code` refers to. Returns the new
-    code and the shims that could not be found (a table names a shim that does not exist)."""
-    if PACKAGE not in code:
-        return code, []
+@dataclass
+class _References:
+    """A converted module's references to the runtime, each replaced by a local name."""
+
+    module: cst.Module
+    wanted: dict[str, list[str]]  # runtime module -> names, in the order the code first names them
+    aliases: list[tuple[str, str]]  # (local name, runtime name) where the two differ
+    bare: set[str]  # runtime names the code now refers to by their own name
+    missing: list[str]
+
+
+def _take_references(code: str) -> _References:
+    """Every `precision_transpiler.runtime.*` reference of `code` (and its imports from there)
+    replaced by a local name: the name itself, or `_ptshim_<name>` where the user's code uses or
+    binds that name."""
     module = cst.parse_module(code)
     wanted: dict[str, list[str]] = {}
-    module, aliases = _take_shim_imports(module, wanted)
+    bare: set[str] = set()
+    module, aliases = _take_shim_imports(module, wanted, bare)
     # A shim named like something of the user's (transformers' `def f(..., dropout: float = 0.0)`
     # calling `F.dropout`) is referred to through an alias, so the user's name cannot shadow it.
     from precision_transpiler.rewrite.import_editor import used_names
@@ -265,6 +276,8 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
                     local = f"_ptshim_{symbol}"
                     if (local, symbol) not in aliases:
                         aliases.append((local, symbol))
+                else:
+                    bare.add(symbol)
                 return cst.Name(local, lpar=updated.lpar, rpar=updated.rpar)
             return updated
 
@@ -280,6 +293,49 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
         and not any(f"{PACKAGE}.{m}.".startswith(n + ".") for m in wanted)
         and not any(n.startswith(r + ".") for r in resolved)  # `Conv2d.__init__`
     )
+    return _References(module, wanted, aliases, bare, missing)
+
+
+def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str]]:
+    """`code` importing the runtime definitions it refers to from module `into` (the runtime
+    module beside the outputs, `--runtime module`) instead of copying them in: the new code, the
+    names it imports, and the definitions that could not be found."""
+    if PACKAGE not in code:
+        return code, (), []
+    refs = _take_references(code)
+    missing = list(refs.missing)
+    if not refs.wanted:
+        return code, (), missing
+    _closure(refs.wanted, missing)  # names no runtime module defines
+    imported = {name: name for name in refs.bare}
+    imported.update(refs.aliases)
+    names = [name if local == name else f"{name} as {local}" for local, name in sorted(imported.items())]
+    line = f"from {into} import " + ", ".join(names)
+    if len(line) > 100:
+        line = f"from {into} import (\n" + "".join(f"    {name},\n" for name in names) + ")"
+    module = _drop_package_import(refs.module)
+    body = list(module.body)
+    index = 0
+    for i, stmt in enumerate(body):
+        if is_import_statement(stmt):
+            index = i + 1
+        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
+            index = 1  # module docstring
+        elif index or not isinstance(stmt, cst.SimpleStatementLine):
+            break
+    while index and _is_marked_import(body[index - 1]):  # before a policy's helper imports, as copies go
+        index -= 1
+    body.insert(index, cst.parse_statement(line + "\n"))
+    return module.with_changes(body=body).code, tuple(sorted(set(imported.values()))), missing
+
+
+def vendor_shims(code: str) -> tuple[str, list[str]]:
+    """Inline every `precision_transpiler.runtime.*` definition `code` refers to. Returns the new
+    code and the shims that could not be found (a table names a shim that does not exist)."""
+    if PACKAGE not in code:
+        return code, []
+    refs = _take_references(code)
+    module, wanted, aliases, missing = refs.module, refs.wanted, refs.aliases, refs.missing
     if not wanted:
         return code, missing
     blocks: list[str] = []
@@ -479,9 +535,12 @@ def shim_source(module_name: str, names: list[str]) -> str:
     return "\n\n\n".join(_shim_module(m).definitions[n].source.rstrip("\n") for m, n in keys) + "\n"
 
 
-def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tuple[cst.Module, list[tuple[str, str]]]:
+def _take_shim_imports(
+    module: cst.Module, wanted: dict[str, list[str]], bare: set[str]
+) -> tuple[cst.Module, list[tuple[str, str]]]:
     """Remove `from precision_transpiler.runtime.M import N [as L]` statements (written by
-    convert/library_imports.py), adding N to `wanted`; returns the (L, N) aliases to define."""
+    convert/library_imports.py), adding N to `wanted` (and to `bare` when imported under its own
+    name); returns the (L, N) aliases to define."""
     body = []
     aliases: list[tuple[str, str]] = []
     for stmt in module.body:
@@ -501,6 +560,8 @@ def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tupl
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     if alias.asname.name.value != name:
                         aliases.append((alias.asname.name.value, name))
+                        continue
+                bare.add(name)
             continue
         body.append(stmt)
     return module.with_changes(body=body), aliases
@@ -665,51 +726,6 @@ def copied_block(code: str, target: str) -> CopiedBlock | None:
     # as when the policy first ran, the plain name means the user's definition
     rest = module.with_changes(body=body[:start] + body[end:])
     return CopiedBlock(rest, start, tuple(entries), frozenset(_module_bindings(rest)))
-
-
-def runtime_definitions(wanted: dict[str, list[str]]) -> tuple[list[str], str, list[str]]:
-    """(the import statements they need, the definitions, what is missing) for the runtime
-    definitions `wanted` ({runtime module: [names]}) and every definition they need, in the
-    order vendor_shims copies them: the body of a runtime module written beside the outputs."""
-    missing: list[str] = []
-    keys = _closure(wanted, missing)
-    needed: dict[str, str] = {}
-    blocks = []
-    for shim_name, symbol in keys:
-        shim = _shim_module(shim_name)
-        definition = shim.definitions[symbol]
-        blocks.append(definition.source.rstrip("\n"))
-        for alias in definition.imports:
-            needed.setdefault(alias, shim.imports[alias])
-    return [stmt for _, stmt in sorted(needed.items())], "\n\n\n".join(blocks) + "\n", missing
-
-
-def runtime_modules_of(target: str) -> list[str]:
-    """The runtime modules a `target` output may copy from: the target's own, then the
-    framework-free ones (`common`, `device`), by dotted name below the runtime package."""
-    own, shared = [], []
-    for path in sorted(SHIM_DIR.rglob("*.py")):
-        parts = path.relative_to(SHIM_DIR).with_suffix("").parts
-        if parts[-1] == "__init__" or path.stem.startswith("_"):
-            continue
-        if len(parts) == 1:
-            shared.append(parts[0])
-        elif parts[0] == TARGET_PACKAGES[target]:
-            own.append(".".join(parts))
-    return own + shared
-
-
-def runtime_import_statements(target: str) -> frozenset[str]:
-    """Every import statement a definition copied for `target` may need."""
-    found: set[str] = set()
-    for name in runtime_modules_of(target):
-        found.update(_shim_module(name).imports.values())
-    return frozenset(found)
-
-
-def defining_module(name: str, target: str) -> str | None:
-    """The runtime module that defines `name` for `target` outputs (its own modules first)."""
-    return next((m for m in runtime_modules_of(target) if name in _shim_module(m).definitions), None)
 
 
 @cache
