@@ -1,19 +1,12 @@
 """The conversion pipeline: one `Document` through an explicit, ordered list of stages.
 
-Every conversion runs the same three stages first, then the stages its plan names once the
+Every conversion runs the same PREPARE stages first, then the stages its plan names once the
 source framework is known (it is detected while rewriting), then one finishing stage:
 
-    Parse -> PruneToEntry -> RewriteSymbols -> PLANS[(source, target)] -> Finish
+    PREPARE (Parse ... RewriteSymbols) -> PLANS[(source, target)] -> Finish
 
-| source -> target | stages after RewriteSymbols                                                      |
-|---|---|
-| torch -> torch   | TorchPolicy                                                               |
-| tf -> tf         | KerasPolicy (the torch-to-Keras pass again on a model converted from torch) |
-| jax -> jax       | FlaxPolicy                                                                |
-| torch -> jax     | DropOrphanedImports, InlineSiblings, FlaxModelPolicy, VendorRuntime      |
-| torch -> tf      | DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime     |
-| anything else    | PolicyNotApplied (a note when a policy was asked for)                    |
-
+`PLANS` below is the one place that says what runs for a pair of frameworks (docs/architecture.md
+shows it, and its test keeps that copy true).
 A file whose source is not detected gets the target's own plan (a policy within one framework).
 A sibling module that a converted model imports is converted by the same pipeline
 (`InlineSiblings` runs it with `Job.standalone` false: rewrite and drop orphaned imports only).
@@ -157,20 +150,21 @@ class Parse:
             doc.unchanged, doc.done = True, True
 
 
-class InlineRuntimeImports:
+class ReadRuntimeImports:
     """A file converted earlier with `--runtime module` imports its runtime definitions from the
-    module beside it: they are copied in again (convert/runtime_module.py), so that re-converting
-    it or applying a policy sees the torch-semantics definitions as in a self-contained output."""
+    module beside it: those imports become imports from the runtime package
+    (convert/runtime_module.py), so that a policy pass sees the torch-semantics definitions as
+    such; the plan's VendorRuntime stage writes them back as the job asks (module or copies)."""
 
-    name = "inline-runtime-imports"
+    name = "read-runtime-imports"
     label = None
 
     def run(self, doc: Document, job: Job) -> None:
         if f"_ptranspile_runtime_{job.to} import" not in doc.source:
             return  # (converted for another target: converting it further reports its own lines)
-        from precision_transpiler.convert.runtime_module import inline_runtime_imports
+        from precision_transpiler.convert.runtime_module import read_runtime_imports
 
-        code = inline_runtime_imports(doc.source)
+        code = read_runtime_imports(doc.source)
         if code != doc.source:
             doc.source = code
             doc.set_code(code)
@@ -543,13 +537,13 @@ class VendorRuntime:
 # -- the plan table -----------------------------------------------------------------------------
 
 PREPARE: tuple[type[Stage], ...] = (
-    Parse, InlineRuntimeImports, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols
+    Parse, ReadRuntimeImports, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols
 )  # fmt: skip
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),
-    ("tf", "tf"): (KerasPolicy,),
-    ("jax", "jax"): (FlaxPolicy,),
+    ("tf", "tf"): (KerasPolicy, VendorRuntime),
+    ("jax", "jax"): (FlaxPolicy, VendorRuntime),
     ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),
     ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
 }

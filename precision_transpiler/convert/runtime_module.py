@@ -281,10 +281,13 @@ def defining_module(name: str, target: str) -> str | None:
     return next((m for m in runtime_modules_of(target) if name in _shim_module(m).definitions), None)
 
 
-def inline_runtime_imports(code: str) -> str:
-    """A converted file that imports from a runtime module beside it, with those definitions
-    copied in again (what `--runtime inline` writes): re-converting it, or applying a policy to
-    it, then sees the torch-semantics definitions as it does in a self-contained output."""
+def read_runtime_imports(code: str) -> str:
+    """A converted file that imports from a runtime module beside it, with those imports made
+    imports from ptranspile's runtime package (`from precision_transpiler.runtime.flax.conv import
+    Conv2d`), each statement's on its own line: the form policy passes work on (what
+    `vendor.unvendor` makes of a self-contained output), which the pipeline's VendorRuntime stage
+    turns back into the runtime module's import or into copies. Unchanged when the file names a
+    definition this version's runtime does not have (verification will say)."""
     match = _IMPORT_FROM_RUNTIME.search(code)
     if match is None:
         return code
@@ -295,20 +298,29 @@ def inline_runtime_imports(code: str) -> str:
         small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
         if (
             isinstance(small, cst.ImportFrom)
-            and small.module is not None
             and isinstance(small.module, cst.Name)
             and small.module.value == match.group(1)
             and not isinstance(small.names, cst.ImportStar)
         ):
+            lines = []
             for alias in small.names:
                 name = alias.name.value if isinstance(alias.name, cst.Name) else ""
                 where = defining_module(name, target)
                 if where is None:
-                    return code  # not this version's runtime: left as it is (verification will say)
+                    return code
                 local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
-                line = f"from {PACKAGE}.{where} import {name}" + (f" as {local}" if local and local != name else "")
-                body.append(cst.parse_statement(line + "\n").with_changes(leading_lines=stmt.leading_lines))
+                lines.append(
+                    f"from {PACKAGE}.{where} import {name}" + (f" as {local}" if local and local != name else "")
+                )
+            new = cst.parse_statement("; ".join(lines) + "\n")
+            body.append(new.with_changes(leading_lines=stmt.leading_lines))
             continue
         body.append(stmt)
-    inlined, _ = vendor_shims(module.with_changes(body=body).code)
-    return inlined
+    return module.with_changes(body=body).code
+
+
+def inline_runtime_imports(code: str) -> str:
+    """A converted file that imports from a runtime module beside it, with those definitions
+    copied in again (what `--runtime inline` writes)."""
+    read = read_runtime_imports(code)
+    return read if read == code else vendor_shims(read)[0]

@@ -539,19 +539,19 @@ def _take_shim_imports(
     module: cst.Module, wanted: dict[str, list[str]], bare: set[str]
 ) -> tuple[cst.Module, list[tuple[str, str]]]:
     """Remove `from precision_transpiler.runtime.M import N [as L]` statements (written by
-    convert/library_imports.py), adding N to `wanted` (and to `bare` when imported under its own
-    name); returns the (L, N) aliases to define."""
+    convert/library_imports.py, and by reading a runtime module's imports back, several on one
+    line), adding N to `wanted` (and to `bare` when imported under its own name); returns the
+    (L, N) aliases to define."""
     body = []
     aliases: list[tuple[str, str]] = []
     for stmt in module.body:
-        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-        if (
-            isinstance(small, cst.ImportFrom)
-            and small.module is not None
-            and (dotted_name(small.module) or "").startswith(PACKAGE + ".")
-            and not isinstance(small.names, cst.ImportStar)
-        ):
-            shim_module = (dotted_name(small.module) or "")[len(PACKAGE) + 1 :]
+        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+        if not smalls or not all(_is_shim_import(small) for small in smalls):
+            body.append(stmt)
+            continue
+        for small in smalls:
+            assert isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar)
+            shim_module = (dotted_name(small.module) if small.module is not None else "")[len(PACKAGE) + 1 :]
             for alias in small.names:
                 name = dotted_name(alias.name) or ""
                 wanted.setdefault(shim_module, [])
@@ -562,9 +562,16 @@ def _take_shim_imports(
                         aliases.append((alias.asname.name.value, name))
                         continue
                 bare.add(name)
-            continue
-        body.append(stmt)
     return module.with_changes(body=body), aliases
+
+
+def _is_shim_import(small: cst.BaseSmallStatement) -> bool:
+    return (
+        isinstance(small, cst.ImportFrom)
+        and small.module is not None
+        and (dotted_name(small.module) or "").startswith(PACKAGE + ".")
+        and not isinstance(small.names, cst.ImportStar)
+    )
 
 
 def _drop_package_import(module: cst.Module) -> cst.Module:
