@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--policy",
         help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
-        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file",
+        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32), a .yaml file, or auto "
+        "(searches, by verification runs, which layers need float32: needs --entry and --input)",
     )
     parser.add_argument(
         "--device",
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from precision_transpiler.cli_verify import add_verification_arguments
 
-    add_verification_arguments(parser)
+    add_verification_arguments(parser, converting=True)
     return parser
 
 

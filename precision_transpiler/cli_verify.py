@@ -22,14 +22,15 @@ if TYPE_CHECKING:
     from precision_transpiler.verify.runner import VerifyOptions
 
 
-def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
+def add_verification_arguments(parser: argparse.ArgumentParser, *, converting: bool = False) -> None:
+    """The options verification shares; `converting`: the main command's, which also prunes to the entry."""
     group = parser.add_argument_group("verification (runs both models; imports the frameworks)")
-    group.add_argument(
-        "--entry",
-        metavar="EXPR",
-        help="expression that builds the model for verification, e.g. 'resnet18()' (with --prune-to-entry, "
-        "a bare NAME also works: only the top-level definitions it reaches are converted)",
-    )
+    entry_help = "expression that builds the model for verification, e.g. 'resnet18()'"
+    if converting:
+        entry_help += (
+            " (with --prune-to-entry, a bare NAME also works: only the top-level definitions it reaches are converted)"
+        )
+    group.add_argument("--entry", metavar="EXPR", help=entry_help)
     group.add_argument(
         "--input",
         dest="inputs",
