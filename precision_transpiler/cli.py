@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 DEFAULT_SOURCES = ("torch", "jax", "tf")
 #: Files larger than this (MB) are skipped with an error: see `--max-file-mb` in docs/cli.md.
 DEFAULT_MAX_FILE_MB = 5.0
+#: What an option means when neither the command line nor [tool.ptranspile] sets it, by option name
+#: (argparse's default is None for these, so that a pyproject.toml value is not overridden).
+OPTION_DEFAULTS: dict[str, Any] = {
+    "from": ",".join(DEFAULT_SOURCES),
+    "policy": "fp32",
+    "device": "auto",
+    "jobs": 1,
+    "max-file-mb": DEFAULT_MAX_FILE_MB,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,17 +210,19 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
         "to": args.to or config.get("to"),
         "from_": args.from_ or config.get("from"),
-        "sources": tuple((args.from_ or config.get("from") or ",".join(DEFAULT_SOURCES)).split(",")),
-        "policy": args.policy or config.get("policy", "fp32"),
-        "device": args.device or config.get("device", "auto"),
+        "sources": tuple((args.from_ or config.get("from") or OPTION_DEFAULTS["from"]).split(",")),
+        "policy": args.policy or config.get("policy", OPTION_DEFAULTS["policy"]),
+        "device": args.device or config.get("device", OPTION_DEFAULTS["device"]),
         "mappings": (args.mappings or []) + list(config.get("mappings", [])),
         "strict": bool(args.strict if args.strict is not None else config.get("strict", False)),
-        "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),
+        "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", OPTION_DEFAULTS["jobs"])),
         "exclude": (args.exclude or []) + list(config.get("exclude", [])),
         "skip_empty": bool(args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)),
         "nan_fallback": bool(args.nan_fallback if args.nan_fallback is not None else config.get("nan-fallback", False)),
         "max_file_mb": float(
-            args.max_file_mb if args.max_file_mb is not None else config.get("max-file-mb", DEFAULT_MAX_FILE_MB)
+            args.max_file_mb
+            if args.max_file_mb is not None
+            else config.get("max-file-mb", OPTION_DEFAULTS["max-file-mb"])
         ),
     }
     if settings["max_file_mb"] <= 0:
