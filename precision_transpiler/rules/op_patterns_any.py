@@ -28,7 +28,7 @@ from precision_transpiler.mappings.patterns import (
     same_value,
 )
 from precision_transpiler.rewrite.context import RuleContext, string_value
-from precision_transpiler.rewrite.python_numbers import python_float
+from precision_transpiler.rewrite.python_numbers import warnings_if_missing
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
 from precision_transpiler.rewrite.tensor_inference import dtype_name, known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
@@ -273,13 +273,8 @@ class OpPatterns(Rule):
                 for message in (op.warn, target.warn):
                     if message:
                         self._warn(ctx, op, original, "semantics-differ", message)
-                # the op's own, and those of the source's and the target's pattern (a framework
-                # whose inference differs from the others says so on its patterns)
-                missing = {
-                    **op.warn_if_missing,
-                    **_integer_warnings(ctx, match, match.pattern),
-                    **_integer_warnings(ctx, match, target),
-                }
+                # the op's own, and the source's and target's patterns' (one framework's inference)
+                missing = {**op.warn_if_missing, **warnings_if_missing(match, target, ctx.qualified_name)}
                 for name, message in missing.items():
                     if name not in bound or name in match.defaulted:
                         self._warn(ctx, op, original, "implicit-dtype", message)
@@ -295,14 +290,6 @@ class OpPatterns(Rule):
                 return
             said.add((op.name, message))
         ctx.diagnose(node, "warning", code, message)
-
-
-def _integer_warnings(ctx: RuleContext, match: Match, pattern: Pattern) -> dict[str, str]:
-    """The pattern's `warn_if_missing`, unless one of its `unless_float` arguments is a Python
-    float (the warnings are about integer values then)."""
-    if any(python_float(match.bindings.get(name), ctx.qualified_name) for name in pattern.unless_float):
-        return {}
-    return dict(pattern.warn_if_missing)
 
 
 def _with_key_source(
