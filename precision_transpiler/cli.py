@@ -342,47 +342,18 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
     written (or printed) only when verification passes."""
     from precision_transpiler import api
-    from precision_transpiler.cli_verify import (
-        announce,
-        publish,
-        refuse_reports_over_inputs,
-        run_verification,
-        verify_options,
-    )
+    from precision_transpiler.cli_verify import publish, refuse_reports_over_inputs, run_verification, verify_options
     from precision_transpiler.config import load_config
-    from precision_transpiler.files import write_report
 
-    if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
-        raise _usage("verification takes exactly one model file (not stdin or a directory)")
-    if args.in_place or args.check:
-        raise _usage("verification compares the converted file with the original: use -o OUT, not --in-place/--check")
-    original = Path(args.paths[0])
-    if not original.is_file():
-        raise _usage(f"{original}: no such file")
+    original = _verified_file(args)
     refuse_reports_over_inputs(args, [original])
     options = verify_options(args, load_config(Path.cwd()).values, None)
     options.device = settings["device"]
-    searched = settings["policy"] == "auto"
-    if searched:
-        from precision_transpiler.verify.search import search_policy
-
-        announce(f"--policy auto: searching layer precisions for {original} (runs the model many times)", args.quiet)
-        found = search_policy(
-            original,
-            options,
-            to=settings["to"],
-            device=settings["device"],
-            log=None if args.quiet else lambda m: print(f"ptranspile: {m}", file=sys.stderr),
-            prune_to_entry=bool(prune),
-        )
-        policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
-        write_report(policy_out, found.policy_yaml)
-        print(
-            f"ptranspile: --policy auto: {len(found.fp32_paths)} layer(s) kept in float32, "
-            f"{len(found.low_paths)} in low precision, {found.runs} verification runs; policy written to {policy_out}",
-            file=sys.stderr,
-        )
-        settings["policy"] = str(policy_out)
+    target = _output_target(args, original)
+    converted = target or original.with_name(f"{original.stem}_ptranspile.py")
+    found = (
+        _search_policy(args, settings, options, original, converted, prune) if settings["policy"] == "auto" else None
+    )
     options.policy = settings["policy"]
     report_json, args.report_json = args.report_json, None
     results = api.transpile_paths(
@@ -396,19 +367,17 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         **prune,
     )
     result = results[0]
-    target = None
-    if args.output:  # where the code goes; checked before anything runs
-        target = Path(args.output)
-        target = target / original.name if _names_directory(args.output) else target
-        if not result.errors:
-            _refuse_overwriting_input(target, result)
+    if target is not None and not result.errors:  # where the code goes; checked before anything runs
+        _refuse_overwriting_input(target, result)
     if report_json:
         _refuse_output_over_inputs("--report-json", report_json, results)
     exit_code = _finish(args, settings, results, from_stdin=False, write=False)
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
-    converted = target or original.with_name(f"{original.stem}_ptranspile.py")
-    verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
+    if found is not None and found.code == result.code:  # the search's final run verified this very code
+        verification = found.result
+    else:
+        verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
     if not args.output:
         verification.notes.append("the converted code was verified in memory (no -o given)")
     publish(
@@ -426,6 +395,66 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         ):
             return EXIT_ERROR
         return exit_code
+    _say_not_written(args, settings, target, searched=found is not None)
+    return EXIT_FINDINGS
+
+
+def _verified_file(args: argparse.Namespace) -> Path:
+    """The one model file verification takes (a usage error otherwise)."""
+    if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
+        raise _usage("verification takes exactly one model file (not stdin or a directory)")
+    if args.in_place or args.check:
+        raise _usage("verification compares the converted file with the original: use -o OUT, not --in-place/--check")
+    original = Path(args.paths[0])
+    if not original.is_file():
+        raise _usage(f"{original}: no such file")
+    return original
+
+
+def _output_target(args: argparse.Namespace, original: Path) -> Path | None:
+    """Where `-o OUT` puts the converted file (OUT, or OUT/NAME for a directory); None without -o."""
+    if not args.output:
+        return None
+    target = Path(args.output)
+    return target / original.name if _names_directory(args.output) else target
+
+
+def _search_policy(
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    options: Any,
+    original: Path,
+    converted: Path,
+    prune: dict[str, Any],
+) -> Any:
+    """`--policy auto`: search the layer precisions (verify/search.py), write the policy found
+    and make it the conversion's policy."""
+    from precision_transpiler.cli_verify import announce
+    from precision_transpiler.verify.search import search_policy
+
+    announce(f"--policy auto: searching layer precisions for {original} (runs the model many times)", args.quiet)
+    policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
+    found = search_policy(
+        original,
+        options,
+        to=settings["to"],
+        device=settings["device"],
+        log=None if args.quiet else lambda m: print(f"ptranspile: {m}", file=sys.stderr),
+        prune_to_entry=bool(prune),
+        converted=converted,
+        policy_out=policy_out,
+    )
+    print(
+        f"ptranspile: --policy auto: {len(found.fp32_paths)} layer(s) kept in float32, "
+        f"{len(found.low_paths)} in low precision, {found.runs} verification runs; policy written to {policy_out}",
+        file=sys.stderr,
+    )
+    settings["policy"] = str(policy_out)
+    return found
+
+
+def _say_not_written(args: argparse.Namespace, settings: dict[str, Any], target: Path | None, searched: bool) -> None:
+    """Verification failed: say what was held back and how to get it anyway."""
     held = [str(target) if target else "the converted code"] + ([args.emit_test] if args.emit_test else [])
     asked = [("--verify", args.verify), ("--emit-test", args.emit_test), ("--report-html", args.report_html)]
     flags = [flag for flag, given in asked if given]
@@ -438,7 +467,6 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         f"(run {' and '.join(how)} to {verb} it anyway)",
         file=sys.stderr,
     )
-    return EXIT_FINDINGS
 
 
 def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
