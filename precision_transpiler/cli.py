@@ -50,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit codes: 0 ok, 1 changes found by --check or unsupported constructs (or a failed verification), "
         "2 errors. Defaults can be set in [tool.ptranspile] of pyproject.toml.",
     )
+    _add_conversion_arguments(parser)
+    _add_output_arguments(parser)
+    from precision_transpiler.cli_verify import add_verification_arguments
+
+    add_verification_arguments(parser, converting=True)
+    return parser
+
+
+def _add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is converted, from and to what, under which policy."""
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
     parser.add_argument(
@@ -72,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the generated code runs: auto (default) decides the compute dtype at run time (CUDA float16, "
         "TPU bfloat16, a CPU bfloat16 only with native bf16 kernels, else float32); cpu, gpu or tpu pin it",
     )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the result goes, what is reported, and the options around the conversion."""
     out = parser.add_mutually_exclusive_group()
     out.add_argument("-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)")
     out.add_argument("--in-place", action="store_true", help="rewrite the input files")
@@ -148,10 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --policy auto: where to write the policy found (default: beside -o OUT, or ./NAME.auto-policy.yaml)",
     )
-    from precision_transpiler.cli_verify import add_verification_arguments
-
-    add_verification_arguments(parser, converting=True)
-    return parser
 
 
 def _framework_list(value: str) -> str:

@@ -40,7 +40,6 @@ ALLOWED_LONG_FUNCTIONS: dict[str, int] = {
     "verify/runner.py::_judge": 174,
     "verify/render/html_page.py::render_html": 144,
     "convert/torch_analysis.py::analyse": 120,
-    "cli.py::build_parser": 112,
     "verify/render/text.py::render_text": 109,
     "verify/runner.py::_compare_models": 104,
 }
