@@ -352,7 +352,13 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
     written (or printed) only when verification passes."""
     from precision_transpiler import api
-    from precision_transpiler.cli_verify import publish, refuse_reports_over_inputs, run_verification, verify_options
+    from precision_transpiler.cli_verify import (
+        publish,
+        refuse_reports_over_inputs,
+        run_verification,
+        verify_options,
+        warn_unmatched_path_overrides,
+    )
     from precision_transpiler.config import load_config
 
     original = _verified_file(args)
@@ -390,6 +396,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
     if not args.output:
         verification.notes.append("the converted code was verified in memory (no -o given)")
+    warn_unmatched_path_overrides(verification, settings["policy"], settings["device"])
     publish(
         verification,
         args,

@@ -233,6 +233,25 @@ def publish(
         write_report(target, text)
 
 
+def warn_unmatched_path_overrides(result: VerificationResult, policy_spec: str | None, device: str) -> None:
+    """A `path:` override of the policy that matches none of the module paths verification
+    recorded: a warning line on stderr, and a note of the report (precision/overrides.py)."""
+    from precision_transpiler.errors import PtranspileError
+    from precision_transpiler.precision.overrides import unmatched_path_overrides
+    from precision_transpiler.precision.policy import resolve_policy
+
+    paths = [layer.path for layer in result.layers]
+    if not policy_spec or not paths:
+        return
+    try:
+        policy = resolve_policy(policy_spec, device=device)
+    except PtranspileError:
+        return  # a policy named only in the converted file's marker, not a file here
+    for message in unmatched_path_overrides(policy, paths):
+        print(f"ptranspile: warning: {message}", file=sys.stderr)
+        result.notes.append(message)
+
+
 def refuse_reports_over_inputs(args: argparse.Namespace, inputs: Sequence[str | Path]) -> None:
     """A UsageError, before anything runs, when `--report-json`, `--report-html`, `--emit-test` or
     (`--policy auto`) `--policy-out` names one of the model files: verifying must never cost the
@@ -263,6 +282,7 @@ def verify_main(argv: Sequence[str]) -> int:
     refuse_reports_over_inputs(args, (args.original, args.converted))
     announce(f"running {args.original} and {args.converted} (imports the frameworks and both files)", args.quiet)
     result = run_verification(args.original, args.converted, options, args.quiet)
+    warn_unmatched_path_overrides(result, args.policy or result.policy, options.device)
     publish(
         result,
         args,
