@@ -396,7 +396,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
     if not args.output:
         verification.notes.append("the converted code was verified in memory (no -o given)")
-    warn_unmatched_path_overrides(verification, settings["policy"], settings["device"])
+    warn_unmatched_path_overrides(verification, settings["policy"], settings["device"], args.quiet)
     publish(
         verification,
         args,

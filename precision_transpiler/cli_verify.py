@@ -233,9 +233,12 @@ def publish(
         write_report(target, text)
 
 
-def warn_unmatched_path_overrides(result: VerificationResult, policy_spec: str | None, device: str) -> None:
+def warn_unmatched_path_overrides(
+    result: VerificationResult, policy_spec: str | None, device: str, quiet: bool = False
+) -> None:
     """A `path:` override of the policy that matches none of the module paths verification
-    recorded: a warning line on stderr, and a note of the report (precision/overrides.py)."""
+    recorded: a warning line on stderr (unless `quiet`), and a note of the report
+    (precision/overrides.py)."""
     from precision_transpiler.errors import PtranspileError
     from precision_transpiler.precision.overrides import unmatched_path_overrides
     from precision_transpiler.precision.policy import resolve_policy
@@ -248,7 +251,8 @@ def warn_unmatched_path_overrides(result: VerificationResult, policy_spec: str |
     except PtranspileError:
         return  # a policy named only in the converted file's marker, not a file here
     for message in unmatched_path_overrides(policy, paths):
-        print(f"ptranspile: warning: {message}", file=sys.stderr)
+        if not quiet:
+            print(f"ptranspile: warning: {message}", file=sys.stderr)
         result.notes.append(message)
 
 
@@ -282,7 +286,7 @@ def verify_main(argv: Sequence[str]) -> int:
     refuse_reports_over_inputs(args, (args.original, args.converted))
     announce(f"running {args.original} and {args.converted} (imports the frameworks and both files)", args.quiet)
     result = run_verification(args.original, args.converted, options, args.quiet)
-    warn_unmatched_path_overrides(result, args.policy or result.policy, options.device)
+    warn_unmatched_path_overrides(result, args.policy or result.policy, options.device, args.quiet)
     publish(
         result,
         args,
