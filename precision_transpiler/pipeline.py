@@ -326,6 +326,11 @@ class _PolicyStage:
         doc.set_tree(tree)
         if precision:
             doc.precision, doc.precision_lines = precision, seen
+        if job.standalone:
+            from precision_transpiler.precision.overrides import CODE, unmatched_class_overrides
+
+            for message in unmatched_class_overrides(job.policy, seen, doc.source):
+                doc.note("warning", CODE, message)
 
 
 class TorchPolicy(_PolicyStage):
