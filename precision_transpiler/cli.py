@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from precision_transpiler.cli_parser import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, FRAMEWORK_CHOICES, Parser
-from precision_transpiler.cli_runtime import add_runtime_argument, runtime_mode
+from precision_transpiler.cli_runtime import add_runtime_argument, as_written, runtime_mode
 from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
@@ -379,7 +379,7 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     if report_json:
         _refuse_output_over_inputs("--report-json", report_json, results)
     exit_code = _finish(args, settings, results, from_stdin=False, write=False)
-    result, needs = _as_written(args, result, target, options)
+    result, needs = as_written(args, result, target, options, _split_runtime)
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
     if found is not None and found.code == result.code:  # the search's final run verified this very code
@@ -493,18 +493,6 @@ def _convert_to_verify(args: argparse.Namespace, settings: dict[str, Any], prune
         runtime=runtime_mode(args),
         **prune,
     )
-
-
-def _as_written(args: argparse.Namespace, result: TranspileResult, target: Path | None, options: Any) -> Any:
-    """(result, runtime needs) as `-o` writes it (`--runtime`): verification runs that code, its
-    runtime module given as it will be written."""
-    if target is None or result.errors:
-        return result, None
-    from precision_transpiler.cli_runtime import provided_modules
-
-    (result,), needs = _split_runtime(args, [result], False, 1)
-    options.modules = provided_modules(needs)
-    return result, needs
 
 
 def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
@@ -667,18 +655,9 @@ def _split_runtime(
     args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int
 ) -> tuple[list[TranspileResult], Any]:
     """`results` as `--runtime` writes them (cli_runtime.py), and the runtime modules they need."""
-    from precision_transpiler.cli_runtime import runtime_mode, split_results
+    from precision_transpiler.cli_runtime import split_for
 
-    if from_stdin:
-        targets: list[Path | None] = [None] * len(results)
-    elif args.output or args.in_place:
-        planned = {id(r): t for r, t in _plan_outputs(args, results, from_stdin, total)}
-        targets = [planned.get(id(r)) for r in results]
-    elif args.check or args.diff:
-        targets = [Path(r.path) for r in results]
-    else:
-        targets = [None] * len(results)
-    return split_results(results, targets, runtime_mode(args))
+    return split_for(args, results, from_stdin, lambda: _plan_outputs(args, results, from_stdin, total))
 
 
 def _write_one(code: str, encoding: str, target: Path | None) -> bool:

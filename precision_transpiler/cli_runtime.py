@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from precision_transpiler.api import TranspileResult
@@ -147,3 +147,35 @@ def report_runtime_changes(needs: RuntimeNeeds, *, diff: bool, quiet: bool) -> i
         elif not quiet:
             print(f"would change: {planned.path}", file=sys.stderr)
     return changed
+
+
+def split_for(
+    args: argparse.Namespace,
+    results: list[TranspileResult],
+    from_stdin: bool,
+    plan: Callable[[], list[tuple[TranspileResult, Path | None]]],
+) -> tuple[list[TranspileResult], RuntimeNeeds]:
+    """split_results for the command's outputs: `plan()` gives where `-o` or `--in-place` writes
+    each result; --check and --diff compare with the inputs themselves."""
+    if from_stdin:
+        targets: list[Path | None] = [None] * len(results)
+    elif args.output or args.in_place:
+        planned = {id(r): t for r, t in plan()}
+        targets = [planned.get(id(r)) for r in results]
+    elif args.check or args.diff:
+        targets = [Path(r.path) for r in results]
+    else:
+        targets = [None] * len(results)
+    return split_results(results, targets, runtime_mode(args))
+
+
+def as_written(
+    args: argparse.Namespace, result: TranspileResult, target: Path | None, options: Any, split: Callable[..., Any]
+) -> tuple[TranspileResult, RuntimeNeeds | None]:
+    """(result, runtime needs) as `-o` writes it: verification runs that code, its runtime module
+    given (`options.modules`) as it will be written."""
+    if target is None or result.errors:
+        return result, None
+    (result,), needs = split(args, [result], False, 1)
+    options.modules = provided_modules(needs)
+    return result, needs
