@@ -1,11 +1,11 @@
-"""convert/definition_order.py: definitions move above the statements that need them when
+"""convert/siblings/order.py: definitions move above the statements that need them when
 they run, and nothing else moves."""
 
 from __future__ import annotations
 
-from precision_transpiler.convert.definition_order import order_definitions
+from precision_transpiler.convert.siblings.order import order_definitions
 
-OUT_OF_ORDER = '''import x
+OUT_OF_ORDER = """import x
 
 
 class B(A):
@@ -28,7 +28,7 @@ class C:
 
 
 Base = object
-'''
+"""
 
 
 def test_bases_class_body_values_and_defaults_come_first() -> None:

@@ -1,6 +1,6 @@
 """Order top-level definitions so that each exists before its definition runs.
 
-Sibling inlining (siblings.py) copies definitions in rounds: what the file imports first, then
+Sibling copying (convert/siblings/) copies definitions in rounds: what the file imports first, then
 what those copies import, each round's block placed after the imports, above the earlier ones.
 That order is right for what a definition uses when it is *called*, but not for what it uses
 when it is *defined*: normflows' `MaskedPiecewiseRationalQuadraticAutoregressive(Autoregressive)`

@@ -1,4 +1,4 @@
-"""`rngs` passed on to module classes copied from sibling modules (convert/sibling_rngs.py):
+"""`rngs` passed on to module classes copied from sibling modules (convert/siblings/rngs.py):
 without it, every copied block made `nnx.Rngs(0)` of its own and started from the same weights."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from precision_transpiler import transpile
-from precision_transpiler.convert.sibling_rngs import thread_sibling_rngs
+from precision_transpiler.convert.siblings.rngs import thread_sibling_rngs
 
 CODE = """
 class Block(TorchModule):
