@@ -274,7 +274,7 @@ def uses_torch(
     piece, imports, _ = extract_definitions(text, [name], module_name, tree)
     if piece is None:
         return False
-    if torch_names and any(isinstance(n, ast.Name) and n.id in torch_names for n in ast.walk(ast.parse(piece))):
+    if torch_names and any(isinstance(n, ast.Name) and n.id in torch_names for n in ast.walk(parsed_source(piece))):
         return True
     if locate is None:
         return False
@@ -293,7 +293,7 @@ def uses_torch(
             reexported = ""
             if file is not None and file.name == "__init__.py":
                 try:
-                    reexported = reexport_sources(ast.parse(source), module).get(imported, "")
+                    reexported = reexport_sources(parsed_source(source), module).get(imported, "")
                 except SyntaxError:
                     break
             if not reexported:

@@ -104,7 +104,7 @@ def framework_through_package(path: Path, code: str, detect: Callable[[str], str
         imports = top_level_from_imports(text)
         if imports is None:
             try:
-                tree = ast.parse(text)
+                tree = parsed_source(text)
             except SyntaxError:
                 continue
             imports = [(n.level, n.module or "") for n in tree.body if isinstance(n, ast.ImportFrom)]

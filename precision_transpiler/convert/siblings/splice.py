@@ -31,12 +31,12 @@ import libcst as cst
 from precision_transpiler.convert.class_reach import LEFT_OUT, used_attributes
 from precision_transpiler.convert.import_lines import (
     FromImport,
-    after_imports,
     first_line,
     insert_lines,
     render,
     splice,
 )
+from precision_transpiler.convert.siblings.order import copies_line, imports_line
 from precision_transpiler.convert.siblings.resolve import (
     absolute_from,
     absolute_import,
@@ -114,8 +114,9 @@ def resolve_clashes(piece: str, imports: list[str], bound: dict[str, str]) -> tu
     copy imports it under a name of its own, and its uses are renamed. `bound` grows with what
     the copy imports."""
     result: list[str] = []
+    renames: dict[str, str] = {}
     for line in imports:
-        node = ast.parse(line).body[0]
+        node = ast.parse(line).body[0]  # parsed alone: its alias is renamed in place
         assert isinstance(node, ast.Import | ast.ImportFrom)
         alias = node.names[0]
         local = alias.asname or alias.name.split(".")[0]
@@ -125,10 +126,10 @@ def resolve_clashes(piece: str, imports: list[str], bound: dict[str, str]) -> tu
         module = node.module if isinstance(node, ast.ImportFrom) and node.module else "import"
         fresh = f"{local}_{module.replace('.', '_')}"
         alias.asname = fresh
-        piece = _rename(piece, local, fresh)
+        renames.setdefault(local, fresh)  # a second clash of the name finds it renamed already
         result.append(ast.unparse(node))
         bound[fresh] = result[-1]
-    return piece, result
+    return rename_names(piece, renames), result
 
 
 def rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str], module: str) -> str:
@@ -136,31 +137,42 @@ def rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str]
     inspector defines `class Parameter`, where the copied message-passing code already imports
     `inspect.Parameter`): defined below the import, the copy would replace it for all the code
     that meant the import. So the helper, and the copy's uses of it, get a name of their own."""
-    tree = ast.parse(piece)
+    tree = parsed_source(piece)
     top = module.split(".")[0]
+    renames: dict[str, str] = {}
     for name in top_level_definitions(tree):
         if name in wanted or name not in bound:
             continue
         imported = ast.parse(bound[name]).body[0]
         if not isinstance(imported, ast.ImportFrom) or imported.level or (imported.module or "").split(".")[0] == top:
             continue  # the package's own name for the same definition, which the next round redirects
-        fresh = f"{name}_{module.replace('.', '_')}"
-        piece = _rename(piece, name, fresh)
+        renames[name] = f"{name}_{module.replace('.', '_')}"
+    if not renames:
+        return piece
+    piece = rename_names(piece, renames, tree)
+    for name, fresh in renames.items():
         piece = re.sub(rf"^((?:async\s+)?(?:def|class)\s+){re.escape(name)}\b", rf"\g<1>{fresh}", piece, flags=re.M)
     return piece
 
 
-def _rename(code: str, old: str, new: str) -> str:
-    """`code` with every name `old` (not attributes, not strings) spelled `new`."""
+def rename_names(code: str, renames: dict[str, str], tree: ast.Module | None = None) -> str:
+    """`code` with every name (not attributes, not strings) that `renames` maps spelled as it
+    says, found in one walk of its tree (`tree`, when the caller has it)."""
+    if not renames:
+        return code
     lines = code.splitlines(keepends=True)
     spots = sorted(
-        ((n.lineno, n.col_offset) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and n.id == old),
+        (
+            (n.lineno, n.col_offset, n.id)
+            for n in ast.walk(tree if tree is not None else ast.parse(code))
+            if isinstance(n, ast.Name) and n.id in renames
+        ),
         reverse=True,
     )
-    for line, col in spots:
+    for line, col, old in spots:
         text = lines[line - 1]
         start = len(text.encode("utf-8")[:col].decode("utf-8"))  # col_offset counts UTF-8 bytes
-        lines[line - 1] = text[:start] + new + text[start + len(old) :]
+        lines[line - 1] = text[:start] + renames[old] + text[start + len(old) :]
     return "".join(lines)
 
 
@@ -250,7 +262,7 @@ def postpone_annotations(code: str, tree: ast.Module) -> str:
 
 def insert_block(code: str, tree: ast.Module, imports: list[str], block: str) -> str:
     """`block` (copied definitions) after the file's leading imports, with `imports` above it."""
-    at = after_imports(tree, leading_only=True)
+    at = copies_line(tree)
     lines = code.splitlines(keepends=True)
     head = "".join(lines[:at]).rstrip("\n")
     tail = "".join(lines[at:]).lstrip("\n")
@@ -264,7 +276,7 @@ def insert_imports(code: str, tree: ast.Module, imports: list[str]) -> str:
     top-level import."""
     if not imports:
         return code
-    return insert_lines(code, after_imports(tree, leading_only=False), "\n".join(imports))
+    return insert_lines(code, imports_line(tree), "\n".join(imports))
 
 
 def drop_imported(code: str, lone: list[FromImport], removals: dict[int, set[str]]) -> str:
