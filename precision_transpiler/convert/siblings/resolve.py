@@ -25,6 +25,9 @@ import libcst as cst
 from precision_transpiler.files import ReadError, read_source
 from precision_transpiler.syntax import IMPORTS_TORCH
 
+#: `locate(level, module)`: the file and dotted name of `from <level dots><module> import ...`
+Locate = Callable[[int, str | None], tuple[Path | None, str]]
+
 _FROM_LINE = re.compile(r"^\f*from\b.*$", re.MULTILINE)
 
 
@@ -410,3 +413,29 @@ def absolute_name(level: int, module: str | None, module_name: str, package: boo
     parts = module_name.split(".")
     base = parts[: len(parts) - level + (1 if package else 0)]
     return ".".join([*base, *([module] if module else [])])
+
+
+def locator(file: Path, mapped: frozenset[str] | None) -> Locate:
+    """`locate(level, module)`: the file and dotted name of `from <level dots><module> import`
+    seen from `file`; modules of other distributions too when `mapped` is given."""
+
+    def locate(level: int, name: str | None) -> tuple[Path | None, str]:
+        if level:
+            return relative_module_file(file, level, name)
+        if not name:
+            return None, ""
+        found, dotted_name = package_module_file(file, name)
+        if found is None and mapped is not None and name.split(".")[0] not in package_of(file)[:1]:
+            return installed_module_file(name, mapped)
+        return found, dotted_name
+
+    return locate
+
+
+def imports_a_sibling(file: Path, code: str, locate: Locate) -> bool:
+    """Whether `code` may import from a sibling module, read from the text when it can be."""
+    imports = top_level_from_imports(code)
+    return imports is None or any(
+        sibling is not None and sibling.resolve() != file.resolve()
+        for sibling, _ in (locate(level, name or None) for level, name in imports if level or name)
+    )

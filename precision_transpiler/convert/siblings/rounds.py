@@ -19,7 +19,6 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.convert.class_reach import used_names
-from precision_transpiler.convert.import_lines import FromImport, lone_from_imports
 from precision_transpiler.convert.module_imports import module_imports_as_names, module_namespaces
 from precision_transpiler.convert.siblings.extract import (
     RUNS_GENERATED_CODE,
@@ -32,25 +31,25 @@ from precision_transpiler.convert.siblings.extract import (
 )
 from precision_transpiler.convert.siblings.order import order_definitions
 from precision_transpiler.convert.siblings.resolve import (
+    Locate,
     dotted,
     expand_star_imports,
     import_bindings,
-    installed_module_file,
-    package_module_file,
-    package_of,
+    imports_a_sibling,
+    locator,
     parsed_source,
     reexport_sources,
-    relative_module_file,
     top_level_definitions,
-    top_level_from_imports,
     top_level_names,
 )
 from precision_transpiler.convert.siblings.splice import (
     MARKER,
+    FromImport,
     drop_imported,
     insert_block,
     insert_imports,
     left_out_comment,
+    output_imports,
     postpone_annotations,
     rename_shadowing_helpers,
     resolve_clashes,
@@ -92,7 +91,6 @@ class SiblingReport:
 
 Diagnostics = list[tuple[int, int, str, str, str]]  # line, col, severity, code, message
 Convert = Callable[[str, str], tuple[str, Diagnostics]]
-Locate = Callable[[int, str | None], tuple[Path | None, str]]
 
 
 def inline_siblings(
@@ -134,23 +132,6 @@ def inline_siblings(
     return code, report
 
 
-def locator(file: Path, mapped: frozenset[str] | None) -> Locate:
-    """`locate(level, module)`: the file and dotted name of `from <level dots><module> import`
-    seen from `file`; modules of other distributions too when `mapped` is given."""
-
-    def locate(level: int, name: str | None) -> tuple[Path | None, str]:
-        if level:
-            return relative_module_file(file, level, name)
-        if not name:
-            return None, ""
-        found, dotted_name = package_module_file(file, name)
-        if found is None and mapped is not None and name.split(".")[0] not in package_of(file)[:1]:
-            return installed_module_file(name, mapped)
-        return found, dotted_name
-
-    return locate
-
-
 def one_round(
     file: Path,
     code: str,
@@ -166,22 +147,13 @@ def one_round(
     locate = locator(file, mapped)
     code = module_imports_as_names(code, locate)  # `made_module.MADE` -> `MADE`, imported by name
     code = module_namespaces(code, locate)  # `vars(aggr)` of `import pkg.aggr as aggr`: a namespace
-    if not _imports_a_sibling(file, code, locate):
+    if not imports_a_sibling(file, code, locate):
         return code  # no import of a sibling: nothing to do, without parsing a large file
     parsed = ast.parse(code)
     state = Round(file, code, convert, cache, report, budget, known, locate, parsed)
     for index, found in enumerate(state.lone):
         state.take(index, found)
     return state.finish()
-
-
-def _imports_a_sibling(file: Path, code: str, locate: Locate) -> bool:
-    """Whether `code` may import from a sibling module, read from the text when it can be."""
-    imports = top_level_from_imports(code)
-    return imports is None or any(
-        sibling is not None and sibling.resolve() != file.resolve()
-        for sibling, _ in (locate(level, name or None) for level, name in imports if level or name)
-    )
 
 
 @dataclass
@@ -238,7 +210,7 @@ class Round:
         self.defined = top_level_names(self.parsed)
         self.reached = frozenset(used_names([self.parsed]))  # what copied classes must keep
         self.bound = import_bindings(self.parsed.body)  # local name -> import line, to catch clashes
-        self.lone: list[FromImport] = lone_from_imports(self.code, self.parsed)  # the import lines, parsed alone
+        self.lone: list[FromImport] = output_imports(self.code, self.parsed)  # the import lines, parsed alone
 
     def remove(self, index: int, local: str) -> None:
         self.removals.setdefault(index, set()).add(local)

@@ -33,6 +33,7 @@ from precision_transpiler.convert.import_lines import (
     FromImport,
     first_line,
     insert_lines,
+    lone_from_imports,
     render,
     splice,
 )
@@ -277,6 +278,13 @@ def insert_imports(code: str, tree: ast.Module, imports: list[str]) -> str:
     if not imports:
         return code
     return insert_lines(code, imports_line(tree), "\n".join(imports))
+
+
+def output_imports(code: str, tree: ast.Module) -> list[FromImport]:
+    """The output's top-level `from` imports alone on their lines (`tree` is its `ast`), each
+    parsed alone with LibCST: what a round reads the names wanted from, and what
+    `drop_imported` edits by index."""
+    return lone_from_imports(code, tree)
 
 
 def drop_imported(code: str, lone: list[FromImport], removals: dict[int, set[str]]) -> str:

@@ -13,7 +13,9 @@ from precision_transpiler.convert.siblings.resolve import (
     absolute_module,
     expand_star_imports,
     framework_through_package,
+    imports_a_sibling,
     installed_module_file,
+    locator,
     package_module_file,
     package_of,
     parsed_source,
@@ -187,3 +189,18 @@ def test_relative_imports_are_made_absolute_for_copies() -> None:
     assert absolute_import(package_init, "Encoder", "smp.encoders", package=True) == (
         "from smp.encoders.timm_universal import Encoder"
     )
+
+
+def test_a_locator_finds_siblings_and_installed_libraries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_package(tmp_path / "src", VISION)
+    write_package(tmp_path / "site", {"torchlib/nn.py": "import torch\n"})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    vit = tmp_path / "src/vis/models/vit.py"
+    locate = locator(vit, frozenset({"torch"}))
+    assert locate(2, "ops.misc") == (tmp_path / "src/vis/ops/misc.py", "vis.ops.misc")
+    assert locate(0, "vis.ops.misc") == (tmp_path / "src/vis/ops/misc.py", "vis.ops.misc")
+    assert locate(0, "torchlib.nn") == (tmp_path / "site/torchlib/nn.py", "torchlib.nn")
+    assert locator(vit, None)(0, "torchlib.nn") == (None, "torchlib.nn")  # other distributions only when asked
+    assert imports_a_sibling(vit, vit.read_text(), locate)
+    assert not imports_a_sibling(vit, "import torch\nfrom torch import nn\n", locate)
+    assert not imports_a_sibling(vit, "from .vit import x\n", locate)  # the file itself
