@@ -1,12 +1,14 @@
 """The rounds of sibling copying: each phase in its turn, until nothing more comes in.
 
-A round reads the output's top-level `from` imports (convert/import_lines.py); for each import
-of a sibling module (resolve.py) it converts the sibling, takes what the file needs from it
-(extract.py) and puts it in, dropping the names from the import (splice.py). What the copies
-import in turn is the next round's work, so copies arrive in rounds, each above the last; when a
-round changes nothing, left-out methods that the output now reaches come back into their
-classes, and finally the definitions are ordered so that each runs after what it needs
-(order.py). `Round` holds what the steps of one round share; each step is one method.
+A round first turns the output's module imports of siblings into `from` imports
+(convert/module_imports.py), then reads its top-level `from` imports (`splice.output_imports`);
+for each import of a sibling module (resolve.py) it converts the sibling, takes what the file
+needs from it (extract.py) and puts it in, dropping the names from the import (splice.py).
+What the copies import in turn is the next round's work, so copies arrive in rounds, each
+above the last; when a round changes nothing, left-out methods that the output now reaches
+come back into their classes, and finally the definitions are ordered so that each runs after
+what it needs (order.py). `Round` holds what the steps of one round share; each step is one
+method.
 """
 
 from __future__ import annotations
