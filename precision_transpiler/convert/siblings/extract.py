@@ -20,13 +20,13 @@ from pathlib import Path
 from precision_transpiler.convert.class_reach import class_text, reachable_parts, reached_lines, used_attributes
 from precision_transpiler.convert.siblings.resolve import (
     absolute_import,
-    import_bindings,
     package_module_file,
     package_of,
     parsed_source,
     rebinds_itself,
     reexport_sources,
     relative_module_file,
+    single_imports,
     star_source,
     top_level_definitions,
 )
@@ -81,7 +81,7 @@ def extract_definitions(
     for keys in registration_statements(tree).values():
         defs.update(keys)  # statements filling a global (the closure takes them with it)
     attributes = set(reached)
-    imported = import_bindings(tree.body)
+    imported = single_imports(tree.body)
     while True:
         found = _closure(tree, defs, names, module_name, path, attributes, held)
         if found is None:
@@ -306,7 +306,7 @@ def uses_torch(
 
 
 def _overridable_methods(
-    nodes: list[ast.stmt], imported: dict[str, str], module_name: str, path: Path | None
+    nodes: list[ast.stmt], imported: dict[str, ast.Import | ast.ImportFrom], module_name: str, path: Path | None
 ) -> set[str]:
     """The method names of classes among `nodes` whose base is a model class of another module
     of the same package (normflows' `MaskedPiecewiseRationalQuadraticAutoregressive(Autoregressive)`,
@@ -320,20 +320,16 @@ def _overridable_methods(
         for base in node.bases:
             while isinstance(base, ast.Attribute):
                 base = base.value
-            line = imported.get(base.id, "") if isinstance(base, ast.Name) else ""
-            if line and path is not None and _model_class_in(line, path, module_name):
+            node_imported = imported.get(base.id) if isinstance(base, ast.Name) else None
+            if node_imported is not None and path is not None and _model_class_in(node_imported, path, module_name):
                 found |= {m.name for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)}
                 break
     return found
 
 
-def _model_class_in(line: str, path: Path, module_name: str) -> bool:
-    """Whether the one name `line` (`from ..base import Flow`) imports is a class defining
-    `forward` in a module of the package of `path`."""
-    try:
-        node = ast.parse(line).body[0]
-    except (SyntaxError, IndexError):
-        return False
+def _model_class_in(node: ast.Import | ast.ImportFrom, path: Path, module_name: str) -> bool:
+    """Whether the one name the import `node` (`from ..base import Flow`) binds is a class
+    defining `forward` in a module of the package of `path`."""
     if not isinstance(node, ast.ImportFrom) or len(node.names) != 1:
         return False
     if node.level:

@@ -225,15 +225,20 @@ def rebinds_itself(node: ast.Assign, defs: dict[str, ast.stmt]) -> bool:
     return name in defs and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value))
 
 
-def import_bindings(body: list[ast.stmt]) -> dict[str, str]:
-    """Local name -> the import line binding it, of the top-level imports in `body`."""
-    bound: dict[str, str] = {}
+def single_imports(body: list[ast.stmt]) -> dict[str, ast.Import | ast.ImportFrom]:
+    """Local name -> an import of that name alone (a new node, its alias shared), of the
+    top-level imports in `body`."""
+    bound: dict[str, ast.Import | ast.ImportFrom] = {}
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             for alias in node.names:
-                one = node.__class__(**{**vars(node), "names": [alias]})
-                bound[alias.asname or alias.name.split(".")[0]] = ast.unparse(one)
+                bound[alias.asname or alias.name.split(".")[0]] = node.__class__(**{**vars(node), "names": [alias]})
     return bound
+
+
+def import_bindings(body: list[ast.stmt]) -> dict[str, str]:
+    """Local name -> the import line binding it, of the top-level imports in `body`."""
+    return {name: ast.unparse(node) for name, node in single_imports(body).items()}
 
 
 def reexport_sources(tree: ast.Module, package: str, path: Path | None = None) -> dict[str, str]:
