@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -219,15 +218,17 @@ def restore_left_out(code: str, trimmed: dict[str, tuple[Path, str]], cache: dic
         if original is None:
             continue
         source_lines = source.splitlines(keepends=True)
+        members = [
+            m for m in original.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name in wanted
+        ]
         methods = []
-        for member in original.body:
-            if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and member.name in wanted:
-                first = min([member.lineno, *[d.lineno for d in member.decorator_list]])
-                methods.append("\n" + "".join(source_lines[first - 1 : member.end_lineno]))
+        for member in members:
+            first = min([member.lineno, *[d.lineno for d in member.decorator_list]])
+            methods.append("\n" + "".join(source_lines[first - 1 : member.end_lineno]))
         # imports of the sibling that the restored methods need and the output lacks (the next
         # round converts and copies what they name, as for any sibling import)
         bound = set(import_bindings(tree.body)) | set(top_level_definitions(tree))
-        needs = {n.id for m in methods for n in ast.walk(ast.parse(textwrap.dedent(m))) if isinstance(n, ast.Name)}
+        needs = {n.id for m in members for n in ast.walk(m) if isinstance(n, ast.Name)}  # from the sibling's tree
         for node in parsed_source(source).body:
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
