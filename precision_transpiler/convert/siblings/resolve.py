@@ -183,7 +183,9 @@ def installed_module_file(module: str, mapped: frozenset[str]) -> tuple[Path | N
 @functools.lru_cache(maxsize=64)
 def parsed_source(text: str) -> ast.Module:
     """`ast.parse(text)`, remembered: copying reads the same sibling modules and converted texts
-    again in every round (a tree is read, never changed). Raises SyntaxError as ast.parse does."""
+    again in every round (a tree is read, never changed). Raises SyntaxError as ast.parse does.
+    The output itself, a new text every round and the largest, is parsed where a round needs it
+    and not remembered; single import lines that are edited are parsed alone (splice.py)."""
     return ast.parse(text)
 
 
