@@ -397,7 +397,7 @@ _SIBLINGS_REMEMBERED = 512
 class InlineSiblings:
     """Definitions the file imports from sibling modules are converted (by this pipeline) and
     copied in; names with a counterpart in the target library are imported from it instead
-    (convert/siblings.py, convert/library_imports.py)."""
+    (convert/siblings/, convert/library_imports.py)."""
 
     name = "inline-siblings"
     label = "copying in sibling modules"
@@ -480,7 +480,7 @@ class InlineSiblings:
 
 class ThreadSiblingRngs:
     """Calls to module classes copied from sibling modules pass `rngs` on where the caller has
-    them (convert/sibling_rngs.py): the rule threads them through the file's own classes only."""
+    them (convert/siblings/rngs.py): the rule threads them through the file's own classes only."""
 
     name = "thread-sibling-rngs"
     label = None
@@ -488,7 +488,7 @@ class ThreadSiblingRngs:
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
             return
-        from precision_transpiler.convert.sibling_rngs import thread_sibling_rngs
+        from precision_transpiler.convert.siblings.rngs import thread_sibling_rngs
 
         doc.set_code(thread_sibling_rngs(doc.code()))
 
