@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml
 
 from precision_transpiler import transpile
-from precision_transpiler.convert.runtime_module import runtime_module_source, split_runtime
+from precision_transpiler.convert.runtime_module import RUNTIME_MODULES, runtime_module_source
 from precision_transpiler.verify import VerifyOptions, verify_files
 
 DEFAULT_CASES = Path(__file__).with_name("corpus.yaml")
@@ -137,17 +137,16 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0, runtime: str
         source = original.read_text(encoding="utf-8")
         outcome.lines_in = source.count("\n")
         start = time.perf_counter()
-        result = transpile(source, to=target, policy=policy, path=str(original), entry=case.entry, prune_to_entry=True)
+        result = transpile(
+            source, to=target, policy=policy, path=str(original), entry=case.entry, prune_to_entry=True, runtime=runtime
+        )
         outcome.transpile_s = time.perf_counter() - start
     except Exception as exc:  # recorded, not raised: one broken case must not stop the corpus
         outcome.first_problem = f"conversion raised {type(exc).__name__}: {_short(str(exc))}"
         return outcome
     code, modules = result.code, {}
-    if runtime == "module" and not result.errors:  # as `-o` writes it: the runtime in a module beside it
-        split = split_runtime(result.code, target)
-        if split is not None:
-            code = split.code
-            modules = {split.module_name: runtime_module_source(set(split.names), target)[0]}
+    if result.runtime_names:  # as `-o` writes it: the runtime in a module beside it
+        modules = {RUNTIME_MODULES[target]: runtime_module_source(set(result.runtime_names), target)[0]}
     outcome.lines_out = code.count("\n")
     outcome.converted = not result.errors
     unsupported = [d for d in result.diagnostics if d.severity == "unsupported"]

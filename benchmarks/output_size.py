@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.corpus import SUITES, load_cases, package_file
 from precision_transpiler import transpile
-from precision_transpiler.convert.runtime_module import split_runtime
 
 
 def ratios(cases: list, target: str, policy: str, prune: bool) -> list[tuple[str, int, int, int]]:
@@ -38,11 +37,10 @@ def ratios(cases: list, target: str, policy: str, prune: bool) -> list[tuple[str
         source = path.read_text(encoding="utf-8")
         extra = {"entry": case.entry, "prune_to_entry": True} if prune else {}
         result = transpile(source, to=target, policy=policy, path=str(path), **extra)
-        if result.errors:
+        module = transpile(source, to=target, policy=policy, path=str(path), runtime="module", **extra)
+        if result.errors or module.errors:
             continue
-        split = split_runtime(result.code, target)
-        module = split.code if split is not None else result.code
-        found.append((case.name, source.count("\n"), result.code.count("\n"), module.count("\n")))
+        found.append((case.name, source.count("\n"), result.code.count("\n"), module.code.count("\n")))
     return found
 
 
