@@ -532,7 +532,9 @@ class VendorRuntime:
         else:
             code, missing = vendor_shims(before)
         doc.set_code(code)
-        if doc.precision:  # decisions name lines of the code the policy saw; now of the code with the copy-in
+        # a converted model's decisions name lines of the code the policy saw: now of the code with the
+        # copy-in; within one framework they keep naming the input's lines (Finish maps them there)
+        if doc.precision and doc.source_framework != job.to:
             doc.precision = follow_lines(doc.precision, doc.precision_lines or before, code)
             doc.precision_lines, doc.precision_on_output = code, True
         for symbol in missing:
