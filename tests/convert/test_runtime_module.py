@@ -103,3 +103,24 @@ def existing_names_of(text: str) -> set[str]:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__":
             return set(ast.literal_eval(node.value))
     return set()
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+@pytest.mark.parametrize("policy", ["fp32", "mixed"])
+def test_the_library_converts_straight_into_the_import_form(target: str, policy: str) -> None:
+    """`runtime="module"`: the VendorRuntime stage writes the import, never a copy; the names are
+    those a copy taken out again would import, and reading the file back and converting it again
+    (a policy within the target) gives the same file."""
+    direct = transpile(MODEL, to=target, policy=policy, runtime="module")
+    assert "# ptranspile: torch-compatible definitions copied" not in direct.code
+    split = split_runtime(transpile(MODEL, to=target, policy=policy).code, target)
+    assert split is not None and direct.runtime_names == split.names
+    again = transpile(direct.code, to=target, policy=policy, runtime="module")
+    assert again.code == direct.code and again.runtime_names == direct.runtime_names
+
+
+def test_an_unknown_runtime_is_a_usage_error() -> None:
+    from precision_transpiler.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown runtime 'shared'"):
+        transpile(MODEL, to="jax", runtime="shared")
