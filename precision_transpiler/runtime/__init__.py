@@ -43,6 +43,8 @@ SUBJECTS = (
     "activations",
     "containers",
     "modules",
+    "layers",
+    "module_api",
     "transformers",
     "einops",
     "device",

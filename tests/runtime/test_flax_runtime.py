@@ -35,8 +35,21 @@ from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_le
 from tests.runtime import runtime_namespace  # noqa: E402
 
 # the Flax runtime modules torch layers and functions are converted to
-FLAX_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "activations", "containers", "modules",
-                 "einops", "rng")
+FLAX_SUBJECTS = (
+    "conv",
+    "pool",
+    "norm",
+    "attention",
+    "functional",
+    "losses",
+    "activations",
+    "containers",
+    "modules",
+    "layers",
+    "module_api",
+    "einops",
+    "rng",
+)
 S = runtime_namespace("flax", FLAX_SUBJECTS)
 
 pytestmark = [

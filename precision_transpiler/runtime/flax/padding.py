@@ -13,7 +13,7 @@ import jax
 
 from precision_transpiler.runtime.common import _pad_widths
 from precision_transpiler.runtime.flax.functional import pad
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class _PadNd(TorchLayer):

@@ -11,7 +11,7 @@ import numpy as np
 
 from precision_transpiler.runtime.common import _avg_pool_divisor, _pool_args, _pool_out_size
 from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _stats_dtype
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 from precision_transpiler.runtime.flax.unpool import _max_pool_indices
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from precision_transpiler.runtime.common import _pool_args, _pool_out_size
 from precision_transpiler.runtime.flax.functional import _add_batch
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _max_pool_indices(
