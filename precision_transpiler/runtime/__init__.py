@@ -39,6 +39,7 @@ SUBJECTS = (
     "attention",
     "functional",
     "tensor",
+    "tensor_math",
     "losses",
     "activations",
     "containers",
