@@ -26,6 +26,7 @@ from precision_transpiler.runtime.common import (
     _affine_base,
     _grid_source,
     _im2col_positions,
+    _pad_pairs,
     _scale_f32,
     _softmax_dim,
     _source_index,
@@ -34,6 +35,28 @@ from precision_transpiler.runtime.common import (
 from precision_transpiler.runtime.flax.rng import _random_key
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+class _ArrayOps:
+    """The array operations of JAX that the twins' shared bodies in runtime/common.py compute with
+    (`ops` there); runtime/keras/functional.py's `_ArrayOps` has the same names."""
+
+    abs = staticmethod(jnp.abs)
+    log = staticmethod(jnp.log)
+    log1p = staticmethod(jnp.log1p)
+    maximum = staticmethod(jnp.maximum)
+    mean = staticmethod(jnp.mean)
+    power = staticmethod(jnp.power)
+    relu = staticmethod(jax.nn.relu)
+    sign = staticmethod(jnp.sign)
+    softplus = staticmethod(jax.nn.softplus)
+    square = staticmethod(jnp.square)
+    sum = staticmethod(jnp.sum)
+    where = staticmethod(jnp.where)
+
+    @staticmethod
+    def cast(x: Any, dtype: Any) -> jax.Array:
+        return jnp.asarray(x, dtype)
 
 
 def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
@@ -368,12 +391,7 @@ def pad(input: jax.Array, pad: Any, mode: str = "constant", value: float | None 
     jnp.pad takes one pair per dim, first dim first. Modes constant (negative pads crop, as in
     torch), reflect, replicate, circular.
     """
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"Padding length must be divisible by 2 and at most 2*ndim, got {len(pad)}")
-    pairs = [(0, 0)] * input.ndim
-    for i in range(len(pad) // 2):
-        pairs[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    pairs = _pad_pairs(pad, input.ndim)
     if mode == "constant":
         fill = jnp.asarray(0 if value is None else value, input.dtype)
         return jax.lax.pad(input, fill, [(lo, hi, 0) for lo, hi in pairs])

@@ -26,11 +26,31 @@ from precision_transpiler.runtime.common import (
     _affine_base,
     _grid_source,
     _im2col_positions,
+    _pad_pairs,
     _scale_f32,
     _softmax_dim,
     _source_index,
     _tuple,
 )
+
+
+class _ArrayOps:
+    """The array operations of Keras that the twins' shared bodies in runtime/common.py compute
+    with (`ops` there); runtime/flax/functional.py's `_ArrayOps` has the same names."""
+
+    abs = staticmethod(ops.abs)
+    cast = staticmethod(ops.cast)
+    log = staticmethod(ops.log)
+    log1p = staticmethod(ops.log1p)
+    maximum = staticmethod(ops.maximum)
+    mean = staticmethod(ops.mean)
+    power = staticmethod(ops.power)
+    relu = staticmethod(ops.relu)
+    sign = staticmethod(ops.sign)
+    softplus = staticmethod(ops.softplus)
+    square = staticmethod(ops.square)
+    sum = staticmethod(ops.sum)
+    where = staticmethod(ops.where)
 
 
 def _stats_dtype(dtype: Any) -> str:
@@ -272,13 +292,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
     Modes constant (negative widths crop), reflect, replicate, circular.
     """
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2 or len(pad) // 2 > len(input.shape):
-        raise ValueError(f"Padding length must be divisible by 2 and at most twice the rank, got {pad}")
-    ndim = len(input.shape)
-    pairs = [(0, 0)] * ndim
-    for i in range(len(pad) // 2):
-        pairs[ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    pairs = _pad_pairs(pad, len(input.shape))
     if mode != "constant" and value:
         raise ValueError(f"Padding mode {mode!r} doesn't take in value argument")
     return _pad_nd(input, pairs, mode, 0.0 if value is None else value)
