@@ -4,7 +4,9 @@ shapes, interpolation source indices, torch's legacy reduction arguments and sof
 index arithmetic of im2col, `Tensor.unfold`, `grid_sample` and `affine_grid`, and the small torch
 stand-ins that need no framework (`TorchDevice` and `torch.device(...)`, `enable_grad` and
 `torch.is_grad_enabled()`, transformers' no-op decorators and cache bases, the active
-`torch.autocast` regions, torch.linalg's named results).
+`torch.autocast` regions, torch.linalg's named results). At the end, the bodies of padding,
+pooling and losses the twins share, which compute with an `ops` argument: the target's
+`_ArrayOps` (runtime/flax/functional.py, runtime/keras/functional.py).
 
 Why one module: the two runtimes are twins, and this arithmetic is where torch's semantics live
 (torch's ceil-mode pooling rule, its 'same' padding split, its adaptive bin edges); kept once,
