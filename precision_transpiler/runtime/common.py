@@ -560,6 +560,17 @@ def _max_pool_windows(
     return k, s, d, pairs, outs
 
 
+def _unpool_size(
+    spatial: Any, n: int, kernel_size: Any, stride: Any, padding: Any, output_size: Any
+) -> tuple[int, ...]:
+    """MaxUnpool's output spatial sizes: torch's (in - 1) * stride - 2 * padding + kernel, or the
+    trailing `n` sizes of `output_size`."""
+    if output_size is not None:
+        return tuple(int(v) for v in output_size)[-n:]
+    k, s, p, _ = _pool_args(n, kernel_size, stride, padding, 1)
+    return tuple((i - 1) * ss - 2 * pp + kk for i, kk, ss, pp in zip(spatial, k, s, p, strict=True))
+
+
 def _avg_pool_windows(
     spatial: Any, n: int, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool
 ) -> tuple[Any, Any, list[tuple[int, int]], np.ndarray]:
@@ -645,3 +656,14 @@ def _binary_cross_entropy_with_logits(
     if weight is not None:
         loss = loss * ops.cast(weight, input.dtype)
     return _reduce_loss(loss, reduction, ops)
+
+
+def _triplet(
+    anchor: Any, positive: Any, negative: Any, distance: Any, margin: float, swap: bool, reduction: str, ops: Any
+) -> Any:
+    """torch's triplet margin loss: max(0, margin + d(a, p) - d(a, n)); `swap` uses
+    min(d(a, n), d(p, n))."""
+    d_neg = distance(anchor, negative)
+    if swap:
+        d_neg = ops.minimum(d_neg, distance(positive, negative))
+    return _reduce_loss(ops.relu(margin + distance(anchor, positive) - d_neg), reduction, ops)

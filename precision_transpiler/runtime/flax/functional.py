@@ -45,6 +45,7 @@ class _ArrayOps:
     log = staticmethod(jnp.log)
     log1p = staticmethod(jnp.log1p)
     maximum = staticmethod(jnp.maximum)
+    minimum = staticmethod(jnp.minimum)
     mean = staticmethod(jnp.mean)
     power = staticmethod(jnp.power)
     relu = staticmethod(jax.nn.relu)

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from precision_transpiler.runtime.common import _reduce_loss
+from precision_transpiler.runtime.common import _reduce_loss, _triplet
 from precision_transpiler.runtime.flax.distance import _pairwise_distance
 from precision_transpiler.runtime.flax.functional import _ArrayOps, _value
 from precision_transpiler.runtime.flax.losses import _Loss
@@ -54,22 +54,6 @@ class CosineEmbeddingLoss(_MarginLoss):
         return _reduce_loss(loss.astype(input1.dtype), self.reduction, _ArrayOps)
 
 
-def _triplet(
-    anchor: jax.Array,
-    positive: jax.Array,
-    negative: jax.Array,
-    distance: Any,
-    margin: float,
-    swap: bool,
-    reduction: str,
-) -> jax.Array:
-    """max(0, margin + d(a, p) - d(a, n)); `swap` uses min(d(a, n), d(p, n))."""
-    d_neg = distance(anchor, negative)
-    if swap:
-        d_neg = jnp.minimum(d_neg, distance(positive, negative))
-    return _reduce_loss(jax.nn.relu(margin + distance(anchor, positive) - d_neg), reduction, _ArrayOps)
-
-
 class TripletMarginLoss(_Loss):
     """torch.nn.TripletMarginLoss(margin=1.0, p=2.0, eps=1e-6, swap=False): pairwise p-norm distances."""
 
@@ -90,7 +74,7 @@ class TripletMarginLoss(_Loss):
         def distance(a: jax.Array, b: jax.Array) -> jax.Array:
             return _pairwise_distance(a, b, self.p, self.eps, False)
 
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class TripletMarginWithDistanceLoss(_Loss):
@@ -111,7 +95,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
     def __call__(self, anchor: jax.Array, positive: jax.Array, negative: jax.Array) -> jax.Array:
         distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False))
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class MultiMarginLoss(_Loss):

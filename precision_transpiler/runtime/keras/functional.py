@@ -43,6 +43,7 @@ class _ArrayOps:
     log = staticmethod(ops.log)
     log1p = staticmethod(ops.log1p)
     maximum = staticmethod(ops.maximum)
+    minimum = staticmethod(ops.minimum)
     mean = staticmethod(ops.mean)
     power = staticmethod(ops.power)
     relu = staticmethod(ops.relu)

@@ -12,7 +12,7 @@ from typing import Any
 
 from keras import ops
 
-from precision_transpiler.runtime.common import _reduce_loss
+from precision_transpiler.runtime.common import _reduce_loss, _triplet
 from precision_transpiler.runtime.keras.distance import _pairwise_distance
 from precision_transpiler.runtime.keras.functional import _ArrayOps
 from precision_transpiler.runtime.keras.losses import _Loss
@@ -60,22 +60,6 @@ class CosineEmbeddingLoss(_MarginLoss):
         return _reduce_loss(loss, self.reduction, _ArrayOps)
 
 
-def _triplet(
-    anchor: Any,
-    positive: Any,
-    negative: Any,
-    distance: Any,
-    margin: float,
-    swap: bool,
-    reduction: str,
-) -> Any:
-    """max(0, margin + d(a, p) - d(a, n)); `swap` uses min(d(a, n), d(p, n))."""
-    d_neg = distance(anchor, negative)
-    if swap:
-        d_neg = ops.minimum(d_neg, distance(positive, negative))
-    return _reduce_loss(ops.relu(margin + distance(anchor, positive) - d_neg), reduction, _ArrayOps)
-
-
 class TripletMarginLoss(_Loss):
     """torch.nn.TripletMarginLoss(margin=1.0, p=2.0, eps=1e-6, swap=False): pairwise p-norm distances."""
 
@@ -97,7 +81,7 @@ class TripletMarginLoss(_Loss):
         def distance(a: Any, b: Any) -> Any:
             return _pairwise_distance(a, b, self.p, self.eps, False)
 
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class TripletMarginWithDistanceLoss(_Loss):
@@ -119,7 +103,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
     def call(self, anchor: Any, positive: Any, negative: Any) -> Any:
         distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False))
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class MultiMarginLoss(_Loss):
