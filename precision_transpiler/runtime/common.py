@@ -113,6 +113,26 @@ def _adaptive_bins(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     return (i * size) // out, -((-(i + 1) * size) // out)
 
 
+def _adaptive_sizes(output_size: Any, n: int, spatial: Any) -> tuple[int, ...]:
+    """Adaptive pooling's output sizes over the last `n` axes: an int, a tuple, or None entries
+    that keep the input's size."""
+    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != n:
+        raise ValueError(f"output_size must have {n} elements, got {output_size!r}")
+    return tuple(spatial[i] if out is None else int(out) for i, out in enumerate(sizes))
+
+
+def _adaptive_taps(size: int, out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The input positions of adaptive pooling's `out` bins over `size`, for a gather: indices
+    (out * width, flat; each clamped into its bin, so repeats cannot change a max), which of the
+    (out, width) taps are in their bin, and the bins' sizes."""
+    starts, ends = _adaptive_bins(size, out)
+    width = int((ends - starts).max())
+    positions = starts[:, None] + np.arange(width)[None, :]
+    index = np.minimum(positions, ends[:, None] - 1)
+    return index.reshape(-1), positions < ends[:, None], ends - starts
+
+
 def _softmax_dim(ndim: int) -> int:
     """torch's implicit softmax dim when `dim=None` (legacy): 0 for 0D/1D/3D inputs, else 1."""
     return 0 if ndim in (0, 1, 3) else 1
