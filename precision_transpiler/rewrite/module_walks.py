@@ -4,7 +4,7 @@
 `m.buffers()`, `m.named_buffers()` (anywhere, without arguments: the names are torch's own),
 `self.children()` and `self.add_module(name, m)` / `register_module` (on `self` and its
 attributes, inside a class: `children` is a common method name), and `m.reset_parameters()`
-(a receiver other than `self`) become `modules(m)`, ... of runtime/{flax,keras}/modules.py
+(a receiver other than `self`) become `modules(m)`, ... of runtime/{flax,keras}/module_api.py
 (`reset_parameters`: runtime/common.py). Converted module classes have the methods too (their
 `TorchModule` base), but the receiver may be a layer the runtime or the target library defines
 (a Flax `nnx.Linear`, a Keras layer), which has none: RRDBNet's `for m in net.modules()` on a

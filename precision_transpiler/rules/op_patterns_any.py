@@ -149,7 +149,7 @@ class OpPatterns(Rule):
             "        super().__init__()\n        self.token = nn.Parameter(torch.randn(1, 1, d))\n",
             "import precision_transpiler\n\n\nclass Net(precision_transpiler.runtime.keras.modules.TorchModule):\n"
             "    def __init__(self, d):\n        super().__init__()\n        self.token = "
-            "precision_transpiler.runtime.keras.modules.Parameter("
+            "precision_transpiler.runtime.keras.module_api.Parameter("
             "precision_transpiler.runtime.keras.rng.torch_randn(1, 1, d))\n",
             to="tf",
             vendored=False,

@@ -6,7 +6,7 @@ module deep-copies its attributes; a Keras layer instead pickles itself through 
 library, which fails for any class not registered as serializable ("Could not locate class
 'Block'") and would save and reload every weight. On Keras, `copy.deepcopy` and `copy.copy`
 (however imported, called or bound to a name: `c = copy.deepcopy`) become `torch_deepcopy` /
-`torch_copy` of runtime/keras/modules.py, which copy layers attribute by attribute and hand
+`torch_copy` of runtime/keras/module_api.py, which copy layers attribute by attribute and hand
 everything else to the `copy` module. Flax needs nothing: nnx modules deep-copy as Python objects.
 """
 
@@ -31,7 +31,7 @@ class TorchCopyKeras(Rule):
             "import copy\nimport torch\n\n\ndef clones(layer, n):\n"
             "    c = copy.deepcopy\n    return [c(layer) for _ in range(n)]\n",
             "import copy\nimport precision_transpiler\n\n\ndef clones(layer, n):\n"
-            "    c = precision_transpiler.runtime.keras.modules.torch_deepcopy\n"
+            "    c = precision_transpiler.runtime.keras.module_api.torch_deepcopy\n"
             "    return [c(layer) for _ in range(n)]\n",
             to="tf",
             vendored=False,
@@ -63,6 +63,8 @@ class TorchCopyKeras(Rule):
         function = _COPIES.get(ctx.qualified_name(original) or "")
         if function is None:
             return None
-        new = ctx.expr_for(runtime_name("tf", "modules", function)).with_changes(lpar=original.lpar, rpar=original.rpar)
+        new = ctx.expr_for(runtime_name("tf", "module_api", function)).with_changes(
+            lpar=original.lpar, rpar=original.rpar
+        )
         ctx.record(self.name, original, new)
         return new

@@ -122,7 +122,7 @@ class TorchInplaceOps(Rule):
             "class Ema(precision_transpiler.runtime.flax.modules.TorchModule):\n"
             "    def __init__(self, *, rngs: nnx.Rngs | None = None):\n        if rngs is None:\n"
             "            rngs = nnx.Rngs(0)\n        super().__init__()\n"
-            "        self.avg = precision_transpiler.runtime.flax.modules.Buffer(jnp.zeros(3))\n\n"
+            "        self.avg = precision_transpiler.runtime.flax.module_api.Buffer(jnp.zeros(3))\n\n"
             "    def __call__(self, x):\n        self.avg[...] = jnp.multiply(self.avg, 0.9)\n"
             "        return x\n",
             to="jax",

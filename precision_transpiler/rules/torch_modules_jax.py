@@ -36,7 +36,7 @@ class TorchModules(Rule):
             "    def forward(self, x):\n        return x\n",
             "import precision_transpiler\nfrom flax import nnx\n\n\n"
             "def block(d, *, rngs: nnx.Rngs | None = None):\n    if rngs is None:\n        rngs = nnx.Rngs(0)\n"
-            "    return precision_transpiler.runtime.flax.modules.Identity()\n\n\n"
+            "    return precision_transpiler.runtime.flax.layers.Identity()\n\n\n"
             "class Net(precision_transpiler.runtime.flax.modules.TorchModule):\n    def __call__(self, x):\n"
             "        return x\n",
             to="jax",
@@ -66,7 +66,7 @@ class TorchModules(Rule):
         Example(
             "import torch.nn as nn\n\n\ndef tie(head, embedding):\n    embedding.weight = head.weight\n",
             "import precision_transpiler\n\n\ndef tie(head, embedding):\n"
-            '    precision_transpiler.runtime.flax.modules.torch_tie(embedding, "weight", head, "weight")\n',
+            '    precision_transpiler.runtime.flax.module_api.torch_tie(embedding, "weight", head, "weight")\n',
             to="jax",
             vendored=False,
         ),
@@ -356,7 +356,7 @@ class TorchModules(Rule):
         if isinstance(parent, cst.Assign | cst.AnnAssign) and parent.value is original:
             return None  # `out.weight = emb.weight`: tying shares the variable, not its value
         new = cst.Call(
-            func=ctx.expr_for(runtime_name("jax", "modules", "torch_parameter")),
+            func=ctx.expr_for(runtime_name("jax", "module_api", "torch_parameter")),
             args=[
                 cst.Arg(updated.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
                 cst.Arg(cst.SimpleString(f'"{original.attr.value}"')),
@@ -405,7 +405,9 @@ class TorchModules(Rule):
             return None  # `exists(self.scale)` of a buffer that may be None: the attribute itself
         if original.attr.value in analysis_for(ctx).plain_or_buffers.get(owner, ()):
             # a buffer on one path, a plain value on another: either, read as a value
-            call = cst.Call(ctx.expr_for("precision_transpiler.runtime.flax.modules.buffer_value"), [cst.Arg(updated)])
+            call = cst.Call(
+                ctx.expr_for("precision_transpiler.runtime.flax.module_api.buffer_value"), [cst.Arg(updated)]
+            )
             ctx.record(self.name, original, call)
             return call
         new = cst.Subscript(
@@ -419,14 +421,14 @@ class TorchModules(Rule):
     ) -> cst.BaseStatement | None:
         """`self.register_buffer("name", t, persistent=False)` -> `self.name = Buffer(t, persistent=False)`;
         weight tying (`self.wte.weight = self.lm_head.weight`) -> `torch_tie(self.wte, "weight",
-        self.lm_head, "weight")`, which makes both layers use one Param (runtime/flax/modules.py)."""
+        self.lm_head, "weight")`, which makes both layers use one Param (runtime/flax/module_api.py)."""
         tie = _tie(updated.body[0]) if len(updated.body) == 1 and isinstance(updated.body[0], cst.Assign) else None
         if tie is not None:
             target, name, source, source_name = tie
             comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
             args = [target, cst.SimpleString(f'"{name}"'), source, cst.SimpleString(f'"{source_name}"')]
             call = cst.Call(
-                func=ctx.expr_for(runtime_name("jax", "modules", "torch_tie")),
+                func=ctx.expr_for(runtime_name("jax", "module_api", "torch_tie")),
                 args=[cst.Arg(a, comma=comma if i < 3 else cst.MaybeSentinel.DEFAULT) for i, a in enumerate(args)],
             )
             new = updated.with_changes(body=[cst.Expr(call, semicolon=updated.body[0].semicolon)])
@@ -455,7 +457,7 @@ class TorchModules(Rule):
             return None
         rest = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[1:]]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in rest[:-1]]
-        value = cst.Call(func=ctx.expr_for(runtime_name("jax", "modules", "Buffer")), args=[*args, rest[-1]])
+        value = cst.Call(func=ctx.expr_for(runtime_name("jax", "module_api", "Buffer")), args=[*args, rest[-1]])
         target = cst.AssignTarget(cst.Attribute(cst.Name("self"), cst.Name(name)))
         new = updated.with_changes(body=[cst.Assign(targets=[target], value=value)])
         ctx.record(self.name, original, new)
@@ -468,7 +470,7 @@ class TorchModules(Rule):
     ) -> cst.BaseExpression | None:
         """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
         rewrite/module_walks.py."""
-        new = module_walk(ctx, original, updated, runtime_module("jax", "modules"))
+        new = module_walk(ctx, original, updated, runtime_module("jax", "module_api"))
         if new is not None:
             ctx.record(self.name, original, new)
         return new

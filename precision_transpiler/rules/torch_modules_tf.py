@@ -9,7 +9,7 @@
   `super().forward(...)` in module classes and `Net.forward(self, x)` -> `.call(...)`;
   `TorchModule.forward` calls `call`, so `model.forward(x)` from outside still works.
 * `self.modules()` / `named_modules()` / `children()` / `named_children()` / `add_module(name, m)`
-  on `self` and its attributes -> `modules(self)`, ... (runtime/keras/modules.py): the attribute may
+  on `self` and its attributes -> `modules(self)`, ... (runtime/keras/module_api.py): the attribute may
   be a Keras shim (`Sequential`) that has no such method.
 * `isinstance(m, nn.Module)` -> `isinstance(m, keras.layers.Layer)`: converted layers are Keras
   layers, only converted module classes are `TorchModule`s.
@@ -37,6 +37,7 @@ from precision_transpiler.runtime import runtime_module
 from precision_transpiler.syntax import dotted_name
 
 _SHIMS = runtime_module("tf", "modules")
+_WALKS = runtime_module("tf", "module_api")
 #: read-only properties of keras.layers.Layer (Keras 3.15): `self.dtype = ...` raises AttributeError
 #: (`input` and `output` too, but TorchModule makes them assignable: BERT's `self.output`)
 _KERAS_READ_ONLY = frozenset(
@@ -294,7 +295,7 @@ class TorchModulesKeras(Rule):
     def _module_walk(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
         rewrite/module_walks.py."""
-        new = module_walk(ctx, original, updated, _SHIMS)
+        new = module_walk(ctx, original, updated, _WALKS)
         if new is not None:
             ctx.record(self.name, original, new)
         return new

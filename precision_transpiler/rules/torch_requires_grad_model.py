@@ -6,7 +6,7 @@ variable (which has no `requires_grad_`), so the line failed when the model was 
 assignment to `<x>.requires_grad` and a `<x>.requires_grad_(...)` call the op tables left alone
 (its receiver is not known to be a tensor: `x.requires_grad_()` of a tensor is the tensor, see
 `set_requires_grad` in mappings/ops/tensor_ops.yaml) become `torch_requires_grad_(x, flag)` of
-runtime/{flax,keras}/modules.py: a converted module's own `requires_grad_`, Keras' `trainable`
+runtime/{flax,keras}/module_api.py: a converted module's own `requires_grad_`, Keras' `trainable`
 flag of a layer or variable, or nothing on Flax, where `nnx.grad` is told what to differentiate.
 """
 
@@ -28,9 +28,9 @@ class TorchRequiresGrad(Rule):
             "import torch.nn as nn\n\n\ndef freeze(backbone):\n    for p in backbone.parameters():\n"
             "        p.requires_grad = False\n    backbone.requires_grad_(False)\n",
             "import precision_transpiler\n\n\ndef freeze(backbone):\n"
-            "    for p in precision_transpiler.runtime.keras.modules.parameters(backbone):\n"
-            "        precision_transpiler.runtime.keras.modules.torch_requires_grad_(p, False)\n"
-            "    precision_transpiler.runtime.keras.modules.torch_requires_grad_(backbone, False)\n",
+            "    for p in precision_transpiler.runtime.keras.module_api.parameters(backbone):\n"
+            "        precision_transpiler.runtime.keras.module_api.torch_requires_grad_(p, False)\n"
+            "    precision_transpiler.runtime.keras.module_api.torch_requires_grad_(backbone, False)\n",
             to="tf",
             vendored=False,
         ),
@@ -62,5 +62,5 @@ class TorchRequiresGrad(Rule):
         return new
 
     def _call(self, ctx: RuleContext, receiver: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
-        function = ctx.expr_for(runtime_name(ctx.target, "modules", "torch_requires_grad_"))
+        function = ctx.expr_for(runtime_name(ctx.target, "module_api", "torch_requires_grad_"))
         return cst.Call(function, [cst.Arg(receiver), *args])

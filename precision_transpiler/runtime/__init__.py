@@ -6,10 +6,12 @@ it uses, with everything they need, into the output (convert/vendor.py), so an o
 alone. Layout:
 
 - `common.py`: framework-free arithmetic both targets share (padding pairs, pooling sizes,
-  adaptive bins, ...); standard library and numpy only.
-- `flax/` and `keras/`: the same subjects under the same file names (`conv`, `pool`, `norm`,
-  `attention`, `functional`, `tensor`, `losses`, `activations`, `containers`, `modules`,
-  `transformers`, `device`), and the same names for the same torch behaviour on both sides.
+  adaptive bins, ...) and the shared bodies of padding, pooling and losses, which compute with
+  the target's array operations (`_ArrayOps` of each `functional.py`); standard library and
+  numpy only.
+- `flax/` and `keras/`: the same subjects under the same file names (`SUBJECTS` below: `conv`,
+  `pool`, `norm`, `attention`, `functional`, `tensor`, `tensor_math`, `losses`, `layers`,
+  `modules`, `module_api`, ...), and the same names for the same torch behaviour on both sides.
 - `torch/`: what converted torch code needs (the `--device auto` decision).
 - `device.py`: the framework-free half of the `--device auto` decision, which the three
   `device.py` files of the frameworks call; kept apart from `common.py` because a policy's helper
@@ -39,10 +41,13 @@ SUBJECTS = (
     "attention",
     "functional",
     "tensor",
+    "tensor_math",
     "losses",
     "activations",
     "containers",
     "modules",
+    "layers",
+    "module_api",
     "transformers",
     "einops",
     "device",

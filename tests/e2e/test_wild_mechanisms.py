@@ -1820,7 +1820,7 @@ def _set_torch_weight(layer: object, value: np.ndarray, to: str) -> None:
     if to == "tf":
         layer.weight.assign(value)
         return
-    from precision_transpiler.runtime.flax.modules import _to_flax_layout, _torch_slot
+    from precision_transpiler.runtime.flax.module_api import _to_flax_layout, _torch_slot
 
     attribute, layout = _torch_slot(layer, "weight")
     getattr(layer, attribute).set_value(_to_flax_layout(np.asarray(value), layout))

@@ -178,7 +178,7 @@ def test_keras_layers_compute_in_bfloat16_inside_a_region_and_are_restored() -> 
     import keras
 
     from precision_transpiler.runtime.keras import modules as M
-    from precision_transpiler.runtime.keras.modules import Linear
+    from precision_transpiler.runtime.keras.layers import Linear
     from precision_transpiler.runtime.keras.norm import LayerNorm
 
     class Net(M.TorchModule):

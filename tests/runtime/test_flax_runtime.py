@@ -35,8 +35,21 @@ from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_le
 from tests.runtime import runtime_namespace  # noqa: E402
 
 # the Flax runtime modules torch layers and functions are converted to
-FLAX_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "activations", "containers", "modules",
-                 "einops", "rng")
+FLAX_SUBJECTS = (
+    "conv",
+    "pool",
+    "norm",
+    "attention",
+    "functional",
+    "losses",
+    "activations",
+    "containers",
+    "modules",
+    "layers",
+    "module_api",
+    "einops",
+    "rng",
+)
 S = runtime_namespace("flax", FLAX_SUBJECTS)
 
 pytestmark = [
@@ -1195,7 +1208,7 @@ def test_definition_is_copyable(subject: str, name: str) -> None:
 def test_all_public_definitions_have_docstrings() -> None:
     for subject, name in _public_names():
         obj = getattr(S, name)
-        if callable(obj) and subject != "modules":  # modules: torch's module vocabulary, named so
+        if callable(obj) and subject not in ("modules", "module_api"):  # torch's module vocabulary, named so
             assert obj.__doc__ and "torch" in obj.__doc__, name
 
 

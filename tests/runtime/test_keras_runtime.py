@@ -31,8 +31,21 @@ from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_le
 from tests.runtime import runtime_namespace  # noqa: E402
 
 # the Keras runtime modules torch layers and functions are converted to (K: layers, KF: functions)
-KERAS_SUBJECTS = ("conv", "pool", "norm", "attention", "functional", "losses", "activations", "containers", "modules",
-                  "einops", "rng")
+KERAS_SUBJECTS = (
+    "conv",
+    "pool",
+    "norm",
+    "attention",
+    "functional",
+    "losses",
+    "activations",
+    "containers",
+    "modules",
+    "layers",
+    "module_api",
+    "einops",
+    "rng",
+)
 K = KF = runtime_namespace("keras", KERAS_SUBJECTS)
 
 pytestmark = [  # torch's own notes

@@ -3,7 +3,7 @@
 A converted Flax model stores Flax's names and layouts (`fc.kernel`, (in, out)); its
 `state_dict()` gives the torch original's (`fc.weight`, (out, in)) and its `load_state_dict()`
 takes them, through the table generated from the `params:` of mappings/layers/*.yaml into
-runtime/flax/modules.py. The Keras runtime keeps torch's names and layouts. Each check is against
+runtime/flax/module_api.py. The Keras runtime keeps torch's names and layouts. Each check is against
 torch's own answer on the same model: the same keys in the same order, the same shapes, and a
 round trip (torch's state_dict -> converted `load_state_dict` -> the same outputs as torch ->
 `state_dict()` equal to torch's tensors), on both targets.
@@ -278,7 +278,7 @@ def test_flax_names_stay_reachable() -> None:
 
 
 def test_generated_table_is_current() -> None:
-    """runtime/flax/modules.py's table is what the generator writes from the YAML now."""
+    """runtime/flax/module_api.py's table is what the generator writes from the YAML now."""
     from precision_transpiler.mappings.generate_param_names import TARGET, main, param_names_table, updated
 
     text = TARGET.read_text(encoding="utf-8")

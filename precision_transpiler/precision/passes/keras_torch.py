@@ -61,7 +61,17 @@ _MODULE_BASES = runtime_name("tf", "modules", "TorchModule")
 _LAYER_SHIMS = (
     *(
         runtime_module("tf", subject) + "."
-        for subject in ("conv", "pool", "norm", "attention", "activations", "containers", "modules", "transformers")
+        for subject in (
+            "conv",
+            "pool",
+            "norm",
+            "attention",
+            "activations",
+            "containers",
+            "layers",
+            "modules",
+            "transformers",
+        )
     ),
     *(runtime_name(None, "common", name) for name in ("Cache", "GenerationMixin", "EncoderDecoderCache")),
 )

@@ -32,7 +32,7 @@ from precision_transpiler.runtime.flax.functional import (
     tanhshrink,
     threshold,
 )
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class ReLU(TorchLayer):

@@ -18,7 +18,7 @@ from precision_transpiler.runtime.flax.functional import (
     _uniform,
     linear,
 )
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _attention_mask_bias(mask: Any, dtype: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 
 from flax import nnx
 
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class Sequential(TorchLayer):

@@ -12,7 +12,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _channel_shape, _conv_padding_pairs, _tuple
 from precision_transpiler.runtime.flax.functional import _PADDING_MODES, _add_batch, _promote, _uniform, _value
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _conv_dimension_numbers(n: int) -> tuple[str, str, str]:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.flax.functional import _uniform
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _pairwise_distance(x1: jax.Array, x2: jax.Array, p: float, eps: float, keepdim: bool) -> jax.Array:

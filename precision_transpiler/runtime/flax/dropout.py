@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from precision_transpiler.runtime.common import _ALPHA_PRIME
 from precision_transpiler.runtime.flax.functional import _rng_key
-from precision_transpiler.runtime.flax.modules import Dropout
+from precision_transpiler.runtime.flax.layers import Dropout
 
 
 class _DropoutNd(Dropout):

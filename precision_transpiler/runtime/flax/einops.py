@@ -9,7 +9,7 @@ einops function, as einops' torch layers do.
 
 import einops
 
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class Rearrange(TorchLayer):

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class EmbeddingBag(TorchLayer):

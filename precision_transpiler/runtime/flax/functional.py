@@ -22,10 +22,12 @@ import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
-    _adaptive_bins,
+    _adaptive_sizes,
+    _adaptive_taps,
     _affine_base,
     _grid_source,
     _im2col_positions,
+    _pad_pairs,
     _scale_f32,
     _softmax_dim,
     _source_index,
@@ -34,6 +36,29 @@ from precision_transpiler.runtime.common import (
 from precision_transpiler.runtime.flax.rng import _random_key
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+class _ArrayOps:
+    """The array operations of JAX that the twins' shared bodies in runtime/common.py compute with
+    (`ops` there); runtime/keras/functional.py's `_ArrayOps` has the same names."""
+
+    abs = staticmethod(jnp.abs)
+    log = staticmethod(jnp.log)
+    log1p = staticmethod(jnp.log1p)
+    maximum = staticmethod(jnp.maximum)
+    minimum = staticmethod(jnp.minimum)
+    mean = staticmethod(jnp.mean)
+    power = staticmethod(jnp.power)
+    relu = staticmethod(jax.nn.relu)
+    sign = staticmethod(jnp.sign)
+    softplus = staticmethod(jax.nn.softplus)
+    square = staticmethod(jnp.square)
+    sum = staticmethod(jnp.sum)
+    where = staticmethod(jnp.where)
+
+    @staticmethod
+    def cast(x: Any, dtype: Any) -> jax.Array:
+        return jnp.asarray(x, dtype)
 
 
 def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
@@ -90,30 +115,25 @@ def _adaptive_pool_axis(x: jax.Array, axis: int, out: int, op: str) -> jax.Array
     if size % out == 0:
         xr = x.reshape(*x.shape[:axis], out, size // out, *x.shape[axis + 1 :])
         return xr.max(axis + 1) if op == "max" else xr.mean(axis + 1)
-    starts, ends = _adaptive_bins(size, out)
-    width = int((ends - starts).max())
-    positions = starts[:, None] + np.arange(width)[None, :]
-    index = np.minimum(positions, ends[:, None] - 1)
-    gathered = jnp.take(x, index.reshape(-1), axis=axis)
+    index, valid, counts = _adaptive_taps(size, out)
+    width = valid.shape[1]
+    gathered = jnp.take(x, index, axis=axis)
     gathered = gathered.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
     if op == "max":  # indices are clamped into the bin: repeats cannot change a max
         return gathered.max(axis + 1)
     trailing = (1,) * (x.ndim - axis - 1)
-    valid = (positions < ends[:, None]).reshape(out, width, *trailing)
+    valid = valid.reshape(out, width, *trailing)
     total = jnp.where(valid, gathered, jnp.zeros((), x.dtype)).sum(axis + 1)
-    return total / jnp.asarray((ends - starts).reshape(out, *trailing), x.dtype)
+    return total / jnp.asarray(counts.reshape(out, *trailing), x.dtype)
 
 
 def _adaptive_pool_nd(x: jax.Array, n: int, output_size: Any, op: str) -> jax.Array:
     """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
     x, unbatched = _add_batch(x, n)
-    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != n:
-        raise ValueError(f"output_size must have {n} elements, got {output_size!r}")
+    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
     y = x if op == "max" else x.astype(_stats_dtype(x.dtype))
     for i, out in enumerate(sizes):
-        axis = 2 + i
-        y = _adaptive_pool_axis(y, axis, x.shape[axis] if out is None else int(out), op)
+        y = _adaptive_pool_axis(y, 2 + i, out, op)
     y = y.astype(x.dtype)
     return y[0] if unbatched else y
 
@@ -368,12 +388,7 @@ def pad(input: jax.Array, pad: Any, mode: str = "constant", value: float | None 
     jnp.pad takes one pair per dim, first dim first. Modes constant (negative pads crop, as in
     torch), reflect, replicate, circular.
     """
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"Padding length must be divisible by 2 and at most 2*ndim, got {len(pad)}")
-    pairs = [(0, 0)] * input.ndim
-    for i in range(len(pad) // 2):
-        pairs[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    pairs = _pad_pairs(pad, input.ndim)
     if mode == "constant":
         fill = jnp.asarray(0 if value is None else value, input.dtype)
         return jax.lax.pad(input, fill, [(lo, hi, 0) for lo, hi in pairs])

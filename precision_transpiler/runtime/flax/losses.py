@@ -9,9 +9,20 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.common import _legacy_reduction
-from precision_transpiler.runtime.flax.functional import _stats_dtype, _value
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.common import (
+    _binary_cross_entropy,
+    _binary_cross_entropy_with_logits,
+    _huber_loss,
+    _l1_loss,
+    _legacy_reduction,
+    _margin_ranking_loss,
+    _mse_loss,
+    _reduce_loss,
+    _smooth_l1_loss,
+    _soft_margin_loss,
+)
+from precision_transpiler.runtime.flax.functional import _ArrayOps, _stats_dtype, _value
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def cross_entropy(
@@ -84,28 +95,18 @@ def cross_entropy(
     return loss.astype(input.dtype)
 
 
-def _reduce_loss(loss: jax.Array, reduction: str) -> jax.Array:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
 def mse_loss(
     input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
 ) -> jax.Array:
     """torch.nn.functional.mse_loss (broadcasting input and target, as torch does with a warning)."""
-    return _reduce_loss(jnp.square(input - target), _legacy_reduction(size_average, reduce, reduction))
+    return _mse_loss(input, target, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def l1_loss(
     input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
 ) -> jax.Array:
     """torch.nn.functional.l1_loss."""
-    return _reduce_loss(jnp.abs(input - target), _legacy_reduction(size_average, reduce, reduction))
+    return _l1_loss(input, target, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def binary_cross_entropy_with_logits(
@@ -119,12 +120,9 @@ def binary_cross_entropy_with_logits(
 ) -> jax.Array:
     """torch.nn.functional.binary_cross_entropy_with_logits, in torch's stable form:
     (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
-    target = jnp.asarray(target, input.dtype)
-    log_weight = 1.0 if pos_weight is None else 1.0 + (jnp.asarray(pos_weight, input.dtype) - 1.0) * target
-    loss = (1.0 - target) * input + log_weight * jax.nn.softplus(-input)
-    if weight is not None:
-        loss = loss * jnp.asarray(weight, input.dtype)
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _binary_cross_entropy_with_logits(
+        input, target, weight, _legacy_reduction(size_average, reduce, reduction), pos_weight, _ArrayOps
+    )
 
 
 def nll_loss(
@@ -148,7 +146,7 @@ def nll_loss(
     loss = -picked * tw
     if reduction == "mean":
         return loss.sum() / tw.sum()
-    return _reduce_loss(loss, reduction)
+    return _reduce_loss(loss, reduction, _ArrayOps)
 
 
 class _Loss(TorchLayer):
@@ -254,11 +252,7 @@ def binary_cross_entropy(
     reduction: str = "mean",
 ) -> jax.Array:
     """torch.nn.functional.binary_cross_entropy on probabilities: each log clamped at -100, as torch."""
-    target = jnp.asarray(target, input.dtype)
-    loss = -(target * jnp.maximum(jnp.log(input), -100.0) + (1.0 - target) * jnp.maximum(jnp.log1p(-input), -100.0))
-    if weight is not None:
-        loss = loss * jnp.asarray(weight, input.dtype)
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _binary_cross_entropy(input, target, weight, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def smooth_l1_loss(
@@ -270,15 +264,12 @@ def smooth_l1_loss(
     beta: float = 1.0,
 ) -> jax.Array:
     """torch.nn.functional.smooth_l1_loss: 0.5 d^2 / beta below `beta`, |d| - 0.5 beta above (L1 at beta 0)."""
-    d = jnp.abs(input - target)
-    loss = d if beta == 0 else jnp.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _smooth_l1_loss(input, target, _legacy_reduction(size_average, reduce, reduction), beta, _ArrayOps)
 
 
 def huber_loss(input: jax.Array, target: jax.Array, reduction: str = "mean", delta: float = 1.0) -> jax.Array:
     """torch.nn.functional.huber_loss: 0.5 d^2 up to `delta`, delta (|d| - 0.5 delta) above."""
-    d = jnp.abs(input - target)
-    return _reduce_loss(jnp.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+    return _huber_loss(input, target, reduction, delta, _ArrayOps)
 
 
 def kl_div(
@@ -298,14 +289,14 @@ def kl_div(
         loss = jax.scipy.special.xlogy(target, target) - target * input
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
-    return _reduce_loss(loss, reduction)
+    return _reduce_loss(loss, reduction, _ArrayOps)
 
 
 def soft_margin_loss(
     input: jax.Array, target: jax.Array, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
 ) -> jax.Array:
     """torch.nn.functional.soft_margin_loss: log(1 + exp(-y x))."""
-    return _reduce_loss(jax.nn.softplus(-target * input), _legacy_reduction(size_average, reduce, reduction))
+    return _soft_margin_loss(input, target, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def margin_ranking_loss(
@@ -318,8 +309,9 @@ def margin_ranking_loss(
     reduction: str = "mean",
 ) -> jax.Array:
     """torch.nn.functional.margin_ranking_loss: max(0, -y (x1 - x2) + margin)."""
-    loss = jax.nn.relu(-target * (input1 - input2) + margin)
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _margin_ranking_loss(
+        input1, input2, target, margin, _legacy_reduction(size_average, reduce, reduction), _ArrayOps
+    )
 
 
 def poisson_nll_loss(
@@ -339,7 +331,7 @@ def poisson_nll_loss(
         safe = jnp.where(target > 1, target, 1.0)
         stirling = safe * jnp.log(safe) - safe + 0.5 * jnp.log(2 * jnp.pi * safe)
         loss = loss + jnp.where(target > 1, stirling, 0.0)
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 class BCELoss(_Loss):

@@ -12,9 +12,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from precision_transpiler.runtime.common import _reduce_loss, _triplet
 from precision_transpiler.runtime.flax.distance import _pairwise_distance
-from precision_transpiler.runtime.flax.functional import _value
-from precision_transpiler.runtime.flax.losses import _Loss, _reduce_loss
+from precision_transpiler.runtime.flax.functional import _ArrayOps, _value
+from precision_transpiler.runtime.flax.losses import _Loss
 
 
 class _MarginLoss(_Loss):
@@ -35,7 +36,7 @@ class HingeEmbeddingLoss(_MarginLoss):
     def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
         hinge = jnp.where(target != 1, jax.nn.relu(self.margin - input), 0.0)
         loss = hinge + jnp.where(target != -1, input, 0.0)
-        return _reduce_loss(loss.astype(input.dtype), self.reduction)
+        return _reduce_loss(loss.astype(input.dtype), self.reduction, _ArrayOps)
 
 
 class CosineEmbeddingLoss(_MarginLoss):
@@ -50,23 +51,7 @@ class CosineEmbeddingLoss(_MarginLoss):
         sq = (jnp.sum(input1 * input1, axis=dim) + 1e-12) * (jnp.sum(input2 * input2, axis=dim) + 1e-12)
         cos = dot / jnp.sqrt(sq)
         loss = jnp.where(target == 1, 1.0 - cos, 0.0) + jnp.where(target == -1, jax.nn.relu(cos - self.margin), 0.0)
-        return _reduce_loss(loss.astype(input1.dtype), self.reduction)
-
-
-def _triplet(
-    anchor: jax.Array,
-    positive: jax.Array,
-    negative: jax.Array,
-    distance: Any,
-    margin: float,
-    swap: bool,
-    reduction: str,
-) -> jax.Array:
-    """max(0, margin + d(a, p) - d(a, n)); `swap` uses min(d(a, n), d(p, n))."""
-    d_neg = distance(anchor, negative)
-    if swap:
-        d_neg = jnp.minimum(d_neg, distance(positive, negative))
-    return _reduce_loss(jax.nn.relu(margin + distance(anchor, positive) - d_neg), reduction)
+        return _reduce_loss(loss.astype(input1.dtype), self.reduction, _ArrayOps)
 
 
 class TripletMarginLoss(_Loss):
@@ -89,7 +74,7 @@ class TripletMarginLoss(_Loss):
         def distance(a: jax.Array, b: jax.Array) -> jax.Array:
             return _pairwise_distance(a, b, self.p, self.eps, False)
 
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class TripletMarginWithDistanceLoss(_Loss):
@@ -110,7 +95,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
     def __call__(self, anchor: jax.Array, positive: jax.Array, negative: jax.Array) -> jax.Array:
         distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False))
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class MultiMarginLoss(_Loss):
@@ -141,7 +126,7 @@ class MultiMarginLoss(_Loss):
             margins = margins * jnp.asarray(weight, x.dtype)[y][:, None]
         others = jnp.arange(x.shape[1])[None, :] != y[:, None]
         loss = jnp.sum(jnp.where(others, margins, 0.0), axis=1) / x.shape[1]
-        return _reduce_loss(loss.reshape(()) if input.ndim == 1 else loss, self.reduction)
+        return _reduce_loss(loss.reshape(()) if input.ndim == 1 else loss, self.reduction, _ArrayOps)
 
 
 class MultiLabelSoftMarginLoss(_Loss):
@@ -154,7 +139,7 @@ class MultiLabelSoftMarginLoss(_Loss):
         weight = _value(self.weight)
         if weight is not None:
             loss = loss * jnp.asarray(weight, input.dtype)
-        return _reduce_loss(loss.sum(axis=input.ndim - 1) / input.shape[-1], self.reduction)
+        return _reduce_loss(loss.sum(axis=input.ndim - 1) / input.shape[-1], self.reduction, _ArrayOps)
 
 
 class MultiLabelMarginLoss(_Loss):
@@ -174,7 +159,7 @@ class MultiLabelMarginLoss(_Loss):
         hinge = jax.nn.relu(1.0 - (picked[:, :, None] - x[:, None, :]))
         pairs = valid[:, :, None] & ~is_target[:, None, :]
         loss = jnp.sum(jnp.where(pairs, hinge, 0.0), axis=(1, 2)) / x.shape[1]
-        return _reduce_loss(loss.reshape(()) if input.ndim == 1 else loss, self.reduction)
+        return _reduce_loss(loss.reshape(()) if input.ndim == 1 else loss, self.reduction, _ArrayOps)
 
 
 class GaussianNLLLoss(_Loss):
@@ -193,4 +178,4 @@ class GaussianNLLLoss(_Loss):
         loss = 0.5 * (jnp.log(var) + jnp.square(input - target) / var)
         if self.full:
             loss = loss + 0.5 * jnp.log(2 * jnp.pi)
-        return _reduce_loss(loss, self.reduction)
+        return _reduce_loss(loss, self.reduction, _ArrayOps)

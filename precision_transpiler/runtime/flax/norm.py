@@ -11,7 +11,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _channel_shape
 from precision_transpiler.runtime.flax.functional import _stats_dtype, _value
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _batch_norm_train_stats(x: jax.Array) -> tuple[jax.Array, jax.Array, int]:

@@ -11,9 +11,9 @@ from typing import Any
 
 import jax
 
-from precision_transpiler.runtime.common import _pad_widths
+from precision_transpiler.runtime.common import _check_pad_input, _pad_widths
 from precision_transpiler.runtime.flax.functional import pad
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class _PadNd(TorchLayer):
@@ -27,8 +27,7 @@ class _PadNd(TorchLayer):
         self.value = value
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        if x.ndim not in (self._n + 1, self._n + 2):
-            raise ValueError(f"{type(self).__name__}: expected {self._n + 1}D or {self._n + 2}D input, got {x.ndim}D")
+        _check_pad_input(self, self._n, x.ndim)
         value = self.value if self._mode == "constant" else None
         return pad(x, self.padding, self._mode, value)
 

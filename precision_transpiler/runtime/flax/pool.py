@@ -2,16 +2,18 @@
 torch's output sizes (ceil mode, padding, `count_include_pad`, `divisor_override`) in NCHW.
 """
 
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from precision_transpiler.runtime.common import _avg_pool_divisor, _pool_args, _pool_out_size
-from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _stats_dtype
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.common import (
+    _avg_pool_windows,
+    _lp_pool,
+    _max_pool_windows,
+)
+from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _ArrayOps, _stats_dtype
+from precision_transpiler.runtime.flax.layers import TorchLayer
 from precision_transpiler.runtime.flax.unpool import _max_pool_indices
 
 
@@ -20,14 +22,7 @@ def _max_pool_nd(
 ) -> jax.Array:
     """torch max pooling: implicit -inf padding, dilation, ceil_mode, stride defaulting to the kernel."""
     x, unbatched = _add_batch(x, n)
-    k, s, p, d = _pool_args(n, kernel_size, stride, padding, dilation)
-    pairs = []
-    for size, kk, ss, pp, dd in zip(x.shape[2:], k, s, p, d, strict=True):
-        eff = dd * (kk - 1) + 1
-        if pp > eff // 2:
-            raise ValueError("pad should be at most half of effective kernel size")
-        out = _pool_out_size(size, eff, ss, pp, ceil_mode)
-        pairs.append((pp, max((out - 1) * ss + eff - size - pp, 0)))
+    k, s, d, pairs, _ = _max_pool_windows(x.shape[2:], n, kernel_size, stride, padding, dilation, ceil_mode)
     if jnp.issubdtype(x.dtype, jnp.floating):
         init = jnp.array(-jnp.inf, x.dtype)
     else:
@@ -56,15 +51,7 @@ def _avg_pool_nd(
 ) -> jax.Array:
     """torch average pooling: zero padding, ceil_mode windows, count_include_pad and divisor_override."""
     x, unbatched = _add_batch(x, n)
-    k, s, p, _ = _pool_args(n, kernel_size, stride, padding, 1)
-    pairs = []
-    divisor = np.ones((), np.float64)
-    for size, kk, ss, pp in zip(x.shape[2:], k, s, p, strict=True):
-        if pp > kk // 2:
-            raise ValueError("pad should be at most half of kernel size")
-        out = _pool_out_size(size, kk, ss, pp, ceil_mode)
-        pairs.append((pp, max((out - 1) * ss + kk - size - pp, 0)))
-        divisor = np.multiply.outer(divisor, _avg_pool_divisor(size, kk, ss, pp, out, count_include_pad))
+    k, s, pairs, divisor = _avg_pool_windows(x.shape[2:], n, kernel_size, stride, padding, ceil_mode, count_include_pad)
     sdt = _stats_dtype(x.dtype)
     total = jax.lax.reduce_window(
         x.astype(sdt),
@@ -368,10 +355,7 @@ class _LPPoolNd(TorchLayer):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         n, p = self._n_spatial, self.norm_type
-        k, _, _, _ = _pool_args(n, self.kernel_size, self.stride, 0, 1)
-        mean = _avg_pool_nd(jnp.power(x, p), n, self.kernel_size, self.stride, 0, self.ceil_mode, True, None)
-        total = jnp.sign(mean) * jax.nn.relu(jnp.abs(mean)) * math.prod(k)
-        return jnp.power(total, 1.0 / p)
+        return _lp_pool(x, n, p, self.kernel_size, self.stride, self.ceil_mode, _avg_pool_nd, _ArrayOps)
 
 
 class LPPool1d(_LPPoolNd):

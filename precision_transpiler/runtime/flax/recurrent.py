@@ -19,7 +19,7 @@ from flax import nnx
 
 from precision_transpiler.runtime.common import _GATES
 from precision_transpiler.runtime.flax.functional import _uniform
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _matmul_t(x: jax.Array, w: jax.Array, b: Any) -> jax.Array:

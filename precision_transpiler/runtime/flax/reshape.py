@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from precision_transpiler.runtime.common import _patch_geometry, _tuple
 from precision_transpiler.runtime.flax.functional import unflatten
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class Unflatten(TorchLayer):

@@ -15,7 +15,7 @@ import jax
 from flax import nnx
 
 from precision_transpiler.runtime.flax.attention import MultiheadAttention
-from precision_transpiler.runtime.flax.modules import Dropout, Linear, TorchLayer
+from precision_transpiler.runtime.flax.layers import Dropout, Linear, TorchLayer
 from precision_transpiler.runtime.flax.norm import LayerNorm
 
 

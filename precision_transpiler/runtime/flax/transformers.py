@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.common import Cache
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class ModelOutput(collections.OrderedDict):

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from precision_transpiler.runtime.common import _pool_args, _pool_out_size
+from precision_transpiler.runtime.common import _max_pool_windows, _unpool_size
 from precision_transpiler.runtime.flax.functional import _add_batch
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def _max_pool_indices(
@@ -24,16 +24,8 @@ def _max_pool_indices(
 ) -> tuple[jax.Array, jax.Array]:
     """torch's max pooling (padding, dilation, ceil_mode) with the index of every maximum."""
     x, unbatched = _add_batch(x, n)
-    k, s, p, d = _pool_args(n, kernel_size, stride, padding, dilation)
     spatial = x.shape[2:]
-    pairs, outs = [], []
-    for size, kk, ss, pp, dd in zip(spatial, k, s, p, d, strict=True):
-        eff = dd * (kk - 1) + 1
-        if pp > eff // 2:
-            raise ValueError("pad should be at most half of effective kernel size")
-        out = _pool_out_size(size, eff, ss, pp, ceil_mode)
-        outs.append(out)
-        pairs.append((pp, max((out - 1) * ss + eff - size - pp, 0)))
+    k, s, d, pairs, outs = _max_pool_windows(spatial, n, kernel_size, stride, padding, dilation, ceil_mode)
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     lowest = -jnp.inf if floating else jnp.iinfo(x.dtype).min
     xp = jnp.pad(x, [(0, 0), (0, 0), *pairs], constant_values=lowest)
@@ -65,11 +57,7 @@ class _MaxUnpoolNd(TorchLayer):
     def __call__(self, x: jax.Array, indices: jax.Array, output_size: Any = None) -> jax.Array:
         n = self._n_spatial
         xb, unbatched = _add_batch(x, n)
-        k, s, p, _ = _pool_args(n, self.kernel_size, self.stride, self.padding, 1)
-        if output_size is None:
-            size = tuple((i - 1) * ss - 2 * pp + kk for i, kk, ss, pp in zip(xb.shape[2:], k, s, p, strict=True))
-        else:
-            size = tuple(int(v) for v in output_size)[-n:]
+        size = _unpool_size(xb.shape[2:], n, self.kernel_size, self.stride, self.padding, output_size)
         planes = xb.shape[0] * xb.shape[1]
         out = jnp.zeros((planes, math.prod(size)), x.dtype)
         rows = jnp.arange(planes)[:, None]

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from precision_transpiler.runtime.flax.functional import interpolate
-from precision_transpiler.runtime.flax.modules import TorchLayer
+from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 class Upsample(TorchLayer):

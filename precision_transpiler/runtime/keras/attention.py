@@ -17,7 +17,7 @@ from precision_transpiler.runtime.keras.functional import (
     _stats_dtype,
     _uniform,
 )
-from precision_transpiler.runtime.keras.modules import Linear
+from precision_transpiler.runtime.keras.layers import Linear
 
 
 def _scaled_dot_product_attention(

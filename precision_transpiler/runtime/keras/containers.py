@@ -3,7 +3,7 @@
 Keras' own `keras.Sequential` is a Model (input layers, `.layers`, no torch names). These hold
 their children under torch's names ("0", "1", ... or the given keys) in a list or dict Keras
 tracks, so the children's variables appear in `weights` and the weight loader
-(precision_transpiler.weights.torch_to_keras) and module walks (modules.py) find them by torch's
+(precision_transpiler.weights.torch_to_keras) and module walks (module_api.py) find them by torch's
 paths; indexing, slicing, iteration and the list/dict methods behave as torch's.
 """
 

@@ -13,7 +13,7 @@ import keras
 from keras import ops
 
 from precision_transpiler.runtime.common import _ALPHA_PRIME
-from precision_transpiler.runtime.keras.modules import Dropout
+from precision_transpiler.runtime.keras.layers import Dropout
 
 
 class _DropoutNd(Dropout):

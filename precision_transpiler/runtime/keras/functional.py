@@ -22,15 +22,37 @@ import numpy as np
 from keras import ops
 
 from precision_transpiler.runtime.common import (
-    _adaptive_bins,
+    _adaptive_sizes,
+    _adaptive_taps,
     _affine_base,
     _grid_source,
     _im2col_positions,
+    _pad_pairs,
     _scale_f32,
     _softmax_dim,
     _source_index,
     _tuple,
 )
+
+
+class _ArrayOps:
+    """The array operations of Keras that the twins' shared bodies in runtime/common.py compute
+    with (`ops` there); runtime/flax/functional.py's `_ArrayOps` has the same names."""
+
+    abs = staticmethod(ops.abs)
+    cast = staticmethod(ops.cast)
+    log = staticmethod(ops.log)
+    log1p = staticmethod(ops.log1p)
+    maximum = staticmethod(ops.maximum)
+    minimum = staticmethod(ops.minimum)
+    mean = staticmethod(ops.mean)
+    power = staticmethod(ops.power)
+    relu = staticmethod(ops.relu)
+    sign = staticmethod(ops.sign)
+    softplus = staticmethod(ops.softplus)
+    square = staticmethod(ops.square)
+    sum = staticmethod(ops.sum)
+    where = staticmethod(ops.where)
 
 
 def _stats_dtype(dtype: Any) -> str:
@@ -117,30 +139,25 @@ def _adaptive_pool_axis(x: Any, axis: int, out: int, op: str) -> Any:
     if size % out == 0:
         xr = ops.reshape(x, (-1, *x.shape[1:axis], out, size // out, *x.shape[axis + 1 :]))
         return ops.max(xr, axis=axis + 1) if op == "max" else ops.mean(xr, axis=axis + 1)
-    starts, ends = _adaptive_bins(size, out)
-    width = int((ends - starts).max())
-    positions = starts[:, None] + np.arange(width)[None, :]
-    index = np.minimum(positions, ends[:, None] - 1)  # clamped into the bin: repeats cannot change a max
-    gathered = ops.take(x, index.reshape(-1), axis=axis)
+    index, valid, counts = _adaptive_taps(size, out)
+    width = valid.shape[1]
+    gathered = ops.take(x, index, axis=axis)
     gathered = ops.reshape(gathered, (-1, *x.shape[1:axis], out, width, *x.shape[axis + 1 :]))
-    if op == "max":
+    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
         return ops.max(gathered, axis=axis + 1)
     trailing = (1,) * (len(x.shape) - axis - 1)
-    valid = (positions < ends[:, None]).reshape(out, width, *trailing)
+    valid = valid.reshape(out, width, *trailing)
     total = ops.sum(ops.where(valid, gathered, ops.zeros((), x.dtype)), axis=axis + 1)
-    return total / ops.convert_to_tensor((ends - starts).reshape(out, *trailing), x.dtype)
+    return total / ops.convert_to_tensor(counts.reshape(out, *trailing), x.dtype)
 
 
 def _adaptive_pool_nd(x: Any, n: int, output_size: Any, op: str) -> Any:
     """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
     x, unbatched = _add_batch(x, n)
-    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != n:
-        raise ValueError(f"output_size must have {n} elements, got {output_size!r}")
+    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
     y = x if op == "max" else ops.cast(x, _stats_dtype(x.dtype))
     for i, out in enumerate(sizes):
-        axis = 2 + i
-        y = _adaptive_pool_axis(y, axis, x.shape[axis] if out is None else int(out), op)
+        y = _adaptive_pool_axis(y, 2 + i, out, op)
     y = ops.cast(y, x.dtype)
     return y[0] if unbatched else y
 
@@ -272,13 +289,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
     Modes constant (negative widths crop), reflect, replicate, circular.
     """
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2 or len(pad) // 2 > len(input.shape):
-        raise ValueError(f"Padding length must be divisible by 2 and at most twice the rank, got {pad}")
-    ndim = len(input.shape)
-    pairs = [(0, 0)] * ndim
-    for i in range(len(pad) // 2):
-        pairs[ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    pairs = _pad_pairs(pad, len(input.shape))
     if mode != "constant" and value:
         raise ValueError(f"Padding mode {mode!r} doesn't take in value argument")
     return _pad_nd(input, pairs, mode, 0.0 if value is None else value)

@@ -10,19 +10,20 @@ from typing import Any
 import keras
 from keras import ops
 
-from precision_transpiler.runtime.common import _legacy_reduction
-from precision_transpiler.runtime.keras.functional import _stats_dtype
+from precision_transpiler.runtime.common import (
+    _binary_cross_entropy,
+    _binary_cross_entropy_with_logits,
+    _huber_loss,
+    _l1_loss,
+    _legacy_reduction,
+    _margin_ranking_loss,
+    _mse_loss,
+    _reduce_loss,
+    _smooth_l1_loss,
+    _soft_margin_loss,
+)
+from precision_transpiler.runtime.keras.functional import _ArrayOps, _stats_dtype
 from precision_transpiler.runtime.keras.tensor import torch_numel
-
-
-def _torch_reduce(loss, reduction):
-    if reduction == "mean":
-        return ops.mean(loss)
-    if reduction == "sum":
-        return ops.sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
 def _torch_pick(values, target, ignore_index, class_dim):
@@ -113,17 +114,17 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     loss = -picked * tw
     if reduction == "mean":
         return ops.sum(loss) / ops.sum(tw)
-    return _torch_reduce(loss, reduction)
+    return _reduce_loss(loss, reduction, _ArrayOps)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """torch.nn.functional.mse_loss (broadcasting input and target, as torch does with a warning)."""
-    return _torch_reduce(ops.square(input - target), _legacy_reduction(size_average, reduce, reduction))
+    return _mse_loss(input, target, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """torch.nn.functional.l1_loss."""
-    return _torch_reduce(ops.abs(input - target), _legacy_reduction(size_average, reduce, reduction))
+    return _l1_loss(input, target, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def binary_cross_entropy_with_logits(
@@ -131,36 +132,24 @@ def binary_cross_entropy_with_logits(
 ):
     """torch.nn.functional.binary_cross_entropy_with_logits, in torch's stable form:
     (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
-    target = ops.cast(target, input.dtype)
-    log_weight = 1.0 if pos_weight is None else 1.0 + (ops.cast(pos_weight, input.dtype) - 1.0) * target
-    loss = (1.0 - target) * input + log_weight * ops.softplus(-input)
-    if weight is not None:
-        loss = loss * ops.cast(weight, input.dtype)
-    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _binary_cross_entropy_with_logits(
+        input, target, weight, _legacy_reduction(size_average, reduce, reduction), pos_weight, _ArrayOps
+    )
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """torch.nn.functional.binary_cross_entropy on probabilities: each log clamped at -100, as torch."""
-    target = ops.cast(target, input.dtype)
-    log_p = ops.maximum(ops.log(input), -100.0)
-    log_q = ops.maximum(ops.log1p(-input), -100.0)
-    loss = -(target * log_p + (1.0 - target) * log_q)
-    if weight is not None:
-        loss = loss * ops.cast(weight, input.dtype)
-    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _binary_cross_entropy(input, target, weight, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """torch.nn.functional.smooth_l1_loss: 0.5 d^2 / beta below `beta`, |d| - 0.5 beta above (L1 at beta 0)."""
-    d = ops.abs(input - target)
-    loss = d if beta == 0 else ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
-    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _smooth_l1_loss(input, target, _legacy_reduction(size_average, reduce, reduction), beta, _ArrayOps)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """torch.nn.functional.huber_loss: 0.5 d^2 up to `delta`, delta (|d| - 0.5 delta) above."""
-    d = ops.abs(input - target)
-    return _torch_reduce(ops.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+    return _huber_loss(input, target, reduction, delta, _ArrayOps)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
@@ -176,18 +165,19 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         loss = plogp - target * input
     if reduction == "batchmean":
         return ops.sum(loss) / (input.shape[0] if len(input.shape) else 1)
-    return _torch_reduce(loss, reduction)
+    return _reduce_loss(loss, reduction, _ArrayOps)
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """torch.nn.functional.soft_margin_loss: log(1 + exp(-y x))."""
-    return _torch_reduce(ops.softplus(-target * input), _legacy_reduction(size_average, reduce, reduction))
+    return _soft_margin_loss(input, target, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """torch.nn.functional.margin_ranking_loss: max(0, -y (x1 - x2) + margin)."""
-    loss = ops.relu(-target * (input1 - input2) + margin)
-    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _margin_ranking_loss(
+        input1, input2, target, margin, _legacy_reduction(size_average, reduce, reduction), _ArrayOps
+    )
 
 
 def poisson_nll_loss(
@@ -200,7 +190,7 @@ def poisson_nll_loss(
         safe = ops.where(target > 1, target, ops.ones_like(target))
         stirling = safe * ops.log(safe) - safe + 0.5 * ops.log(2 * math.pi * safe)
         loss = loss + ops.where(target > 1, stirling, ops.zeros_like(stirling))
-    return _torch_reduce(loss, _legacy_reduction(size_average, reduce, reduction))
+    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
 
 
 class _Loss(keras.layers.Layer):

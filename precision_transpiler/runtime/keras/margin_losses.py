@@ -12,8 +12,10 @@ from typing import Any
 
 from keras import ops
 
+from precision_transpiler.runtime.common import _reduce_loss, _triplet
 from precision_transpiler.runtime.keras.distance import _pairwise_distance
-from precision_transpiler.runtime.keras.losses import _Loss, _torch_reduce
+from precision_transpiler.runtime.keras.functional import _ArrayOps
+from precision_transpiler.runtime.keras.losses import _Loss
 
 
 class _MarginLoss(_Loss):
@@ -39,7 +41,7 @@ class HingeEmbeddingLoss(_MarginLoss):
     def call(self, input: Any, target: Any) -> Any:
         zeros = ops.zeros_like(input)
         hinge = ops.where(target != 1, ops.relu(self.margin - input), zeros)
-        return _torch_reduce(hinge + ops.where(target != -1, input, zeros), self.reduction)
+        return _reduce_loss(hinge + ops.where(target != -1, input, zeros), self.reduction, _ArrayOps)
 
 
 class CosineEmbeddingLoss(_MarginLoss):
@@ -55,23 +57,7 @@ class CosineEmbeddingLoss(_MarginLoss):
         cos = dot / ops.sqrt(sq)
         zeros = ops.zeros_like(cos)
         loss = ops.where(target == 1, 1.0 - cos, zeros) + ops.where(target == -1, ops.relu(cos - self.margin), zeros)
-        return _torch_reduce(loss, self.reduction)
-
-
-def _triplet(
-    anchor: Any,
-    positive: Any,
-    negative: Any,
-    distance: Any,
-    margin: float,
-    swap: bool,
-    reduction: str,
-) -> Any:
-    """max(0, margin + d(a, p) - d(a, n)); `swap` uses min(d(a, n), d(p, n))."""
-    d_neg = distance(anchor, negative)
-    if swap:
-        d_neg = ops.minimum(d_neg, distance(positive, negative))
-    return _torch_reduce(ops.relu(margin + distance(anchor, positive) - d_neg), reduction)
+        return _reduce_loss(loss, self.reduction, _ArrayOps)
 
 
 class TripletMarginLoss(_Loss):
@@ -95,7 +81,7 @@ class TripletMarginLoss(_Loss):
         def distance(a: Any, b: Any) -> Any:
             return _pairwise_distance(a, b, self.p, self.eps, False)
 
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class TripletMarginWithDistanceLoss(_Loss):
@@ -117,7 +103,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
     def call(self, anchor: Any, positive: Any, negative: Any) -> Any:
         distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False))
-        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction)
+        return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
 class MultiMarginLoss(_Loss):
@@ -149,7 +135,7 @@ class MultiMarginLoss(_Loss):
             margins = margins * ops.expand_dims(ops.take(ops.cast(self.weight, x.dtype), y), 1)
         others = ops.expand_dims(ops.arange(x.shape[1]), 0) != ops.expand_dims(y, 1)
         loss = ops.sum(ops.where(others, margins, ops.zeros_like(margins)), axis=1) / x.shape[1]
-        return _torch_reduce(ops.reshape(loss, ()) if unbatched else loss, self.reduction)
+        return _reduce_loss(ops.reshape(loss, ()) if unbatched else loss, self.reduction, _ArrayOps)
 
 
 class MultiLabelSoftMarginLoss(_Loss):
@@ -161,7 +147,7 @@ class MultiLabelSoftMarginLoss(_Loss):
         loss = target * ops.softplus(-input) + (1.0 - target) * ops.softplus(input)  # -log sigmoid(+-x)
         if self.weight is not None:
             loss = loss * ops.cast(self.weight, input.dtype)
-        return _torch_reduce(ops.sum(loss, axis=-1) / input.shape[-1], self.reduction)
+        return _reduce_loss(ops.sum(loss, axis=-1) / input.shape[-1], self.reduction, _ArrayOps)
 
 
 class MultiLabelMarginLoss(_Loss):
@@ -184,7 +170,7 @@ class MultiLabelMarginLoss(_Loss):
         hinge = ops.relu(1.0 - (ops.expand_dims(picked, 2) - ops.expand_dims(x, 1)))
         pairs = ops.logical_and(ops.expand_dims(valid, 2), ops.logical_not(ops.expand_dims(is_target, 1)))
         loss = ops.sum(ops.where(pairs, hinge, ops.zeros_like(hinge)), axis=(1, 2)) / classes
-        return _torch_reduce(ops.reshape(loss, ()) if unbatched else loss, self.reduction)
+        return _reduce_loss(ops.reshape(loss, ()) if unbatched else loss, self.reduction, _ArrayOps)
 
 
 class GaussianNLLLoss(_Loss):
@@ -203,4 +189,4 @@ class GaussianNLLLoss(_Loss):
         loss = 0.5 * (ops.log(var) + ops.square(input - target) / var)
         if self.full:
             loss = loss + 0.5 * math.log(2 * math.pi)
-        return _torch_reduce(loss, self.reduction)
+        return _reduce_loss(loss, self.reduction, _ArrayOps)

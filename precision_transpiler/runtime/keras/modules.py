@@ -7,9 +7,10 @@ still works), `self.training` and `train()`/`eval()`, `register_buffer`/`registe
 `modules()`/`named_modules()`/`children()`/`parameters()`/`buffers()`, `add_module`, `apply`.
 `nn.Parameter(t)` becomes `Parameter(t)`, a trainable `keras.Variable` that the layer it is
 assigned to tracks (Keras tracks variables, layers, and lists/dicts of them set as attributes).
-The small layers (`Linear`, `Embedding`, `Dropout`, `Identity`, `Flatten`) are here too; the
-activation layers are in activations.py, the containers (`Sequential`, `ModuleList`, `ModuleDict`)
-in containers.py.
+The module walks, `add_module`, `requires_grad_`, copies and the `Parameter`/`Buffer` variables
+are in module_api.py (which `TorchModule`'s methods call); the small layers (`Linear`, `Embedding`,
+`Dropout`, `Identity`, `Flatten`) in layers.py, the activation layers in activations.py, the
+containers (`Sequential`, `ModuleList`, `ModuleDict`) in containers.py.
 
 Train and eval mode. torch modules start in training mode; converted models start in inference
 mode (`training` is False), as Keras layers and the torch-semantics layers of this runtime do: the
@@ -35,9 +36,7 @@ top-level definition is copyable alone with the top-level helpers it names.
 """
 
 import collections
-import copy
 import inspect
-import math
 from typing import Any
 
 import keras
@@ -49,155 +48,18 @@ from precision_transpiler.runtime.common import (
     register_load_state_dict_pre_hook,
     run_load_state_dict_pre_hooks,
 )
-from precision_transpiler.runtime.keras.functional import _cast, _dropout, _keras_dtype, _linear, _uniform
-
-
-def _untrack_replaced_variable(layer: Any, name: str, value: Any) -> None:
-    """Before `layer.<name> = value`: a variable the attribute held and `value` replaces leaves
-    Keras' tracking. torch forgets a replaced Parameter (weight tying, `wte.weight =
-    lm_head.weight`, after which both layers use one Parameter; a parameter set again); Keras
-    would keep the old one among the layer's weights, with no torch key and no gradient."""
-    old = layer.__dict__.get(name)
-    if isinstance(old, keras.Variable) and value is not old and getattr(layer, "_tracker", None) is not None:
-        layer._untrack_variable(old)
-
-
-class Linear(keras.layers.Layer):
-    """torch.nn.Linear: `weight` (out, in) as torch (Keras Dense: `kernel` (in, out)), y = x W^T + b.
-    Assigning another layer's parameter (`lm_head.weight = wte.weight`: both hold torch's
-    layout) shares that variable, as torch shares the Parameter."""
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(dtype=_keras_dtype(dtype), **kwargs)
-        self.in_features = in_features
-        self.out_features = out_features
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        self.weight = self.add_weight(shape=(out_features, in_features), initializer=_uniform(bound), name="weight")
-        self.bias = self.add_weight(shape=(out_features,), initializer=_uniform(bound), name="bias") if bias else None
-        self.built = True
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        _untrack_replaced_variable(self, name, value)
-        super().__setattr__(name, value)
-
-    def call(self, input: Any) -> Any:
-        dt = self.compute_dtype
-        return _linear(ops.cast(input, dt), ops.cast(self.weight, dt), _cast(self.bias, dt))
-
-
-class Embedding(keras.layers.Layer):
-    """torch.nn.Embedding: `weight` (num, dim) ~ N(0, 1) with the `padding_idx` row zeroed.
-
-    As in torch, the `padding_idx` row receives no gradient. `max_norm` (in-place renormalisation) is
-    not supported. `_weight` gives the initial table, `_freeze=True` makes it non-trainable.
-    Assigning another layer's parameter (`wte.weight = lm_head.weight`) shares that variable.
-    """
-
-    def __init__(
-        self,
-        num_embeddings: int,
-        embedding_dim: int,
-        padding_idx: int | None = None,
-        max_norm: float | None = None,
-        norm_type: float = 2.0,
-        scale_grad_by_freq: bool = False,
-        sparse: bool = False,
-        _weight: Any = None,
-        _freeze: bool = False,
-        device: Any = None,
-        dtype: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(dtype=_keras_dtype(dtype), **kwargs)
-        if max_norm is not None:
-            raise NotImplementedError("Embedding(max_norm=...) renormalises weights in place; not supported")
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError("padding_idx must be within num_embeddings")
-            padding_idx = padding_idx % num_embeddings
-        self.num_embeddings = num_embeddings
-        self.embedding_dim = embedding_dim
-        self.padding_idx = padding_idx
-        self.weight = self.add_weight(
-            shape=(num_embeddings, embedding_dim),
-            initializer=keras.initializers.RandomNormal(0.0, 1.0),
-            trainable=not _freeze,
-            name="weight",
-        )
-        if _weight is not None:
-            self.weight.assign(ops.cast(_weight, self.weight.dtype))
-        elif padding_idx is not None:
-            rows = ops.expand_dims(ops.arange(num_embeddings), 1)
-            self.weight.assign(ops.where(rows == padding_idx, ops.zeros((), self.weight.dtype), self.weight))
-        self.built = True
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        _untrack_replaced_variable(self, name, value)
-        super().__setattr__(name, value)
-
-    def call(self, input: Any) -> Any:
-        out = ops.take(ops.cast(self.weight, self.compute_dtype), input, axis=0)
-        if self.padding_idx is not None:
-            out = ops.where(ops.expand_dims(input == self.padding_idx, -1), ops.stop_gradient(out), out)
-        return out
-
-
-class Dropout(keras.layers.Layer):
-    """torch.nn.Dropout(p): zero with probability p, scale by 1/(1-p), only when `training=True`."""
-
-    def __init__(self, p: float = 0.5, inplace: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if p < 0.0 or p > 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.seed_generator = keras.random.SeedGenerator()
-        self.built = True
-
-    def call(self, input: Any, training: bool | None = None) -> Any:
-        return _dropout(input, self.p, self.seed_generator) if training and self.p > 0.0 else input
-
-
-class Identity(keras.layers.Layer):
-    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments, as torch."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__()
-        self.built = True
-
-    def call(self, input: Any) -> Any:
-        return input
-
-
-class Flatten(keras.layers.Layer):
-    """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (Keras Flatten: all but batch,
-    and channels-last order)."""
-
-    def __init__(self, start_dim: int = 1, end_dim: int = -1, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_dim = start_dim
-        self.end_dim = end_dim
-        self.built = True
-
-    def call(self, input: Any) -> Any:
-        ndim = len(input.shape)
-        start, end = self.start_dim % ndim, self.end_dim % ndim
-        shape = list(ops.shape(input))
-        merged = math.prod(shape[start : end + 1]) if None not in input.shape[start : end + 1] else -1
-        return ops.reshape(input, (*shape[:start], merged, *shape[end + 1 :]))
-
-
-# Attributes of Keras layers that hold sublayers or variables under another name (Keras' own
-# bookkeeping): a module walk skips them.
-_KERAS_INTERNAL = frozenset(
-    {"_layers", "_tracker", "_functional", "_operations", "_trainable_variables", "_non_trainable_variables"}
+from precision_transpiler.runtime.keras.module_api import (
+    Buffer,
+    Parameter,
+    _child_items,
+    _own_variables,
+    _untrack_replaced_variable,
+    children,
+    modules,
+    named_buffers,
+    named_children,
+    named_modules,
+    named_parameters,
 )
 
 
@@ -212,211 +74,6 @@ def _call_training() -> Any:
         return None
     context = global_state.get_global_attribute("current_call_ctx")
     return None if context is None else getattr(context, "training", None)
-
-
-def _torch_name(layer: Any, name: str) -> str:
-    """The torch name of an attribute the converter renamed because Keras owns its name
-    (`self.name_`: the class's `_torch_renamed`)."""
-    return getattr(type(layer), "_torch_renamed", {}).get(name, name)
-
-
-def _child_items(layer: Any) -> list[tuple[str, Any]]:
-    """torch's `named_children()` of a Keras layer: the torch containers' children by their torch
-    names ("0", "1", ... or keys), else layers held in attributes (and in lists/dicts Keras tracks),
-    in assignment order."""
-    found: list[tuple[str, Any]] = []
-    containers = getattr(layer, "_torch_modules", None)  # the runtime's containers (containers.py)
-    if containers is not None:
-        items = enumerate(containers) if isinstance(containers, list) else containers.items()
-        found += [(str(name), child) for name, child in items if isinstance(child, keras.layers.Layer)]
-    for name, value in vars(layer).items():
-        if name in _KERAS_INTERNAL or name.startswith("_self_") or name == "_torch_modules":
-            continue
-        name = _torch_name(layer, name)
-        if isinstance(value, keras.layers.Layer):
-            found.append((name, value))
-        elif isinstance(value, list | tuple):
-            found += [(f"{name}.{i}", v) for i, v in enumerate(value) if isinstance(v, keras.layers.Layer)]
-        elif isinstance(value, dict):
-            found += [(f"{name}.{k}", v) for k, v in value.items() if isinstance(v, keras.layers.Layer)]
-    return found
-
-
-def named_children(module: Any) -> list[tuple[str, Any]]:
-    """torch's `Module.named_children()`: the direct sublayers with their names, each once."""
-    seen: set[int] = set()
-    out = []
-    for name, child in _child_items(module):
-        if id(child) not in seen:
-            seen.add(id(child))
-            out.append((name, child))
-    return out
-
-
-def children(module: Any) -> list[Any]:
-    """torch's `Module.children()`: the direct sublayers."""
-    return [child for _, child in named_children(module)]
-
-
-def named_modules(module: Any, prefix: str = "", _seen: Any = None) -> list[tuple[str, Any]]:
-    """torch's `Module.named_modules()`: (dotted path, layer) pairs, parents first, each layer once."""
-    seen = set() if _seen is None else _seen
-    if id(module) in seen:
-        return []
-    seen.add(id(module))
-    out = [(prefix, module)]
-    for name, child in named_children(module):
-        out += named_modules(child, f"{prefix}.{name}" if prefix else name, seen)
-    return out
-
-
-def modules(module: Any) -> list[Any]:
-    """torch's `Module.modules()`: the layer and all its sublayers, parents first."""
-    return [layer for _, layer in named_modules(module)]
-
-
-def _own_variables(module: Any, trainable: bool) -> list[tuple[str, Any]]:
-    """Variables held directly in attributes of one layer (torch's parameters or buffers of it)."""
-    return [
-        (_torch_name(module, name), value)
-        for name, value in vars(module).items()
-        if isinstance(value, keras.Variable) and bool(value.trainable) == trainable and not name.startswith("_")
-    ]
-
-
-def named_parameters(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """torch's `Module.named_parameters()`: trainable variables by torch key, each once."""
-    seen: set[int] = set()
-    out = []
-    for path, layer in named_modules(module, prefix):
-        for name, variable in _own_variables(layer, True):
-            if id(variable) not in seen:
-                seen.add(id(variable))
-                out.append((f"{path}.{name}" if path else name, variable))
-    return out
-
-
-def named_buffers(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """torch's `Module.named_buffers()`: non-trainable variables (BatchNorm statistics, registered
-    buffers) by torch key."""
-    out = []
-    for path, layer in named_modules(module, prefix):
-        for name, variable in _own_variables(layer, False):
-            out.append((f"{path}.{name}" if path else name, variable))
-    return out
-
-
-def parameters(module: Any) -> Any:
-    """torch's `Module.parameters()`: an iterator over `named_parameters`' values."""
-    return iter([v for _, v in named_parameters(module)])
-
-
-def buffers(module: Any) -> Any:
-    """torch's `Module.buffers()`: an iterator over `named_buffers`' values."""
-    return iter([v for _, v in named_buffers(module)])
-
-
-def torch_requires_grad_(value: Any, requires_grad: bool = True) -> Any:
-    """torch's `p.requires_grad = flag` / `p.requires_grad_(flag)` on something that may be a module or a
-    parameter (`for p in backbone.parameters(): p.requires_grad = False`): a converted module's
-    own `requires_grad_`, else Keras' `trainable` flag of a layer or variable (what Keras
-    trains by); anything else is returned as it is."""
-    method = getattr(value, "requires_grad_", None)
-    if callable(method):
-        return method(requires_grad)
-    if isinstance(value, keras.layers.Layer | keras.Variable):
-        value.trainable = bool(requires_grad)
-    return value
-
-
-def add_module(parent: Any, name: str, module: Any) -> None:
-    """torch's `Module.add_module(name, module)` / `register_module`: the container's own
-    `add_module` (Sequential keeps the order) or item (ModuleDict), else an attribute."""
-    own = getattr(type(parent), "add_module", None)
-    if own is not None:
-        own(parent, name, module)
-    elif hasattr(type(parent), "__setitem__") and getattr(parent, "_torch_modules", None) is not None:
-        parent[name] = module
-    else:
-        setattr(parent, name, module)
-
-
-def _reachable(value: Any) -> list[Any]:
-    """The objects `copy.deepcopy(value)` would reach: through Python containers, instance
-    attributes and bound methods' owners, stopping at modules, classes, functions and objects that
-    copy themselves (`__deepcopy__`)."""
-    found, seen, stack = [], set(), [value]
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        found.append(item)
-        if isinstance(item, list | tuple | set | frozenset):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif inspect.ismethod(item):
-            stack.append(item.__self__)
-        elif isinstance(item, keras.layers.Layer) or not (
-            inspect.ismodule(item)
-            or inspect.isroutine(item)
-            or isinstance(item, type)
-            or hasattr(type(item), "__deepcopy__")
-        ):
-            attrs = getattr(item, "__dict__", None)
-            stack.extend(attrs.values() if isinstance(attrs, dict) else ())
-    return found
-
-
-def _copy_seed_generator(generator: Any) -> Any:
-    """A deep copy of a `keras.random.SeedGenerator` (Dropout's; `copy.deepcopy` cannot pickle
-    the backend module it holds). torch's dropout draws from torch's one global generator in every
-    copy of a module, so no two copies repeat each other's masks: an unseeded generator's copy
-    gets a fresh seed (Keras' global seed decides it when `keras.utils.set_random_seed` set one);
-    an explicitly seeded one's copy continues from the same state."""
-    seed = generator._initial_seed
-    copied = keras.random.SeedGenerator(seed=seed, backend=generator.backend)
-    if seed is not None:
-        copied.state.assign(generator.state.value)
-    return copied
-
-
-def torch_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
-    """`copy.deepcopy` in converted code. A torch module deep-copies its attributes (the usual
-    way to stack N identical blocks: `[copy.deepcopy(layer) for _ in range(n)]`); a Keras layer
-    pickles itself through the Keras saving library instead, which only works for registered
-    serializable classes and saves and loads every weight. Here each layer reachable from `value`
-    is copied attribute by attribute (its variables, sub-layers and Keras' tracking state), each
-    seed generator by `_copy_seed_generator`, the rest by `copy.deepcopy`, with one memo so shared
-    objects stay shared; Python modules (which do not pickle) are shared, not copied."""
-    memo = {} if memo is None else memo
-    shells = []
-    for item in _reachable(value):
-        if id(item) in memo:
-            continue
-        if inspect.ismodule(item):
-            memo[id(item)] = item
-        elif type(item) is keras.random.SeedGenerator:
-            memo[id(item)] = _copy_seed_generator(item)
-        elif isinstance(item, keras.layers.Layer):
-            shell = object.__new__(type(item))
-            memo[id(item)] = shell
-            shells.append((item, shell))
-    for layer, shell in shells:
-        vars(shell).update(copy.deepcopy(vars(layer), memo))
-    return copy.deepcopy(value, memo)
-
-
-def torch_copy(value: Any) -> Any:
-    """`copy.copy` in converted code: a Keras layer gets a new object sharing its attributes (as
-    a shallow copy of a torch module shares its parameters and sub-modules), not a pickled and
-    reloaded one (see `torch_deepcopy`); anything else is `copy.copy`."""
-    if not isinstance(value, keras.layers.Layer):
-        return copy.copy(value)
-    shell = object.__new__(type(value))
-    vars(shell).update(vars(value))
-    return shell
 
 
 def _var_keyword_extras(layer: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -465,36 +122,6 @@ def _holds_state(value: Any) -> bool:
         or (isinstance(item, dict | list | tuple) and _holds_state(item))
         for item in items
     )
-
-
-class _Sized:
-    """`len(v)` and iteration over the first axis, as a torch tensor has (`len(in_degrees)` of
-    a buffer read through another module); keras.Variable has neither."""
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
-        return int(self.shape[0])
-
-    def __iter__(self) -> Any:
-        return iter([self.value[i] for i in range(len(self))])
-
-
-class Parameter(_Sized, keras.Variable):
-    """torch.nn.Parameter(data, requires_grad=True): a trainable Keras variable holding `data` (its
-    dtype kept). Assigned to a layer attribute, the layer tracks it (`layer.trainable_weights`)."""
-
-    def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
-        if data is None:
-            data = np.zeros((0,), "float32")
-        if isinstance(data, keras.Variable):
-            data = data.value
-        dtype = kwargs.pop("dtype", None) or keras.backend.standardize_dtype(data.dtype)
-        super().__init__(initializer=data, dtype=dtype, trainable=requires_grad, **kwargs)
-
-
-class Buffer(_Sized, keras.Variable):
-    """A torch buffer (`register_buffer`): a non-trainable Keras variable, sized as a tensor."""
 
 
 class TorchModule(keras.layers.Layer):

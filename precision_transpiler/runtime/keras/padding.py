@@ -11,7 +11,7 @@ from typing import Any
 
 import keras
 
-from precision_transpiler.runtime.common import _pad_widths
+from precision_transpiler.runtime.common import _check_pad_input, _pad_widths
 from precision_transpiler.runtime.keras.functional import pad
 
 
@@ -28,9 +28,7 @@ class _PadNd(keras.layers.Layer):
         self.built = True
 
     def call(self, input: Any) -> Any:
-        ndim = len(input.shape)
-        if ndim not in (self._n + 1, self._n + 2):
-            raise ValueError(f"{type(self).__name__}: expected {self._n + 1}D or {self._n + 2}D input, got {ndim}D")
+        _check_pad_input(self, self._n, len(input.shape))
         value = self.value if self._mode == "constant" else None
         return pad(input, self.padding, self._mode, value)
 

@@ -9,10 +9,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import _avg_pool_divisor, _pool_args, _pool_out_size
+from precision_transpiler.runtime.common import (
+    _avg_pool_windows,
+    _lp_pool,
+    _max_pool_windows,
+)
 from precision_transpiler.runtime.keras.functional import (
     _adaptive_pool_nd,
     _add_batch,
+    _ArrayOps,
     _channels_first,
     _channels_last,
     _pad_nd,
@@ -34,15 +39,7 @@ def _max_pool_nd(x: Any, n: int, kernel_size: Any, stride: Any, padding: Any, di
     'valid' on channels-last data. Dilated windows (no Keras op) are a maximum over strided slices.
     """
     x, unbatched = _add_batch(x, n)
-    k, s, p, d = _pool_args(n, kernel_size, stride, padding, dilation)
-    pairs, outs = [], []
-    for size, kk, ss, pp, dd in zip(x.shape[2:], k, s, p, d, strict=True):
-        eff = dd * (kk - 1) + 1
-        if pp > eff // 2:
-            raise ValueError("pad should be at most half of effective kernel size")
-        out = _pool_out_size(size, eff, ss, pp, ceil_mode)
-        outs.append(out)
-        pairs.append((pp, max((out - 1) * ss + eff - size - pp, 0)))
+    k, s, d, pairs, outs = _max_pool_windows(x.shape[2:], n, kernel_size, stride, padding, dilation, ceil_mode)
     x = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant", _lowest(x.dtype))
     if all(dd == 1 for dd in d):
         y = _channels_first(ops.max_pool(_channels_last(x), k, s, padding="valid"))
@@ -73,15 +70,7 @@ def _avg_pool_nd(
     cells excluded when `count_include_pad=False`).
     """
     x, unbatched = _add_batch(x, n)
-    k, s, p, _ = _pool_args(n, kernel_size, stride, padding, 1)
-    pairs = []
-    divisor = np.ones((), np.float64)
-    for size, kk, ss, pp in zip(x.shape[2:], k, s, p, strict=True):
-        if pp > kk // 2:
-            raise ValueError("pad should be at most half of kernel size")
-        out = _pool_out_size(size, kk, ss, pp, ceil_mode)
-        pairs.append((pp, max((out - 1) * ss + kk - size - pp, 0)))
-        divisor = np.multiply.outer(divisor, _avg_pool_divisor(size, kk, ss, pp, out, count_include_pad))
+    k, s, pairs, divisor = _avg_pool_windows(x.shape[2:], n, kernel_size, stride, padding, ceil_mode, count_include_pad)
     if divisor_override:
         divisor = np.full(divisor.shape, float(divisor_override))
     sdt = _stats_dtype(x.dtype)
@@ -354,10 +343,7 @@ class _LPPoolNd(keras.layers.Layer):
 
     def call(self, input: Any) -> Any:
         n, p = self._n_spatial, self.norm_type
-        k, _, _, _ = _pool_args(n, self.kernel_size, self.stride, 0, 1)
-        mean = _avg_pool_nd(ops.power(input, p), n, self.kernel_size, self.stride, 0, self.ceil_mode, True, None)
-        total = ops.sign(mean) * ops.relu(ops.abs(mean)) * math.prod(k)
-        return ops.power(total, 1.0 / p)
+        return _lp_pool(input, n, p, self.kernel_size, self.stride, self.ceil_mode, _avg_pool_nd, _ArrayOps)
 
 
 class LPPool1d(_LPPoolNd):

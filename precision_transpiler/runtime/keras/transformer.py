@@ -15,7 +15,7 @@ import keras
 from keras import ops
 
 from precision_transpiler.runtime.keras.attention import MultiheadAttention
-from precision_transpiler.runtime.keras.modules import Dropout, Linear
+from precision_transpiler.runtime.keras.layers import Dropout, Linear
 from precision_transpiler.runtime.keras.norm import LayerNorm
 
 

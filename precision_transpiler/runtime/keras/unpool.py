@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import _pool_args, _pool_out_size
+from precision_transpiler.runtime.common import _max_pool_windows, _unpool_size
 from precision_transpiler.runtime.keras.functional import _add_batch, _pad_nd
 
 
@@ -24,16 +24,8 @@ def _max_pool_indices(
 ) -> tuple[Any, Any]:
     """torch's max pooling (padding, dilation, ceil_mode) with the index of every maximum."""
     x, unbatched = _add_batch(x, n)
-    k, s, p, d = _pool_args(n, kernel_size, stride, padding, dilation)
     spatial = tuple(x.shape[2:])
-    pairs, outs = [], []
-    for size, kk, ss, pp, dd in zip(spatial, k, s, p, d, strict=True):
-        eff = dd * (kk - 1) + 1
-        if pp > eff // 2:
-            raise ValueError("pad should be at most half of effective kernel size")
-        out = _pool_out_size(size, eff, ss, pp, ceil_mode)
-        outs.append(out)
-        pairs.append((pp, max((out - 1) * ss + eff - size - pp, 0)))
+    k, s, d, pairs, outs = _max_pool_windows(spatial, n, kernel_size, stride, padding, dilation, ceil_mode)
     dtype = keras.backend.standardize_dtype(x.dtype)
     floating = "float" in dtype
     xp = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant", float("-inf") if floating else int(np.iinfo(dtype).min))
@@ -67,11 +59,7 @@ class _MaxUnpoolNd(keras.layers.Layer):
     def call(self, input: Any, indices: Any, output_size: Any = None) -> Any:
         n = self._n_spatial
         x, unbatched = _add_batch(input, n)
-        k, s, p, _ = _pool_args(n, self.kernel_size, self.stride, self.padding, 1)
-        if output_size is None:
-            size = tuple((i - 1) * ss - 2 * pp + kk for i, kk, ss, pp in zip(x.shape[2:], k, s, p, strict=True))
-        else:
-            size = tuple(int(v) for v in output_size)[-n:]
+        size = _unpool_size(x.shape[2:], n, self.kernel_size, self.stride, self.padding, output_size)
         planes = x.shape[0] * x.shape[1]
         columns = ops.reshape(ops.cast(indices, "int32"), (planes, -1))
         rows = ops.broadcast_to(ops.expand_dims(ops.arange(planes, dtype="int32"), 1), ops.shape(columns))

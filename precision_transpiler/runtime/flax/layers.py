@@ -1,0 +1,119 @@
+"""torch's small layers in Flax NNX with torch's signatures and semantics: `Identity`, `Flatten`,
+`Dropout`, `Linear`, `Embedding`, and `TorchLayer`, the base of the runtime's layers (an
+`nnx.Module` whose constructor signature is torch's).
+
+torch passes layer classes around (`norm_layer=nn.LayerNorm`); Flax NNX has other constructor
+signatures. These classes keep the torch spelling and semantics, so converted code keeps its
+structure. The activation modules are in activations.py, the containers in containers.py, torch's
+Module behaviour (`TorchModule`) in modules.py. The Keras counterpart is runtime/keras/layers.py.
+"""
+
+import inspect
+
+import jax.numpy as jnp
+from flax import nnx
+
+
+def _constructor_signature(cls):
+    """`inspect.signature(cls)` as Python gives it for a class without a metaclass `__call__`:
+    its `__init__`'s parameters after `self` (None where they cannot be read)."""
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return None
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+class TorchLayer(nnx.Module):
+    """Base of the runtime's torch layers and of converted module classes: torch code asks a
+    layer class for its constructor's parameters (monai's `has_option(norm_type,
+    "num_features")` reads `inspect.signature(norm_type)`), which nnx's metaclass hides behind
+    `(*args, **kwargs)`. Each subclass states its own (`__signature__`)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _constructor_signature(cls)
+
+
+class Identity(TorchLayer):
+    """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, x):
+        return x
+
+
+class Flatten(TorchLayer):
+    """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (not the batch)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1, *, rngs=None):
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def __call__(self, x):
+        start = self.start_dim % x.ndim
+        end = self.end_dim % x.ndim
+        return x.reshape((*x.shape[:start], -1, *x.shape[end + 1 :]))
+
+
+class Linear(nnx.Linear):
+    """torch.nn.Linear's signature on nnx.Linear, for code that passes the class around
+    (`layer=nn.Linear`); direct calls are converted to nnx.Linear itself."""
+
+    def __init__(
+        self,
+        in_features,
+        out_features,
+        bias=True,
+        device=None,
+        dtype=None,
+        *,
+        param_dtype=jnp.float32,
+        rngs: nnx.Rngs | None = None,
+    ):
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        super().__init__(in_features, out_features, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+
+
+class Embedding(nnx.Embed):
+    """torch.nn.Embedding's signature on nnx.Embed (padding_idx only matters for training)."""
+
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        *args,
+        dtype=None,
+        param_dtype=jnp.float32,
+        rngs: nnx.Rngs | None = None,
+        **kwargs,
+    ):
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+        # torch's attributes, for code that reads them (rtdl's `embeddings[0].embedding_dim`)
+        self.embedding_dim = embedding_dim
+        self.padding_idx = padding_idx
+        self.max_norm = args[0] if args else kwargs.get("max_norm")
+
+    @property
+    def weight(self):
+        """torch's name for the table (subclasses such as Bart's positional embedding read it;
+        tying code assigns it)."""
+        return self.embedding
+
+    @weight.setter
+    def weight(self, value):
+        self.embedding = value
+
+
+class Dropout(nnx.Dropout):
+    """torch.nn.Dropout(p=0.5)'s signature on nnx.Dropout (deterministic after `model.eval()`)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, rngs: nnx.Rngs | None = None):
+        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        super().__init__(rate=p, rngs=rngs)
+        self.p = p  # torch's attributes, for code that reads them
+        self.inplace = inplace
