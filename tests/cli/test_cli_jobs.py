@@ -123,9 +123,9 @@ class _CrashingJob:
     `crash*.py`: the native crash a C extension (LibCST's parser) could have on some input."""
 
     def __init__(self) -> None:
-        from precision_transpiler.api import _Job
+        from precision_transpiler.api import Options, _Job
 
-        self.job = _Job("jax", None, "fp32", (), "auto")
+        self.job = _Job(Options.build(to="jax"))
 
     def __call__(self, item: tuple[Path, bool]) -> object:
         if item[0].name.startswith("crash"):

@@ -143,6 +143,12 @@ def test_crlf_file_keeps_crlf_everywhere(tmp_path: Path, to: str, policy: str) -
     data = (tmp_path / "out.py").read_bytes()
     assert data != MODEL_CRLF.encode()
     _same_endings(data, b"\r\n")
+    # stdout is self-contained (--runtime inline), as -o is with --runtime inline
+    inline = ("-o", "inline.py", "--runtime", "inline")
+    code, out, err = _cli_bytes("m.py", "--to", to, "--policy", policy, *inline, cwd=tmp_path)
+    assert code == 0, err
+    data = (tmp_path / "inline.py").read_bytes()
+    _same_endings(data, b"\r\n")
     code, out, err = _cli_bytes("-", "--to", to, "--policy", policy, cwd=tmp_path, stdin=MODEL_CRLF.encode())
     assert code == 0, err
     assert out == data
