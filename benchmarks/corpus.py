@@ -35,6 +35,7 @@ import argparse
 import json
 import platform
 import re
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml
 
 from precision_transpiler import transpile
+from precision_transpiler.convert.runtime_module import RUNTIME_MODULES, runtime_module_source
 from precision_transpiler.verify import VerifyOptions, verify_files
 
 DEFAULT_CASES = Path(__file__).with_name("corpus.yaml")
@@ -125,7 +127,7 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
+def run_case(case: Case, target: str, policy: str, timing: int = 0, runtime: str = "inline") -> Outcome:
     outcome = Outcome(case.name, target, policy)
     if case.source is not None and not installed(case.package):
         outcome.first_problem = NOT_INSTALLED
@@ -135,12 +137,17 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
         source = original.read_text(encoding="utf-8")
         outcome.lines_in = source.count("\n")
         start = time.perf_counter()
-        result = transpile(source, to=target, policy=policy, path=str(original), entry=case.entry, prune_to_entry=True)
+        result = transpile(
+            source, to=target, policy=policy, path=str(original), entry=case.entry, prune_to_entry=True, runtime=runtime
+        )
         outcome.transpile_s = time.perf_counter() - start
     except Exception as exc:  # recorded, not raised: one broken case must not stop the corpus
         outcome.first_problem = f"conversion raised {type(exc).__name__}: {_short(str(exc))}"
         return outcome
-    outcome.lines_out = result.code.count("\n")
+    code, modules = result.code, {}
+    if result.runtime_names:  # as `-o` writes it: the runtime in a module beside it
+        modules = {RUNTIME_MODULES[target]: runtime_module_source(set(result.runtime_names), target)[0]}
+    outcome.lines_out = code.count("\n")
     outcome.converted = not result.errors
     unsupported = [d for d in result.diagnostics if d.severity == "unsupported"]
     outcome.unsupported = len(unsupported)
@@ -155,7 +162,8 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
         options = VerifyOptions(
             entry=case.entry, inputs=case.inputs, calibrate_bn=case.calibrate_bn, layers=False, timing=timing
         )
-        verdict = verify_files(original, virtual, options, converted_code=result.code)
+        options.modules = modules
+        verdict = verify_files(original, virtual, options, converted_code=code)
         outcome.verified = verdict.passed
         if verdict.timing:
             outcome.forward_original_s = verdict.timing.get("original")
@@ -174,7 +182,7 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0) -> Outcome:
         if not outcome.verified:
             message = str(exc).replace(str(original.parent) + "/", "").replace(repr(case.entry), "ENTRY")
             outcome.first_problem = _short(f"{type(exc).__name__}: {message}", 240)
-            outcome.failed_at_marked = failed_at_marked(message, virtual.name, result.code)
+            outcome.failed_at_marked = failed_at_marked(message, virtual.name, code)
     outcome.verify_s = time.perf_counter() - start
     return outcome
 
@@ -278,8 +286,11 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
         "verified: the converted model matched the original within the policy's tolerance;",
         "unreported: failed at import, build, weights or first call with nothing reported unsupported.",
         "",
-        "| to | policy | cases | converted | clean | verified | unreported |",
-        "|---|---|---|---|---|---|---|",
+        "lines out / in: the converted file's lines over the source file's (median of the group; with",
+        "--runtime module the runtime module beside it is not counted: it is written once per folder).",
+        "",
+        "| to | policy | cases | converted | clean | verified | unreported | lines out / in |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key in dict.fromkeys((o.target, o.policy) for o in outcomes):
         group = [o for o in outcomes if (o.target, o.policy) == key]
@@ -289,7 +300,9 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
             sum(o.verified for o in group),
         ]
         cells = " | ".join(f"{n} ({n / len(group):.0%})" for n in counts)
-        rows.append(f"| {key[0]} | {key[1]} | {len(group)} | {cells} | {sum(map(unreported, group))} |")
+        sizes = sorted(o.lines_out / o.lines_in for o in group if o.converted and o.lines_in)
+        size = f"{statistics.median(sizes):.2f}" if sizes else "-"
+        rows.append(f"| {key[0]} | {key[1]} | {len(group)} | {cells} | {sum(map(unreported, group))} | {size} |")
     failed = [o for o in outcomes if not o.verified]
     if failed:
         stages = {stage: 0 for stage in ("conversion", *(s for s, _ in _STAGES), "other")}
@@ -384,6 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run torch, TensorFlow and XLA with N threads each (0: their defaults). On a shared machine "
         "1 keeps a busy core from stalling one framework's timing more than another's",
     )
+    parser.add_argument(
+        "--runtime",
+        choices=("inline", "module"),
+        default="inline",
+        help="verify each output as `-o` writes it with --runtime module (the runtime in a module beside it; "
+        "lines out count the file alone) or self-contained (inline)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--render", type=Path, metavar="JSON", help="only print (and --markdown) the tables of an earlier run's --json"
@@ -448,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         for target in args.targets.split(","):
             for policy in args.policies.split(","):
-                outcome = run_case(case, target, policy, args.time)
+                outcome = run_case(case, target, policy, args.time, args.runtime)
                 outcomes.append(outcome)
                 status = "verified" if outcome.verified else ("converted" if outcome.converted else "failed")
                 print(f"{case.name} -> {target} {policy}: {status} {outcome.first_problem}", file=sys.stderr)

@@ -19,15 +19,18 @@ from typing import Any
 
 from precision_transpiler.detection import detect_file_framework, detect_framework
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
-from precision_transpiler.errors import PtranspileError, UsageError
+from precision_transpiler.errors import PtranspileError
 from precision_transpiler.files import ReadError, iter_python_files, read_source_encoded
-from precision_transpiler.mappings import MappingSet, load_mappings
-from precision_transpiler.mappings.model import FRAMEWORKS
+from precision_transpiler.mappings import MappingSet
+from precision_transpiler.options import Options
 from precision_transpiler.pipeline import announce, stage_hook
-from precision_transpiler.precision.policy import resolve_policy
 
 __all__ = [
+    "Options",
     "TranspileResult",
+    "convert_file",
+    "convert_paths",
+    "convert_source",
     "detect_file_framework",
     "detect_framework",
     "transpile",
@@ -59,6 +62,9 @@ class TranspileResult:
     policy_info: dict[str, Any] | None = None
     # how the file is written back: "utf-8", "utf-8-sig" (a BOM) or a PEP 263 coding comment's
     encoding: str = "utf-8"
+    # runtime="module": what the code imports from the runtime module beside it
+    # (`_ptranspile_runtime_jax.py`, convert/runtime_module.py), which the caller writes
+    runtime_names: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -93,41 +99,6 @@ class TranspileResult:
         }
 
 
-def _check_entry(entry: str | None, prune_to_entry: bool) -> None:
-    """Pruning is asked for explicitly: `entry` alone changes nothing in a conversion (it is what
-    verification builds), so it is refused rather than ignored."""
-    if prune_to_entry and not entry:
-        raise UsageError("prune_to_entry=True needs entry= (the name or expression whose reach is kept)")
-    if entry and not prune_to_entry:
-        raise UsageError(
-            f"entry={entry!r} alone changes nothing in a conversion: pass prune_to_entry=True to convert only "
-            "the top-level definitions it reaches"
-        )
-
-
-def _check_framework(value: str | Sequence[str] | None, option: str, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    for name in _source_list(value) or ("",) if option == "from" else (value,):
-        if name not in FRAMEWORKS:
-            raise UsageError(f"unknown framework {name!r} for {option} (choose from {', '.join(FRAMEWORKS)})")
-
-
-def _source_list(from_: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """The source frameworks `from_` names: "torch", "torch,numpy" or ("torch", "jax"); None for
-    any. One name is the file's source; with several, the source is detected among them and a
-    file written for none of them is left unchanged (with a `source-not-selected` note)."""
-    if from_ is None:
-        return None
-    names = from_.split(",") if isinstance(from_, str) else list(from_)
-    return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
-
-
-def _single_source(from_: str | Sequence[str] | None) -> str | None:
-    sources = _source_list(from_)
-    return sources[0] if sources and len(sources) == 1 else None
-
-
 def transpile(
     source: str,
     *,
@@ -140,6 +111,7 @@ def transpile(
     nan_fallback: bool = False,
     entry: str | None = None,
     prune_to_entry: bool = False,
+    runtime: str = "inline",
 ) -> TranspileResult:
     """Convert Python source text written for one framework into another.
 
@@ -153,11 +125,11 @@ def transpile(
     when one of the two comes without the other. Positions in the result always name lines of
     `source`, pruned or not.
     """
-    with _fewer_collections(len(source)):
-        return _transpile(
-            source, to=to, from_=from_, policy=policy, mappings=mappings, path=path, device=device,
-            nan_fallback=nan_fallback, entry=entry, prune_to_entry=prune_to_entry,
-        )  # fmt: skip
+    options = Options.build(
+        to=to, from_=from_, policy=policy, mappings=mappings, device=device, nan_fallback=nan_fallback,
+        entry=entry, prune_to_entry=prune_to_entry, runtime=runtime,
+    )  # fmt: skip
+    return convert_source(source, options, path)
 
 
 #: Sources at least this long are converted with fewer cyclic garbage collections (see below).
@@ -185,51 +157,29 @@ def _fewer_collections(size: int) -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def _transpile(
-    source: str,
-    *,
-    to: str,
-    from_: str | Sequence[str] | None = None,
-    policy: str = "fp32",
-    mappings: Sequence[str | os.PathLike[str]] | MappingSet = (),
-    path: str = "<string>",
-    device: str = "auto",
-    nan_fallback: bool = False,
-    entry: str | None = None,
-    prune_to_entry: bool = False,
-) -> TranspileResult:
+def convert_source(source: str, options: Options, path: str = "<string>") -> TranspileResult:
+    """`transpile` with its options built: the pipeline over `source` (a large one with fewer
+    garbage collections)."""
     # Imported here so that `import precision_transpiler` stays cheap for --help.
-    from precision_transpiler.pipeline import Document, Job, convert_document
+    from precision_transpiler.pipeline import convert_document
 
-    _check_framework(to, "to", allow_none=False)
-    _check_framework(from_, "from", allow_none=True)
-    _check_entry(entry, prune_to_entry)
-    policy_obj = resolve_policy(policy, device=device)
-    table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
-    job = Job(
-        to=to,
-        sources=_source_list(from_),
-        policy=policy_obj,
-        table=table,
-        path=path,
-        nan_fallback=nan_fallback,
-        entry=entry,
-        prune_to_entry=prune_to_entry,
-    )
-    doc = convert_document(Document(source, path), job)
+    policy = options.resolved_policy
+    with _fewer_collections(len(source)):
+        doc = convert_document(source, path, options.job(path))
     return TranspileResult(
         path=path,
         code=doc.result_code(),
         original=source,
         source_framework=doc.source_framework,
-        target_framework=to,
-        policy=policy_obj.name,
+        target_framework=options.to,
+        policy=policy.name,
         diagnostics=tuple(doc.diagnostics),
         rewrites=tuple(sorted(doc.rewrites)),
         imports_added=tuple(doc.imports_added),
         skipped=doc.skipped,
         precision=tuple(doc.precision),
-        policy_info=None if doc.unchanged else policy_obj.to_json(),
+        policy_info=None if doc.unchanged else policy.to_json(),
+        runtime_names=doc.runtime_names,
     )
 
 
@@ -246,6 +196,7 @@ def transpile_file(
     entry: str | None = None,
     prune_to_entry: bool = False,
     max_file_mb: float | None = None,
+    runtime: str = "inline",
 ) -> TranspileResult:
     """Transpile one file (read only: writing is the caller's choice).
 
@@ -253,55 +204,39 @@ def transpile_file(
     result is a `file-too-large` error, `skipped` saying why. Conversion takes time and memory
     in proportion to a file's size (seconds and about 100 MB per 100 KB), so a user is told at
     once rather than left waiting minutes for a generated file nobody meant to convert."""
-    _check_framework(to, "to", allow_none=False)
-    _check_framework(from_, "from", allow_none=True)
-    _check_entry(entry, prune_to_entry)
-    resolve_policy(policy, device=device)
+    options = Options.build(
+        to=to, from_=from_, policy=policy, mappings=mappings, device=device, nan_fallback=nan_fallback,
+        entry=entry, prune_to_entry=prune_to_entry, skip_empty=skip_empty, max_file_mb=max_file_mb,
+        runtime=runtime,
+    )  # fmt: skip
+    return convert_file(path, options)
+
+
+def convert_file(path: str | os.PathLike[str], options: Options, *, from_walk: bool = False) -> TranspileResult:
+    """`transpile_file` with its options built (`from_walk`: found walking a directory, where an
+    empty file is skipped, not an error)."""
     display = os.fspath(path)
-    if max_file_mb is not None:
-        too_large = _over_limit(Path(path), max_file_mb)
+    to, policy, source = options.to, options.policy, options.single_source
+
+    def refused(diag: Diagnostic | None, skipped: str, text: str = "", encoding: str = "utf-8") -> TranspileResult:
+        diagnostics = (diag,) if diag is not None else ()
+        return TranspileResult(display, text, text, source, to, policy, diagnostics, skipped=skipped, encoding=encoding)
+
+    if options.max_file_mb is not None:
+        too_large = _over_limit(Path(path), options.max_file_mb)
         if too_large is not None:
-            diag = Diagnostic(display, 0, 0, "error", "file-too-large", too_large)
-            return TranspileResult(
-                display, "", "", _single_source(from_), to, policy, diagnostics=(diag,), skipped=too_large
-            )
+            return refused(Diagnostic(display, 0, 0, "error", "file-too-large", too_large), too_large)
     announce("reading")
     try:
         text, encoding = read_source_encoded(Path(path))
     except ReadError as exc:
-        diag = Diagnostic(display, exc.line, 1, "error", exc.code, exc.message)
-        return TranspileResult(
-            display, "", "", _single_source(from_), to, policy, diagnostics=(diag,), skipped=exc.message
-        )
-    if not text.strip() and skip_empty:
-        return TranspileResult(
-            display, text, text, _single_source(from_), to, policy, skipped="empty file", encoding=encoding
-        )
+        return refused(Diagnostic(display, exc.line, 1, "error", exc.code, exc.message), exc.message)
     if not text.strip():
+        if options.skip_empty or from_walk:
+            return refused(None, "empty file", text, encoding)
         diag = Diagnostic(display, 1, 1, "error", "empty-file", "file is empty: nothing to transpile")
-        return TranspileResult(
-            display,
-            text,
-            text,
-            _single_source(from_),
-            to,
-            policy,
-            diagnostics=(diag,),
-            skipped="empty file",
-            encoding=encoding,
-        )
-    converted = transpile(
-        text,
-        to=to,
-        from_=from_,
-        policy=policy,
-        mappings=mappings,
-        path=display,
-        device=device,
-        nan_fallback=nan_fallback,
-        entry=entry,
-        prune_to_entry=prune_to_entry,
-    )
+        return refused(diag, "empty file", text, encoding)
+    converted = convert_source(text, options, display)
     return converted if encoding == "utf-8" else replace(converted, encoding=encoding)
 
 
@@ -319,19 +254,11 @@ def _over_limit(path: Path, max_file_mb: float) -> str | None:
     return f"{shown} MB is over the {max_file_mb:g} MB limit (--max-file-mb)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Job:
-    to: str
-    from_: str | Sequence[str] | None
-    policy: str
-    mapping_dirs: tuple[str, ...]
-    device: str
-    skip_empty: bool = False
-    nan_fallback: bool = False
-    loaded: MappingSet | None = None
-    entry: str | None = None
-    prune_to_entry: bool = False
-    max_file_mb: float | None = None
+    """One file of `transpile_paths` (picklable: worker processes run it)."""
+
+    options: Options
 
     def __call__(self, item: tuple[Path, bool]) -> TranspileResult:
         """One file's result. A bug of ours while converting it (an exception that is no
@@ -349,23 +276,17 @@ class _Job:
         """The result of a file whose conversion failed on a bug of ours: its one error."""
         display = os.fspath(path)
         diag = Diagnostic(display, 1, 1, "error", "internal-error", f"{message} (please report this)")
-        return TranspileResult(display, "", "", None, self.to, self.policy, diagnostics=(diag,), skipped=message)
+        options = self.options
+        return TranspileResult(display, "", "", None, options.to, options.policy, diagnostics=(diag,), skipped=message)
 
     def _convert(self, item: tuple[Path, bool]) -> TranspileResult:
         path, from_walk = item
-        return transpile_file(
-            path,
-            to=self.to,
-            from_=self.from_,
-            policy=self.policy,
-            mappings=self.loaded if self.loaded is not None else self.mapping_dirs,
-            device=self.device,
-            skip_empty=self.skip_empty or from_walk,
-            nan_fallback=self.nan_fallback,
-            entry=self.entry,
-            prune_to_entry=self.prune_to_entry,
-            max_file_mb=self.max_file_mb,
-        )
+        return convert_file(path, self.options, from_walk=from_walk)
+
+    @property
+    def in_this_process(self) -> bool:
+        """A MappingSet the caller built is used as is, in this process (not sent to workers)."""
+        return isinstance(self.options.mappings, MappingSet)
 
 
 def transpile_paths(
@@ -383,6 +304,7 @@ def transpile_paths(
     entry: str | None = None,
     prune_to_entry: bool = False,
     max_file_mb: float | None = None,
+    runtime: str = "inline",
     progress: Any = None,
 ) -> list[TranspileResult]:
     """Transpile files and directory trees (recursively, `*.py`), in parallel with `jobs > 1`.
@@ -396,32 +318,28 @@ def transpile_paths(
     `start(path)`, `stage(name)`, `done(path)` and `close()`) is told what happens; stages only
     when files are converted in this process.
     """
-    _check_framework(to, "to", allow_none=False)
-    _check_framework(from_, "from", allow_none=True)
-    _check_entry(entry, prune_to_entry)
-    resolve_policy(policy, device=device)
-    loaded = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)  # fail early, once
+    options = Options.build(
+        to=to, from_=from_, policy=policy, mappings=mappings, device=device, nan_fallback=nan_fallback,
+        entry=entry, prune_to_entry=prune_to_entry, skip_empty=skip_empty, max_file_mb=max_file_mb,
+        runtime=runtime,
+    )  # fmt: skip
+    return convert_paths(paths, options, jobs=jobs, exclude=exclude, progress=progress)
+
+
+def convert_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    options: Options,
+    *,
+    jobs: int = 1,
+    exclude: Sequence[str] = (),
+    progress: Any = None,
+) -> list[TranspileResult]:
+    """`transpile_paths` with its options built (what the command line calls)."""
     items = list(iter_python_files(paths, exclude=exclude))
-    dirs = () if isinstance(mappings, MappingSet) else tuple(os.fspath(m) for m in mappings)
-    # Directories are reloaded (from the fork-inherited cache) in workers; a MappingSet the
-    # caller built is used as is, in this process.
-    job = _Job(
-        to,
-        from_,
-        policy,
-        dirs,
-        device,
-        skip_empty,
-        nan_fallback,
-        mappings if isinstance(mappings, MappingSet) else None,
-        entry,
-        prune_to_entry,
-        max_file_mb,
-    )
-    del loaded
+    job = _Job(options)
     if progress is not None:
         return _with_progress(job, items, jobs, progress)
-    if jobs > 1 and len(items) > 1 and job.loaded is None:
+    if jobs > 1 and len(items) > 1 and not job.in_this_process:
         return list(_in_workers(job, items, jobs))
     return [job(item) for item in items]
 
@@ -486,7 +404,7 @@ def _with_progress(job: _Job, items: list[tuple[Path, bool]], jobs: int, progres
     results: list[TranspileResult] = []
     progress.begin(len(items))
     try:
-        if jobs > 1 and len(items) > 1 and job.loaded is None:
+        if jobs > 1 and len(items) > 1 and not job.in_this_process:
             for (path, _), result in zip(items, _in_workers(job, items, jobs), strict=True):
                 results.append(result)
                 progress.done(os.fspath(path))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from precision_transpiler.cli_parser import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, FRAMEWORK_CHOICES, Parser
+from precision_transpiler.cli_runtime import add_runtime_argument, as_written, runtime_mode
 from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
@@ -28,6 +29,15 @@ if TYPE_CHECKING:
 DEFAULT_SOURCES = ("torch", "jax", "tf")
 #: Files larger than this (MB) are skipped with an error: see `--max-file-mb` in docs/cli.md.
 DEFAULT_MAX_FILE_MB = 5.0
+#: What an option means when neither the command line nor [tool.ptranspile] sets it, by option name
+#: (argparse's default is None for these, so that a pyproject.toml value is not overridden).
+OPTION_DEFAULTS: dict[str, Any] = {
+    "from": ",".join(DEFAULT_SOURCES),
+    "policy": "fp32",
+    "device": "auto",
+    "jobs": 1,
+    "max-file-mb": DEFAULT_MAX_FILE_MB,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit codes: 0 ok, 1 changes found by --check or unsupported constructs (or a failed verification), "
         "2 errors. Defaults can be set in [tool.ptranspile] of pyproject.toml.",
     )
+    _add_conversion_arguments(parser)
+    _add_output_arguments(parser)
+    from precision_transpiler.cli_verify import add_verification_arguments
+
+    add_verification_arguments(parser, converting=True)
+    return parser
+
+
+def _add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is converted, from and to what, under which policy."""
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
     parser.add_argument("--to", choices=FRAMEWORK_CHOICES, help="target framework")
     parser.add_argument(
@@ -54,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--policy",
         help="precision policy: fp32 (default), mixed, mixed-bf16, mixed-fp16, bf16, "
-        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32) or a .yaml file",
+        "fp16, a jmp string (params=float32,compute=bfloat16,output=float32), a .yaml file, or auto "
+        "(searches, by verification runs, which layers need float32: needs --entry and --input)",
     )
     parser.add_argument(
         "--device",
@@ -62,15 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the generated code runs: auto (default) decides the compute dtype at run time (CUDA float16, "
         "TPU bfloat16, a CPU bfloat16 only with native bf16 kernels, else float32); cpu, gpu or tpu pin it",
     )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the result goes, what is reported, and the options around the conversion."""
     out = parser.add_mutually_exclusive_group()
     out.add_argument("-o", "--output", metavar="OUT", help="write to OUT (a file, or a directory for many inputs)")
     out.add_argument("--in-place", action="store_true", help="rewrite the input files")
     out.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
     parser.add_argument(
-        "--diff",
-        action="store_true",
-        help="write nothing; print a unified diff (with --check: also exit 1 on changes)",
+        "--diff", action="store_true", help="write nothing; print a unified diff (with --check: also exit 1 on changes)"
     )
+    add_runtime_argument(parser)
     parser.add_argument(
         "--nan-fallback",
         action="store_true",
@@ -138,10 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --policy auto: where to write the policy found (default: beside -o OUT, or ./NAME.auto-policy.yaml)",
     )
-    from precision_transpiler.cli_verify import add_verification_arguments
-
-    add_verification_arguments(parser)
-    return parser
 
 
 def _framework_list(value: str) -> str:
@@ -200,17 +220,19 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     settings = {
         "to": args.to or config.get("to"),
         "from_": args.from_ or config.get("from"),
-        "sources": tuple((args.from_ or config.get("from") or ",".join(DEFAULT_SOURCES)).split(",")),
-        "policy": args.policy or config.get("policy", "fp32"),
-        "device": args.device or config.get("device", "auto"),
+        "sources": tuple((args.from_ or config.get("from") or OPTION_DEFAULTS["from"]).split(",")),
+        "policy": args.policy or config.get("policy", OPTION_DEFAULTS["policy"]),
+        "device": args.device or config.get("device", OPTION_DEFAULTS["device"]),
         "mappings": (args.mappings or []) + list(config.get("mappings", [])),
         "strict": bool(args.strict if args.strict is not None else config.get("strict", False)),
-        "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", 1)),
+        "jobs": args.jobs if args.jobs is not None else int(config.get("jobs", OPTION_DEFAULTS["jobs"])),
         "exclude": (args.exclude or []) + list(config.get("exclude", [])),
         "skip_empty": bool(args.skip_empty if args.skip_empty is not None else config.get("skip-empty", False)),
         "nan_fallback": bool(args.nan_fallback if args.nan_fallback is not None else config.get("nan-fallback", False)),
         "max_file_mb": float(
-            args.max_file_mb if args.max_file_mb is not None else config.get("max-file-mb", DEFAULT_MAX_FILE_MB)
+            args.max_file_mb
+            if args.max_file_mb is not None
+            else config.get("max-file-mb", OPTION_DEFAULTS["max-file-mb"])
         ),
     }
     if settings["max_file_mb"] <= 0:
@@ -275,6 +297,7 @@ def _run(args: argparse.Namespace) -> int:
             nan_fallback=settings["nan_fallback"],
             max_file_mb=settings["max_file_mb"],
             progress=None if args.quiet else _terminal_progress(),
+            runtime=runtime_mode(args),
             **prune,
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
@@ -329,76 +352,43 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     Verification observes the conversion and never changes it: the code verified (in memory, as
     if at `-o OUT`, so its imports resolve from there) is exactly what is then written, and it is
     written (or printed) only when verification passes."""
-    from precision_transpiler import api
     from precision_transpiler.cli_verify import (
-        announce,
         publish,
         refuse_reports_over_inputs,
         run_verification,
         verify_options,
+        warn_unmatched_path_overrides,
     )
     from precision_transpiler.config import load_config
-    from precision_transpiler.files import write_report
 
-    if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
-        raise _usage("verification takes exactly one model file (not stdin or a directory)")
-    if args.in_place or args.check:
-        raise _usage("verification compares the converted file with the original: use -o OUT, not --in-place/--check")
-    original = Path(args.paths[0])
-    if not original.is_file():
-        raise _usage(f"{original}: no such file")
+    original = _verified_file(args)
     refuse_reports_over_inputs(args, [original])
     options = verify_options(args, load_config(Path.cwd()).values, None)
     options.device = settings["device"]
-    searched = settings["policy"] == "auto"
-    if searched:
-        from precision_transpiler.verify.search import search_policy
-
-        announce(f"--policy auto: searching layer precisions for {original} (runs the model many times)", args.quiet)
-        found = search_policy(
-            original,
-            options,
-            to=settings["to"],
-            device=settings["device"],
-            log=None if args.quiet else lambda m: print(f"ptranspile: {m}", file=sys.stderr),
-            prune_to_entry=bool(prune),
-        )
-        policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
-        write_report(policy_out, found.policy_yaml)
-        print(
-            f"ptranspile: --policy auto: {len(found.fp32_paths)} layer(s) kept in float32, "
-            f"{len(found.low_paths)} in low precision, {found.runs} verification runs; policy written to {policy_out}",
-            file=sys.stderr,
-        )
-        settings["policy"] = str(policy_out)
+    target = _output_target(args, original)
+    converted = target or original.with_name(f"{original.stem}_ptranspile.py")
+    found = (
+        _search_policy(args, settings, options, original, converted, prune) if settings["policy"] == "auto" else None
+    )
     options.policy = settings["policy"]
     report_json, args.report_json = args.report_json, None
-    results = api.transpile_paths(
-        args.paths,
-        to=settings["to"],
-        from_=settings["from_"],
-        policy=settings["policy"],
-        mappings=settings["mappings"],
-        device=settings["device"],
-        nan_fallback=settings["nan_fallback"],
-        **prune,
-    )
+    results = _convert_to_verify(args, settings, prune)
     result = results[0]
-    target = None
-    if args.output:  # where the code goes; checked before anything runs
-        target = Path(args.output)
-        target = target / original.name if _names_directory(args.output) else target
-        if not result.errors:
-            _refuse_overwriting_input(target, result)
+    if target is not None and not result.errors:  # where the code goes; checked before anything runs
+        _refuse_overwriting_input(target, result)
     if report_json:
         _refuse_output_over_inputs("--report-json", report_json, results)
     exit_code = _finish(args, settings, results, from_stdin=False, write=False)
+    result, needs = as_written(args, result, target, options, _split_runtime)
     if result.errors or exit_code == EXIT_ERROR:
         return exit_code
-    converted = target or original.with_name(f"{original.stem}_ptranspile.py")
-    verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
+    if found is not None and found.code == result.code:  # the search's final run verified this very code
+        verification = found.result
+    else:
+        verification = run_verification(original, converted, options, args.quiet, converted_code=result.code)
     if not args.output:
         verification.notes.append("the converted code was verified in memory (no -o given)")
+    warn_unmatched_path_overrides(verification, settings["policy"], settings["device"], args.quiet)
     publish(
         verification,
         args,
@@ -410,10 +400,70 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
     )
     if verification.passed:
         if not (settings["strict"] and result.unsupported) and _write_outputs(
-            args, [result], from_stdin=False, total=1
+            args, [result], from_stdin=False, total=1, needs=needs
         ):
             return EXIT_ERROR
         return exit_code
+    _say_not_written(args, settings, target, searched=found is not None)
+    return EXIT_FINDINGS
+
+
+def _verified_file(args: argparse.Namespace) -> Path:
+    """The one model file verification takes (a usage error otherwise)."""
+    if len(args.paths) != 1 or args.paths[0] == "-" or Path(args.paths[0]).is_dir():
+        raise _usage("verification takes exactly one model file (not stdin or a directory)")
+    if args.in_place or args.check:
+        raise _usage("verification compares the converted file with the original: use -o OUT, not --in-place/--check")
+    original = Path(args.paths[0])
+    if not original.is_file():
+        raise _usage(f"{original}: no such file")
+    return original
+
+
+def _output_target(args: argparse.Namespace, original: Path) -> Path | None:
+    """Where `-o OUT` puts the converted file (OUT, or OUT/NAME for a directory); None without -o."""
+    if not args.output:
+        return None
+    target = Path(args.output)
+    return target / original.name if _names_directory(args.output) else target
+
+
+def _search_policy(
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    options: Any,
+    original: Path,
+    converted: Path,
+    prune: dict[str, Any],
+) -> Any:
+    """`--policy auto`: search the layer precisions (verify/search.py), write the policy found
+    and make it the conversion's policy."""
+    from precision_transpiler.cli_verify import announce
+    from precision_transpiler.verify.search import search_policy
+
+    announce(f"--policy auto: searching layer precisions for {original} (runs the model many times)", args.quiet)
+    policy_out = Path(args.policy_out) if args.policy_out else _default_policy_out(args, original)
+    found = search_policy(
+        original,
+        options,
+        to=settings["to"],
+        device=settings["device"],
+        log=None if args.quiet else lambda m: print(f"ptranspile: {m}", file=sys.stderr),
+        prune_to_entry=bool(prune),
+        converted=converted,
+        policy_out=policy_out,
+    )
+    print(
+        f"ptranspile: --policy auto: {len(found.fp32_paths)} layer(s) kept in float32, "
+        f"{len(found.low_paths)} in low precision, {found.runs} verification runs; policy written to {policy_out}",
+        file=sys.stderr,
+    )
+    settings["policy"] = str(policy_out)
+    return found
+
+
+def _say_not_written(args: argparse.Namespace, settings: dict[str, Any], target: Path | None, searched: bool) -> None:
+    """Verification failed: say what was held back and how to get it anyway."""
     held = [str(target) if target else "the converted code"] + ([args.emit_test] if args.emit_test else [])
     asked = [("--verify", args.verify), ("--emit-test", args.emit_test), ("--report-html", args.report_html)]
     flags = [flag for flag, given in asked if given]
@@ -426,7 +476,23 @@ def _run_verified(args: argparse.Namespace, settings: dict[str, Any], prune: dic
         f"(run {' and '.join(how)} to {verb} it anyway)",
         file=sys.stderr,
     )
-    return EXIT_FINDINGS
+
+
+def _convert_to_verify(args: argparse.Namespace, settings: dict[str, Any], prune: dict[str, Any]) -> Any:
+    """The one file's conversion that verification then runs, as it will be written."""
+    from precision_transpiler import api
+
+    return api.transpile_paths(
+        args.paths,
+        to=settings["to"],
+        from_=settings["from_"],
+        policy=settings["policy"],
+        mappings=settings["mappings"],
+        device=settings["device"],
+        nan_fallback=settings["nan_fallback"],
+        runtime=runtime_mode(args),
+        **prune,
+    )
 
 
 def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:
@@ -473,6 +539,9 @@ def _finish(
         for r in results
         if not r.errors and (r.skipped in (None, SKIPPED_BY_COMMENT) or (r.skipped == "empty file" and args.output))
     ]
+    split, needs = _split_runtime(args, writable, from_stdin, len(results))
+    as_written = {id(before): after for before, after in zip(writable, split, strict=True)}
+    results, writable = [as_written.get(id(r), r) for r in results], split
     blocked = strict and any(r.unsupported for r in results)
     writing = write and not (args.check or args.diff or blocked)
     # Refused before anything is written: an output over an input, two files on one output.
@@ -494,12 +563,15 @@ def _finish(
                 print(_github_would_change(result), file=sys.stdout)
             elif not args.quiet:
                 print(f"would change: {result.path}", file=sys.stderr)
-        if args.check and changed and exit_code == EXIT_OK:
+        from precision_transpiler.cli_runtime import report_runtime_changes
+
+        modules = report_runtime_changes(needs, diff=args.diff, quiet=args.quiet or github)
+        if args.check and (changed or modules) and exit_code == EXIT_OK:
             exit_code = EXIT_FINDINGS
     elif blocked:
         print("ptranspile: --strict: unsupported constructs found, nothing written", file=sys.stderr)
     elif write:
-        unwritten += _write_outputs(args, writable, from_stdin, len(results))
+        unwritten += _write_outputs(args, writable, from_stdin, len(results), needs)
     if unwritten:
         exit_code = EXIT_ERROR
     if args.report:
@@ -562,14 +634,30 @@ def _plan_outputs(
     return plan
 
 
-def _write_outputs(args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int) -> list[str]:
-    """Write every result where it goes; a file that cannot be written is one line and the
-    others are still written. Returns the outputs not written."""
+def _write_outputs(
+    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int, needs: Any = None
+) -> list[str]:
+    """Write every result where it goes, then the runtime modules beside them (`needs`,
+    cli_runtime.py); a file that cannot be written is one line and the others are still
+    written. Returns the outputs not written."""
     unwritten = []
     for result, target in _plan_outputs(args, results, from_stdin, total):
         if not _write_one(result.code, result.encoding, target):
             unwritten.append(str(target) if target is not None else "<stdout>")
+    if needs is not None:
+        from precision_transpiler.cli_runtime import write_runtime_modules
+
+        unwritten += write_runtime_modules(needs, _write_one, _err)
     return unwritten
+
+
+def _split_runtime(
+    args: argparse.Namespace, results: list[TranspileResult], from_stdin: bool, total: int
+) -> tuple[list[TranspileResult], Any]:
+    """`results` as `--runtime` writes them (cli_runtime.py), and the runtime modules they need."""
+    from precision_transpiler.cli_runtime import split_for
+
+    return split_for(args, results, from_stdin, lambda: _plan_outputs(args, results, from_stdin, total))
 
 
 def _write_one(code: str, encoding: str, target: Path | None) -> bool:

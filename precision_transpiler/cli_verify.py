@@ -22,14 +22,35 @@ if TYPE_CHECKING:
     from precision_transpiler.verify.runner import VerifyOptions
 
 
-def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
+#: Terminal report rows shown without --max-layers.
+DEFAULT_MAX_LAYERS = 40
+
+
+def verification_defaults() -> dict[str, Any]:
+    """What each verification option means when neither the command line nor [tool.ptranspile]
+    sets it, by option name (argparse's default is None for these)."""
+    from precision_transpiler.verify.runner import DEFAULT_FP32_TOLERANCE, DEFAULT_MIXED_FACTOR
+    from precision_transpiler.verify.spec import DEFAULT_MAX_INPUT_MB
+
+    return {
+        "device": "auto",
+        "seed": 0,
+        "fp32-tolerance": DEFAULT_FP32_TOLERANCE,
+        "mixed-factor": DEFAULT_MIXED_FACTOR,
+        "max-input-mb": DEFAULT_MAX_INPUT_MB,
+        "max-layers": DEFAULT_MAX_LAYERS,
+    }
+
+
+def add_verification_arguments(parser: argparse.ArgumentParser, *, converting: bool = False) -> None:
+    """The options verification shares; `converting`: the main command's, which also prunes to the entry."""
     group = parser.add_argument_group("verification (runs both models; imports the frameworks)")
-    group.add_argument(
-        "--entry",
-        metavar="EXPR",
-        help="expression that builds the model for verification, e.g. 'resnet18()' (with --prune-to-entry, "
-        "a bare NAME also works: only the top-level definitions it reaches are converted)",
-    )
+    entry_help = "expression that builds the model for verification, e.g. 'resnet18()'"
+    if converting:
+        entry_help += (
+            " (with --prune-to-entry, a bare NAME also works: only the top-level definitions it reaches are converted)"
+        )
+    group.add_argument("--entry", metavar="EXPR", help=entry_help)
     group.add_argument(
         "--input",
         dest="inputs",
@@ -73,7 +94,9 @@ def add_verification_arguments(parser: argparse.ArgumentParser) -> None:
         help="also time one forward of each model (torch under no_grad, jax.jit, tf.function; with a "
         "low-precision policy also torch autocast): medians of N runs after warm-up, in the report",
     )
-    group.add_argument("--max-layers", type=int, metavar="N", help="layers shown in the terminal tree (default 40)")
+    group.add_argument(
+        "--max-layers", type=int, metavar="N", help=f"layers shown in the terminal tree (default {DEFAULT_MAX_LAYERS})"
+    )
     group.add_argument("--report-html", metavar="FILE", help="write the verification report as a web page")
     group.add_argument("--emit-test", metavar="FILE", help="write a pytest file that repeats this verification")
 
@@ -109,31 +132,32 @@ def build_verify_parser() -> argparse.ArgumentParser:
 def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str | None) -> VerifyOptions:
     """VerifyOptions from flags, then [tool.ptranspile], then defaults."""
     from precision_transpiler.errors import UsageError
-    from precision_transpiler.verify.runner import DEFAULT_FP32_TOLERANCE, DEFAULT_MIXED_FACTOR, VerifyOptions
-    from precision_transpiler.verify.spec import DEFAULT_MAX_INPUT_MB
+    from precision_transpiler.verify.runner import VerifyOptions
 
     if not args.entry:
         raise UsageError("verification needs --entry EXPR (the expression that builds the model)")
     if not args.inputs:
         raise UsageError("verification needs at least one --input SPEC, e.g. --input 'float32[1,3,224,224]'")
 
-    def pick(flag: Any, key: str, default: Any) -> Any:
-        return flag if flag is not None else config.get(key, default)
+    defaults = verification_defaults()
+
+    def pick(flag: Any, key: str) -> Any:
+        return flag if flag is not None else config.get(key, defaults.get(key))
 
     options = VerifyOptions(
         entry=args.entry,
         inputs=list(args.inputs),
         policy=policy,
-        device=getattr(args, "device", None) or config.get("device", "auto"),
-        seed=pick(args.seed, "seed", 0),
+        device=getattr(args, "device", None) or config.get("device", defaults["device"]),
+        seed=pick(args.seed, "seed"),
         perturb=not args.no_perturb,
-        calibrate_bn=bool(pick(args.calibrate_bn, "calibrate-bn", False)),
-        tolerance=pick(args.tolerance, "tolerance", None),
-        fp32_tolerance=float(pick(args.fp32_tolerance, "fp32-tolerance", DEFAULT_FP32_TOLERANCE)),
-        mixed_factor=float(pick(args.mixed_factor, "mixed-factor", DEFAULT_MIXED_FACTOR)),
+        calibrate_bn=bool(pick(args.calibrate_bn, "calibrate-bn")),
+        tolerance=pick(args.tolerance, "tolerance"),
+        fp32_tolerance=float(pick(args.fp32_tolerance, "fp32-tolerance")),
+        mixed_factor=float(pick(args.mixed_factor, "mixed-factor")),
         layers=not args.no_layers,
         timing=max(0, getattr(args, "time", 0) or 0),
-        max_input_mb=float(pick(args.max_input_mb, "max-input-mb", DEFAULT_MAX_INPUT_MB)),
+        max_input_mb=float(pick(args.max_input_mb, "max-input-mb")),
     )
     for name, value in (("--tolerance", options.tolerance), ("--fp32-tolerance", options.fp32_tolerance)):
         if value is not None and value < 0:
@@ -192,7 +216,7 @@ def publish(
         print(f"ptranspile: verify: {verdict}: max relative error {result.max_rel_err}", file=sys.stderr)
     else:
         color = sys.stderr.isatty()
-        print(render_text(report, color=color, max_layers=args.max_layers or 40), file=sys.stderr)
+        print(render_text(report, color=color, max_layers=args.max_layers or DEFAULT_MAX_LAYERS), file=sys.stderr)
     if report_json:
         data = dict(extra_json or {})
         data.update({"tool": "ptranspile", "version": __version__, **report})
@@ -207,6 +231,29 @@ def publish(
             result, target, policy_spec=policy_spec, calibrate_bn=calibrate_bn, converted=Path(result.converted)
         )
         write_report(target, text)
+
+
+def warn_unmatched_path_overrides(
+    result: VerificationResult, policy_spec: str | None, device: str, quiet: bool = False
+) -> None:
+    """A `path:` override of the policy that matches none of the module paths verification
+    recorded: a warning line on stderr (unless `quiet`), and a note of the report
+    (precision/overrides.py)."""
+    from precision_transpiler.errors import PtranspileError
+    from precision_transpiler.precision.overrides import unmatched_path_overrides
+    from precision_transpiler.precision.policy import resolve_policy
+
+    paths = [layer.path for layer in result.layers]
+    if not policy_spec or not paths:
+        return
+    try:
+        policy = resolve_policy(policy_spec, device=device)
+    except PtranspileError:
+        return  # a policy named only in the converted file's marker, not a file here
+    for message in unmatched_path_overrides(policy, paths):
+        if not quiet:
+            print(f"ptranspile: warning: {message}", file=sys.stderr)
+        result.notes.append(message)
 
 
 def refuse_reports_over_inputs(args: argparse.Namespace, inputs: Sequence[str | Path]) -> None:
@@ -239,6 +286,7 @@ def verify_main(argv: Sequence[str]) -> int:
     refuse_reports_over_inputs(args, (args.original, args.converted))
     announce(f"running {args.original} and {args.converted} (imports the frameworks and both files)", args.quiet)
     result = run_verification(args.original, args.converted, options, args.quiet)
+    warn_unmatched_path_overrides(result, args.policy or result.policy, options.device, args.quiet)
     publish(
         result,
         args,

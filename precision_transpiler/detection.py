@@ -21,7 +21,7 @@ def detect_file_framework(
     """(framework, module it was read from) for a file: its own imports (`detect_framework`,
     module None), or, when it imports no framework, the first module of its package that its
     package imports reach and that uses one (a model file that imports only `..base` and
-    `.decoder`: convert/siblings.py `framework_through_package`). Static: files are read."""
+    `.decoder`: convert/siblings/resolve.py `framework_through_package`). Static: files are read."""
     from precision_transpiler.convert.siblings import framework_through_package
 
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)

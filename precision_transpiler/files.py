@@ -104,12 +104,17 @@ def decode_source(data: bytes) -> tuple[str, str]:
     return text, encoding
 
 
+GENERATED_RUNTIME = re.compile(r"^_ptranspile_runtime_\w+\.py$")
+
+
 def iter_python_files(
     paths: Iterable[str | os.PathLike[str]], exclude: Sequence[str] = ()
 ) -> Iterator[tuple[Path, bool]]:
     """Yield (path, found_by_walking) for files and `*.py` under directories, sorted.
 
     Paths that do not exist are yielded too, so the caller reports them as errors and goes on.
+    The runtime modules ptranspile writes beside its outputs (`_ptranspile_runtime_jax.py`,
+    `--runtime module`) are not inputs: they are generated whole, never converted.
     """
     for raw in paths:
         path = Path(raw)
@@ -118,12 +123,12 @@ def iter_python_files(
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
                 for name in files:
-                    if name.endswith(".py"):
+                    if name.endswith(".py") and not GENERATED_RUNTIME.match(name):
                         found.append(Path(root) / name)
             for file in sorted(found):
                 if not _excluded(file, exclude):
                     yield file, True
-        elif not _excluded(path, exclude):
+        elif not _excluded(path, exclude) and not GENERATED_RUNTIME.match(path.name):
             yield path, False
 
 

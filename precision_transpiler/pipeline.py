@@ -1,19 +1,12 @@
 """The conversion pipeline: one `Document` through an explicit, ordered list of stages.
 
-Every conversion runs the same three stages first, then the stages its plan names once the
+Every conversion runs the same PREPARE stages first, then the stages its plan names once the
 source framework is known (it is detected while rewriting), then one finishing stage:
 
-    Parse -> PruneToEntry -> RewriteSymbols -> PLANS[(source, target)] -> Finish
+    PREPARE (Parse ... RewriteSymbols) -> PLANS[(source, target)] -> Finish
 
-| source -> target | stages after RewriteSymbols                                                      |
-|---|---|
-| torch -> torch   | TorchPolicy                                                               |
-| tf -> tf         | KerasPolicy (the torch-to-Keras pass again on a model converted from torch) |
-| jax -> jax       | FlaxPolicy                                                                |
-| torch -> jax     | DropOrphanedImports, InlineSiblings, FlaxModelPolicy, VendorRuntime      |
-| torch -> tf      | DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime     |
-| anything else    | PolicyNotApplied (a note when a policy was asked for)                    |
-
+`PLANS` below is the one place that says what runs for a pair of frameworks (docs/architecture.md
+shows it, and its test keeps that copy true).
 A file whose source is not detected gets the target's own plan (a policy within one framework).
 A sibling module that a converted model imports is converted by the same pipeline
 (`InlineSiblings` runs it with `Job.standalone` false: rewrite and drop orphaned imports only).
@@ -41,6 +34,7 @@ from precision_transpiler.mappings import MappingSet
 
 if TYPE_CHECKING:
     from precision_transpiler.convert.siblings import Diagnostics
+    from precision_transpiler.precision.policy import Policy
 
 __all__ = ["PLANS", "Document", "Job", "Stage", "announce", "plan_for", "run_pipeline", "stage_hook"]
 
@@ -51,7 +45,7 @@ class Job:
 
     to: str
     sources: tuple[str, ...] | None  # the source frameworks asked for; None: detect among all
-    policy: Any  # precision_transpiler.precision.Policy
+    policy: Policy
     table: MappingSet
     path: str = "<string>"
     nan_fallback: bool = False
@@ -59,6 +53,7 @@ class Job:
     prune_to_entry: bool = False
     standalone: bool = True  # False for a sibling module converted for the file that imports it
     log_rewrites: bool = True  # False where nobody reads the rewrite log (a sibling's conversion)
+    runtime: str = "inline"  # "module": runtime definitions imported from the module beside the output
 
     @property
     def single_source(self) -> str | None:
@@ -94,6 +89,8 @@ class Document:
         self.pruned: Any = None  # convert.entry.Pruned when --prune-to-entry kept part of the file
         self.precision_on_output = False  # decisions name the output's lines (a model conversion's)
         self.done = False  # a stage decided the result: the remaining stages do not run
+        self.runtime_names: tuple[str, ...] = ()  # imported from the runtime module (Job.runtime "module")
+        self.inlined_runtime = False  # the input's runtime imports were read back as copies (`source`)
 
     def tree(self) -> cst.Module:
         if self._tree is None:
@@ -151,6 +148,27 @@ class Parse:
             doc.diagnostics.append(_syntax_error(doc.original, job.path, exc))
             doc.source_framework = job.single_source
             doc.unchanged, doc.done = True, True
+
+
+class ReadRuntimeImports:
+    """A file converted earlier with `--runtime module` imports its runtime definitions from the
+    module beside it: those imports become imports from the runtime package
+    (convert/runtime_module.py), so that a policy pass sees the torch-semantics definitions as
+    such; the plan's VendorRuntime stage writes them back as the job asks (module or copies)."""
+
+    name = "read-runtime-imports"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if f"_ptranspile_runtime_{job.to} import" not in doc.source:
+            return  # (converted for another target: converting it further reports its own lines)
+        from precision_transpiler.convert.runtime_module import read_runtime_imports
+
+        code = read_runtime_imports(doc.source)
+        if code != doc.source:
+            doc.source = code
+            doc.set_code(code)
+            doc.inlined_runtime = True
 
 
 class PruneToEntry:
@@ -309,6 +327,11 @@ class _PolicyStage:
         doc.set_tree(tree)
         if precision:
             doc.precision, doc.precision_lines = precision, seen
+        if job.standalone:
+            from precision_transpiler.precision.overrides import CODE, unmatched_class_overrides
+
+            for message in unmatched_class_overrides(job.policy, seen, doc.source):
+                doc.note("warning", CODE, message)
 
 
 class TorchPolicy(_PolicyStage):
@@ -375,7 +398,7 @@ _SIBLINGS_REMEMBERED = 512
 class InlineSiblings:
     """Definitions the file imports from sibling modules are converted (by this pipeline) and
     copied in; names with a counterpart in the target library are imported from it instead
-    (convert/siblings.py, convert/library_imports.py)."""
+    (convert/siblings/, convert/library_imports.py)."""
 
     name = "inline-siblings"
     label = "copying in sibling modules"
@@ -396,7 +419,7 @@ class InlineSiblings:
                 job, sources=("torch",), policy=_full_precision(), path=sibling_path, entry=None,
                 prune_to_entry=False, standalone=False, log_rewrites=False,
             )  # fmt: skip
-            sibling = convert_document(Document(sibling_source, sibling_path), sibling_job)
+            sibling = convert_document(sibling_source, sibling_path, sibling_job)
             diagnostics = [(d.line, d.col, d.severity, d.code, d.message) for d in sibling.diagnostics]
             _CONVERTED_SIBLINGS[key] = (job.table, sibling.result_code(), tuple(diagnostics))
             while len(_CONVERTED_SIBLINGS) > _SIBLINGS_REMEMBERED:
@@ -458,7 +481,7 @@ class InlineSiblings:
 
 class ThreadSiblingRngs:
     """Calls to module classes copied from sibling modules pass `rngs` on where the caller has
-    them (convert/sibling_rngs.py): the rule threads them through the file's own classes only."""
+    them (convert/siblings/rngs.py): the rule threads them through the file's own classes only."""
 
     name = "thread-sibling-rngs"
     label = None
@@ -466,7 +489,7 @@ class ThreadSiblingRngs:
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
             return
-        from precision_transpiler.convert.sibling_rngs import thread_sibling_rngs
+        from precision_transpiler.convert.siblings.rngs import thread_sibling_rngs
 
         doc.set_code(thread_sibling_rngs(doc.code()))
 
@@ -490,7 +513,9 @@ class KerasModelPolicy(_PolicyStage):
 
 class VendorRuntime:
     """Copy the runtime definitions the output uses into it, so that it runs on its own
-    (convert/vendor.py); a name a table emits that no runtime module defines is an error."""
+    (convert/vendor.py), or with `Job.runtime` "module" import them from the runtime module
+    beside the output (convert/runtime_module.py); a name a table emits that no runtime module
+    defines is an error."""
 
     name = "vendor-runtime"
     label = "copying in runtime definitions"
@@ -498,11 +523,15 @@ class VendorRuntime:
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
             return
-        from precision_transpiler.convert.vendor import vendor_shims
+        from precision_transpiler.convert.runtime_module import RUNTIME_MODULES
+        from precision_transpiler.convert.vendor import import_runtime, vendor_shims
         from precision_transpiler.linemap import follow_lines
 
         before = doc.code()
-        code, missing = vendor_shims(before)
+        if job.runtime == "module" and job.to in RUNTIME_MODULES:
+            code, doc.runtime_names, missing = import_runtime(before, RUNTIME_MODULES[job.to])
+        else:
+            code, missing = vendor_shims(before)
         doc.set_code(code)
         if doc.precision:  # decisions name lines of the code the policy saw; now of the code with the copy-in
             doc.precision = follow_lines(doc.precision, doc.precision_lines or before, code)
@@ -513,12 +542,14 @@ class VendorRuntime:
 
 # -- the plan table -----------------------------------------------------------------------------
 
-PREPARE: tuple[type[Stage], ...] = (Parse, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols)
+PREPARE: tuple[type[Stage], ...] = (
+    Parse, ReadRuntimeImports, PruneToEntry, SplitInplaceChains, StaticImports, RewriteSymbols
+)  # fmt: skip
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),
-    ("tf", "tf"): (KerasPolicy,),
-    ("jax", "jax"): (FlaxPolicy,),
+    ("tf", "tf"): (KerasPolicy, VendorRuntime),
+    ("jax", "jax"): (FlaxPolicy, VendorRuntime),
     ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),
     ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
 }
@@ -572,20 +603,22 @@ def stage_hook(hook: Callable[[str], None]) -> Iterator[None]:
         _stage_hook = before
 
 
-def convert_document(doc: Document, job: Job) -> Document:
-    """`run_pipeline`, with inputs too deep for LibCST refused in one line (rewrite/depth.py):
-    its native parser crashes the process on them, and its visitors recurse."""
+def convert_document(given: str, path: str, job: Job) -> Document:
+    """`run_pipeline` on a new Document of `given`, with inputs too deep for LibCST refused in one
+    line (rewrite/depth.py): its native parser crashes the process on them, and its visitors
+    recurse. A run that ran out of stack is retried on a deep stack from a new Document: the
+    first may have changed its own (rewrites, imports added, diagnostics) before it failed."""
     from precision_transpiler.rewrite.depth import TooDeep, check_depth, with_deep_stack
 
     def refuse(line: int, message: str) -> Document:
-        refused = Document(doc.given, doc.path)
+        refused = Document(given, path)
         refused.diagnostics = [Diagnostic(job.path, line, 1, "error", "too-deep", message)]
         refused.source_framework, refused.unchanged = job.single_source, True
         return refused
 
     try:
-        check_depth(doc.original)  # before LibCST's native parser, which crashes the process on deep nesting
-        return with_deep_stack(lambda: run_pipeline(doc, job))
+        check_depth(Document(given, path).original)  # before LibCST's native parser, which crashes on deep nesting
+        return with_deep_stack(lambda: run_pipeline(Document(given, path), job))
     except TooDeep as exc:
         return refuse(exc.line, exc.message)
     except RecursionError:
@@ -596,7 +629,7 @@ def _finish(doc: Document) -> Document:
     """Decisions onto the input's lines, diagnostics sorted and without repeats; converted code
     that Python cannot parse is never handed out (see `_check_parses`)."""
     _check_parses(doc)
-    if doc.precision and doc.pruned is not None and not doc.precision_on_output:
+    if doc.precision and (doc.pruned is not None or doc.inlined_runtime) and not doc.precision_on_output:
         from precision_transpiler.linemap import follow_lines
 
         # a policy within one framework saw the pruned code: name the input's lines

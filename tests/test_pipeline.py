@@ -3,6 +3,8 @@ model of the same package reuses them, and a changed sibling is converted again.
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 
 from precision_transpiler import pipeline, transpile
@@ -66,3 +68,30 @@ def test_sibling_conversions_are_reused_and_refreshed(tmp_path: Path) -> None:
     # another target is another conversion
     keras = transpile(second.read_text(), to="tf", path=str(second))
     assert "keras" in keras.code and len(_sibling_keys(layers)) == 3
+
+
+def test_a_run_retried_on_a_deep_stack_starts_from_the_input() -> None:
+    """A chain deep enough that the rule engine runs out of the default stack is converted again
+    on a deep stack, from a new Document: the result is the one a deep stack gives at once
+    (nothing from the failed try counted twice)."""
+    body = "x" + " + torch.ones(1)" * 400
+    source = "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+    source += f"        return {body}\n"
+    retried = transpile(source, to="jax", policy="mixed")
+    assert not retried.errors
+    assert retried.code.count("jnp.ones(1)") == 400 and retried.code.count("import jax.numpy as jnp") == 1
+    assert len(retried.rewrites) == len({(r.line, r.col, r.rule) for r in retried.rewrites})
+    at_once: list = []
+    limit, size = sys.getrecursionlimit(), threading.stack_size()
+    try:  # a stack deep enough for the first try
+        threading.stack_size(512 * 1024 * 1024)
+        sys.setrecursionlimit(200_000)
+        thread = threading.Thread(target=lambda: at_once.append(transpile(source, to="jax", policy="mixed")))
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(size)
+        sys.setrecursionlimit(limit)
+    assert at_once[0].code == retried.code
+    assert at_once[0].rewrites == retried.rewrites and at_once[0].diagnostics == retried.diagnostics
+    assert at_once[0].imports_added == retried.imports_added

@@ -3,7 +3,7 @@
 diffusers' `UNet2DModel(ModelMixin, ConfigMixin)` needs `ModelMixin`'s constructor and its
 `dtype` property; the class also has `from_pretrained` (600 lines), `save_pretrained`,
 offloading and hub helpers that pull in most of the library. A class copied in by
-convert/siblings.py keeps only what is reachable: its class-level statements, dunder methods,
+convert/siblings/ keeps only what is reachable: its class-level statements, dunder methods,
 framework entry points (`forward`, Keras' `call`), and the methods whose names the converted
 code or the kept code use as attributes (`self.dtype`, `cls._get_signature_keys`,
 `super().to`), as plain names or as strings (`getattr(self, "forward_chunk")`), up to a fixed

@@ -4,7 +4,8 @@ A model file often holds more than the model a user ports: transformers' modelin
 eleven heads with losses, TF-checkpoint loaders and model-parallel helpers. With an entry, the
 top-level definitions the entry does not reach (through names in bodies, bases, decorators,
 annotations and defaults, transitively) are left out before conversion, so the output holds
-the model and what it needs, and diagnostics speak only of that code.
+the model and what it needs, and diagnostics speak only of that code. The `if __name__ ==
+"__main__":` block, which runs only as a script, is left out too.
 
 Pruning keeps line numbers: a left-out definition (with the comment block right above it) is
 replaced by a marker line and blank lines, so diagnostics point at the original file's lines;
@@ -66,6 +67,26 @@ def _import_names(node: ast.stmt) -> list[str]:
     return []
 
 
+def _main_block(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` (either way round): code that runs only as a script."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.ops) != 1:
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    mains = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return isinstance(node.test.ops[0], ast.Eq) and len(names) == 1 and len(mains) == 1
+
+
+MAIN_LABEL = 'if __name__ == "__main__": ...'
+
+
+def _label(node: ast.stmt) -> list[str]:
+    """How the report names a left-out statement: its definitions, `f(...)`, or the main block."""
+    if _main_block(node):
+        return [MAIN_LABEL]
+    return _defined(node) or [ast.unparse(node.value.func) + "(...)"]  # type: ignore[attr-defined]
+
+
 def _reach(start: list[str], definitions: dict[str, list[ast.stmt]]) -> set[str]:
     """The definitions `start` reaches through the names their bodies mention, transitively."""
     reached: set[str] = set()
@@ -93,13 +114,14 @@ def prune_source(source: str, entry: str, path: str = "<string>") -> Pruned:
         raise UsageError(f"--entry {entry!r}: {path} defines none of {', '.join(entry_names(entry)) or 'its names'}")
     # Top-level calls made for their side effects (timm's `register_model_deprecations(__name__,
     # {...})`, which looks up the model functions pruning leaves out) go unless they mention what
-    # the entry reaches; other top-level code (imports, `if`/`try` blocks) is kept, with what it
-    # mentions.
+    # the entry reaches, and so does the `if __name__ == "__main__":` block (it runs only as a
+    # script); other top-level code (imports, `if`/`try` blocks) is kept, with what it mentions.
     from_roots = _reach(roots, definitions)
     side_effects = {
         id(node)
         for node in tree.body
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not (_mentions(node) & from_roots)
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not (_mentions(node) & from_roots))
+        or _main_block(node)
     }
     kept_code = [
         n
@@ -121,7 +143,7 @@ def prune_source(source: str, entry: str, path: str = "<string>") -> Pruned:
         mentions = _mentions(node)
         used_before |= mentions
         if (names and not any(n in reached for n in names)) or id(node) in side_effects:
-            dropped.extend(names or [ast.unparse(node.value.func) + "(...)"])  # type: ignore[attr-defined]
+            dropped.extend(_label(node))
             start = min([node.lineno, *[d.lineno for d in getattr(node, "decorator_list", [])]])
             while start > 1 and lines[start - 2].lstrip().startswith("#"):
                 start -= 1  # the comment block attached above (`# Copied from ...`)

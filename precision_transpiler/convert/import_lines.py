@@ -1,6 +1,6 @@
 """Edit the top-level imports of a large file by its lines, without parsing it with LibCST.
 
-Copying sibling modules (convert/siblings.py) and redirecting library imports
+Copying sibling modules (convert/siblings/) and redirecting library imports
 (convert/library_imports.py) run once per round over the growing output: a converted segmentation
 model with its encoders reaches ~18,000 lines in ~10 rounds. Each round only edits `from ...
 import ...` lines and inserts copied code after the file's imports, yet parsing the whole file

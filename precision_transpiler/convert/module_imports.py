@@ -1,7 +1,7 @@
 """Modules imported as names (`from ..nets import made as made_module`, then `made_module.MADE(...)`)
 become imports of the names used from them, so that sibling inlining can convert and copy them.
 
-Sibling inlining (convert/siblings.py) takes `from M import Name` statements; a module object
+Sibling inlining (convert/siblings/) takes `from M import Name` statements; a module object
 imported by name was left imported as it was, and its classes (torch layers) were built inside
 the converted model, where they fail at the first call. Here every use of such an alias must be
 an attribute read (`alias.Name`, through submodules: `utils.splines.spline(...)`); each becomes a

@@ -233,14 +233,25 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
     return ordered
 
 
-def vendor_shims(code: str) -> tuple[str, list[str]]:
-    """Inline every `precision_transpiler.runtime.*` definition `code` refers to. Returns the new
-    code and the shims that could not be found (a table names a shim that does not exist)."""
-    if PACKAGE not in code:
-        return code, []
+@dataclass
+class _References:
+    """A converted module's references to the runtime, each replaced by a local name."""
+
+    module: cst.Module
+    wanted: dict[str, list[str]]  # runtime module -> names, in the order the code first names them
+    aliases: list[tuple[str, str]]  # (local name, runtime name) where the two differ
+    bare: set[str]  # runtime names the code now refers to by their own name
+    missing: list[str]
+
+
+def _take_references(code: str) -> _References:
+    """Every `precision_transpiler.runtime.*` reference of `code` (and its imports from there)
+    replaced by a local name: the name itself, or `_ptshim_<name>` where the user's code uses or
+    binds that name."""
     module = cst.parse_module(code)
     wanted: dict[str, list[str]] = {}
-    module, aliases = _take_shim_imports(module, wanted)
+    bare: set[str] = set()
+    module, aliases = _take_shim_imports(module, wanted, bare)
     # A shim named like something of the user's (transformers' `def f(..., dropout: float = 0.0)`
     # calling `F.dropout`) is referred to through an alias, so the user's name cannot shadow it.
     from precision_transpiler.rewrite.import_editor import used_names
@@ -266,6 +277,8 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
                     local = f"_ptshim_{symbol}"
                     if (local, symbol) not in aliases:
                         aliases.append((local, symbol))
+                else:
+                    bare.add(symbol)
                 return cst.Name(local, lpar=updated.lpar, rpar=updated.rpar)
             return updated
 
@@ -281,6 +294,49 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
         and not any(f"{PACKAGE}.{m}.".startswith(n + ".") for m in wanted)
         and not any(n.startswith(r + ".") for r in resolved)  # `Conv2d.__init__`
     )
+    return _References(module, wanted, aliases, bare, missing)
+
+
+def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str]]:
+    """`code` importing the runtime definitions it refers to from module `into` (the runtime
+    module beside the outputs, `--runtime module`) instead of copying them in: the new code, the
+    names it imports, and the definitions that could not be found."""
+    if PACKAGE not in code:
+        return code, (), []
+    refs = _take_references(code)
+    missing = list(refs.missing)
+    if not refs.wanted:
+        return code, (), missing
+    _closure(refs.wanted, missing)  # names no runtime module defines
+    imported = {name: name for name in refs.bare}
+    imported.update(refs.aliases)
+    names = [name if local == name else f"{name} as {local}" for local, name in sorted(imported.items())]
+    line = f"from {into} import " + ", ".join(names)
+    if len(line) > 100:
+        line = f"from {into} import (\n" + "".join(f"    {name},\n" for name in names) + ")"
+    module = _drop_package_import(refs.module)
+    body = list(module.body)
+    index = 0
+    for i, stmt in enumerate(body):
+        if is_import_statement(stmt):
+            index = i + 1
+        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
+            index = 1  # module docstring
+        elif index or not isinstance(stmt, cst.SimpleStatementLine):
+            break
+    while index and _is_marked_import(body[index - 1]):  # before a policy's helper imports, as copies go
+        index -= 1
+    body.insert(index, cst.parse_statement(line + "\n"))
+    return module.with_changes(body=body).code, tuple(sorted(set(imported.values()))), missing
+
+
+def vendor_shims(code: str) -> tuple[str, list[str]]:
+    """Inline every `precision_transpiler.runtime.*` definition `code` refers to. Returns the new
+    code and the shims that could not be found (a table names a shim that does not exist)."""
+    if PACKAGE not in code:
+        return code, []
+    refs = _take_references(code)
+    module, wanted, aliases, missing = refs.module, refs.wanted, refs.aliases, refs.missing
     if not wanted:
         return code, missing
     blocks: list[str] = []
@@ -480,20 +536,23 @@ def shim_source(module_name: str, names: list[str]) -> str:
     return "\n\n\n".join(_shim_module(m).definitions[n].source.rstrip("\n") for m, n in keys) + "\n"
 
 
-def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tuple[cst.Module, list[tuple[str, str]]]:
+def _take_shim_imports(
+    module: cst.Module, wanted: dict[str, list[str]], bare: set[str]
+) -> tuple[cst.Module, list[tuple[str, str]]]:
     """Remove `from precision_transpiler.runtime.M import N [as L]` statements (written by
-    convert/library_imports.py), adding N to `wanted`; returns the (L, N) aliases to define."""
+    convert/library_imports.py, and by reading a runtime module's imports back, several on one
+    line), adding N to `wanted` (and to `bare` when imported under its own name); returns the
+    (L, N) aliases to define."""
     body = []
     aliases: list[tuple[str, str]] = []
     for stmt in module.body:
-        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-        if (
-            isinstance(small, cst.ImportFrom)
-            and small.module is not None
-            and (dotted_name(small.module) or "").startswith(PACKAGE + ".")
-            and not isinstance(small.names, cst.ImportStar)
-        ):
-            shim_module = (dotted_name(small.module) or "")[len(PACKAGE) + 1 :]
+        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+        if not smalls or not all(_is_shim_import(small) for small in smalls):
+            body.append(stmt)
+            continue
+        for small in smalls:
+            assert isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar)
+            shim_module = (dotted_name(small.module) if small.module is not None else "")[len(PACKAGE) + 1 :]
             for alias in small.names:
                 name = dotted_name(alias.name) or ""
                 wanted.setdefault(shim_module, [])
@@ -502,9 +561,18 @@ def _take_shim_imports(module: cst.Module, wanted: dict[str, list[str]]) -> tupl
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     if alias.asname.name.value != name:
                         aliases.append((alias.asname.name.value, name))
-            continue
-        body.append(stmt)
+                        continue
+                bare.add(name)
     return module.with_changes(body=body), aliases
+
+
+def _is_shim_import(small: cst.BaseSmallStatement) -> bool:
+    return (
+        isinstance(small, cst.ImportFrom)
+        and small.module is not None
+        and (dotted_name(small.module) or "").startswith(PACKAGE + ".")
+        and not isinstance(small.names, cst.ImportStar)
+    )
 
 
 def _drop_package_import(module: cst.Module) -> cst.Module:
@@ -583,6 +651,38 @@ def unvendor(code: str, target: str) -> str | None:
     as the torch-semantics layers they are; vendor_shims puts them back as they were. None when
     `code` has no such block. A definition both targets' shims have word for word is taken from
     `target`'s ("jax" or "tf"): importing it from the other's would bring that framework in."""
+    block = copied_block(code, target)
+    if block is None:
+        return None
+    imports = [
+        f"from {PACKAGE}.{shim} import {name}" + (f" as {local}" if local != name else "")
+        for shim, name, local in block.entries
+        if local != name or name not in block.rebound
+    ]
+    rest = block.rest
+    new = [cst.parse_statement(line + "\n") for line in imports]
+    index = 0
+    for i, stmt in enumerate(rest.body):
+        if is_import_statement(stmt):
+            index = i + 1
+        elif index or not isinstance(stmt, cst.SimpleStatementLine):
+            break
+    return rest.with_changes(body=[*rest.body[:index], *new, *rest.body[index:]]).code
+
+
+@dataclass(frozen=True)
+class CopiedBlock:
+    """The runtime definitions vendor_shims copied into a file, read back from it."""
+
+    rest: cst.Module  # the file without them
+    at: int  # where they were among `rest`'s statements
+    entries: tuple[tuple[str, str, str], ...]  # (runtime module, name, local name in the file)
+    rebound: frozenset[str]  # names the file's own code binds at top level
+
+
+def copied_block(code: str, target: str) -> CopiedBlock | None:
+    """The block after MARKER, as (runtime module, name, local name) entries; None when `code`
+    has none. A definition both targets' shims have word for word is taken from `target`'s."""
     if MARKER not in code:
         return None
     module = cst.parse_module(code)
@@ -630,21 +730,8 @@ def unvendor(code: str, target: str) -> str | None:
         return None
     # a copy the user's code defines a name of its own for is imported under its second name only:
     # as when the policy first ran, the plain name means the user's definition
-    rebound = _module_bindings(module.with_changes(body=body[:start] + body[end:]))
-    imports = [
-        f"from {PACKAGE}.{shim} import {name}" + (f" as {local}" if local != name else "")
-        for shim, name, local in entries
-        if local != name or name not in rebound
-    ]
     rest = module.with_changes(body=body[:start] + body[end:])
-    new = [cst.parse_statement(line + "\n") for line in imports]
-    index = 0
-    for i, stmt in enumerate(rest.body):
-        if is_import_statement(stmt):
-            index = i + 1
-        elif index or not isinstance(stmt, cst.SimpleStatementLine):
-            break
-    return rest.with_changes(body=[*rest.body[:index], *new, *rest.body[index:]]).code
+    return CopiedBlock(rest, start, tuple(entries), frozenset(_module_bindings(rest)))
 
 
 @cache

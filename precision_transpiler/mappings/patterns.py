@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -163,6 +163,9 @@ class Pattern:
     #: parameter -> warning said when this pattern is emitted without that argument: beside the
     #: op's own `warn_if_missing`, for a concern of this target only (JAX's int32 without x64)
     warn_if_missing: Mapping[str, str] = field(default_factory=dict)
+    #: parameters that, when one of them is a Python float, silence that `warn_if_missing`: a
+    #: warning about integer values (`torch.full(s, float("-inf"))` is float32 in both frameworks)
+    unless_float: tuple[str, ...] = ()
     #: used only to emit code: source code is never read with it (`{x}.shape` for `x.size()`)
     emit_only: bool = False
 
@@ -270,6 +273,7 @@ def parse_pattern(
     *,
     emit_only: bool = False,
     warn_if_missing: Mapping[str, str] | None = None,
+    unless_float: Sequence[str] = (),
 ) -> Pattern:
     """Parse a pattern; raises ValueError with a readable reason."""
     placeholders: dict[str, Placeholder] = {}
@@ -319,6 +323,7 @@ def parse_pattern(
         warn=warn,
         emit_only=emit_only,
         warn_if_missing=dict(warn_if_missing or {}),
+        unless_float=tuple(unless_float),
     )
     names = [ph.name for ph in placeholders.values()]
     for ident, ph in placeholders.items():

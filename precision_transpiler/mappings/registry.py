@@ -502,9 +502,12 @@ def _patterns(
         bind: dict[str, object] = {}
         warn: str | None = None
         missing: dict[str, str] = {}
+        unless_float: list[str] = []
         item_emit_only = emit_only
         if isinstance(item, LineDict):
-            _unknown_keys(where, item, ("pattern", "bind", "warn", "warn_if_missing", "emit_only"), f"{ctx}.")
+            _unknown_keys(
+                where, item, ("pattern", "bind", "warn", "warn_if_missing", "unless_float", "emit_only"), f"{ctx}."
+            )
             item_emit_only = item.get("emit_only", emit_only)
             if not isinstance(item_emit_only, bool):
                 raise where.error(item_line, f"{ctx}.emit_only", "expected true or false")
@@ -519,6 +522,10 @@ def _patterns(
                 unknown_params = sorted(set(raw_missing) - params)
                 raise where.error(item_line, f"{ctx}.warn_if_missing", f"{unknown_params} not declared in params")
             missing = dict(raw_missing)
+            unless_float = _str_list(where, item, "unless_float", f"{ctx}.") if "unless_float" in item else []
+            if set(unless_float) - params:
+                unknown_params = sorted(set(unless_float) - params)
+                raise where.error(item_line, f"{ctx}.unless_float", f"{unknown_params} not declared in params")
             text = item.get("pattern")
             raw_bind = item.get("bind", {})
             if not isinstance(raw_bind, dict) or not all(_is_bind_value(v) for v in raw_bind.values()):
@@ -532,7 +539,9 @@ def _patterns(
         if not isinstance(text, str):
             raise where.error(item_line, ctx, f"expected a pattern string, got {_show(text)}")
         try:
-            pattern = parse_pattern(text, bind, warn, emit_only=item_emit_only, warn_if_missing=missing)
+            pattern = parse_pattern(
+                text, bind, warn, emit_only=item_emit_only, warn_if_missing=missing, unless_float=unless_float
+            )
         except ValueError as exc:
             raise where.error(item_line, ctx, str(exc)) from None
         unknown = (pattern.params | set(bind)) - params
@@ -593,6 +602,7 @@ def _derive_inplace(result: MappingSet) -> None:
                 p.warn,
                 emit_only=True,
                 warn_if_missing=p.warn_if_missing,
+                unless_float=p.unless_float,
             )
             for p in methods
         )

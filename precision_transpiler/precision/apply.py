@@ -18,6 +18,10 @@ from precision_transpiler.linemap import follow_lines
 from precision_transpiler.mappings import MappingSet
 from precision_transpiler.rewrite.import_editor import after_leading_imports
 
+#: how a converted model's imports from the runtime package start (runtime read back from the
+#: module beside it: convert/runtime_module.py)
+RUNTIME_IMPORT = "from precision_transpiler.runtime."
+
 
 def apply_torch_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool
@@ -75,6 +79,8 @@ def apply_keras_policy_converted(
     from precision_transpiler.convert.vendor import unvendor, vendor_shims
 
     unvendored = unvendor(module.code, "tf")
+    if unvendored is None and RUNTIME_IMPORT in module.code:  # read back from a runtime module's imports
+        return apply_keras_torch_policy(module, policy, table, nan_fallback)
     if unvendored is None:
         return apply_keras_policy(module, policy, table, nan_fallback)
     policed, precision = apply_keras_torch_policy(cst.parse_module(unvendored), policy, table, nan_fallback)

@@ -26,6 +26,7 @@ from precision_transpiler.mappings.patterns import (
     same_value,
 )
 from precision_transpiler.rewrite.context import RuleContext, string_value
+from precision_transpiler.rewrite.python_numbers import warnings_if_missing
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.op_arguments import LITERALS, STRICT_KINDS, STRINGS, kind_mismatch, receiver_params
@@ -270,9 +271,8 @@ class OpPatterns(Rule):
                 for message in (op.warn, target.warn):
                     if message:
                         self._warn(ctx, op, original, "semantics-differ", message)
-                # the op's own, and those of the source's and the target's pattern (a framework
-                # whose inference differs from the others says so on its patterns)
-                missing = {**op.warn_if_missing, **match.pattern.warn_if_missing, **target.warn_if_missing}
+                # the op's own, and the source's and target's patterns' (one framework's inference)
+                missing = {**op.warn_if_missing, **warnings_if_missing(match, target, ctx.qualified_name)}
                 for name, message in missing.items():
                     if name not in bound or name in match.defaulted:
                         self._warn(ctx, op, original, "implicit-dtype", message)

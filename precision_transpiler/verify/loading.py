@@ -16,7 +16,7 @@ import re
 import sys
 import traceback
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,12 +97,15 @@ def import_original(path: Path) -> types.ModuleType:
         raise VerifyError(f"cannot import the original {path}: {short_error(exc, str(located.path))}") from None
 
 
-def import_converted(path: Path, original: Path, code: str | None = None, variant: str = "") -> types.ModuleType:
+def import_converted(
+    path: Path, original: Path, code: str | None = None, variant: str = "", modules: Mapping[str, str] | None = None
+) -> types.ModuleType:
     """Import the converted model (`code` if given, else the file's text). Inside a package of
     its own it is imported there; otherwise it runs as a sibling of the original's module.
     `variant` names another version of the same file imported beside it (verification's fp32
     reference), so that its text does not replace the converted file's in tracebacks and the
-    per-layer report's source lines."""
+    per-layer report's source lines. `modules` are modules beside the converted file that are
+    not written yet (the runtime module, `--runtime module`), by name: their text as it will be."""
     located = locate(path)
     source = code if code is not None else path.read_text(encoding="utf-8")
     package = located.package
@@ -120,6 +123,8 @@ def import_converted(path: Path, original: Path, code: str | None = None, varian
     try:
         if package:
             importlib.import_module(package)  # before the registries are saved
+        for beside, text in (modules or {}).items():
+            _provide(beside, text, package, located.path.with_name(f"{beside}.py"))
         with _isolated_registries():
             filename = str(located.path) + (f" ({variant})" if variant else "")
             return _exec_module(source, full, package, filename)
@@ -129,6 +134,18 @@ def import_converted(path: Path, original: Path, code: str | None = None, varian
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise VerifyError(f"cannot import the converted {path}: {short_error(exc, str(located.path))}") from None
+
+
+def _provide(name: str, source: str, package: str | None, path: Path) -> None:
+    """Run `source` as module `name` beside the converted file: importable both as a top-level
+    module and inside the package the converted file runs in (its relative import)."""
+    if sys.modules.get(name) is not None and getattr(sys.modules[name], "_ptranspile_source", None) == source:
+        module = sys.modules[name]
+    else:
+        module = _exec_module(source, name, None, str(path))
+        module._ptranspile_source = source  # type: ignore[attr-defined]
+    if package:
+        sys.modules[f"{package}.{name}"] = module
 
 
 def _exec_module(source: str, name: str, package: str | None, filename: str) -> types.ModuleType:

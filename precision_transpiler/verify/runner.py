@@ -27,9 +27,10 @@ import numpy as np
 from precision_transpiler.errors import UsageError, VerifyError
 from precision_transpiler.precision.policy import Policy, resolve_policy
 from precision_transpiler.verify.adapters import Adapter, Capture, adapter_for
+from precision_transpiler.verify.judge import judge
 from precision_transpiler.verify.loading import build_model, import_converted, import_original
 from precision_transpiler.verify.metrics import compare
-from precision_transpiler.verify.result import LayerRecord, OutputRecord, VerificationResult
+from precision_transpiler.verify.result import LayerRecord, VerificationResult
 from precision_transpiler.verify.spec import (
     DEFAULT_MAX_INPUT_MB,
     InputSpec,
@@ -41,11 +42,6 @@ from precision_transpiler.verify.spec import (
 _POLICY_MARKER = re.compile(r'^# ptranspile: begin precision policy "([^"]+)"', re.MULTILINE)
 DEFAULT_FP32_TOLERANCE = 1e-5
 DEFAULT_MIXED_FACTOR = 2.0
-_REFERENCE_NAMES = {
-    "torch": "torch.autocast(cpu, {compute})",
-    "jax": "Flax layers with dtype={compute}",
-    "tf": "Keras dtype policy mixed_{compute}",
-}
 
 
 @dataclass
@@ -69,6 +65,9 @@ class VerifyOptions:
     source: str | None = None  # frameworks; None: detected from the files' imports
     target: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # modules beside the converted file that are not written yet, by name: their text (the
+    # runtime module of `--runtime module`, when verification runs before anything is written)
+    modules: dict[str, str] = field(default_factory=dict)
 
 
 def policy_of(converted_code: str, requested: str | None, device: str = "auto") -> Policy:
@@ -194,7 +193,7 @@ def verify_files(
     _step(options, "importing the frameworks and both files")
     _seed_everything(options.seed)
     original_module = import_original(original)
-    converted_module = import_converted(converted, original, code)
+    converted_module = import_converted(converted, original, code, modules=options.modules)
     _step(options, "building the models")
     entries = _converted_entries(options, original_code, code, source, target, policy)
     _seed_everything(options.seed)
@@ -290,18 +289,10 @@ def _compare_models(
         if transfer is not None:  # and the target's own: the converted model without them
             with _converted_regions_disabled(_module_of(converted_model)):
                 target_regions = adapter.run(converted_model, inputs, capture=options.layers)
-    verdict = _judge(
-        base, result, reference, policy, options, target, source, regions, target_reference, target_regions
-    )
+    verdict = judge(base, result, reference, policy, options, target, source, regions, target_reference, target_regions)
     if target_note:
         verdict.notes.append(target_note)
-    decisions = getattr(_module_of(converted_model), "_PTRANSPILE_DECISION", None)
-    if isinstance(decisions, dict) and decisions:  # --device auto: what the generated code decided here
-        verdict.device = dict(next(iter(decisions.values())))
-        verdict.notes.append(
-            "the converted code decided its compute dtype where it ran (--device auto): {compute} on {device}, "
-            "where the policy asks for {requested} ({reason})".format(**verdict.device)
-        )
+    _note_device_decision(verdict, converted_model)
     verdict.source, verdict.target = source, target
     verdict.original, verdict.converted = str(original), str(converted)
     verdict.entry, verdict.inputs, verdict.seed = options.entry, [str(s) for s in specs], options.seed
@@ -320,18 +311,34 @@ def _compare_models(
         verdict.timing = _time_models(
             options.timing, inputs, source_adapter, reference_model, adapter, converted_model, compute if low else None
         )
-    verdict.notes.append(
-        (
-            f"ran both models on {target}"
-            if source == target
-            else f"ran the original on {source}, the converted model on {target}"
+    verdict.notes.append(_how_it_ran(options, source, target))
+    verdict.seconds = round(time.perf_counter() - started, 3)
+    return verdict
+
+
+def _note_device_decision(verdict: VerificationResult, converted_model: Any) -> None:
+    """--device auto: what the generated code decided where it ran."""
+    decisions = getattr(_module_of(converted_model), "_PTRANSPILE_DECISION", None)
+    if isinstance(decisions, dict) and decisions:
+        verdict.device = dict(next(iter(decisions.values())))
+        verdict.notes.append(
+            "the converted code decided its compute dtype where it ran (--device auto): {compute} on {device}, "
+            "where the policy asks for {requested} ({reason})".format(**verdict.device)
         )
+
+
+def _how_it_ran(options: VerifyOptions, source: str, target: str) -> str:
+    where = (
+        f"ran both models on {target}"
+        if source == target
+        else f"ran the original on {source}, the converted model on {target}"
+    )
+    return (
+        where
         + f" (CPU, inference mode), seed {options.seed}"
         + ("; weights perturbed" if options.perturb else "")
         + ("; BatchNorm statistics recalibrated" if options.calibrate_bn else "")
     )
-    verdict.seconds = round(time.perf_counter() - started, 3)
-    return verdict
 
 
 def _step(options: VerifyOptions, name: str) -> None:
@@ -374,7 +381,7 @@ def _target_reference(
         stripped, removed = strip_inserted(cst.parse_module(code))
         if not removed:
             return None, ""
-        module = import_converted(converted, original, stripped.code, variant="fp32 reference")
+        module = import_converted(converted, original, stripped.code, variant="fp32 reference", modules=options.modules)
 
         def rebuild() -> Any:
             return build_model(module, options.entry, "converted (fp32 reference)", fp32_entry)
@@ -490,189 +497,6 @@ def _time_models(
         forward = source_adapter.timed_forward(reference_model, inputs, compute=compute)
         timing["reference"] = _median_seconds(forward, repeat)
     return timing
-
-
-def _judge(
-    base: Capture,
-    result: Capture,
-    reference: Capture | None,
-    policy: Policy,
-    options: VerifyOptions,
-    target: str,
-    source: str,
-    regions: Capture | None = None,
-    target_reference: Capture | None = None,
-    target_regions: Capture | None = None,
-) -> VerificationResult:
-    """`regions`: the original run with its torch.autocast regions disabled (None: it has none);
-    its error against the original is the regions' own, and the tolerance grows with it as with
-    a mixed policy. `target_reference`: the target framework's own mixed precision on the fp32
-    conversion (`_target_reference`); the larger of its error and the source's is the yardstick.
-    `target_regions`: the converted model run with its regions disabled; its distance from the
-    converted output is the target's own error of the regions, counted like the original's."""
-    failures: list[str] = []
-    base_out = {name: (array, dtype) for name, array, dtype in base.outputs}
-    conv_out = {name: (array, dtype) for name, array, dtype in result.outputs}
-    ref_out = {name: array for name, array, _ in reference.outputs} if reference else {}
-    region_out = {name: array for name, array, _ in regions.outputs} if regions else {}
-    target_out = {name: array for name, array, _ in target_reference.outputs} if target_reference else {}
-    target_region_out = {name: array for name, array, _ in target_regions.outputs} if target_regions else {}
-    if not base_out:
-        failures.append("the original model returned no tensors")
-    missing = [n for n in base_out if n not in conv_out]
-    extra = [n for n in conv_out if n not in base_out]
-    if missing or extra:
-        failures.append(f"output structure differs: missing {missing or '[]'}, unexpected {extra or '[]'}")
-    tolerance: dict[str, Any] = {"fp32": options.fp32_tolerance}
-    ref_err = 0.0
-    region_err = 0.0
-    target_err = 0.0
-    records: list[OutputRecord] = []
-    for name, (array, dtype) in base_out.items():
-        if name not in conv_out:
-            continue
-        conv_array, conv_dtype = conv_out[name]
-        floating = np.issubdtype(array.dtype, np.floating)
-        expected = policy.output if floating and not policy.is_full_precision else dtype
-        if floating and policy.is_full_precision:
-            expected = dtype
-        record = OutputRecord(
-            name,
-            list(array.shape),
-            list(conv_array.shape),
-            dtype,
-            conv_dtype,
-            expected,
-            None,
-            None,
-            None,
-            None,
-            0,
-            0,
-        )
-        records.append(record)
-        if conv_dtype != expected and not _same_kind_across_frameworks(dtype, conv_dtype, target):
-            failures.append(f"{name}: dtype {conv_dtype}, expected {expected}")
-        if array.shape != conv_array.shape:
-            failures.append(f"{name}: shape {tuple(conv_array.shape)}, original {tuple(array.shape)}")
-            continue
-        errors = compare(array, conv_array)
-        record.max_abs_err, record.rel_err, record.cosine = errors.max_abs_err, errors.rel_err, errors.cosine
-        record.argmax_agreement = errors.argmax_agreement
-        record.nonfinite_original, record.nonfinite_converted = errors.nonfinite_original, errors.nonfinite_converted
-        record.nonfinite_new = errors.new_nonfinite
-        if name in ref_out and ref_out[name].shape == array.shape:
-            ref = compare(array, ref_out[name])
-            record.reference_err = ref.rel_err
-            if ref.rel_err is not None:
-                ref_err = max(ref_err, ref.rel_err)
-        if name in target_out and target_out[name].shape == array.shape:
-            own = compare(array, target_out[name]).rel_err
-            if own is not None:
-                target_err = max(target_err, own)
-                record.reference_err = max(record.reference_err or 0.0, own)
-        if name in target_region_out and target_region_out[name].shape == conv_array.shape:
-            own = compare(target_region_out[name], conv_array).rel_err
-            if own is not None:
-                region_err = max(region_err, own)
-                record.reference_err = max(record.reference_err or 0.0, own)
-        if name in region_out and region_out[name].shape == array.shape:
-            own = compare(array, region_out[name]).rel_err
-            if own is not None:
-                region_err = max(region_err, own)
-                record.reference_err = max(record.reference_err or 0.0, own)
-    factor = options.mixed_factor
-    if reference is not None:
-        derived = factor * max(ref_err, region_err, target_err) + options.fp32_tolerance
-        compute = policy.compute if policy.compute != "float32" else "bfloat16"
-        tolerance.update(
-            reference=_REFERENCE_NAMES.get(source, "framework mixed precision").format(compute=compute),
-            reference_err=ref_err,
-            factor=factor,
-            rule=f"{factor:g} x the reference's error ({ref_err:.3g}) + {options.fp32_tolerance:g}",
-        )
-        if target_reference is not None:
-            tolerance.update(
-                target_reference=_REFERENCE_NAMES.get(target, "framework mixed precision").format(compute=compute)
-                + " on the fp32 conversion",
-                target_reference_err=target_err,
-            )
-            if target_err > max(ref_err, region_err):
-                tolerance.update(
-                    reference_err=target_err,
-                    rule=f"{factor:g} x the target framework's own mixed-precision error ({target_err:.3g}, above "
-                    f"the source's {ref_err:.3g}) + {options.fp32_tolerance:g}",
-                )
-        if regions is not None and region_err > max(ref_err, target_err):
-            tolerance.update(
-                reference_err=region_err,
-                rule=f"autocast regions: {factor:g} x their own error (either model against a run with them "
-                f"disabled) ({region_err:.3g}, above the references' {max(ref_err, target_err):.3g}) "
-                f"+ {options.fp32_tolerance:g}",
-            )
-    elif regions is not None:
-        derived = factor * region_err + options.fp32_tolerance
-        tolerance.update(
-            reference="the original with its torch.autocast regions disabled",
-            reference_err=region_err,
-            factor=factor,
-            rule=f"autocast regions: {factor:g} x their own error (either model against a run with them disabled) "
-            f"({region_err:.3g}) + {options.fp32_tolerance:g}",
-        )
-    else:
-        derived = options.fp32_tolerance
-        tolerance["rule"] = f"full-precision policy: relative L2 error <= {options.fp32_tolerance:g}"
-    threshold = derived
-    if options.tolerance is not None:
-        threshold = options.tolerance
-        tolerance["derived"] = derived
-        tolerance["rule"] = f"--tolerance {options.tolerance:g} (derived would be {derived:.3g})"
-    tolerance["max_rel_err"] = threshold
-    rels = [r.rel_err for r in records if r.rel_err is not None]
-    new_nonfinite = sum(r.nonfinite_new for r in records)
-    for record in records:
-        if record.rel_err is not None and record.rel_err > threshold:
-            failures.append(f"{record.name}: relative error {record.rel_err:.3g} > tolerance {threshold:.3g}")
-        extra_bad = record.nonfinite_new
-        if extra_bad > 0:
-            failures.append(f"{record.name}: {extra_bad} non-finite values where the original's are finite")
-        if record.rel_err is None and record.shape_original == record.shape_converted and record.max_abs_err is None:
-            if record.nonfinite_original == 0:
-                failures.append(f"{record.name}: no finite values to compare")
-            else:  # never PASSED on nothing compared
-                failures.append(
-                    f"{record.name}: the original's outputs are all non-finite ({record.nonfinite_original} "
-                    "NaN/inf): nothing to compare"
-                )
-    cosines = [r.cosine for r in records if r.cosine is not None]
-    argmaxes = [r.argmax_agreement for r in records if r.argmax_agreement is not None]
-    abs_errs = [r.max_abs_err for r in records if r.max_abs_err is not None]
-    return VerificationResult(
-        passed=not failures,
-        source="",
-        target="",
-        policy=policy.name,
-        original="",
-        converted="",
-        entry="",
-        inputs=[],
-        seed=0,
-        max_abs_err=max(abs_errs) if abs_errs else None,
-        max_rel_err=max(rels) if rels else None,
-        cosine=min(cosines) if cosines else None,
-        argmax_agreement=min(argmaxes) if argmaxes else None,
-        nonfinite=new_nonfinite,
-        tolerance=tolerance,
-        failures=failures,
-        outputs=records,
-    )
-
-
-def _same_kind_across_frameworks(original: str, converted: str, target: str) -> bool:
-    """JAX computes 64-bit integers in 32 bits unless x64 is on
-    (docs/precision-reference.md#framework-defaults-that-differ): an int64 torch output and an
-    int32 JAX output are the same result."""
-    return target == "jax" and original == "int64" and converted == "int32"
 
 
 def _judge_layers(

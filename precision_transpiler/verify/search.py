@@ -7,6 +7,10 @@ in low precision (with every undecided layer in fp32); if verification passes, k
 split it in two and try each half; a single failing layer stays fp32. k unsafe layers among N
 cost O(k log N) verification runs. Each run converts the original again with the candidate
 policy and verifies it end to end, so the written policy is exactly what was verified.
+
+A set-up is the set of layers kept in float32: one already verified (the plain base policy is
+the empty set, which the bisection reaches again once every other segment passed) is not run
+again, its verdict is reused; so is a run with the per-layer report for the final check.
 """
 
 from __future__ import annotations
@@ -30,7 +34,18 @@ class SearchResult:
     fp32_paths: list[str]
     low_paths: list[str]
     runs: int
-    result: VerificationResult  # the final verification, with the written policy
+    #: the final verification, with the written policy; when the policy found keeps no layer in
+    #: float32 and run 1 (the plain base policy, the same set-up) passed, that run's
+    result: VerificationResult
+    code: str = ""  # the converted code that final verification ran
+
+
+@dataclass
+class _Run:
+    number: int
+    result: VerificationResult
+    code: str
+    layers: bool  # made with the per-layer report
 
 
 def policy_yaml(name: str, base: str, fp32_paths: Sequence[str], runs: int, tolerance: float) -> str:
@@ -84,26 +99,38 @@ def search_policy(
     name: str | None = None,
     log: Callable[[str], None] | None = None,
     prune_to_entry: bool = False,
+    converted: Path | None = None,
+    policy_out: Path | None = None,
 ) -> SearchResult:
     """`prune_to_entry`: convert each candidate as `--prune-to-entry` does (only what
-    `options.entry` reaches), so every run verifies the code that would be written."""
+    `options.entry` reaches), so every run verifies the code that would be written.
+    `converted`: where the converted code is verified as if written (its imports resolve from
+    there); `policy_out`: where the policy found is written before its final verification (so
+    the report names it), else a temporary file."""
     from precision_transpiler.api import transpile
+    from precision_transpiler.files import write_report
 
     source = original.read_text(encoding="utf-8")
-    virtual = original.with_name(f"{original.stem}_ptranspile_auto.py")
+    virtual = converted or original.with_name(f"{original.stem}_ptranspile_auto.py")
     runs = 0
     say = log or (lambda _m: None)
+    made: dict[frozenset[str], _Run] = {}  # set-up (layers kept in float32) -> its run
 
-    def verify(policy_file: str, layers: bool, opts: VerifyOptions) -> VerificationResult:
+    def verify(policy_file: str, layers: bool, opts: VerifyOptions, fp32: Sequence[str]) -> _Run:
         nonlocal runs
+        known = made.get(frozenset(fp32))
+        if known is not None and (known.layers or not layers):
+            return known
         runs += 1
         prune = {"entry": options.entry, "prune_to_entry": True} if prune_to_entry else {}
         code = transpile(source, to=to, policy=policy_file, device=device, path=str(original), **prune).code
-        return verify_files(
+        result = verify_files(
             original, virtual, dataclasses.replace(opts, policy=policy_file, layers=layers), converted_code=code
         )
+        made[frozenset(fp32)] = _Run(runs, result, code, layers)
+        return made[frozenset(fp32)]
 
-    first = verify(base, True, options)
+    first = verify(base, True, options, []).result
     tolerance = float(first.tolerance["max_rel_err"])
     fixed = dataclasses.replace(options, tolerance=tolerance)
     candidates = candidate_layers(first, to)
@@ -117,22 +144,25 @@ def search_policy(
             segment = queue.pop(0)
             fp32 = [c for c in candidates if c not in accepted and c not in segment]
             trial_file.write_text(policy_yaml(name, base, fp32, runs, tolerance), encoding="utf-8")
-            trial = verify(str(trial_file), False, fixed)
+            before = runs
+            run = verify(str(trial_file), False, fixed, fp32)
+            trial = run.result
+            again = "" if runs > before else f" (the set-up of run {run.number}, not run again)"
             say(
-                f"auto: run {runs}: {len(segment)} layer(s) from {segment[0]} in low precision: "
-                f"{'passed' if trial.passed else 'failed'} (rel err {trial.max_rel_err})"
+                f"auto: run {run.number}: {len(segment)} layer(s) from {segment[0]} in low precision: "
+                f"{'passed' if trial.passed else 'failed'}{again} (rel err {trial.max_rel_err})"
             )
             if trial.passed:
                 accepted.update(segment)
             elif len(segment) > 1:
                 queue[0:0] = _halves(segment)
         fp32_paths = [c for c in candidates if c not in accepted]
-        final_file = Path(tmp) / f"{name}.yaml"
-        text = policy_yaml(name, base, fp32_paths, runs + 1, tolerance)
-        final_file.write_text(text, encoding="utf-8")
-        final = verify(str(final_file), True, fixed)
-    text = policy_yaml(name, base, fp32_paths, runs, tolerance)
-    return SearchResult(text, fp32_paths, [c for c in candidates if c in accepted], runs, final)
+        final_file = policy_out or Path(tmp) / f"{name}.yaml"
+        known = made.get(frozenset(fp32_paths))
+        text = policy_yaml(name, base, fp32_paths, runs + (0 if known and known.layers else 1), tolerance)
+        write_report(final_file, text)
+        final = verify(str(final_file), True, fixed, fp32_paths)
+    return SearchResult(text, fp32_paths, [c for c in candidates if c in accepted], runs, final.result, final.code)
 
 
 def _halves(segment: list[str]) -> list[list[str]]:

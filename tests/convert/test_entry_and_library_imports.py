@@ -334,3 +334,43 @@ def test_pruning_keeps_the_imports_the_entry_calls() -> None:
     pruned = prune_source(BUILT_FROM_ARGS, "Net(decode_arch_def([['ds_r1']]))")
     assert "_gen_net" in pruned.dropped
     assert "decode_arch_def" not in pruned.import_names
+
+
+MAIN_BLOCK = """import argparse
+
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def train(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    model = Net()
+    train(model)
+"""
+
+
+def test_pruning_leaves_out_the_main_block() -> None:
+    """`if __name__ == "__main__":` runs only as a script: what the entry reaches never needs it,
+    so it goes (with what only it reaches, and the imports only it used) like other unreached code."""
+    pruned = prune_source(MAIN_BLOCK, "Net()")
+    assert 'if __name__ == "__main__":' not in pruned.source and "train" not in pruned.source
+    assert pruned.dropped == ["train", 'if __name__ == "__main__": ...'] and pruned.kept == ["Net"]
+    assert "argparse" in pruned.import_names
+    assert pruned.source.count("\n") == MAIN_BLOCK.count("\n")
+    result = transpile(MAIN_BLOCK, to="jax", entry="Net", prune_to_entry=True)
+    assert "__main__" not in result.code and "argparse" not in result.code
+    (note,) = [d for d in result.diagnostics if d.code == "entry-pruned"]
+    assert "left out 2 (train, if __name__ ==" in note.message, note.message

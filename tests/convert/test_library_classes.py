@@ -1,5 +1,5 @@
 """Library code copied in at the granularity the converted code reaches (convert/class_reach.py,
-convert/siblings.py), on a package built like diffusers' models: a model base class with hub
+convert/siblings/), on a package built like diffusers' models: a model base class with hub
 methods nothing reaches, a config mixin and its decorator, a library module named `logging`
 beside the standard library's, a relative import inside a constructor, a tuple-assigned global,
 postponed annotations naming a type bound under `if TYPE_CHECKING:`, and an output that is a
@@ -20,7 +20,7 @@ from precision_transpiler.verify import VerifyOptions, verify_files
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
 
-#: a docstring long enough to make `register_to_config` a large helper (convert/siblings.py's
+#: a docstring long enough to make `register_to_config` a large helper (convert/siblings/rounds.py's
 #: SMALL_HELPER), which stays imported when it uses no torch
 _LONG_DOC = '    """Record the constructor arguments.\n' + "\n".join("    ..." for _ in range(220)) + '\n    """\n'
 

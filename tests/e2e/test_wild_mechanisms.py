@@ -8,7 +8,7 @@ style it was found in, converted to both targets and verified against torch:
   become runtime/{flax,keras}/einops.py, and a parameter handed to einops goes as its array
   (rules/module_variables.py); `nn.Parameter(torch.randn(...))` while building (Keras too);
 * torch helper libraries of other distributions are converted and copied in like sibling
-  modules, never handed converted layers (convert/siblings.py); a helper whose globals are set
+  modules, never handed converted layers (convert/siblings/); a helper whose globals are set
   under `if` stays imported instead of being copied without them.
 """
 

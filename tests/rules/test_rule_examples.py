@@ -13,7 +13,7 @@ import pytest
 
 from precision_transpiler import transpile
 from precision_transpiler.mappings import load_mappings
-from precision_transpiler.pipeline import Document, Job, convert_document
+from precision_transpiler.pipeline import Job, convert_document
 from precision_transpiler.precision.policy import resolve_policy
 from precision_transpiler.rules import active_rules
 
@@ -38,7 +38,7 @@ def _converted(example):
         return transpile(example.before, to=example.to, from_=example.from_)
     sources = tuple(example.from_.split(",")) if example.from_ else None
     job = Job(example.to, sources, resolve_policy("fp32"), load_mappings(()), standalone=False)
-    doc = convert_document(Document(example.before, "<string>"), job)
+    doc = convert_document(example.before, "<string>", job)
     return types.SimpleNamespace(code=doc.result_code(), rewrites=doc.rewrites, diagnostics=doc.diagnostics)
 
 

@@ -211,12 +211,10 @@ def render_html(report: dict[str, Any]) -> str:
     """
     passed = bool(report.get("passed"))
     verdict = "PASSED" if passed else "FAILED"
-    tol = report.get("tolerance") or {}
     layers = [dict(layer) for layer in report.get("layers") or []]
     first_bad = report.get("first_bad_layer")
     root = build_tree(layers)
     ids = _anchor_ids(root)
-    n_bad = sum(is_bad(layer) for layer in layers)
 
     parts: list[str] = [
         "<!DOCTYPE html>",
@@ -226,57 +224,9 @@ def render_html(report: dict[str, Any]) -> str:
         f" · {_E(str(report.get('converted', '')))}</title>",
         f"<style>{_CSS}</style></head>",
         f'<body class="{"passed" if passed else "failed"}">',
+        _html_banner(report, passed, verdict),
+        _html_cards(report),
     ]
-
-    # Verdict banner.
-    meta = [
-        f"policy <b>{_E(str(report.get('policy', '?')))}</b>",
-        f"entry <code>{_E(str(report.get('entry', '?')))}</code>",
-        f"seed {_E(str(report.get('seed', '?')))}",
-    ]
-    if report.get("inputs"):
-        meta.append("inputs " + ", ".join(f"<code>{_E(str(i))}</code>" for i in report["inputs"]))
-    seconds = num(report.get("seconds"))
-    if seconds is not None:
-        meta.append(f"{seconds:.2f}s")
-    parts.append(
-        f'<header class="banner {"pass" if passed else "fail"}" id="verdict">'
-        f'<div class="verdict">{"✔" if passed else "✘"} {verdict}</div>'
-        f'<div class="route">{_E(str(report.get("source", "?")))} → {_E(str(report.get("target", "?")))}</div>'
-        f'<div class="files"><code>{_E(str(report.get("original", "?")))}</code> → '
-        f"<code>{_E(str(report.get('converted', '?')))}</code></div>"
-        f'<div class="meta">{" · ".join(meta)}</div></header><main>'
-    )
-
-    # Summary cards.
-    rel, limit = num(report.get("max_rel_err")), num(tol.get("max_rel_err"))
-    rel_bad = rel is not None and limit is not None and (math.isnan(rel) or rel > limit)
-    tol_bar = ""
-    tol_ratio = share_ratio(rel, limit)
-    if tol_ratio is not None:
-        pos = 100.0 if math.isinf(tol_ratio) else _bar_pos(tol_ratio)
-        tol_bar = (
-            f'<span class="bar {"over" if tol_ratio > 1 else "ok"}"><span class="fill" style="width:{pos:.1f}%">'
-            f'</span><span class="share-mark" style="left:{_SHARE_MARK:.1f}%"></span></span>'
-        )
-    rel_sub = f"tolerance {fmt_err(limit, _DASH)}"
-    if tol.get("rule"):
-        rel_sub += f" · {tol['rule']}"
-    extra_tol = [f"{k} {fmt_tol(k, v)}" for k, v in tol.items() if k not in ("max_rel_err", "rule") and v is not None]
-    tol_extra = tol_bar + (f'<div class="sub">{_E(", ".join(extra_tol))}</div>' if extra_tol else "")
-    nonfinite = report.get("nonfinite") or 0
-    parts.append('<section class="cards">')
-    parts.append(_card("max rel err", fmt_err(rel, _DASH), rel_sub, rel_bad, tol_extra))
-    parts.append(_card("max abs err", fmt_err(report.get("max_abs_err"), _DASH)))
-    parts.append(_card("cosine", fmt_cos(report.get("cosine"), _DASH)))
-    parts.append(_card("argmax agreement", fmt_pct(report.get("argmax_agreement"), _DASH)))
-    parts.append(_card("non-finite", str(nonfinite), "values the original does not have", bool(nonfinite)))
-    sizes = param_sizes(report)
-    if sizes:
-        ratio = fmt_param_ratio(*sizes)
-        sub = f"from {fmt_bytes(sizes[0])}" + (f", {ratio}" if ratio else "")
-        parts.append(_card("parameters", fmt_bytes(sizes[1]), sub))
-    parts.append("</section>")
 
     failures = report.get("failures") or []
     if failures:
@@ -299,9 +249,84 @@ def render_html(report: dict[str, Any]) -> str:
     outputs = report.get("outputs") or []
     if outputs:
         parts.append(_html_outputs(outputs))
+    parts.extend(_html_layers(layers, root, ids, first_bad))
 
-    # The layer tree.
-    parts.append(f'<section class="layers"><h2>Layers <small>{len(layers)} recorded, {n_bad} over their share')
+    notes = report.get("notes") or []
+    if notes:
+        parts.append(
+            '<section class="notes"><h2>Notes</h2><ul>'
+            + "".join(f"<li>{_E(str(n))}</li>" for n in notes)
+            + "</ul></section>"
+        )
+
+    parts.append('<details class="raw"><summary>Report JSON</summary><pre id="raw-json"></pre></details></main>')
+    parts.append(f'<script type="application/json" id="report-data">{_embed_json(report)}</script>')
+    parts.append(f"<script>{_JS}</script></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _html_banner(report: Mapping[str, Any], passed: bool, verdict: str) -> str:
+    """The verdict banner (and the start of `<main>`)."""
+    meta = [
+        f"policy <b>{_E(str(report.get('policy', '?')))}</b>",
+        f"entry <code>{_E(str(report.get('entry', '?')))}</code>",
+        f"seed {_E(str(report.get('seed', '?')))}",
+    ]
+    if report.get("inputs"):
+        meta.append("inputs " + ", ".join(f"<code>{_E(str(i))}</code>" for i in report["inputs"]))
+    seconds = num(report.get("seconds"))
+    if seconds is not None:
+        meta.append(f"{seconds:.2f}s")
+    return (
+        f'<header class="banner {"pass" if passed else "fail"}" id="verdict">'
+        f'<div class="verdict">{"✔" if passed else "✘"} {verdict}</div>'
+        f'<div class="route">{_E(str(report.get("source", "?")))} → {_E(str(report.get("target", "?")))}</div>'
+        f'<div class="files"><code>{_E(str(report.get("original", "?")))}</code> → '
+        f"<code>{_E(str(report.get('converted', '?')))}</code></div>"
+        f'<div class="meta">{" · ".join(meta)}</div></header><main>'
+    )
+
+
+def _html_cards(report: Mapping[str, Any]) -> str:
+    """The summary cards: errors against the tolerance, non-finite values, parameter sizes."""
+    tol = report.get("tolerance") or {}
+    rel, limit = num(report.get("max_rel_err")), num(tol.get("max_rel_err"))
+    rel_bad = rel is not None and limit is not None and (math.isnan(rel) or rel > limit)
+    tol_bar = ""
+    tol_ratio = share_ratio(rel, limit)
+    if tol_ratio is not None:
+        pos = 100.0 if math.isinf(tol_ratio) else _bar_pos(tol_ratio)
+        tol_bar = (
+            f'<span class="bar {"over" if tol_ratio > 1 else "ok"}"><span class="fill" style="width:{pos:.1f}%">'
+            f'</span><span class="share-mark" style="left:{_SHARE_MARK:.1f}%"></span></span>'
+        )
+    rel_sub = f"tolerance {fmt_err(limit, _DASH)}"
+    if tol.get("rule"):
+        rel_sub += f" · {tol['rule']}"
+    extra_tol = [f"{k} {fmt_tol(k, v)}" for k, v in tol.items() if k not in ("max_rel_err", "rule") and v is not None]
+    tol_extra = tol_bar + (f'<div class="sub">{_E(", ".join(extra_tol))}</div>' if extra_tol else "")
+    nonfinite = report.get("nonfinite") or 0
+    cards = [
+        '<section class="cards">',
+        _card("max rel err", fmt_err(rel, _DASH), rel_sub, rel_bad, tol_extra),
+        _card("max abs err", fmt_err(report.get("max_abs_err"), _DASH)),
+        _card("cosine", fmt_cos(report.get("cosine"), _DASH)),
+        _card("argmax agreement", fmt_pct(report.get("argmax_agreement"), _DASH)),
+        _card("non-finite", str(nonfinite), "values the original does not have", bool(nonfinite)),
+    ]
+    sizes = param_sizes(report)
+    if sizes:
+        ratio = fmt_param_ratio(*sizes)
+        sub = f"from {fmt_bytes(sizes[0])}" + (f", {ratio}" if ratio else "")
+        cards.append(_card("parameters", fmt_bytes(sizes[1]), sub))
+    cards.append("</section>")
+    return "\n".join(cards)
+
+
+def _html_layers(layers: list[dict[str, Any]], root: Node, ids: dict[int, str], first_bad: Any) -> list[str]:
+    """The layer tree section (its toolbar and legend, or a line saying there are no layers)."""
+    n_bad = sum(is_bad(layer) for layer in layers)
+    parts = [f'<section class="layers"><h2>Layers <small>{len(layers)} recorded, {n_bad} over their share']
     parts.append("</small></h2>")
     if layers:
         with_ref = has_reference(layers)
@@ -332,19 +357,7 @@ def render_html(report: dict[str, Any]) -> str:
     else:
         parts.append('<p class="empty">No per-layer records in this report.</p>')
     parts.append("</section>")
-
-    notes = report.get("notes") or []
-    if notes:
-        parts.append(
-            '<section class="notes"><h2>Notes</h2><ul>'
-            + "".join(f"<li>{_E(str(n))}</li>" for n in notes)
-            + "</ul></section>"
-        )
-
-    parts.append('<details class="raw"><summary>Report JSON</summary><pre id="raw-json"></pre></details></main>')
-    parts.append(f'<script type="application/json" id="report-data">{_embed_json(report)}</script>')
-    parts.append(f"<script>{_JS}</script></body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
 
 
 def _iter_depths(node: Node, depth: int) -> Iterable[tuple[Node, int]]:

@@ -75,10 +75,42 @@ def render_text(report: dict[str, Any], *, color: bool = False, max_layers: int 
     Colour is off by default because the text often ends up in a file or a CI log.
     """
     st = _Ansi(color)
-    out: list[str] = []
+    out = _text_heading(report, st)
+    out.append("")
+    out.append(st.bold("Summary"))
+    out.extend(f"  {label:<13} {value}" for label, value in _text_summary(report, st))
+
+    failures = report.get("failures") or []
+    if failures:
+        out.append("")
+        out.append(st.bold(f"Failures ({len(failures)})"))
+        out.extend(f"  - {st.red(str(f))}" for f in failures)
+
+    outputs = report.get("outputs") or []
+    if outputs:
+        out.append("")
+        out.append(st.bold("Outputs"))
+        out.extend(_text_outputs(outputs))
+
+    layers = [dict(layer) for layer in report.get("layers") or []]
+    first_bad = report.get("first_bad_layer")
+    if layers:
+        out.append("")
+        out.extend(_text_layers(report, layers, first_bad, max_layers, st))
+
+    notes = report.get("notes") or []
+    if notes:
+        out.append("")
+        out.append(st.bold("Notes"))
+        out.extend(f"  - {n}" for n in notes)
+    return "\n".join(out) + "\n"
+
+
+def _text_heading(report: Mapping[str, Any], st: _Ansi) -> list[str]:
+    """The verdict line and the line of what ran."""
     passed = bool(report.get("passed"))
     verdict = st.green("PASSED") if passed else st.red("FAILED")
-    out.append(
+    heading = (
         f"{verdict}  {report.get('source', '?')} -> {report.get('target', '?')}"
         f"  policy={report.get('policy', '?')}  entry={report.get('entry', '?')}"
     )
@@ -90,9 +122,11 @@ def render_text(report: dict[str, Any], *, color: bool = False, max_layers: int 
     seconds = num(report.get("seconds"))
     if seconds is not None:
         details.append(f"{seconds:.2f}s")
-    out.append(st.dim("  " + "   ".join(details)))
-    out.append("")
+    return [heading, st.dim("  " + "   ".join(details))]
 
+
+def _text_summary(report: Mapping[str, Any], st: _Ansi) -> list[tuple[str, str]]:
+    """(label, value) rows of the summary: errors against the tolerance, sizes, timing."""
     tol = report.get("tolerance") or {}
     rel, limit = num(report.get("max_rel_err")), num(tol.get("max_rel_err"))
     over = rel is not None and limit is not None and (math.isnan(rel) or rel > limit)
@@ -128,54 +162,33 @@ def render_text(report: dict[str, Any], *, color: bool = False, max_layers: int 
             ref = float(timing["reference"])
             parts.append(f"original's own mixed precision {ref * 1e3:.1f} ms (x{ref / base:.3g})")
         summary.append(("forward", ", ".join(parts) + f"; medians of {int(timing.get('repeat', 0))}"))
-    out.append(st.bold("Summary"))
-    out.extend(f"  {label:<13} {value}" for label, value in summary)
+    return summary
 
-    failures = report.get("failures") or []
-    if failures:
-        out.append("")
-        out.append(st.bold(f"Failures ({len(failures)})"))
-        out.extend(f"  - {st.red(str(f))}" for f in failures)
 
-    outputs = report.get("outputs") or []
-    if outputs:
-        out.append("")
-        out.append(st.bold("Outputs"))
-        rows = [["name", "shape", "dtype", "rel err", "max abs", "cosine", "argmax", "ref err", "non-finite"]]
-        for o in outputs:
-            shape = fmt_shape(o.get("shape_original"))
-            if o.get("shape_converted") != o.get("shape_original"):
-                shape += " -> " + fmt_shape(o.get("shape_converted"))
-            dtype = f"{o.get('dtype_original')} -> {o.get('dtype_converted')}"
-            if o.get("expected_dtype") and o.get("expected_dtype") != o.get("dtype_converted"):
-                dtype += f" (expected {o['expected_dtype']})"
-            rows.append(
-                [
-                    str(o.get("name", "?")),
-                    shape,
-                    dtype,
-                    fmt_err(o.get("rel_err")),
-                    fmt_err(o.get("max_abs_err")),
-                    fmt_cos(o.get("cosine")),
-                    fmt_pct(o.get("argmax_agreement")),
-                    fmt_err(o.get("reference_err"), missing="-"),
-                    f"{o.get('nonfinite_original', 0)} -> {o.get('nonfinite_converted', 0)}",
-                ]
-            )
-        out.extend(_table(rows))
-
-    layers = [dict(layer) for layer in report.get("layers") or []]
-    first_bad = report.get("first_bad_layer")
-    if layers:
-        out.append("")
-        out.extend(_text_layers(report, layers, first_bad, max_layers, st))
-
-    notes = report.get("notes") or []
-    if notes:
-        out.append("")
-        out.append(st.bold("Notes"))
-        out.extend(f"  - {n}" for n in notes)
-    return "\n".join(out) + "\n"
+def _text_outputs(outputs: list[Mapping[str, Any]]) -> list[str]:
+    """The outputs table."""
+    rows = [["name", "shape", "dtype", "rel err", "max abs", "cosine", "argmax", "ref err", "non-finite"]]
+    for o in outputs:
+        shape = fmt_shape(o.get("shape_original"))
+        if o.get("shape_converted") != o.get("shape_original"):
+            shape += " -> " + fmt_shape(o.get("shape_converted"))
+        dtype = f"{o.get('dtype_original')} -> {o.get('dtype_converted')}"
+        if o.get("expected_dtype") and o.get("expected_dtype") != o.get("dtype_converted"):
+            dtype += f" (expected {o['expected_dtype']})"
+        rows.append(
+            [
+                str(o.get("name", "?")),
+                shape,
+                dtype,
+                fmt_err(o.get("rel_err")),
+                fmt_err(o.get("max_abs_err")),
+                fmt_cos(o.get("cosine")),
+                fmt_pct(o.get("argmax_agreement")),
+                fmt_err(o.get("reference_err"), missing="-"),
+                f"{o.get('nonfinite_original', 0)} -> {o.get('nonfinite_converted', 0)}",
+            ]
+        )
+    return _table(rows)
 
 
 def _text_layers(

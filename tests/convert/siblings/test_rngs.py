@@ -1,4 +1,4 @@
-"""`rngs` passed on to module classes copied from sibling modules (convert/sibling_rngs.py):
+"""`rngs` passed on to module classes copied from sibling modules (convert/siblings/rngs.py):
 without it, every copied block made `nnx.Rngs(0)` of its own and started from the same weights."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from precision_transpiler import transpile
-from precision_transpiler.convert.sibling_rngs import thread_sibling_rngs
+from precision_transpiler.convert.siblings.rngs import thread_sibling_rngs
 
 CODE = """
 class Block(TorchModule):
@@ -108,3 +108,13 @@ def test_copied_blocks_start_from_different_weights(tmp_path: Path) -> None:
     net = namespace["Net"]()
     kernels = [np.asarray(block.fc.kernel[...]) for block in net.blocks]
     assert not np.allclose(kernels[0], kernels[1]) and not np.allclose(kernels[1], kernels[2])
+
+
+def test_code_without_rngs_takers_is_unchanged() -> None:
+    plain = (
+        "class Block:\n    def __init__(self, d):\n        pass\n\n\ndef build(d, *, rngs=None):\n    return Block(d)\n"
+    )
+    assert thread_sibling_rngs(plain) is plain  # `Block` takes no rngs: no call changes
+    assert thread_sibling_rngs("x = 1\n") == "x = 1\n"  # no `rngs` at all
+    broken = "def f(*, rngs=None):\n    return f(\n"
+    assert thread_sibling_rngs(broken) is broken  # not Python: left for the pipeline to report

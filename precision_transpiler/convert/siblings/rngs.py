@@ -3,7 +3,7 @@
 The torch-modules rule (rules/torch_modules_jax.py) threads `rngs` through the calls a module's
 constructor or a builder makes to module classes and builders *of its own file*. A class that
 the file imports from a sibling module is not known to it when the file is converted; the
-sibling is converted and copied in afterwards (convert/siblings.py), and its constructor takes
+sibling is converted and copied in afterwards (convert/siblings/), and its constructor takes
 `rngs` too. Left so, `TransformerBlock.__init__` called `MLPBlock(hidden, mlp_dim)` without
 them: every copied block made `nnx.Rngs(0)` of its own, so all twelve blocks of a ViT started
 from the same initial weights and drew the same dropout masks, silently unlike torch's.

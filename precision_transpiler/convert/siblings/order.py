@@ -1,6 +1,6 @@
 """Order top-level definitions so that each exists before its definition runs.
 
-Sibling inlining (siblings.py) copies definitions in rounds: what the file imports first, then
+Sibling copying (convert/siblings/) copies definitions in rounds: what the file imports first, then
 what those copies import, each round's block placed after the imports, above the earlier ones.
 That order is right for what a definition uses when it is *called*, but not for what it uses
 when it is *defined*: normflows' `MaskedPiecewiseRationalQuadraticAutoregressive(Autoregressive)`
@@ -13,15 +13,34 @@ runs; a function's defaults and decorators when the `def` runs; an assignment's 
 `order_definitions` moves each top-level class, function or assignment that a later-running
 statement needs at definition time (and is bound nowhere above it) to just above that statement,
 with what it needs in turn. Nothing else moves, so a file that already runs keeps its order.
+
+This module is the one place that decides where copies go: `copies_line` (each round's block,
+after the output's leading imports, so above the blocks of earlier rounds, which need what it
+brings), `imports_line` (imports a round adds alone) and `order_definitions` at the end.
 """
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
+from precision_transpiler.convert.import_lines import after_imports
 from precision_transpiler.syntax import import_bound_names
 
-__all__ = ["order_definitions"]
+__all__ = ["copies_line", "imports_line", "order_definitions"]
+
+
+def copies_line(tree: ast.Module) -> int:
+    """The 0-based line where a round's block of copies goes in the output (`tree`): after its
+    leading imports, above what earlier rounds copied (which imports what this round brings)."""
+    return after_imports(tree, leading_only=True)
+
+
+def imports_line(tree: ast.Module) -> int:
+    """The 0-based line where imports a round adds without copies go: after the last top-level
+    import of the output (`tree`)."""
+    return after_imports(tree, leading_only=False)
 
 
 class _Loads(cst.CSTVisitor):

@@ -1,11 +1,16 @@
-"""convert/definition_order.py: definitions move above the statements that need them when
-they run, and nothing else moves."""
+"""convert/siblings/order.py: where copies go, and definitions moved above the statements that
+need them when they run (nothing else moves)."""
 
 from __future__ import annotations
 
-from precision_transpiler.convert.definition_order import order_definitions
+import ast
+from pathlib import Path
 
-OUT_OF_ORDER = '''import x
+from precision_transpiler.convert.siblings import inline_siblings
+from precision_transpiler.convert.siblings.order import copies_line, imports_line, order_definitions
+from tests.convert.siblings.packages import unchanged, write_package
+
+OUT_OF_ORDER = """import x
 
 
 class B(A):
@@ -28,7 +33,7 @@ class C:
 
 
 Base = object
-'''
+"""
 
 
 def test_bases_class_body_values_and_defaults_come_first() -> None:
@@ -128,3 +133,31 @@ def test_an_if_block_that_binds_a_needed_global_moves_above_its_reader() -> None
     namespace: dict[str, object] = {}
     exec(compile(ordered, "ordered.py", "exec"), namespace)
     assert namespace["NEW"] is True
+
+
+def test_copies_go_after_the_leading_imports_and_lone_imports_after_the_last() -> None:
+    code = '"""Doc."""\nimport torch\nfrom torch import nn\n\n\nclass Net:\n    pass\n\n\nimport json\n'
+    tree = ast.parse(code)
+    assert copies_line(tree) == 3  # after `from torch import nn`, above the first definition
+    assert imports_line(tree) == 10  # after the last import, wherever it is
+
+
+def test_a_base_copied_in_a_later_round_ends_above_its_subclass(tmp_path: Path) -> None:
+    """normflows: the file imports `Flow` and `Masked`; `Masked(Autoregressive)` brings
+    `Autoregressive(Flow)` in the next round, above the earlier block that holds `Flow`."""
+    write_package(
+        tmp_path,
+        {
+            "flows/base.py": "from torch import nn\n\n\nclass Flow(nn.Module):\n    pass\n",
+            "flows/auto.py": "import torch\nfrom .base import Flow\n\n\nclass Autoregressive(Flow):\n    pass\n",
+            "flows/masked.py": "import torch\nfrom .auto import Autoregressive\n\n\nclass Masked(Autoregressive): ...",
+            "flows/model.py": "from .base import Flow\nfrom .masked import Masked\n\nMODEL = Masked()\n",
+        },
+    )
+    model = tmp_path / "flows/model.py"
+    code, report = inline_siblings(str(model), model.read_text(), unchanged)
+    assert report.inlined == ["flows.base.Flow", "flows.masked.Masked", "flows.auto.Autoregressive"]
+    assert code.index("class Flow(") < code.index("class Autoregressive(") < code.index("class Masked(")
+    namespace: dict[str, object] = {}
+    exec(compile(code, "model.py", "exec"), namespace)  # every class statement finds its base
+    assert type(namespace["MODEL"]).__mro__[2].__name__ == "Flow"

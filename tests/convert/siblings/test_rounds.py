@@ -1,0 +1,116 @@
+"""convert/siblings/rounds.py: the rounds of copying, on real packages: what is copied, what
+stays imported, and outputs left as they are when there is nothing to copy."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.convert.siblings import MARKER, inline_siblings
+from tests.convert.siblings.packages import unchanged, write_package
+
+LAYERS = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class Unused(nn.Module):
+    pass
+"""
+
+MODEL = """
+from torch import nn
+
+from .layers import Block, Block as Layer
+from .util import describe
+
+
+class Net(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.a = Block(d)
+        self.b = Layer(d)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+"""
+
+FILES = {
+    "pkg/layers.py": LAYERS,
+    "pkg/util.py": "def describe(model):\n    return repr(model)\n",
+    "pkg/model.py": MODEL,
+}
+
+
+def test_torch_siblings_are_copied_in_and_plain_python_stays_imported(tmp_path: Path) -> None:
+    write_package(tmp_path, FILES)
+    model = tmp_path / "pkg/model.py"
+    code, report = inline_siblings(str(model), model.read_text(), unchanged)
+    assert report.inlined == ["pkg.layers.Block", "pkg.layers.Block"]  # one entry per name imported
+    assert code.count(MARKER.format(module="pkg.layers")) == 1 and "class Unused" not in code
+    assert "Layer = Block" in code  # a second name for the copy, not a second class
+    assert "from .layers import" not in code
+    assert "from .util import describe" in code  # no torch there: it stays imported
+    assert code.index("class Block(") < code.index("class Net(")
+    ast.parse(code)
+
+
+def test_nothing_to_copy_leaves_the_output_as_it_is(tmp_path: Path) -> None:
+    write_package(tmp_path, FILES)
+    model = tmp_path / "pkg/model.py"
+    alone = "import torch\nfrom torch import nn\n\nx = nn.Linear(2, 2)\n"
+    assert inline_siblings(str(model), alone, unchanged)[0] is alone  # no sibling import
+    plain = "from .util import describe\n"
+    code, report = inline_siblings(str(model), plain, unchanged)
+    assert code == plain and not report.inlined and not report.skipped
+    not_a_file = inline_siblings(str(tmp_path / "missing.py"), MODEL, unchanged)
+    assert not_a_file[0] is MODEL and not not_a_file[1].inlined
+
+
+def test_a_name_a_package_reexports_is_copied_from_its_module(tmp_path: Path) -> None:
+    write_package(
+        tmp_path,
+        {
+            "pkg/ops/__init__.py": "from .blocks import Block\n",
+            "pkg/ops/blocks.py": LAYERS,
+            "pkg/model.py": "from .ops import Block\n\nNET = Block(2)\n",
+        },
+    )
+    model = tmp_path / "pkg/model.py"
+    code, report = inline_siblings(str(model), model.read_text(), unchanged)
+    assert report.inlined == ["pkg.ops.blocks.Block"]
+    assert "from .ops import" not in code and "from pkg.ops.blocks import" not in code
+
+
+def test_copying_stops_at_the_budget_and_says_what_it_left(tmp_path: Path) -> None:
+    write_package(tmp_path, FILES)
+    model = tmp_path / "pkg/model.py"
+    code, report = inline_siblings(str(model), model.read_text(), unchanged, budget=3)
+    assert set(report.over_budget) == {"pkg.layers.Block"} and not report.inlined
+    assert code == model.read_text()
+
+
+@pytest.mark.needs_jax
+def test_copies_are_converted_by_the_pipeline(tmp_path: Path) -> None:
+    write_package(tmp_path, FILES)
+    model = tmp_path / "pkg/model.py"
+    result = transpile(model.read_text(), to="jax", path=str(model))
+    tree = ast.parse(result.code)
+    imported = {n.module or "" for n in tree.body if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    assert not any(name.split(".")[0] in ("torch", "pkg") or name.startswith(".") for name in imported), imported
+    assert MARKER.format(module="pkg.layers") in result.code
+    assert "class Block(" in result.code
+    assert any(d.code == "siblings-inlined" and "pkg.layers.Block" in d.message for d in result.diagnostics)
