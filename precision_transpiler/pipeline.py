@@ -198,8 +198,8 @@ class SplitInplaceChains:
     def run(self, doc: Document, job: Job) -> None:
         if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
             return
+        from precision_transpiler.analysis.tensors import inplace_index
         from precision_transpiler.convert.inplace_chains import may_have_chains, split_inplace_chains
-        from precision_transpiler.rewrite.tensor_inference import inplace_index
         from precision_transpiler.syntax import IMPORTS_TORCH
 
         if not may_have_chains(doc.source) or not IMPORTS_TORCH.search(doc.source):
@@ -242,6 +242,7 @@ class RewriteSymbols:
 
     def run(self, doc: Document, job: Job) -> None:
         from precision_transpiler.rewrite.engine import EngineOptions, run_engine
+        from precision_transpiler.rules import active_rules
 
         options = EngineOptions(
             target=job.to,
@@ -251,7 +252,7 @@ class RewriteSymbols:
             allowed=job.sources if job.sources and len(job.sources) > 1 else None,
             log_rewrites=job.log_rewrites,
         )
-        tree, outcome = run_engine(doc.tree(), doc.source, options)
+        tree, outcome = run_engine(doc.tree(), doc.source, options, active_rules())
         doc.diagnostics.extend(outcome.diagnostics)
         if outcome.unchanged:  # skipped by a comment, or not written for one of the sources asked for
             doc.skipped, doc.unchanged, doc.done = outcome.skipped, True, True

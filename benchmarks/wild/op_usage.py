@@ -30,9 +30,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from precision_transpiler.convert.torch_analysis import RANDOM_INPLACE  # noqa: E402
-from precision_transpiler.convert.torch_analysis import dotted as _dotted  # noqa: E402
-from precision_transpiler.convert.torch_analysis import resolve as _resolve  # noqa: E402
+from precision_transpiler.analysis.torch_models import RANDOM_INPLACE  # noqa: E402
+from precision_transpiler.analysis.torch_models import dotted as _dotted  # noqa: E402
+from precision_transpiler.analysis.torch_models import resolve as _resolve  # noqa: E402
 from precision_transpiler.mappings.registry import load_mappings  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "wild" / "cases.yaml"

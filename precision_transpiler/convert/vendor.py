@@ -31,6 +31,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.markers import POLICY_IMPORT_MARKER
 from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
 from precision_transpiler.syntax import dotted_name, import_bound_names, is_import_statement
 
@@ -636,13 +637,11 @@ def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
 
 
 def _is_marked_import(stmt: cst.CSTNode) -> bool:
-    from precision_transpiler.precision.strip import IMPORT_MARKER
-
     return (
         isinstance(stmt, cst.SimpleStatementLine)
         and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
         and stmt.trailing_whitespace.comment is not None
-        and IMPORT_MARKER in stmt.trailing_whitespace.comment.value
+        and POLICY_IMPORT_MARKER in stmt.trailing_whitespace.comment.value
     )
 
 

@@ -30,7 +30,7 @@ ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 #: `any` binds anything; `dtype`/`device` must look like one (method patterns only); `tensor`,
 #: `int` and `ints` (an int or a sequence of ints) reject literals that cannot be one, so that
 #: `s.split(",")` on a string is never read as a tensor split.
-#: `known_tensor` only matches what tensor inference proves is a tensor (rewrite/tensor_inference.py).
+#: `known_tensor` only matches what tensor inference proves is a tensor (analysis/tensors.py).
 PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "known_tensor", "int", "ints", "display"})
 _BIND_SCALARS = (str, int, float, bool, type(None))
 #: values of an op's `returns:` (what its result holds when that is not its input's dtype)

@@ -14,9 +14,11 @@ from typing import TypeVar
 
 import libcst as cst
 
+from precision_transpiler.markers import POLICY_IMPORT_MARKER
+
 PREFIXES = ("_ptranspile_", "_PTRANSPILE_")
 _Decorated = TypeVar("_Decorated", cst.FunctionDef, cst.ClassDef)
-IMPORT_MARKER = "# ptranspile: policy helpers"
+IMPORT_MARKER = POLICY_IMPORT_MARKER
 
 
 def marked_import(module: str, alias: str) -> cst.SimpleStatementLine:

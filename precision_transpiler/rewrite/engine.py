@@ -1,20 +1,24 @@
 """The rewrite engine: one LibCST transformer that runs every registered rule in one traversal.
 
-Rules live one per file in `precision_transpiler/rules/`. Running them in a single pass keeps
-transpiling fast (name resolution is computed once), while each rule stays small. The engine
-owns what is common to all rules: framework detection, bookkeeping of original -> converted
-nodes and of each node's ancestors, reporting symbols that nothing converted, marking them in
-the output, and fixing up imports at the end (`import_editor`).
+Rules live one per file in `precision_transpiler/rules/`; the caller hands them over in the
+order they are offered a node (`rules.active_rules()`), so the engine knows none of them.
+Running them in a single pass keeps transpiling fast (name resolution is computed once), while
+each rule stays small. The engine owns what is common to all rules: framework detection,
+bookkeeping of original -> converted nodes and of each node's ancestors, reporting symbols that
+nothing converted, marking them in the output, and fixing up imports at the end
+(`import_editor`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import libcst as cst
 
+from precision_transpiler.analysis.tensors import known_tensor
 from precision_transpiler.diagnostics import Diagnostic, Rewrite, Severity
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.rewrite.calls import with_valid_args
@@ -24,7 +28,6 @@ from precision_transpiler.rewrite.imports import ImportNamer
 from precision_transpiler.rewrite.names import NameResolver
 from precision_transpiler.rewrite.positions import PositionFinder
 from precision_transpiler.rewrite.skips import scan_skips
-from precision_transpiler.rules import active_rules
 from precision_transpiler.syntax import code_of
 
 MARKER = "# ptranspile:"
@@ -48,6 +51,13 @@ class EngineOptions:
     log_rewrites: bool = True
 
 
+class EngineRule(Protocol):
+    """What the engine asks of a rule (rules/base.py has the contract): whether it has anything to
+    do for the file, and its `leave_<NodeType>(ctx, original, updated)` methods, found by name."""
+
+    def applies(self, ctx: RuleContext) -> bool: ...
+
+
 @dataclass
 class _Candidate:
     node: cst.CSTNode
@@ -68,9 +78,12 @@ class EngineResult:
     skipped: str | None = None
 
 
-def run_engine(module: cst.Module, source: str, options: EngineOptions) -> tuple[cst.Module, EngineResult]:
-    """Convert `module` (parsed from `source`); returns the new module and what happened."""
-    transformer = Transpiler(options, module, source)
+def run_engine(
+    module: cst.Module, source: str, options: EngineOptions, rules: Sequence[Callable[[], EngineRule]]
+) -> tuple[cst.Module, EngineResult]:
+    """Convert `module` (parsed from `source`) with `rules` (rule classes, in the order they are
+    offered a node); returns the new module and what happened."""
+    transformer = Transpiler(options, module, source, rules)
     new_module = module.visit(transformer)
     result = transformer.result
     if transformer.namer is not None and options.source is not None:
@@ -86,9 +99,12 @@ def run_engine(module: cst.Module, source: str, options: EngineOptions) -> tuple
 class Transpiler(cst.CSTTransformer):
     """Convert one module from `options.source` to `options.target` (source detected if None)."""
 
-    def __init__(self, options: EngineOptions, module: cst.Module, source: str) -> None:
+    def __init__(
+        self, options: EngineOptions, module: cst.Module, source: str, rules: Sequence[Callable[[], EngineRule]]
+    ) -> None:
         super().__init__()
         self.options = options
+        self.rules = rules
         self.result = EngineResult(source=options.source)
         self.updated_nodes: dict[cst.CSTNode, cst.CSTNode] = {}
         self.consumed: set[cst.CSTNode] = set()
@@ -154,7 +170,7 @@ class Transpiler(cst.CSTTransformer):
         self.namer = ImportNamer(node, mappings, frozenset(mappings.frameworks[options.source].roots), taken)
         self.ctx = RuleContext(self, mappings, self.namer)
         by_name: dict[str, list[Callable[..., cst.CSTNode | None]]] = {}
-        for rule_cls in active_rules():
+        for rule_cls in self.rules:
             rule = rule_cls()
             if not rule.applies(self.ctx):
                 continue
@@ -403,8 +419,6 @@ def _unmapped_tensor_method(
         return False
     if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
         return False
-    from precision_transpiler.rewrite.tensor_inference import known_tensor
-
     if known_tensor(ctx, receiver, call):
         return True
     return name.endswith("_") and name not in surface.module_methods and name not in _PYTHON_METHODS

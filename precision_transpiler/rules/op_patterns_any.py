@@ -12,12 +12,10 @@ Arguments the target cannot express are dropped only when the table says they ma
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for, random_source, warn_process_random
+from precision_transpiler.analysis.torch_models import random_source, warn_process_random
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import (
     NOT_LITERAL,
@@ -30,9 +28,9 @@ from precision_transpiler.mappings.patterns import (
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rewrite.python_numbers import warnings_if_missing
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
-from precision_transpiler.rewrite.tensor_inference import dtype_name, known_tensor
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.runtime import runtime_module, runtime_package_dir
+from precision_transpiler.rules.op_arguments import LITERALS, STRICT_KINDS, STRINGS, kind_mismatch, receiver_params
+from precision_transpiler.rules.op_references import function_reference
 from precision_transpiler.syntax import dotted_name
 
 
@@ -261,7 +259,7 @@ class OpPatterns(Rule):
             for name in set(match.bindings) - target.params:
                 for node in _user_nodes(match, name):
                     ctx.retract_under(node)
-            quiet = match.defaulted | set(match.pattern.bind) | _receiver(match.pattern)
+            quiet = match.defaulted | set(match.pattern.bind) | receiver_params(match.pattern)
             for name in sorted(dropped - quiet):
                 ctx.diagnose(
                     _anchor(match, name, original),
@@ -377,16 +375,6 @@ def _known_values(ctx: RuleContext, op: OpSpec, match: Match) -> dict[str, objec
         if value is not NOT_LITERAL:
             known.setdefault(name, value)
     return known
-
-
-def _receiver(pattern: Pattern) -> set[str]:
-    """The parameter a method pattern is called on: when a target leaves it out (`x.new_zeros(2,
-    dtype=d)` needs only d), no "argument was dropped" note, it is not an argument."""
-    expr = pattern.expr
-    if pattern.method_name is None or not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
-        return set()
-    receiver = expr.func.value
-    return {pattern.placeholders[receiver.value].name} if isinstance(receiver, cst.Name) else set()
 
 
 def _user_nodes(match: Match, name: str) -> list[cst.CSTNode]:
@@ -516,192 +504,6 @@ def _duplicable(node: cst.BaseExpression | None) -> bool:
     return node is None or isinstance(node, cst.Name | cst.Attribute)
 
 
-@dataclass(frozen=True)
-class KindMismatch:
-    reason: str
-    #: the argument shows the call is not a tensor call at all (a string where a dim goes)
-    foreign: bool = False
-
-
-#: Kinds that only reject literals that cannot be one: checked for every pattern, keyword or not.
-_STRICT_KINDS = frozenset({"tensor", "int", "ints"})
-_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-_NOT_A_VALUE = (*_STRINGS, cst.Dict, cst.Set, cst.DictComp, cst.SetComp, cst.Lambda, cst.Ellipsis)
-_NOT_AN_INT = (
-    *_NOT_A_VALUE,
-    cst.Float,
-    cst.Imaginary,
-    cst.Tuple,
-    cst.List,
-    cst.ListComp,
-    cst.GeneratorExp,
-)
-_LITERALS = (*_NOT_AN_INT, cst.Integer)
-
-
-def kind_mismatch(
-    ctx: RuleContext, op: OpSpec, match: Match, *, method: bool, anchor: cst.CSTNode | None = None
-) -> KindMismatch | None:
-    """Why a bound argument does not fit its parameter kind (None when all fit).
-
-    A framework function says what the call is; a method name may be overloaded (`x.to(dtype)`
-    vs `x.to(device)`), so `dtype` and `device` are checked for method patterns only, and not
-    for arguments passed by keyword (`device=dev` says what it is). `tensor`, `int` and `ints`
-    only reject literals that cannot be one, always. `known_tensor` asks tensor inference, in the
-    function around `anchor` (the call in the source tree). `display` takes only a list or tuple
-    display or a list comprehension (`torch.FloatTensor([0.5])`, where `FloatTensor(3)` is a size)."""
-    for name, node in match.bindings.items():
-        kind = op.params.get(name, "any")
-        if kind == "display":
-            if not isinstance(node, cst.List | cst.Tuple | cst.ListComp):
-                return KindMismatch(f"argument {ctx.code(node)!r} is not a list or tuple display")
-            continue
-        if kind == "known_tensor":
-            if anchor is None or ctx.is_dtype_like(node) or not known_tensor(ctx, node, anchor):
-                # a receiver not known to be a tensor is left alone unreported: its method of the
-                # same name is another object's (a converted module's `requires_grad_`)
-                receiver = method and isinstance(anchor, cst.Call) and name in _receiver(match.pattern)
-                return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor", receiver)
-            continue
-        if kind in _STRICT_KINDS:
-            if name in match.defaulted:
-                continue
-            args = match.sequences.get(name)
-            if args is not None and (len(args) != 1 or args[0].star):  # none: a keyword-only pass-through
-                element_kind = "tensor" if kind == "tensor" else "int"
-                checked = [a.value for a in args if not a.star]
-            else:
-                element_kind, checked = kind, [node]
-            for value in checked:
-                problem = _strict_kind_problem(ctx, value, element_kind)
-                if problem is not None:
-                    return KindMismatch(f"argument {ctx.code(value)!r} {problem}", isinstance(value, _STRINGS))
-            continue
-        if not method or name in match.by_keyword:
-            continue
-        if kind == "dtype" and not ctx.is_dtype_like(node) and not (anchor and dtype_name(ctx, node, anchor)):
-            return KindMismatch(
-                f"argument {ctx.code(node)!r} does not look like a dtype (a dtype symbol, string or *dtype name)"
-            )
-        if kind == "device" and not ctx.is_device_like(node):
-            return KindMismatch(f"argument {ctx.code(node)!r} does not look like a device")
-    return None
-
-
-def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) -> str | None:
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return f"cannot be a {kind}"
-    if kind == "tensor":
-        if isinstance(node, _LITERALS):
-            return "is a literal, not a tensor"
-        qualified = ctx.qualified_name(node) if isinstance(node, cst.Name | cst.Attribute) else None
-        if qualified is not None and ctx.mappings.framework_of(qualified) is not None:
-            # `torch.device(...)`: not `<tensor>.device`; `torch.utils.data`: not `<tensor>.data`
-            return "is a framework module or symbol, not a tensor"
-        if isinstance(node, cst.Name) and node.value == "self" and _in_module_class(ctx):
-            return "is the module itself, not a tensor"  # `self.device`, `self.data`, `self.T`
-        return None
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus | cst.Plus):
-        return _strict_kind_problem(ctx, node.expression, kind)  # type: ignore[arg-type]
-    if kind == "ints" and isinstance(node, cst.Tuple | cst.List):
-        for element in node.elements:
-            if not isinstance(element, cst.StarredElement):
-                problem = _strict_kind_problem(ctx, element.value, "int")
-                if problem is not None:
-                    return problem
-        return None
-    if isinstance(node, _NOT_AN_INT):
-        return f"cannot be an {kind}"
-    if ctx.dtype_of(node) is not None:
-        return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
-    return None
-
-
-def function_reference(ctx: RuleContext, qualified: str) -> str | None:
-    """The target function a reference to the source function `qualified` becomes (`F.relu`
-    passed around -> `jax.nn.relu`, `F.gelu` -> the runtime's torch-signature `gelu`), or None."""
-    return _reference_target(ctx.mappings, ctx.source, ctx.target, qualified) or _runtime_function(ctx, qualified)
-
-
-def _reference_target(mappings: MappingSet, source: str, target: str, qualified: str) -> str | None:
-    """The target function a reference to the source function `qualified` can become (see
-    `OpPatterns._reference`), or None."""
-    key = ("op-reference", source, target)
-    if key not in mappings.caches:
-        found: dict[str, str | None] = {}
-        for op in mappings.ops.values():
-            for pattern in op.patterns.get(source, ()):
-                name = pattern.function_name
-                if name is None or pattern.emit_only:
-                    continue
-                required = [p for p in pattern.placeholders.values() if not p.optional and not p.keywords]
-                if _is_passthrough(pattern):  # `F.avg_pool2d({*args}, {**kwargs})`: same arguments
-                    targets = op.patterns.get(target, ())
-                    emitted = targets[0].function_name if targets and _is_passthrough(targets[0]) else None
-                elif len(required) != 1 or required[0].variadic:
-                    continue
-                else:
-                    emitted = _single_argument_function(op.patterns.get(target, ()), required[0].name)
-                # two ops reading the same function differently: no single reference
-                found[name] = emitted if name not in found or found[name] == emitted else None
-        mappings.caches[key] = found
-    return mappings.caches[key].get(qualified)
-
-
-def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
-    """`torch.nn.functional.gelu` passed around: the runtime's torch-signature function of that
-    name (runtime/<target>/functional.py), which takes every argument the torch one does."""
-    module, _, name = qualified.rpartition(".")
-    if module != "torch.nn.functional" or ctx.source != "torch" or ctx.target not in ("jax", "tf"):
-        return None
-    runtime = runtime_module(ctx.target, "functional")
-    key = ("runtime-functions", runtime)
-    if key not in ctx.mappings.caches:
-        import ast
-
-        # read as a file: converting imports no framework (the package's __init__ would)
-        file = Path(runtime_package_dir(ctx.target)) / "functional.py"
-        tree = ast.parse(file.read_text(encoding="utf-8"))
-        ctx.mappings.caches[key] = {
-            n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
-        }
-    return f"{runtime}.{name}" if name in ctx.mappings.caches[key] else None
-
-
-def _is_passthrough(pattern: Pattern) -> bool:
-    """`f({*args}, {**kwargs})`: a call handing every argument on as written, so a reference to
-    the function can become a reference to the emitted one (a runtime function with torch's
-    signature)."""
-    expr = pattern.expr
-    if not isinstance(expr, cst.Call) or pattern.function_name is None:
-        return False
-    kinds = sorted((p.variadic, p.keywords) for p in pattern.placeholders.values())
-    return len(expr.args) == 2 and kinds == [(False, True), (True, False)]
-
-
-def _single_argument_function(patterns: tuple, param: str) -> str | None:
-    """`jax.nn.relu` when the first target pattern is exactly `jax.nn.relu({param})`."""
-    if not patterns:
-        return None
-    pattern = patterns[0]
-    expr = pattern.expr
-    if not isinstance(expr, cst.Call) or pattern.function_name is None or len(expr.args) != 1:
-        return None
-    arg = expr.args[0]
-    if arg.keyword is not None or arg.star or not isinstance(arg.value, cst.Name):
-        return None
-    placeholder = pattern.placeholders.get(arg.value.value)
-    if placeholder is None or placeholder.name != param:
-        return None
-    return pattern.function_name
-
-
-def _in_module_class(ctx: RuleContext) -> bool:
-    """Whether the code being converted is a method of an nn.Module class of the file."""
-    key = ctx.enclosing_function()
-    return key is not None and "." in key and key.split(".")[0] in analysis_for(ctx).module_classes
-
-
 def _not_a_tensor_call(ctx: RuleContext, call: cst.Call) -> bool:
     """A method call no pattern matched that cannot be a tensor method call: its receiver is a
     literal (`"a b".split()`) or the module itself (`self.relu(h)`), it passes fewer arguments
@@ -719,7 +521,7 @@ def _not_a_tensor_call(ctx: RuleContext, call: cst.Call) -> bool:
         return True
     if not any(a.star for a in call.args) and len(call.args) < min_args:
         return True
-    return not takes_strings and any(isinstance(a.value, _STRINGS) for a in call.args)
+    return not takes_strings and any(isinstance(a.value, STRINGS) for a in call.args)
 
 
 def _method_info(mappings: MappingSet, source: str) -> dict[str, tuple[int, bool]]:
@@ -737,10 +539,10 @@ def _method_info(mappings: MappingSet, source: str) -> dict[str, tuple[int, bool
             receiver = dotted_name(pattern.expr.func.value)  # type: ignore[attr-defined]
             params = {p for p in needs if p}
             strings = any(
-                op.params.get(ph.name, "any") not in _STRICT_KINDS
+                op.params.get(ph.name, "any") not in STRICT_KINDS
                 for ident, ph in pattern.placeholders.items()
                 if ph.name in params and ident != receiver
-            ) or any(isinstance(a.value, _STRINGS) for a in pattern.expr.args)  # type: ignore[attr-defined]
+            ) or any(isinstance(a.value, STRINGS) for a in pattern.expr.args)  # type: ignore[attr-defined]
             count = sum(needs.values())
             old = info.get(name)
             info[name] = (count, strings) if old is None else (min(old[0], count), old[1] or strings)
@@ -780,7 +582,7 @@ def _not_a_tensor(receiver: cst.BaseExpression) -> bool:
     """Receivers whose methods are never tensor methods: literals (`"a b".split()`), and the
     module or class itself (`self.norm(x)`, `self.relu(h)`, `super().forward(x)` call layers,
     not `Tensor.norm`)."""
-    if isinstance(receiver, _LITERALS):
+    if isinstance(receiver, LITERALS):
         return True
     if isinstance(receiver, cst.Name):
         return receiver.value in ("self", "cls")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module

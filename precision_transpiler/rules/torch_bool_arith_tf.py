@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from precision_transpiler.analysis.masks import bool_tensor
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import bool_tensor
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.syntax import operator_symbol
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import RANDOM_INPLACE, random_source, warn_process_random
+from precision_transpiler.analysis.inplace import in_initialiser, is_initialisation, sets_parameter_data
+from precision_transpiler.analysis.torch_models import RANDOM_INPLACE, random_source, warn_process_random
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import in_initialiser, is_initialisation, sets_parameter_data
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
 from precision_transpiler.syntax import all_nodes

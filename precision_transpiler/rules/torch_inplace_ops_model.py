@@ -39,23 +39,22 @@ from typing import Any
 
 import libcst as cst
 
-from precision_transpiler.mappings.model import OpSpec
-from precision_transpiler.mappings.patterns import Pattern
-from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.templates import match_pattern, parenthesize
-from precision_transpiler.rewrite.tensor_inference import (
+from precision_transpiler.analysis.inplace import is_initialisation, sets_parameter_data, warn_aliases
+from precision_transpiler.analysis.tensors import (
     Where,
     attribute_kind,
     declared_outside,
     inplace_index,
-    is_initialisation,
     known_tensor,
     maybe_tensor_name,
-    sets_parameter_data,
     tensor_names,
-    warn_aliases,
 )
+from precision_transpiler.mappings.model import OpSpec
+from precision_transpiler.mappings.patterns import Pattern
+from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.rewrite.templates import match_pattern, parenthesize
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.op_arguments import kind_mismatch
 from precision_transpiler.runtime import runtime_name
 
 #: in-place methods that change the tensor's shape: not converted into a Buffer/Param (its
@@ -396,8 +395,6 @@ def _value(
     ctx: RuleContext, state: _State, entries: list[tuple[OpSpec, Pattern]], call: cst.Call
 ) -> cst.BaseExpression | None:
     """The table's value of the in-place call (None when reported as unsupported)."""
-    from precision_transpiler.rules.op_patterns_any import kind_mismatch
-
     roots = ctx.mappings.all_roots
     for op, pattern in entries:
         match = match_pattern(pattern, call, ctx.qualified_name, roots)

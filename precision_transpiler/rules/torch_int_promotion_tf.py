@@ -31,15 +31,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from precision_transpiler.analysis.masks import bool_tensor, combined_mask
+from precision_transpiler.analysis.tensors import Where, known_tensor, maybe_tensor_name, torch_value
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import (
-    Where,
-    bool_tensor,
-    combined_mask,
-    known_tensor,
-    maybe_tensor_name,
-    torch_value,
-)
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.syntax import operator_symbol
 

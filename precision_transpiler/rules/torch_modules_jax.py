@@ -3,7 +3,7 @@
 * `class Net(nn.Module)` -> `class Net(TorchModule)`: an nnx.Module with torch's module methods
   (`apply`, `parameters`, `eval()` returning the module, ...: runtime/flax/modules.py);
   `def forward` -> `def __call__`.
-* Every function that builds layers (convert/torch_analysis.py finds them: module `__init__`s,
+* Every function that builds layers (analysis/torch_models.py finds them: module `__init__`s,
   helpers such as torchvision's `conv3x3` and `_make_layer`, model builders such as `resnet18`)
   receives a keyword-only `rngs`, and every call it makes to a module class, another builder or
   a layer factory (`norm_layer(planes)`, `block(...)`) passes `rngs=rngs` on. Entry points
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.module_variables import variables_as_arrays
-from precision_transpiler.rewrite.module_walks import module_walk
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.module_variables import variables_as_arrays
+from precision_transpiler.rules.module_walks import module_walk
 from precision_transpiler.runtime import runtime_module, runtime_name
 from precision_transpiler.syntax import dotted_name
 
@@ -469,7 +469,7 @@ class TorchModules(Rule):
         self, ctx: RuleContext, original: cst.Call, updated: cst.Call, classes: set[str], key: str | None
     ) -> cst.BaseExpression | None:
         """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
-        rewrite/module_walks.py."""
+        rules/module_walks.py."""
         new = module_walk(ctx, original, updated, runtime_module("jax", "module_api"))
         if new is not None:
             ctx.record(self.name, original, new)
@@ -528,7 +528,7 @@ class TorchModules(Rule):
 
     def _variables_as_arrays(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
         """`repeat(self.cls, ...)` (einops, a helper library): a parameter or buffer passed to a
-        function no table knows is passed as its array (`self.cls[...]`); rewrite/module_variables.py."""
+        function no table knows is passed as its array (`self.cls[...]`); rules/module_variables.py."""
         new = variables_as_arrays(
             ctx,
             original,

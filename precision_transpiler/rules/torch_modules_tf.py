@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.module_variables import variables_as_arrays
-from precision_transpiler.rewrite.module_walks import module_walk
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.module_variables import variables_as_arrays
+from precision_transpiler.rules.module_walks import module_walk
 from precision_transpiler.runtime import runtime_module
 from precision_transpiler.syntax import dotted_name
 
@@ -294,7 +294,7 @@ class TorchModulesKeras(Rule):
 
     def _module_walk(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.BaseExpression | None:
         """`net.modules()` -> `modules(net)`, `self.add_module(name, m)` -> `add_module(self, name, m)`:
-        rewrite/module_walks.py."""
+        rules/module_walks.py."""
         new = module_walk(ctx, original, updated, _WALKS)
         if new is not None:
             ctx.record(self.name, original, new)
@@ -350,7 +350,7 @@ class TorchModulesKeras(Rule):
     def _variables_as_arrays(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
         """`repeat(self.cls, ...)` (einops, a helper library): a parameter or buffer passed to a
         function no table knows is passed as its array (`self.cls.value`, which applies Keras'
-        autocast); rewrite/module_variables.py."""
+        autocast); rules/module_variables.py."""
         new = variables_as_arrays(ctx, original, updated, lambda v: cst.Attribute(v, cst.Name("value")))
         if new is not None:
             ctx.record(self.name, original, new)

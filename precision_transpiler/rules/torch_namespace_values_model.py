@@ -22,7 +22,7 @@ import libcst as cst
 
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.op_patterns_any import function_reference
+from precision_transpiler.rules.op_references import function_reference
 from precision_transpiler.syntax import all_nodes
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from precision_transpiler.analysis.masks import combined_mask
+from precision_transpiler.analysis.tensors import known_tensor, maybe_tensor_name
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.rewrite.tensor_inference import combined_mask, known_tensor, maybe_tensor_name
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_name
 

@@ -3,10 +3,10 @@ style it was found in, converted to both targets and verified against torch:
 
 * layer factories bound at module level (`LinearNoBias = partial(nn.Linear, bias=False)`) and
   module classes with nn.Module's constructor (a GELU written as a class) get `rngs` exactly
-  where the converted constructor takes it (convert/torch_analysis.py);
+  where the converted constructor takes it (analysis/torch_models.py);
 * einops: its functions run on JAX arrays and TensorFlow tensors as they are, its torch layers
   become runtime/{flax,keras}/einops.py, and a parameter handed to einops goes as its array
-  (rewrite/module_variables.py); `nn.Parameter(torch.randn(...))` while building (Keras too);
+  (rules/module_variables.py); `nn.Parameter(torch.randn(...))` while building (Keras too);
 * torch helper libraries of other distributions are converted and copied in like sibling
   modules, never handed converted layers (convert/siblings/); a helper whose globals are set
   under `if` stays imported instead of being copied without them.

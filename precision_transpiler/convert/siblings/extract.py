@@ -41,7 +41,7 @@ def model_names(text: str) -> frozenset[str]:
     """Module classes and layer-building functions of a sibling (its source): what model code
     needs from it (utilities such as logging or config helpers stay imported). Remembered: a
     sibling is imported by many copied modules, in many rounds."""
-    from precision_transpiler.convert.torch_analysis import analyse
+    from precision_transpiler.analysis.torch_models import analyse
     from precision_transpiler.rewrite.names import scope_bindings
 
     tree = parsed_source(text)

@@ -6,7 +6,7 @@ parameters (`_TORCH_PARAM_NAMES`, tied parameters, torch-layout state entries).
 The walks take any nnx module (a converted `TorchModule`, a runtime layer, an `nnx.Linear`) and
 name its children and variables as torch does; `TorchModule` (modules.py) has them as methods too.
 The converter rewrites `m.named_parameters()` on any receiver to `named_parameters(m)`
-(rewrite/module_walks.py): the receiver may be a module without the methods. The Keras
+(rules/module_walks.py): the receiver may be a module without the methods. The Keras
 counterpart is runtime/keras/module_api.py.
 """
 

@@ -6,7 +6,7 @@
 The walks take any Keras layer (a converted `TorchModule`, a runtime layer, a Keras layer) and
 name its children and variables as torch does ("0", "1", ... in containers, attribute names
 elsewhere); `TorchModule` (modules.py) has them as methods too. The converter rewrites
-`m.named_parameters()` on any receiver to `named_parameters(m)` (rewrite/module_walks.py): the
+`m.named_parameters()` on any receiver to `named_parameters(m)` (rules/module_walks.py): the
 receiver may be a layer without the methods. The Flax counterpart is runtime/flax/module_api.py.
 """
 

@@ -20,6 +20,9 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+import libcst as cst
+
+from precision_transpiler.analysis.view import FileView
 from precision_transpiler.mappings.model import FrameworkInfo
 from precision_transpiler.mappings.registry import load_mappings
 from precision_transpiler.syntax import dotted_name
@@ -167,26 +170,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
     result = ModelAnalysis()
     result.tensor_functions = _tensor_returning(tree, bindings)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    changed = True
-    while changed:
-        changed = False
-        for cls in classes:
-            if cls.name in result.module_classes:
-                continue
-            for base in cls.bases:
-                q = resolve(base, bindings)
-                if q is not None and is_layer_symbol(q):
-                    result.layer_bases[cls.name] = q
-                if (
-                    is_module_base(q)
-                    or is_layer_symbol(q)
-                    or dotted(base) in result.module_classes
-                    or (not strict and _imported_module_class(cls, base, bindings))
-                ):
-                    result.module_classes.add(cls.name)
-                    changed = True
-                    break
-
+    _module_classes(classes, bindings, result, strict=strict)
     _inherited_inits(classes, bindings, result)
     _random_streams(classes, bindings, result)
     result.global_factories = _global_factories(tree, bindings, result.module_classes)
@@ -221,66 +205,98 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
             result.uses_training.add(cls.name)
     for cls in classes:
         if cls.name in result.module_classes:
-            names = {
-                n.args[0].value
-                for n in ast.walk(cls)
-                if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr == "register_buffer"
-                and isinstance(n.func.value, ast.Name)
-                and n.func.value.id == "self"
-                and n.args
-                and isinstance(n.args[0], ast.Constant)
-                and isinstance(n.args[0].value, str)
-            }
-            if names:
-                result.buffers[cls.name] = names
-            nullable = {
-                n.args[0].value
-                for n in ast.walk(cls)
-                if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr in ("register_buffer", "register_parameter")  # `(name, None)`
-                and len(n.args) > 1
-                and isinstance(n.args[0], ast.Constant)
-                and isinstance(n.args[0].value, str)
-                and _may_be_none(n.args[1])
-            }
-            if nullable:
-                result.nullable_buffers[cls.name] = nullable
-            plain = {
-                t.attr
-                for n in ast.walk(cls)
-                if isinstance(n, ast.Assign)
-                for t in n.targets
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-            } & names
-            if plain:
-                result.plain_or_buffers[cls.name] = plain
-            params = _parameter_attributes(cls, bindings)
-            if params:
-                result.params[cls.name] = params
-            arrays = _array_attributes(cls, bindings, result.tensor_functions)
-            if arrays:
-                result.array_attrs[cls.name] = arrays
-            layers = {}
-            for n in ast.walk(cls):
-                if (
-                    isinstance(n, ast.Assign)
-                    and isinstance(n.value, ast.Call)
-                    and len(n.targets) == 1
-                    and isinstance(n.targets[0], ast.Attribute)
-                    and isinstance(n.targets[0].value, ast.Name)
-                    and n.targets[0].value.id == "self"
-                ):
-                    q = resolve(n.value.func, bindings)
-                    if q is not None and is_layer_symbol(q):
-                        layers.setdefault(n.targets[0].attr, set()).add(q)
-            # an attribute assigned one layer type only (two types: which attribute names apply is unknown)
-            single = {attr: next(iter(qs)) for attr, qs in layers.items() if len(qs) == 1}
-            if single:
-                result.layer_attrs[cls.name] = single
+            _class_facts(cls, bindings, result)
     return result
+
+
+def _module_classes(
+    classes: list[ast.ClassDef], bindings: Mapping[str, str | None], result: ModelAnalysis, *, strict: bool
+) -> None:
+    """Fill `module_classes` (a fixpoint: a class deriving from one of the file's module classes is one) and
+    `layer_bases`."""
+    changed = True
+    while changed:
+        changed = False
+        for cls in classes:
+            if cls.name in result.module_classes:
+                continue
+            for base in cls.bases:
+                q = resolve(base, bindings)
+                if q is not None and is_layer_symbol(q):
+                    result.layer_bases[cls.name] = q
+                if (
+                    is_module_base(q)
+                    or is_layer_symbol(q)
+                    or dotted(base) in result.module_classes
+                    or (not strict and _imported_module_class(cls, base, bindings))
+                ):
+                    result.module_classes.add(cls.name)
+                    changed = True
+                    break
+
+
+def _class_facts(cls: ast.ClassDef, bindings: Mapping[str, str | None], result: ModelAnalysis) -> None:
+    """Fill what a module class keeps: buffers (and those that may be None or plain attributes too),
+    parameters, attributes holding tensors, and attributes holding one kind of torch layer."""
+    names = {
+        n.args[0].value
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "register_buffer"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "self"
+        and n.args
+        and isinstance(n.args[0], ast.Constant)
+        and isinstance(n.args[0].value, str)
+    }
+    if names:
+        result.buffers[cls.name] = names
+    nullable = {
+        n.args[0].value
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("register_buffer", "register_parameter")  # `(name, None)`
+        and len(n.args) > 1
+        and isinstance(n.args[0], ast.Constant)
+        and isinstance(n.args[0].value, str)
+        and _may_be_none(n.args[1])
+    }
+    if nullable:
+        result.nullable_buffers[cls.name] = nullable
+    plain = {
+        t.attr
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    } & names
+    if plain:
+        result.plain_or_buffers[cls.name] = plain
+    params = _parameter_attributes(cls, bindings)
+    if params:
+        result.params[cls.name] = params
+    arrays = _array_attributes(cls, bindings, result.tensor_functions)
+    if arrays:
+        result.array_attrs[cls.name] = arrays
+    layers = {}
+    for n in ast.walk(cls):
+        if (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Attribute)
+            and isinstance(n.targets[0].value, ast.Name)
+            and n.targets[0].value.id == "self"
+        ):
+            q = resolve(n.value.func, bindings)
+            if q is not None and is_layer_symbol(q):
+                layers.setdefault(n.targets[0].attr, set()).add(q)
+    # an attribute assigned one layer type only (two types: which attribute names apply is unknown)
+    single = {attr: next(iter(qs)) for attr, qs in layers.items() if len(qs) == 1}
+    if single:
+        result.layer_attrs[cls.name] = single
 
 
 def _parameter_attributes(cls: ast.ClassDef, bindings: Mapping[str, str | None]) -> set[str]:
@@ -435,12 +451,12 @@ def _random_streams(classes: list[ast.ClassDef], bindings: Mapping[str, str | No
                 result.random_streams.add(found)
 
 
-def random_source(ctx: object) -> str | None:
+def random_source(ctx: FileView) -> str | None:
     """The key source a torch random draw at the node being converted passes to JAX's runtime:
     "rngs" in a function that builds layers (its nnx.Rngs), "self" in another method of a module
     class (the stream its `__init__` made), None where neither is in reach (a free function, a
     static method, a class drawing without an `__init__` of its own)."""
-    key = ctx.enclosing_function()  # type: ignore[attr-defined]
+    key = ctx.enclosing_function()
     if key is None:
         return None
     analysis = analysis_for(ctx)
@@ -450,7 +466,7 @@ def random_source(ctx: object) -> str | None:
     if method == "__init__" and key in analysis.builders:
         return "rngs"
     if owner in analysis.module_classes and owner not in analysis.draws_without_stream:
-        func = ctx.enclosing_def()  # type: ignore[attr-defined]
+        func = ctx.enclosing_def()
         params = [*func.params.posonly_params, *func.params.params] if func is not None else []
         static = {dotted_name(d.decorator) for d in func.decorators} & {"staticmethod", "classmethod"}
         if params and params[0].name.value == "self" and not static:
@@ -458,9 +474,9 @@ def random_source(ctx: object) -> str | None:
     return "rngs" if key in analysis.builders else None
 
 
-def warn_process_random(ctx: object, node: object, what: str) -> None:
+def warn_process_random(ctx: FileView, node: cst.CSTNode, what: str) -> None:
     """The warning for a draw no module stream or rngs reaches (random_source gave None)."""
-    ctx.diagnose(  # type: ignore[attr-defined]
+    ctx.diagnose(
         node,
         "warning",
         "process-random",
@@ -584,14 +600,14 @@ def callee_needs_rngs(
     return owner is not None and text.startswith("self.") and f"{owner}.{text[5:]}" in result.builders
 
 
-def analysis_for(ctx: object) -> ModelAnalysis:
+def analysis_for(ctx: FileView) -> ModelAnalysis:
     """The analysis of the file a rule is converting (computed once per file)."""
 
     def build() -> ModelAnalysis:
-        tree, bindings = ctx.module_ast()  # type: ignore[attr-defined]
+        tree, bindings = ctx.module_ast()
         return analyse(tree, bindings) if tree is not None else ModelAnalysis()
 
-    return ctx.per_file("torch-model-analysis", build)  # type: ignore[attr-defined]
+    return ctx.per_file("torch-model-analysis", build)
 
 
 def _may_be_none(value: ast.expr) -> bool:

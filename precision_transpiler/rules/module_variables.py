@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from precision_transpiler.convert.torch_analysis import analysis_for
+from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 
 

@@ -1,0 +1,211 @@
+"""What an in-place call in torch model code touches: whether it initialises a parameter
+(`is_initialisation`, `sets_parameter_data`, `in_initialiser`), and which names may share
+memory with a view bound before (`aliases`, `warn_aliases`): torch tensors share memory with
+their views, JAX arrays and Keras tensors share nothing.
+
+Used by the in-place rule (rules/torch_inplace_ops_model.py) and the in-place initialisation
+rule (rules/torch_inplace_init_model.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from precision_transpiler.analysis.tensors import Where, bound_names, inplace_index
+from precision_transpiler.analysis.view import FileView
+
+#: words in a function's name that make `zero_()`/`fill_()` in it initialisation
+INIT_WORDS = ("init", "reset")
+
+
+def sets_parameter_data(ctx: FileView, call: cst.Call, *, statement: bool = False) -> bool:
+    """A statement calling an in-place method on a tensor's `.data` that sets a parameter while
+    building: `w.data.copy_(values)` anywhere (kornia's fixed kernels), any other in a function
+    named *init*/*reset* (timm's ConvNeXt `_init_weights`: `module.weight.data.mul_(scale)`).
+    Left to the torch-inplace-init rule, which drops it: the torch checkpoint holds the values.
+    `statement`: the caller knows the call is a statement (it visits the statement)."""
+    func = call.func
+    if not (
+        isinstance(func, cst.Attribute)
+        and func.attr.value.endswith("_")
+        and isinstance(func.value, cst.Attribute)
+        and func.value.attr.value == "data"
+        and (statement or isinstance(ctx.parent(call), cst.Expr))
+    ):
+        return False
+    return func.attr.value == "copy_" or in_initialiser(ctx)
+
+
+def in_initialiser(ctx: FileView) -> bool:
+    """Whether the node being visited is in a function named *init*/*reset* (`__init__`,
+    `_init_weights`, `reset_parameters`): where parameters are set while building."""
+    function = (ctx.enclosing_function() or "").rsplit(".", 1)[-1].lower()
+    return any(w in function for w in INIT_WORDS)
+
+
+def is_initialisation(ctx: FileView, receiver: cst.BaseExpression, call: cst.Call) -> bool:
+    """`zero_()`/`fill_()` on something other than a local tensor: initialisation of a parameter
+    (`p.weight.zero_()`, `for p in m.parameters(): p.zero_()`, `w = m.weight; w.fill_(1)`, any in
+    a function named *init*/*reset*), left to the torch-inplace-init rule."""
+    base = receiver.value if isinstance(receiver, cst.Subscript) else receiver
+    if not isinstance(base, cst.Name):
+        return True
+    scope = Where.scope_of(ctx, call)
+    if isinstance(scope, cst.FunctionDef) and any(w in scope.name.value.lower() for w in INIT_WORDS):
+        return True
+    return _loop_or_alias(scope, base.value)
+
+
+def _loop_or_alias(scope: cst.CSTNode | None, name: str) -> bool:
+    """Whether `name` is a loop target in the scope or bound to an attribute (`w = m.weight`)."""
+    if scope is None:
+        return False
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal found
+            found = found or name in set(bound_names(node.target))
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            if isinstance(node.value, cst.Attribute | cst.Subscript):
+                found = found or any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+
+    scope.visit(_V())
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# Aliases: torch tensors share memory with their views, JAX arrays share nothing
+# ----------------------------------------------------------------------------------------------
+
+#: methods whose result may share memory with the receiver (views, or the tensor itself)
+_VIEW_METHODS = frozenset(
+    {
+        "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "unsqueeze", "squeeze",
+        "expand", "expand_as", "flatten", "unflatten", "narrow", "select", "diagonal", "detach", "contiguous",
+        "as_strided", "swapaxes", "swapdims", "movedim", "unfold", "split", "chunk", "unbind", "to", "type",
+        "float", "double", "half", "bfloat16", "type_as", "view_as_real", "view_as_complex",
+    }
+)  # fmt: skip
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+
+
+@dataclass
+class Aliases:
+    order: dict[int, int]  # id(small statement) -> its position in the scope
+    #: (position, name bound, the name it may now share memory with or None for a fresh value)
+    events: list[tuple[int, str, str | None]]
+
+
+@dataclass
+class _Cache:
+    """Per-file: the aliases found for each scope (keyed by the scope node's id)."""
+
+    aliases: dict[int, Aliases] = field(default_factory=dict)
+
+
+def _cache(ctx: FileView) -> _Cache:
+    return ctx.per_file("tensor-inference-aliases", _Cache)
+
+
+def _view_of(ctx: FileView, value: cst.BaseExpression) -> str | None:
+    """The plain name whose memory `value` may share (`h.view(-1)`, `h[0]`, `h.T`, `h.add_(1)`)."""
+    while True:
+        if isinstance(value, cst.Name):
+            return value.value
+        if isinstance(value, cst.Subscript) or (
+            isinstance(value, cst.Attribute) and value.attr.value in _VIEW_ATTRIBUTES
+        ):
+            value = value.value
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            if method not in _VIEW_METHODS and method not in inplace_index(ctx.mappings):
+                return None
+            value = value.func.value
+        else:
+            return None
+
+
+def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
+    state = _cache(ctx)
+    known = state.aliases.get(id(scope))
+    if known is not None:
+        return known
+    result = Aliases({}, [])
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            self._line(node.body)
+
+        def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+            self._line(node.body)
+
+        def _line(self, body: Sequence[cst.BaseSmallStatement]) -> None:
+            for statement in body:
+                position = len(result.order)
+                result.order[id(statement)] = position
+                if not isinstance(statement, cst.Assign | cst.AugAssign | cst.AnnAssign):
+                    continue
+                value = statement.value
+                source = None if value is None or isinstance(statement, cst.AugAssign) else _view_of(ctx, value)
+                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else []
+                if not isinstance(statement, cst.Assign):
+                    targets = [statement.target]
+                for target in targets:
+                    for name in bound_names(target):
+                        result.events.append((position, name, source))
+
+    scope.visit(_V())
+    state.aliases[id(scope)] = result
+    return result
+
+
+def warn_aliases(ctx: FileView, scope: cst.CSTNode | None, statement: cst.CSTNode, name: str, at: cst.CSTNode) -> None:
+    """Warn when `name`, changed in place by `statement`, may share memory with another name
+    bound earlier in the scope (`y = h.view(-1)`, `y = h`, `y = h.mul_(2)`): torch's change
+    shows through the other name, the converted code's does not."""
+    if scope is None:
+        return
+    known = aliases(ctx, scope)
+    position = known.order.get(id(statement))
+    if position is None:
+        return
+    groups: dict[str, set[str]] = {}  # name -> the names sharing its memory (one set per group)
+    for where, bound, source in known.events:
+        if where >= position:
+            break
+        if source == bound:
+            continue  # `h = h.t()`: still the same memory
+        old = groups.pop(bound, None)
+        if old is not None:
+            old.discard(bound)
+        if source is None:
+            continue  # a fresh value
+        group = groups.setdefault(source, {source})
+        group.add(bound)
+        groups[bound] = group
+    others = sorted(groups.get(name, {name}) - {name})
+    if not others:
+        return
+    shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+    ctx.diagnose(
+        at,
+        "warning",
+        "inplace-alias",
+        f"{name} may share memory with {shown} (a view or the same tensor, bound before): torch's in-place change "
+        f"shows through {shown} too, the converted code changes {name} only; check that {shown} is not used after",
+    )
