@@ -42,8 +42,21 @@ def runtime_mode(args: argparse.Namespace) -> str:
     if args.output:
         return "module"
     paths = [p for p in args.paths if p != "-"]
+    if not (args.in_place or args.check or args.diff):
+        return "inline"
     several = len(paths) > 1 or any(Path(p).is_dir() for p in paths)
-    return "module" if several and (args.in_place or args.check or args.diff) else "inline"
+    # a file written with the runtime beside it stays so when it is converted in place again
+    return "module" if several or any(_imports_runtime_module(Path(p)) for p in paths) else "inline"
+
+
+def _imports_runtime_module(path: Path) -> bool:
+    """The file imports a runtime module written beside it (`--runtime module`)."""
+    from precision_transpiler.convert.runtime_module import imports_runtime_module
+
+    try:
+        return imports_runtime_module(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return False
 
 
 @dataclass

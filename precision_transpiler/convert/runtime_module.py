@@ -281,6 +281,11 @@ def defining_module(name: str, target: str) -> str | None:
     return next((m for m in runtime_modules_of(target) if name in _shim_module(m).definitions), None)
 
 
+def imports_runtime_module(code: str) -> bool:
+    """`code` imports a runtime module beside it (it was written with `--runtime module`)."""
+    return _IMPORT_FROM_RUNTIME.search(code) is not None
+
+
 def read_runtime_imports(code: str) -> str:
     """A converted file that imports from a runtime module beside it, with those imports made
     imports from ptranspile's runtime package (`from precision_transpiler.runtime.flax.conv import

@@ -181,3 +181,15 @@ def test_verification_runs_the_files_as_they_are_written(tmp_path: Path) -> None
     assert (out.parent / "_ptranspile_runtime_tf.py").is_file()
     again = run_cli("verify", str(src / "head.py"), str(out), "--entry", "Head()", "--input", "float32[2,8]")
     assert again.code == 0, again.err[-3000:]
+
+
+def test_a_file_written_with_its_runtime_module_is_checked_as_it_is_written(tmp_path: Path) -> None:
+    """One file alone defaults to self-contained, except one that already imports its runtime
+    module: checking it (or converting it in place) keeps that form."""
+    src = _tree(tmp_path)
+    out = tmp_path / "out" / "block.py"
+    assert run_cli(str(src / "block.py"), "--to", "tf", "--policy", "mixed", "-o", str(out)).code == 0
+    check = run_cli(str(out), "--to", "tf", "--policy", "mixed", "--check")
+    assert check.code == 0, check.err
+    assert run_cli(str(out), "--to", "tf", "--policy", "mixed", "--in-place").code == 0
+    assert "from _ptranspile_runtime_tf import " in out.read_text()
