@@ -217,23 +217,20 @@ def is_package(folder: Path, written: set[Path]) -> bool:
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
-    """Hold `folder`'s runtime lock: hooks may convert files of one folder in several processes,
-    each merging its names into the same module."""
+    """Hold a lock on `folder` itself (no lock file is left behind): hooks may convert files of
+    one folder in several processes, each merging its names into the same module."""
     folder.mkdir(parents=True, exist_ok=True)
-    lock = folder / ".ptranspile-runtime.lock"
     try:
         import fcntl
     except ImportError:  # no POSIX locks (Windows): one process per folder is the user's care
         yield
         return
-    with open(lock, "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    with contextlib.suppress(OSError):
-        os.unlink(lock)
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
 
 
 def runtime_definitions(wanted: dict[str, list[str]]) -> tuple[list[str], str, list[str]]:

@@ -193,3 +193,23 @@ def test_a_file_written_with_its_runtime_module_is_checked_as_it_is_written(tmp_
     assert check.code == 0, check.err
     assert run_cli(str(out), "--to", "tf", "--policy", "mixed", "--in-place").code == 0
     assert "from _ptranspile_runtime_tf import " in out.read_text()
+
+
+def test_processes_writing_one_folder_at_once_keep_each_others_names(tmp_path: Path) -> None:
+    """pre-commit runs hook processes side by side: each merges its names into the folder's
+    runtime module under a lock on the folder, so none is lost."""
+    src = _tree(tmp_path)
+    (src / "head.py").write_text(HEAD.replace("F.softmax(", "nn.Softmax(dim=-1)(").replace(", dim=-1)", ")"))
+    out = tmp_path / "out"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "precision_transpiler", str(src / name), "--to", "jax", "-o", str(out) + "/"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in ("block.py", "head.py")
+    ]
+    assert [proc.wait(timeout=300) for proc in procs] == [0, 0]
+    module = (out / "_ptranspile_runtime_jax.py").read_text()
+    assert "class Conv1d" in module and "class Softmax" in module
+    assert sorted(p.name for p in out.iterdir()) == ["_ptranspile_runtime_jax.py", "block.py", "head.py"]
