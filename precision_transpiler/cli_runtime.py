@@ -131,6 +131,12 @@ def write_runtime_modules(
                     f"{planned.path}: earlier outputs here import {', '.join(planned.gone)}, which this version's "
                     "runtime no longer defines: convert those files again"
                 )
+            if planned.stale:
+                print(
+                    f"ptranspile: note: {planned.path} was written by another ptranspile version or edited: "
+                    "written again from this version's runtime",
+                    file=sys.stderr,
+                )
             if planned.changes and not write(planned.text, "utf-8", planned.path):
                 unwritten.append(str(planned.path))
     return unwritten

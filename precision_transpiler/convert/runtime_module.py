@@ -15,8 +15,9 @@ from this version's runtime, so a stale module is refreshed, never mixed with ne
 A file in a package (its folder has `__init__.py`) imports it relatively (`from ._ptranspile_...`),
 otherwise as a top-level module found beside it.
 
-Reading a converted file back (`inline_runtime_imports`) turns those imports into the copied-in
-form again, so that re-converting or applying a policy sees the torch-semantics layers as such.
+Reading a converted file back (`read_runtime_imports`, the pipeline's ReadRuntimeImports stage)
+turns those imports into imports from the runtime package, the form the policy passes see; the
+VendorRuntime stage then writes the runtime as the job asks.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from precision_transpiler.convert.vendor import (
     _closure,
     _shim_module,
     copied_block,
-    vendor_shims,
+    import_line,
 )
 from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
 from precision_transpiler.syntax import import_bound_names
@@ -85,7 +86,7 @@ def split_runtime(code: str, target: str, *, relative: bool = False) -> Split | 
         body.append(stmt)
     names = tuple(sorted(set(wanted.values())))
     if wanted:
-        statement = cst.parse_statement(_import_line(RUNTIME_MODULES[target], wanted, relative))
+        statement = cst.parse_statement(import_line(("." if relative else "") + RUNTIME_MODULES[target], wanted))
         body.insert(min(at, len(body)), statement)  # where the copies were: after the file's imports
     new = rest.with_changes(body=body).code
     return Split(new, target, names)
@@ -122,15 +123,6 @@ def _only_runtime_import(stmt: cst.CSTNode, module: cst.Module, used: set[str], 
         return False
     text = module.code_for_node(small).strip()
     return text in runtime and not (import_bound_names(small) & used)
-
-
-def _import_line(module: str, wanted: dict[str, str], relative: bool) -> str:
-    names = [name if local == name else f"{name} as {local}" for local, name in sorted(wanted.items())]
-    head = f"from {'.' if relative else ''}{module} import "
-    line = head + ", ".join(names)
-    if len(line) <= 100:
-        return line + "\n"
-    return head + "(\n" + "".join(f"    {name},\n" for name in names) + ")\n"
 
 
 def runtime_module_source(names: set[str] | frozenset[str], target: str) -> tuple[str, list[str]]:
@@ -198,6 +190,7 @@ class Planned:
     text: str
     gone: tuple[str, ...]  # names earlier outputs import that this version no longer defines
     changes: bool  # differs from what is on disk
+    stale: bool = False  # what is on disk was written by another version, or edited since
 
 
 def plan_module(folder: Path, target: str, names: set[str]) -> Planned:
@@ -206,7 +199,7 @@ def plan_module(folder: Path, target: str, names: set[str]) -> Planned:
     before = path.read_text(encoding="utf-8") if path.is_file() else None
     merged = set(names) | (existing_names(path) if before is not None else set())
     text, gone = runtime_module_source(merged, target)
-    return Planned(path, text, tuple(gone), text != before)
+    return Planned(path, text, tuple(gone), text != before, before is not None and not is_current(before))
 
 
 def is_package(folder: Path, written: set[Path]) -> bool:
@@ -319,10 +312,3 @@ def read_runtime_imports(code: str) -> str:
             continue
         body.append(stmt)
     return module.with_changes(body=body).code
-
-
-def inline_runtime_imports(code: str) -> str:
-    """A converted file that imports from a runtime module beside it, with those definitions
-    copied in again (what `--runtime inline` writes)."""
-    read = read_runtime_imports(code)
-    return read if read == code else vendor_shims(read)[0]

@@ -310,12 +310,27 @@ def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str
     _closure(refs.wanted, missing)  # names no runtime module defines
     imported = {name: name for name in refs.bare}
     imported.update(refs.aliases)
-    names = [name if local == name else f"{name} as {local}" for local, name in sorted(imported.items())]
-    line = f"from {into} import " + ", ".join(names)
-    if len(line) > 100:
-        line = f"from {into} import (\n" + "".join(f"    {name},\n" for name in names) + ")"
     module = _drop_package_import(refs.module)
     body = list(module.body)
+    index = _after_leading_imports(body)
+    while index and _is_marked_import(body[index - 1]):  # before a policy's helper imports, as copies go
+        index -= 1
+    body.insert(index, cst.parse_statement(import_line(into, imported)))
+    return module.with_changes(body=body).code, tuple(sorted(set(imported.values()))), missing
+
+
+def import_line(module: str, imported: dict[str, str]) -> str:
+    """`from MODULE import name, other as local` for {local name: name}, sorted, wrapped in
+    parentheses one name a line past 100 characters."""
+    names = [name if local == name else f"{name} as {local}" for local, name in sorted(imported.items())]
+    line = f"from {module} import " + ", ".join(names)
+    if len(line) <= 100:
+        return line + "\n"
+    return f"from {module} import (\n" + "".join(f"    {name},\n" for name in names) + ")\n"
+
+
+def _after_leading_imports(body: Sequence[cst.CSTNode]) -> int:
+    """The index after a module's leading docstring and imports."""
     index = 0
     for i, stmt in enumerate(body):
         if is_import_statement(stmt):
@@ -324,10 +339,7 @@ def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str
             index = 1  # module docstring
         elif index or not isinstance(stmt, cst.SimpleStatementLine):
             break
-    while index and _is_marked_import(body[index - 1]):  # before a policy's helper imports, as copies go
-        index -= 1
-    body.insert(index, cst.parse_statement(line + "\n"))
-    return module.with_changes(body=body).code, tuple(sorted(set(imported.values()))), missing
+    return index
 
 
 def vendor_shims(code: str) -> tuple[str, list[str]]:
@@ -610,14 +622,7 @@ def _drop_marked_imports(module: cst.Module, aliases: set[str]) -> cst.Module:
 
 def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
     body = list(module.body)
-    index = 0
-    for i, stmt in enumerate(body):
-        if is_import_statement(stmt):
-            index = i + 1
-        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
-            index = 1  # module docstring
-        elif index or not isinstance(stmt, cst.SimpleStatementLine):
-            break
+    index = _after_leading_imports(body)
     # the imports go before a policy's marked helper imports (`# ptranspile: policy helpers`),
     # where a later policy pass, which strips and re-adds those, puts them: re-converting is stable
     first = index

@@ -213,3 +213,16 @@ def test_processes_writing_one_folder_at_once_keep_each_others_names(tmp_path: P
     module = (out / "_ptranspile_runtime_jax.py").read_text()
     assert "class Conv1d" in module and "class Softmax" in module
     assert sorted(p.name for p in out.iterdir()) == ["_ptranspile_runtime_jax.py", "block.py", "head.py"]
+
+
+def test_a_stale_runtime_module_is_written_again_and_said_so(tmp_path: Path) -> None:
+    src = _tree(tmp_path)
+    out = tmp_path / "out"
+    assert run_cli(str(src), "--to", "jax", "-o", str(out)).code == 0
+    module = out / "_ptranspile_runtime_jax.py"
+    fresh = module.read_text()
+    module.write_text(fresh.replace("# ptranspile-runtime: ", "# ptranspile-runtime: 0.0.1 jax 000000000000\n# was: "))
+    again = run_cli(str(src), "--to", "jax", "-o", str(out))
+    assert again.code == 0, again.err
+    assert f"ptranspile: note: {module} was written by another ptranspile version or edited" in again.err
+    assert module.read_text() == fresh

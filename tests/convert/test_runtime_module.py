@@ -11,12 +11,13 @@ from precision_transpiler import transpile
 from precision_transpiler.convert.runtime_module import (
     RUNTIME_MODULES,
     existing_names,
-    inline_runtime_imports,
     is_current,
     plan_module,
+    read_runtime_imports,
     runtime_module_source,
     split_runtime,
 )
+from precision_transpiler.convert.vendor import vendor_shims
 
 MODEL = '''"""A block."""
 import torch
@@ -55,7 +56,7 @@ def test_reading_a_split_file_back_gives_the_self_contained_form(target: str) ->
     inline = transpile(MODEL, to=target).code
     split = split_runtime(inline, target)
     assert split is not None
-    back = inline_runtime_imports(split.code)
+    back = vendor_shims(read_runtime_imports(split.code))[0]
     assert "from _ptranspile_runtime" not in back
     assert split_runtime(back, target) == split  # a round trip changes nothing
 
@@ -64,7 +65,7 @@ def test_no_op_cases() -> None:
     plain = "import jax.numpy as jnp\n\nx = jnp.zeros(3)\n"
     assert split_runtime(plain, "jax") is None  # nothing copied in
     assert split_runtime(transpile(MODEL, to="torch").code, "torch") is None  # no runtime for torch
-    assert inline_runtime_imports(plain) == plain
+    assert read_runtime_imports(plain) == plain
     assert split_runtime(transpile("import torch\nx = torch.zeros(3)\n", to="jax").code, "jax") is None
 
 
@@ -92,7 +93,8 @@ def test_a_folder_keeps_what_its_earlier_outputs_import(tmp_path: Path) -> None:
     assert merged.changes and {"Conv1d", "LayerNorm"} <= existing_names_of(merged.text)
     first.path.write_text(first.text.replace('    "Conv1d",\n', '    "Conv1d",\n    "NoSuchLayer",\n'))
     stale = plan_module(tmp_path, "jax", set())
-    assert stale.gone == ("NoSuchLayer",) and stale.changes
+    assert stale.gone == ("NoSuchLayer",) and stale.changes and stale.stale
+    assert not again.stale
 
 
 def existing_names_of(text: str) -> set[str]:
