@@ -117,6 +117,10 @@ class Document:
         if code != self.code():
             self.set_code(code)
 
+    def held_code(self) -> str | None:
+        """The current code's text if the document holds it (None: only the tree; no print)."""
+        return self._code
+
     def mentions(self, dotted: str) -> bool:
         """Whether the current code may name `dotted` (a package): in its text, when the document
         holds it, else as a name of the tree (asking prints nothing)."""
@@ -585,11 +589,11 @@ class VendorRuntime:
 
         if not doc.mentions(PACKAGE):
             return
-        before = doc.tree()
+        before, text = doc.tree(), doc.held_code()
         if job.runtime == "module" and job.to in RUNTIME_MODULES:
-            tree, doc.runtime_names, missing = import_runtime_tree(before, RUNTIME_MODULES[job.to])
+            tree, doc.runtime_names, missing = import_runtime_tree(before, RUNTIME_MODULES[job.to], text)
         else:
-            tree, missing = vendor_tree(before)
+            tree, missing = vendor_tree(before, text)
         if tree is not before:
             doc.set_tree(tree)
         # a converted model's decisions name lines of the code the policy saw: now of the code with the

@@ -243,16 +243,23 @@ class _References:
     missing: list[str]
 
 
-def _take_references(module: cst.Module) -> _References:
+def _take_references(module: cst.Module, text: str | None = None) -> _References:
     """Every `precision_transpiler.runtime.*` reference of `module` (and its imports from there)
     replaced by a local name: the name itself, or `_ptshim_<name>` where the user's code uses or
-    binds that name."""
+    binds that name. `text`: `module`'s code, when the caller holds it (reading names from the
+    text is cheaper than walking the tree)."""
     wanted: dict[str, list[str]] = {}
     bare: set[str] = set()
     module, aliases = _take_shim_imports(module, wanted, bare)
     # A shim named like something of the user's (transformers' `def f(..., dropout: float = 0.0)`
     # calling `F.dropout`) is referred to through an alias, so the user's name cannot shadow it.
-    taken = _mentioned_names(module) | _bound_names(module)
+    if text is not None:
+        from precision_transpiler.rewrite.import_editor import used_names
+
+        mentioned = used_names(text)
+    else:
+        mentioned = _mentioned_names(module)
+    taken = mentioned | _bound_names(module)
 
     class _Refs(cst.CSTTransformer):
         def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -297,15 +304,18 @@ def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str
     """`import_runtime_tree` on text (tests and tools; the pipeline works on its tree)."""
     if PACKAGE not in code:
         return code, (), []
-    module, names, missing = import_runtime_tree(cst.parse_module(code), into)
+    module, names, missing = import_runtime_tree(cst.parse_module(code), into, code)
     return module.code, names, missing
 
 
-def import_runtime_tree(module: cst.Module, into: str) -> tuple[cst.Module, tuple[str, ...], list[str]]:
+def import_runtime_tree(
+    module: cst.Module, into: str, text: str | None = None
+) -> tuple[cst.Module, tuple[str, ...], list[str]]:
     """`module` importing the runtime definitions it refers to from module `into` (the runtime
     module beside the outputs, `--runtime module`) instead of copying them in: the new module,
-    the names it imports, and the definitions that could not be found."""
-    refs = _take_references(module)
+    the names it imports, and the definitions that could not be found. `text`: `module`'s code,
+    when the caller holds it."""
+    refs = _take_references(module, text)
     missing = list(refs.missing)
     if not refs.wanted:
         return module, (), missing
@@ -348,15 +358,16 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     """`vendor_tree` on text (tests and tools; the pipeline works on its tree)."""
     if PACKAGE not in code:
         return code, []
-    module, missing = vendor_tree(cst.parse_module(code))
+    module, missing = vendor_tree(cst.parse_module(code), code)
     return module.code, missing
 
 
-def vendor_tree(module: cst.Module) -> tuple[cst.Module, list[str]]:
+def vendor_tree(module: cst.Module, text: str | None = None) -> tuple[cst.Module, list[str]]:
     """Inline every `precision_transpiler.runtime.*` definition `module` refers to. Returns the
     new module and the shims that could not be found (a table names a shim that does not exist).
-    The copies are the runtime modules' statements, each parsed once per process."""
-    refs = _take_references(module)
+    The copies are the runtime modules' statements, each parsed once per process. `text`:
+    `module`'s code, when the caller holds it."""
+    refs = _take_references(module, text)
     module, wanted, aliases, missing = refs.module, refs.wanted, refs.aliases, refs.missing
     if not wanted:
         return module, missing
