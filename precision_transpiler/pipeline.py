@@ -106,8 +106,9 @@ class Document:
             self._code = self._tree.code
         return self._code
 
-    def set_tree(self, tree: cst.Module) -> None:
-        self._tree, self._code = tree, None
+    def set_tree(self, tree: cst.Module, code: str | None = None) -> None:
+        """The current code becomes `tree` (`code`: its text, when the caller printed it)."""
+        self._tree, self._code = tree, code
 
     def set_code(self, code: str) -> None:
         self._tree, self._code = None, code
@@ -152,10 +153,13 @@ class Document:
 
 class Stage(Protocol):
     """One step of the pipeline: reads and updates the document (`doc.done` ends the run).
-    `label` is what a progress display shows while it runs (None: nothing worth showing)."""
+    `label` is what a progress display shows while it runs (None: nothing worth showing).
+    `works_on` says which form of the code it reads and hands on: "tree", "text" (a stage that
+    changed nothing hands the tree on, `Document.update_code`) or "nothing"."""
 
     name: ClassVar[str]
     label: ClassVar[str | None]
+    works_on: ClassVar[str]
 
     def run(self, doc: Document, job: Job) -> None: ...
 
@@ -168,6 +172,7 @@ class Parse:
 
     name = "parse"
     label = "parsing"
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         try:
@@ -186,6 +191,7 @@ class ReadRuntimeImports:
 
     name = "read-runtime-imports"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if f"_ptranspile_runtime_{job.to} import" not in doc.source:
@@ -205,6 +211,7 @@ class PruneToEntry:
 
     name = "prune-to-entry"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if not (job.entry and job.prune_to_entry):
@@ -222,6 +229,7 @@ class SplitInplaceChains:
 
     name = "split-inplace-chains"
     label = None
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
@@ -245,6 +253,7 @@ class StaticImports:
 
     name = "static-imports"
     label = None
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
@@ -267,6 +276,7 @@ class RewriteSymbols:
 
     name = "rewrite"
     label = "converting"
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         from precision_transpiler.rewrite.engine import EngineOptions, run_engine
@@ -288,7 +298,7 @@ class RewriteSymbols:
         doc.source_framework = outcome.source
         doc.rewrites.extend(outcome.rewrites)
         doc.imports_added.extend(outcome.imports_added)
-        doc.set_tree(tree)
+        doc.set_tree(tree, outcome.code)
         if doc.pruned is not None:
             self._finish_pruned(doc, job)
 
@@ -342,6 +352,7 @@ class UnvendorRuntime:
 
     name = "unvendor-runtime"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if job.policy.is_full_precision and not re.search(r"_ptranspile_|_PTRANSPILE_", doc.source):
@@ -365,6 +376,7 @@ class _PolicyStage:
 
     name: ClassVar[str]
     label: ClassVar[str | None] = None  # announced when there is a policy to apply
+    works_on: ClassVar[str] = "tree"  # (and the text the document holds: the pass's positions)
     function: ClassVar[str]
     model: ClassVar[bool] = False
 
@@ -419,6 +431,7 @@ class PolicyNotApplied:
 
     name = "policy-not-applied"
     label = None
+    works_on = "nothing"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.policy.is_full_precision:
@@ -438,6 +451,7 @@ class DropOrphanedImports:
 
     name = "drop-orphaned-imports"
     label = "cleaning up imports"
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         from precision_transpiler.convert.cleanup import drop_orphaned_imports
@@ -463,6 +477,7 @@ class InlineSiblings:
 
     name = "inline-siblings"
     label = "copying in sibling modules"
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
@@ -546,6 +561,7 @@ class ThreadSiblingRngs:
 
     name = "thread-sibling-rngs"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
@@ -580,6 +596,7 @@ class VendorRuntime:
 
     name = "vendor-runtime"
     label = "copying in runtime definitions"
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
