@@ -483,6 +483,36 @@ class ThreadSiblingRngs:
         doc.update_code(thread_sibling_rngs(doc.code()))
 
 
+class LocalizeTorchImports:
+    """torch imports that only function bodies still use (a checkpoint-download method) move
+    into those functions (convert/local_imports.py): the converted model loads without torch."""
+
+    name = "localize-torch-imports"
+    label = None
+    works_on = "tree"
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not job.standalone or not doc.mentions("torch"):
+            return
+        from precision_transpiler.convert.local_imports import localize_imports
+        from precision_transpiler.verify.load_imports import TORCH_ROOTS
+
+        tree, moved = localize_imports(doc.tree(), TORCH_ROOTS)
+        if not moved:
+            return
+        doc.set_tree(tree)
+        lines = doc.original.splitlines()
+        for item in moved:
+            line = next((i for i, text in enumerate(lines, 1) if text.strip() == item.statement), 1)
+            doc.note(
+                "note",
+                "import-localized",
+                f"`{item.statement}` moved into {', '.join(item.functions)}, the only code that still uses it: "
+                "the converted module loads without torch",
+                line,
+            )
+
+
 class FlaxModelPolicy(_PolicyStage):
     """The policy on a torch model converted to Flax NNX, as torch would run it."""
 
@@ -546,8 +576,15 @@ PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("torch", "torch"): (TorchPolicy,),
     ("tf", "tf"): (UnvendorRuntime, KerasPolicy, VendorRuntime),
     ("jax", "jax"): (UnvendorRuntime, FlaxPolicy, VendorRuntime),
-    ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),
-    ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
+    ("torch", "jax"): (
+        DropOrphanedImports,
+        InlineSiblings,
+        ThreadSiblingRngs,
+        LocalizeTorchImports,
+        FlaxModelPolicy,
+        VendorRuntime,
+    ),
+    ("torch", "tf"): (DropOrphanedImports, InlineSiblings, LocalizeTorchImports, KerasModelPolicy, VendorRuntime),
 }
 OTHERWISE: tuple[type[Stage], ...] = (PolicyNotApplied, VendorRuntime)
 

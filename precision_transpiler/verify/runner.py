@@ -312,8 +312,23 @@ def _compare_models(
             options.timing, inputs, source_adapter, reference_model, adapter, converted_model, compute if low else None
         )
     verdict.notes.append(_how_it_ran(options, source, target))
+    if source == "torch" and target != "torch":
+        _fail_torch_at_load(verdict, converted_code, original, converted)
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+def _fail_torch_at_load(verdict: VerificationResult, code: str, original: Path, converted: Path) -> None:
+    """A conversion from torch that imports torch (or a package built on it) when loaded only runs
+    where torch is installed: it does not pass, however well it agrees (verify/load_imports.py)."""
+    from precision_transpiler.verify.load_imports import torch_imports_at_load
+
+    for line, module, why in torch_imports_at_load(code, original):
+        verdict.failures.append(
+            f"{converted}:{line}: the converted module imports {module} when loaded ({why}): "
+            "it runs only where torch is installed"
+        )
+        verdict.passed = False
 
 
 def _note_device_decision(verdict: VerificationResult, converted_model: Any) -> None:

@@ -1,0 +1,169 @@
+"""Source-framework imports that only functions still need move into those functions.
+
+A converted model file keeps `import torch` (or `from torch.utils import model_zoo`) when some
+code still names it: a checkpoint-download method (`model_zoo.load_url(url)`), a helper the
+tables cannot map. Left at module level, that import makes the converted model need torch to
+load at all, though building and calling it never touches that code. When every remaining use
+of the names an import binds is inside function bodies (not in decorators, default values or
+annotations, which run when the function is defined), the import moves into each function that
+uses them, as its first statement (after the docstring), marked; the unconvertible uses keep
+their own `unsupported` marks, and the model loads and runs without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from precision_transpiler.syntax import dotted_name, import_bound_names
+
+MARK = "# ptranspile: only this function still needs it (the module loads without it)"
+
+
+@dataclass(frozen=True)
+class Moved:
+    """An import moved into the functions that use it (for the note the pipeline writes)."""
+
+    statement: str
+    functions: tuple[str, ...]
+
+
+def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Module, list[Moved]]:
+    """`module` with its top-level imports of `roots` (top-level packages: torch, torchvision)
+    moved into the functions that use what they bind, where nothing at load time uses it."""
+    body = list(module.body)
+    candidates = [i for i, stmt in enumerate(body) if _imports_only(stmt, roots)]
+    if not candidates:
+        return module, []
+    load_time, in_functions = _uses(body)
+    moved: list[Moved] = []
+    wanted: dict[int, list[cst.SimpleStatementLine]] = {}  # id(function) -> imports to put first
+    drop: set[int] = set()
+    for index in candidates:
+        stmt = body[index]
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        names = set().union(*(import_bound_names(small) for small in stmt.body))
+        if names & load_time:
+            continue
+        users = [f for f, used in in_functions if used & names]
+        if not users:
+            continue  # unused: the import clean-up's business
+        line = stmt.with_changes(leading_lines=[], trailing_whitespace=_marked(stmt.trailing_whitespace))
+        for function in users:
+            wanted.setdefault(id(function), []).append(line)
+        drop.add(index)
+        text = module.code_for_node(stmt.with_changes(leading_lines=[])).strip()
+        moved.append(Moved(text, tuple(_name(f) for f in users)))
+    if not drop:
+        return module, []
+    inserted = list(module.visit(_Insert(wanted)).body)  # (top-level statements stay where they are)
+    kept = [stmt for i, stmt in enumerate(inserted) if i not in drop]
+    if kept and min(drop) == 0:  # the file's first comments stay first, without blank lines above them
+        lines = [*body[0].leading_lines, *kept[0].leading_lines]
+        while lines and lines[0].comment is None and not module.header:
+            lines.pop(0)
+        kept[0] = kept[0].with_changes(leading_lines=lines)
+    return module.with_changes(body=kept), moved
+
+
+def _imports_only(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, cst.Import):
+            modules = [dotted_name(alias.name) or "" for alias in small.names]
+        elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+            if isinstance(small.names, cst.ImportStar):
+                return False
+            modules = [dotted_name(small.module) or ""]
+        else:
+            return False
+        if not all(m.split(".")[0] in roots for m in modules):
+            return False
+    return True
+
+
+def _uses(body: Sequence[cst.BaseStatement]) -> tuple[set[str], list[tuple[cst.FunctionDef, set[str]]]]:
+    """Names used at load time (module level, class bodies, decorators, defaults, annotations),
+    and for each top-level function and method the names its body uses."""
+    load_time: set[str] = set()
+    functions: list[tuple[cst.FunctionDef, set[str]]] = []
+
+    def walk(statements: Sequence[cst.BaseStatement]) -> None:
+        for stmt in statements:
+            if isinstance(stmt, cst.FunctionDef):
+                load_time.update(_names(stmt.decorators, stmt.params, stmt.returns))
+                functions.append((stmt, _names(stmt.body)))
+            elif isinstance(stmt, cst.ClassDef):
+                load_time.update(_names(stmt.decorators, *stmt.bases, *stmt.keywords))
+                walk(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [])
+            elif not (isinstance(stmt, cst.SimpleStatementLine) and _is_import_line(stmt)):
+                load_time.update(_names(stmt))
+
+    walk(body)
+    return load_time, functions
+
+
+def _names(*nodes: object) -> set[str]:
+    found: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+    for node in nodes:
+        items = node if isinstance(node, list | tuple) else [node]
+        for item in items:
+            if isinstance(item, cst.CSTNode):
+                item.visit(_Names())
+    return found
+
+
+def _is_import_line(stmt: cst.SimpleStatementLine) -> bool:
+    return all(isinstance(small, cst.Import | cst.ImportFrom) for small in stmt.body)
+
+
+def _marked(whitespace: cst.TrailingWhitespace) -> cst.TrailingWhitespace:
+    return whitespace.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(MARK))
+
+
+def _name(function: cst.FunctionDef) -> str:
+    return function.name.value
+
+
+class _Insert(cst.CSTTransformer):
+    """Put the imports first in the functions whose ids `wanted` holds (after a docstring)."""
+
+    def __init__(self, wanted: dict[int, list[cst.SimpleStatementLine]]) -> None:
+        super().__init__()
+        self.wanted = wanted
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        imports = self.wanted.get(id(original))
+        if not imports or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        statements = list(updated.body.body)
+        index = 1 if statements and _is_docstring(statements[0]) else 0
+        statements[index:index] = imports
+        return updated.with_changes(body=updated.body.with_changes(body=statements))
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )

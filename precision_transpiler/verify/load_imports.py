@@ -1,0 +1,131 @@
+"""What a converted module imports when it is loaded that needs the source framework.
+
+A conversion to JAX or Keras that still imports torch (or a package built on torch: timm,
+the original's own sibling modules) when loaded is not a conversion: it only runs where torch is
+installed, and it "verifies" because it is. Verification fails such an output. Read statically
+from the converted code (Python's `ast`), nothing is imported:
+
+- the imports that run at load: module level and class bodies, inside module-level `if`,
+  `with`, `for` and `try` blocks; not inside functions (they run only when called) and not
+  where a `try` catches ImportError (a feature-detection import: the module loads without it);
+- flagged when the module is the source framework's (`torch`, `torchvision`, `torchaudio`,
+  `torchtext`), an installed distribution that requires torch (its metadata says so), or a
+  module file next to the original (a sibling the conversion left imported) that imports torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+TORCH_ROOTS = frozenset({"torch", "torchvision", "torchaudio", "torchtext"})
+_OPTIONAL = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_IMPORTS_TORCH = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9_.-]+)")
+
+
+def torch_imports_at_load(code: str, original: Path | None = None) -> list[tuple[int, str, str]]:
+    """(line, module, why) for each import of `code` that runs at load and needs torch."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found: list[tuple[int, str, str]] = []
+    package_dir = original.parent if original is not None else None
+    for node in _load_time_imports(tree.body):
+        for module in _modules(node):
+            why = _needs_torch(module, node, package_dir)
+            if why is not None:
+                found.append((node.lineno, module or "." * getattr(node, "level", 0), why))
+    return found
+
+
+def _load_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    for stmt in body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            yield stmt
+        elif isinstance(stmt, ast.ClassDef):
+            yield from _load_time_imports(stmt.body)
+        elif isinstance(stmt, ast.If | ast.For | ast.While | ast.With):
+            yield from _load_time_imports(stmt.body)
+            yield from _load_time_imports(getattr(stmt, "orelse", []))
+        elif isinstance(stmt, ast.Try | ast.TryStar):
+            if not any(_catches_import_error(h) for h in stmt.handlers):
+                yield from _load_time_imports(stmt.body)
+            for handler in stmt.handlers:
+                yield from _load_time_imports(handler.body)
+            yield from _load_time_imports(stmt.orelse)
+            yield from _load_time_imports(stmt.finalbody)
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in _OPTIONAL for n in names)
+
+
+def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return [node.module or ""]
+
+
+def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None) -> str | None:
+    level = getattr(node, "level", 0)
+    if level == 0 and module.split(".")[0] in TORCH_ROOTS:
+        return "torch"
+    if level == 0:
+        dist = _torch_distribution(module.split(".")[0])
+        if dist is not None:
+            return f"a package built on torch (the {dist} distribution requires it)"
+    if package_dir is not None:
+        file = _module_file(module, level, package_dir)
+        if file is not None and _IMPORTS_TORCH.search(file.read_text(encoding="utf-8", errors="replace")):
+            return f"a module that imports torch ({file.name}, left imported, not converted)"
+    return None
+
+
+def _module_file(module: str, level: int, package_dir: Path) -> Path | None:
+    """The file of a module next to the original (relative imports from its package; absolute
+    ones from its folder), if there is one."""
+    base = package_dir
+    for _ in range(max(level - 1, 0)):
+        base = base.parent
+    parts = [p for p in module.split(".") if p]
+    if not parts:
+        return None
+    candidate = base.joinpath(*parts)
+    for file in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+        if file.is_file() and not file.name.startswith("_ptranspile_runtime_"):
+            return file
+    return None
+
+
+@cache
+def _torch_distribution(root: str) -> str | None:
+    """The installed distribution providing top-level package `root` if it requires torch."""
+    from importlib import metadata
+
+    for dist in _distributions().get(root, ()):
+        try:
+            requires = metadata.requires(dist) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in requires:
+            if "extra ==" in requirement:
+                continue  # an optional extra: the package itself loads without it
+            name = _REQUIREMENT_NAME.match(requirement)
+            if name is not None and name.group(1).lower() == "torch":
+                return dist
+    return None
+
+
+@cache
+def _distributions() -> dict[str, list[str]]:
+    from importlib import metadata
+
+    return dict(metadata.packages_distributions())

@@ -1,0 +1,86 @@
+"""torch imports that only function bodies still use move into those functions
+(convert/local_imports.py): the converted model loads without torch.
+
+Each case is a converted module (the input of the pass, as the rule engine leaves it) and
+whether an import moves; the no-op cases are the uses that run when the module loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.convert.local_imports import MARK, localize_imports
+from precision_transpiler.verify import VerifyOptions, verify_files
+from precision_transpiler.verify.load_imports import TORCH_ROOTS, torch_imports_at_load
+
+ZOO = """import torch
+import torch.nn as nn
+from torch.utils import model_zoo
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def load_pretrained(self, url):
+        \"\"\"Download torch weights.\"\"\"
+        self.load_state_dict(model_zoo.load_url(url))
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+def _localize(code: str) -> tuple[str, list[str]]:
+    module, moved = localize_imports(cst.parse_module(code), TORCH_ROOTS)
+    return module.code, [m.statement for m in moved]
+
+
+def test_an_import_used_only_in_a_method_moves_into_it() -> None:
+    code, moved = _localize("from torch.utils import model_zoo\n\n\nclass A:\n    def load(self, u):\n"
+                            '        """Doc."""\n        return model_zoo.load_url(u)\n')  # fmt: skip
+    assert moved == ["from torch.utils import model_zoo"]
+    assert code.startswith("class A:")  # the file's first line is the class now
+    assert f'        """Doc."""\n        from torch.utils import model_zoo  {MARK}\n' in code
+
+
+def test_every_function_that_uses_it_gets_its_own() -> None:
+    code, moved = _localize("import torch\n\n\ndef f():\n    return torch.hub\n\n\ndef g():\n    return torch.cuda\n")
+    assert moved == ["import torch"]
+    assert code.count(f"    import torch  {MARK}\n") == 2
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\n\nx = torch.float32\n",  # module level
+        "import torch\n\n\nclass A:\n    dtype = torch.float32\n",  # a class body
+        "import torch\n\n\ndef f(x=torch.float32):\n    return x\n",  # a default value
+        "import torch\n\n\n@torch.no_grad()\ndef f(x):\n    return x\n",  # a decorator
+        "import torch\n\n\ndef f(x: torch.Tensor):\n    return x\n",  # an annotation
+        "import numpy as np\n\n\ndef f():\n    return np.ones(1)\n",  # not torch
+        "import torch\n\n\ndef f():\n    return 1\n",  # unused: the import clean-up's business
+        "from . import torch_utils\n\n\ndef f():\n    return torch_utils.x\n",  # relative
+    ],
+    ids=["module-level", "class-body", "default", "decorator", "annotation", "not-torch", "unused", "relative"],
+)
+def test_imports_used_at_load_time_stay(code: str) -> None:
+    assert _localize(code) == (code, [])
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_a_model_with_a_download_method_loads_and_verifies_without_torch(to: str, tmp_path: Path) -> None:
+    original = tmp_path / "zoo.py"
+    original.write_text(ZOO)
+    result = transpile(ZOO, to=to, path=str(original))
+    notes = [d for d in result.diagnostics if d.code == "import-localized"]
+    assert [(d.line, d.severity) for d in notes] == [(3, "note")]
+    assert torch_imports_at_load(result.code, original) == []
+    converted = tmp_path / f"zoo_{to}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures
