@@ -4,7 +4,14 @@ lists), so the YAML names only torch symbols and the target libraries' own class
 
 from __future__ import annotations
 
-from precision_transpiler.mappings import load_mappings
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from precision_transpiler import MappingError
+from precision_transpiler.mappings import builtin_mappings_dir, load_mappings
 
 RUNTIME = "precision_transpiler.runtime."
 
@@ -138,3 +145,52 @@ def test_the_target_lists_keep_their_own_libraries_symbols() -> None:
     assert "keras.layers.Dense" in classes["linear"]["tf"]
     assert classes["pooling"]["jax"] == ["flax.nnx.max_pool", "flax.nnx.avg_pool"]
     assert "torch.nn.Linear" in classes["linear"]["torch"]
+
+
+def test_the_yaml_restates_no_derived_runtime_entry() -> None:
+    """Only what the layer and op tables cannot give is listed: the runtime's `softmax` and
+    `log_softmax`, which references to `F.softmax` passed as values become (rules/op_references.py)."""
+    data = yaml.safe_load((builtin_mappings_dir() / "precision_classes.yaml").read_text(encoding="utf-8"))
+    listed = {
+        (name, fw, symbol)
+        for name, per_fw in data["classes"].items()
+        for fw, symbols in per_fw.items()
+        if isinstance(symbols, list)
+        for symbol in symbols
+        if symbol.startswith(RUNTIME)
+    }
+    assert listed == {
+        ("softmax", fw, f"{RUNTIME}{package}.functional.{name}")
+        for fw, package in (("jax", "flax"), ("tf", "keras"))
+        for name in ("softmax", "log_softmax")
+    }
+
+
+def _table(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "classes.yaml").write_text("kind: precision_classes\nclasses:\n" + textwrap.indent(body, "  "))
+    return tmp_path
+
+
+def test_a_table_can_leave_a_torch_symbols_runtime_counterpart_out(tmp_path: Path) -> None:
+    table = _table(
+        tmp_path,
+        "mine:\n  torch: [torch.nn.Linear, torch.nn.Conv2d]\n  jax: [flax.nnx.Linear]\n"
+        "  not_derived: {jax: [torch.nn.Conv2d], tf: all}\n",
+    )
+    mine = load_mappings([table]).precision_classes["mine"]
+    assert mine["jax"] == ["flax.nnx.Linear", f"{RUNTIME}flax.layers.Linear"]
+    assert "tf" not in mine
+
+
+@pytest.mark.parametrize(
+    ("not_derived", "message"),
+    [
+        ("{jax: [torch.nn.Conv3d]}", "torch.nn.Conv3d is not in classes.mine.torch"),
+        ("{jax: [torch.matmul]}", "torch.matmul has no runtime counterpart in jax"),
+        ("{jax: some}", "expected a list of torch symbols or 'all'"),
+    ],
+)
+def test_not_derived_names_torch_symbols_of_the_class(tmp_path: Path, not_derived: str, message: str) -> None:
+    table = _table(tmp_path, f"mine:\n  torch: [torch.nn.Linear, torch.matmul]\n  not_derived: {not_derived}\n")
+    with pytest.raises(MappingError, match=message):
+        load_mappings([table])
