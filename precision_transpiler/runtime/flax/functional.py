@@ -22,18 +22,17 @@ import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
-    _adaptive_sizes,
-    _adaptive_taps,
     _affine_base,
     _grid_source,
     _im2col_positions,
-    _pad_pairs,
     _scale_f32,
     _softmax_dim,
     _source_index,
     _tuple,
 )
 from precision_transpiler.runtime.flax.rng import _random_key
+from precision_transpiler.runtime.padding import _pad_pairs
+from precision_transpiler.runtime.pool import _adaptive_sizes, _adaptive_taps
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 

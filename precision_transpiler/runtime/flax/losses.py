@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.common import (
+from precision_transpiler.runtime.flax.functional import _ArrayOps, _stats_dtype, _value
+from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.losses import (
     _binary_cross_entropy,
     _binary_cross_entropy_with_logits,
     _huber_loss,
@@ -21,8 +23,6 @@ from precision_transpiler.runtime.common import (
     _smooth_l1_loss,
     _soft_margin_loss,
 )
-from precision_transpiler.runtime.flax.functional import _ArrayOps, _stats_dtype, _value
-from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def cross_entropy(

@@ -12,10 +12,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from precision_transpiler.runtime.common import _reduce_loss, _triplet
 from precision_transpiler.runtime.flax.distance import _pairwise_distance
 from precision_transpiler.runtime.flax.functional import _ArrayOps, _value
 from precision_transpiler.runtime.flax.losses import _Loss
+from precision_transpiler.runtime.losses import _reduce_loss
+from precision_transpiler.runtime.margin_losses import _triplet
 
 
 class _MarginLoss(_Loss):

@@ -7,14 +7,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from precision_transpiler.runtime.common import (
-    _avg_pool_windows,
-    _lp_pool,
-    _max_pool_windows,
-)
 from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _ArrayOps, _stats_dtype
 from precision_transpiler.runtime.flax.layers import TorchLayer
 from precision_transpiler.runtime.flax.unpool import _max_pool_indices
+from precision_transpiler.runtime.pool import _avg_pool_windows, _lp_pool, _max_pool_windows
 
 
 def _max_pool_nd(

@@ -10,7 +10,9 @@ from typing import Any
 import keras
 from keras import ops
 
-from precision_transpiler.runtime.common import (
+from precision_transpiler.runtime.keras.functional import _ArrayOps, _stats_dtype
+from precision_transpiler.runtime.keras.tensor import torch_numel
+from precision_transpiler.runtime.losses import (
     _binary_cross_entropy,
     _binary_cross_entropy_with_logits,
     _huber_loss,
@@ -22,8 +24,6 @@ from precision_transpiler.runtime.common import (
     _smooth_l1_loss,
     _soft_margin_loss,
 )
-from precision_transpiler.runtime.keras.functional import _ArrayOps, _stats_dtype
-from precision_transpiler.runtime.keras.tensor import torch_numel
 
 
 def _torch_pick(values, target, ignore_index, class_dim):

@@ -12,10 +12,11 @@ from typing import Any
 
 from keras import ops
 
-from precision_transpiler.runtime.common import _reduce_loss, _triplet
 from precision_transpiler.runtime.keras.distance import _pairwise_distance
 from precision_transpiler.runtime.keras.functional import _ArrayOps
 from precision_transpiler.runtime.keras.losses import _Loss
+from precision_transpiler.runtime.losses import _reduce_loss
+from precision_transpiler.runtime.margin_losses import _triplet
 
 
 class _MarginLoss(_Loss):

@@ -9,11 +9,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import (
-    _avg_pool_windows,
-    _lp_pool,
-    _max_pool_windows,
-)
 from precision_transpiler.runtime.keras.functional import (
     _adaptive_pool_nd,
     _add_batch,
@@ -24,6 +19,7 @@ from precision_transpiler.runtime.keras.functional import (
     _stats_dtype,
 )
 from precision_transpiler.runtime.keras.unpool import _max_pool_indices
+from precision_transpiler.runtime.pool import _avg_pool_windows, _lp_pool, _max_pool_windows
 
 
 def _lowest(dtype: Any) -> float:

@@ -15,8 +15,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import _max_pool_windows, _unpool_size
 from precision_transpiler.runtime.keras.functional import _add_batch, _pad_nd
+from precision_transpiler.runtime.pool import _max_pool_windows, _unpool_size
 
 
 def _max_pool_indices(
