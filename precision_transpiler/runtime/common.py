@@ -15,6 +15,7 @@ a Keras output (convert/vendor.py follows the `from precision_transpiler.runtime
 """
 
 import collections.abc
+import math
 from typing import Any
 
 import numpy as np
@@ -452,3 +453,13 @@ def reset_parameters(module):
     own = getattr(module, "reset_parameters", None)
     if callable(own):
         own()
+
+
+def _pairwise_distance(x1: Any, x2: Any, p: float, eps: float, keepdim: bool, ops: Any) -> Any:
+    """torch.nn.functional.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim."""
+    diff = ops.abs(x1 - x2 + eps)
+    if p == math.inf:
+        return ops.max(diff, axis=-1, keepdims=keepdim)
+    if p == 0:
+        return ops.cast(ops.sum(ops.cast(diff != 0, "int32"), axis=-1, keepdims=keepdim), x1.dtype)
+    return ops.sum(diff**p, axis=-1, keepdims=keepdim) ** (1.0 / p)

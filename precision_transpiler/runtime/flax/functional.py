@@ -37,38 +37,64 @@ from precision_transpiler.runtime.pool import _adaptive_sizes, _adaptive_taps
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+def _stats_dtype(dtype: Any) -> Any:
+    """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
+    return jnp.promote_types(dtype, jnp.float32)
+
+
 class _ArrayOps:
-    """The array operations of JAX that the twins' shared bodies in runtime/common.py compute with
-    (`ops` there); runtime/keras/functional.py's `_ArrayOps` has the same names."""
+    """The array operations of JAX that the framework-free halves of the runtime (runtime/pool.py,
+    padding.py, losses.py, margin_losses.py) compute with (`ops` there): jax.numpy's and jax.nn's
+    functions; runtime/keras/functional.py's `_ArrayOps` has the same names over keras.ops."""
 
     abs = staticmethod(jnp.abs)
+    arange = staticmethod(jnp.arange)
+    asarray = staticmethod(jnp.asarray)
+    cumprod = staticmethod(jnp.cumprod)
+    exp = staticmethod(jnp.exp)
+    expand_dims = staticmethod(jnp.expand_dims)
     log = staticmethod(jnp.log)
     log1p = staticmethod(jnp.log1p)
+    log_softmax = staticmethod(jax.nn.log_softmax)
+    logical_and = staticmethod(jnp.logical_and)
+    logical_not = staticmethod(jnp.logical_not)
+    max = staticmethod(jnp.max)
     maximum = staticmethod(jnp.maximum)
-    minimum = staticmethod(jnp.minimum)
     mean = staticmethod(jnp.mean)
+    minimum = staticmethod(jnp.minimum)
+    numel = staticmethod(jnp.size)
+    one_hot = staticmethod(jax.nn.one_hot)
+    ones_like = staticmethod(jnp.ones_like)
+    pad = staticmethod(jnp.pad)
     power = staticmethod(jnp.power)
     relu = staticmethod(jax.nn.relu)
+    reshape = staticmethod(jnp.reshape)
     sign = staticmethod(jnp.sign)
     softplus = staticmethod(jax.nn.softplus)
+    sqrt = staticmethod(jnp.sqrt)
     square = staticmethod(jnp.square)
+    squeeze = staticmethod(jnp.squeeze)
+    stats_dtype = staticmethod(_stats_dtype)
     sum = staticmethod(jnp.sum)
+    take = staticmethod(jnp.take)
+    take_along_axis = staticmethod(jnp.take_along_axis)
     where = staticmethod(jnp.where)
+    xlogy = staticmethod(jax.scipy.special.xlogy)
+    zeros_like = staticmethod(jnp.zeros_like)
 
     @staticmethod
     def cast(x: Any, dtype: Any) -> jax.Array:
         return jnp.asarray(x, dtype)
+
+    @staticmethod
+    def is_floating(x: Any) -> bool:
+        return bool(jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating))
 
 
 def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
     """Flax's dtype rule: cast inputs and parameters to `dtype`, or to their common type when None."""
     target = jnp.result_type(*[a for a in arrays if a is not None]) if dtype is None else dtype
     return tuple(None if a is None else jnp.asarray(a, target) for a in arrays)
-
-
-def _stats_dtype(dtype: Any) -> Any:
-    """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
-    return jnp.promote_types(dtype, jnp.float32)
 
 
 def _uniform(key: jax.Array, shape: tuple[int, ...], dtype: Any, bound: float) -> jax.Array:

@@ -34,29 +34,64 @@ from precision_transpiler.runtime.padding import _pad_pairs
 from precision_transpiler.runtime.pool import _adaptive_sizes, _adaptive_taps
 
 
-class _ArrayOps:
-    """The array operations of Keras that the twins' shared bodies in runtime/common.py compute
-    with (`ops` there); runtime/flax/functional.py's `_ArrayOps` has the same names."""
-
-    abs = staticmethod(ops.abs)
-    cast = staticmethod(ops.cast)
-    log = staticmethod(ops.log)
-    log1p = staticmethod(ops.log1p)
-    maximum = staticmethod(ops.maximum)
-    minimum = staticmethod(ops.minimum)
-    mean = staticmethod(ops.mean)
-    power = staticmethod(ops.power)
-    relu = staticmethod(ops.relu)
-    sign = staticmethod(ops.sign)
-    softplus = staticmethod(ops.softplus)
-    square = staticmethod(ops.square)
-    sum = staticmethod(ops.sum)
-    where = staticmethod(ops.where)
-
-
 def _stats_dtype(dtype: Any) -> str:
     """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
     return "float64" if keras.backend.standardize_dtype(dtype) == "float64" else "float32"
+
+
+class _ArrayOps:
+    """The array operations of Keras that the framework-free halves of the runtime (runtime/pool.py,
+    padding.py, losses.py, margin_losses.py) compute with (`ops` there): keras.ops' functions, under
+    the names runtime/flax/functional.py's `_ArrayOps` gives jax.numpy's."""
+
+    abs = staticmethod(ops.abs)
+    arange = staticmethod(ops.arange)
+    asarray = staticmethod(ops.convert_to_tensor)
+    cast = staticmethod(ops.cast)
+    cumprod = staticmethod(ops.cumprod)
+    exp = staticmethod(ops.exp)
+    expand_dims = staticmethod(ops.expand_dims)
+    log = staticmethod(ops.log)
+    log1p = staticmethod(ops.log1p)
+    log_softmax = staticmethod(ops.log_softmax)
+    logical_and = staticmethod(ops.logical_and)
+    logical_not = staticmethod(ops.logical_not)
+    max = staticmethod(ops.max)
+    maximum = staticmethod(ops.maximum)
+    mean = staticmethod(ops.mean)
+    minimum = staticmethod(ops.minimum)
+    one_hot = staticmethod(ops.one_hot)
+    ones_like = staticmethod(ops.ones_like)
+    pad = staticmethod(ops.pad)
+    power = staticmethod(ops.power)
+    relu = staticmethod(ops.relu)
+    reshape = staticmethod(ops.reshape)
+    sign = staticmethod(ops.sign)
+    softplus = staticmethod(ops.softplus)
+    sqrt = staticmethod(ops.sqrt)
+    square = staticmethod(ops.square)
+    squeeze = staticmethod(ops.squeeze)
+    stats_dtype = staticmethod(_stats_dtype)
+    sum = staticmethod(ops.sum)
+    take = staticmethod(ops.take)
+    take_along_axis = staticmethod(ops.take_along_axis)
+    where = staticmethod(ops.where)
+    zeros_like = staticmethod(ops.zeros_like)
+
+    @staticmethod
+    def is_floating(x: Any) -> bool:
+        return "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(x).dtype)
+
+    @staticmethod
+    def numel(x: Any) -> Any:
+        """A Python int (`keras.ops.size` gives a tensor); a scalar tensor for dims known at run time."""
+        return math.prod(ops.shape(x))
+
+    @staticmethod
+    def xlogy(x: Any, y: Any) -> Any:
+        """x * log(y), 0 where x is 0 (torch.xlogy; keras.ops has none)."""
+        zero = x == 0
+        return ops.where(zero, ops.zeros_like(x), x * ops.log(ops.where(zero, ops.ones_like(y), y)))
 
 
 def _add_batch(x: Any, n_spatial: int) -> tuple[Any, bool]:
