@@ -129,3 +129,38 @@ def _lp_pool(x: Any, n: int, p: float, kernel_size: Any, stride: Any, ceil_mode:
     mean = avg_pool(ops.power(x, p), n, kernel_size, stride, 0, ceil_mode, True, None)
     total = ops.sign(mean) * ops.relu(ops.abs(mean)) * math.prod(k)
     return ops.power(total, 1.0 / p)
+
+
+def _no_indices(return_indices: bool) -> None:
+    """Adaptive pooling's indices are not reproduced (max pooling's are: the targets' unpool.py)."""
+    if return_indices:
+        raise NotImplementedError("return_indices=True is not supported by adaptive pooling's shims")
+
+
+def _adaptive_pool_axis(x: Any, axis: int, out: int, op: str, ops: Any) -> Any:
+    """Adaptive max or mean along one axis (torch's bins); rectangle bins make 2D and 3D adaptive
+    pooling separable. Sizes that divide reshape; others gather each bin's taps."""
+    size = x.shape[axis]
+    if size % out == 0:
+        xr = ops.reshape(x, (-1, *x.shape[1:axis], out, size // out, *x.shape[axis + 1 :]))
+        return ops.max(xr, axis=axis + 1) if op == "max" else ops.mean(xr, axis=axis + 1)
+    index, valid, counts = _adaptive_taps(size, out)
+    width = valid.shape[1]
+    gathered = ops.take(x, index, axis=axis)
+    gathered = ops.reshape(gathered, (-1, *x.shape[1:axis], out, width, *x.shape[axis + 1 :]))
+    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
+        return ops.max(gathered, axis=axis + 1)
+    trailing = (1,) * (len(x.shape) - axis - 1)
+    valid = valid.reshape(out, width, *trailing)
+    total = ops.sum(ops.where(valid, gathered, ops.zeros_like(gathered)), axis=axis + 1)
+    return total / ops.cast(counts.reshape(out, *trailing), x.dtype)
+
+
+def _adaptive_pool(x: Any, n: int, output_size: Any, op: str, ops: Any) -> Any:
+    """torch's adaptive pooling ('avg' or 'max') over the last n axes of a batched (N, C, *)
+    input: output_size an int, a tuple, None entries keeping the size; means in at least float32."""
+    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
+    y = x if op == "max" else ops.cast(x, ops.stats_dtype(x.dtype))
+    for i, out in enumerate(sizes):
+        y = _adaptive_pool_axis(y, 2 + i, out, op, ops)
+    return ops.cast(y, x.dtype)

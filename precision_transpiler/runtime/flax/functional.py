@@ -31,8 +31,8 @@ from precision_transpiler.runtime.common import (
     _tuple,
 )
 from precision_transpiler.runtime.flax.rng import _random_key
-from precision_transpiler.runtime.padding import _pad_pairs
-from precision_transpiler.runtime.pool import _adaptive_sizes, _adaptive_taps
+from precision_transpiler.runtime.padding import _pad
+from precision_transpiler.runtime.pool import _adaptive_pool
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -134,32 +134,10 @@ def _add_batch(x: jax.Array, n_spatial: int) -> tuple[jax.Array, bool]:
     return x, False
 
 
-def _adaptive_pool_axis(x: jax.Array, axis: int, out: int, op: str) -> jax.Array:
-    """Adaptive max/mean along one axis; rectangle bins make 2D/3D adaptive pooling separable."""
-    size = x.shape[axis]
-    if size % out == 0:
-        xr = x.reshape(*x.shape[:axis], out, size // out, *x.shape[axis + 1 :])
-        return xr.max(axis + 1) if op == "max" else xr.mean(axis + 1)
-    index, valid, counts = _adaptive_taps(size, out)
-    width = valid.shape[1]
-    gathered = jnp.take(x, index, axis=axis)
-    gathered = gathered.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
-    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
-        return gathered.max(axis + 1)
-    trailing = (1,) * (x.ndim - axis - 1)
-    valid = valid.reshape(out, width, *trailing)
-    total = jnp.where(valid, gathered, jnp.zeros((), x.dtype)).sum(axis + 1)
-    return total / jnp.asarray(counts.reshape(out, *trailing), x.dtype)
-
-
 def _adaptive_pool_nd(x: jax.Array, n: int, output_size: Any, op: str) -> jax.Array:
-    """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
+    """torch adaptive pooling over the last n axes (runtime/pool.py's `_adaptive_pool`), unbatched inputs too."""
     x, unbatched = _add_batch(x, n)
-    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
-    y = x if op == "max" else x.astype(_stats_dtype(x.dtype))
-    for i, out in enumerate(sizes):
-        y = _adaptive_pool_axis(y, 2 + i, out, op)
-    y = y.astype(x.dtype)
+    y = _adaptive_pool(x, n, output_size, op, _ArrayOps)
     return y[0] if unbatched else y
 
 
@@ -408,21 +386,10 @@ def unflatten(input: jax.Array, dim: int, sizes: Any) -> jax.Array:
 
 
 def pad(input: jax.Array, pad: Any, mode: str = "constant", value: float | None = None) -> jax.Array:
-    """torch.nn.functional.pad: pairs are given last dim first, (left, right, top, bottom, ...).
-
-    jnp.pad takes one pair per dim, first dim first. Modes constant (negative pads crop, as in
-    torch), reflect, replicate, circular.
-    """
-    pairs = _pad_pairs(pad, input.ndim)
-    if mode == "constant":
-        fill = jnp.asarray(0 if value is None else value, input.dtype)
-        return jax.lax.pad(input, fill, [(lo, hi, 0) for lo, hi in pairs])
-    if mode not in ("reflect", "replicate", "circular"):
-        raise ValueError(f"Unsupported padding mode {mode!r}")
-    if any(lo < 0 or hi < 0 for lo, hi in pairs):
-        raise NotImplementedError(f"negative padding with mode={mode!r} is not supported")
-    jnp_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
-    return jnp.pad(input, pairs, mode=jnp_mode)
+    """torch.nn.functional.pad: pairs are given last dim first, (left, right, top, bottom, ...);
+    jnp.pad takes one pair per dim, first dim first. Modes constant, reflect, replicate, circular,
+    negative widths cropping (runtime/padding.py)."""
+    return _pad(input, pad, mode, value, _ArrayOps)
 
 
 def _resize_axis(

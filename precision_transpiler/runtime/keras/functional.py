@@ -30,8 +30,8 @@ from precision_transpiler.runtime.common import (
     _source_index,
     _tuple,
 )
-from precision_transpiler.runtime.padding import _pad_pairs
-from precision_transpiler.runtime.pool import _adaptive_sizes, _adaptive_taps
+from precision_transpiler.runtime.padding import _pad
+from precision_transpiler.runtime.pool import _adaptive_pool
 
 
 def _stats_dtype(dtype: Any) -> str:
@@ -114,44 +114,6 @@ def _channels_first(x: Any) -> Any:
     return ops.transpose(x, (0, n - 1, *range(1, n - 1)))
 
 
-def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
-    """Source indices along one axis for torch's non-constant padding modes (negative lo/hi crop)."""
-    index = np.arange(-lo, size + hi)
-    if mode == "replicate":
-        return np.clip(index, 0, size - 1)
-    if mode == "circular":
-        if lo > size or hi > size:
-            raise ValueError("circular padding may not be larger than the input size")
-        return np.mod(index, size)
-    if mode == "reflect":
-        if lo >= size or hi >= size:
-            raise ValueError(f"reflect padding ({lo}, {hi}) must be smaller than the input size {size}")
-        index = np.abs(index)
-        return np.where(index >= size, 2 * (size - 1) - index, index)
-    raise ValueError(f"Unsupported padding mode {mode!r}")
-
-
-def _pad_nd(x: Any, pairs: list[tuple[int, int]], mode: str, value: float = 0.0) -> Any:
-    """Pad with (lo, hi) per axis of x: torch's constant (negative = crop), reflect, replicate, circular.
-
-    TensorFlow's `ops.pad` has no 'edge'/'wrap' modes and rejects negative widths, so non-constant
-    modes gather with precomputed indices (static axis sizes).
-    """
-    if mode == "constant":
-        for axis, (lo, hi) in enumerate(pairs):
-            if lo < 0 or hi < 0:
-                size = x.shape[axis]
-                x = ops.take(x, np.arange(max(-lo, 0), size - max(-hi, 0)), axis=axis)
-        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
-        if any(lo or hi for lo, hi in widths):
-            x = ops.pad(x, widths, constant_values=value)
-        return x
-    for axis, (lo, hi) in enumerate(pairs):
-        if lo or hi:
-            x = ops.take(x, _pad_index(x.shape[axis], lo, hi, mode), axis=axis)
-    return x
-
-
 def _add_bias(y: Any, bias: Any) -> Any:
     """y + bias; in float32 when y is 16-bit, rounded once: torch's fused bias add (addmm, oneDNN
     convolutions) does not round the bias to 16 bits nor the sum twice."""
@@ -167,32 +129,10 @@ def _linear(x: Any, weight: Any, bias: Any) -> Any:
     return _add_bias(ops.matmul(x, ops.transpose(weight)), bias)
 
 
-def _adaptive_pool_axis(x: Any, axis: int, out: int, op: str) -> Any:
-    """Adaptive max/mean along one axis; rectangle bins make 2D adaptive pooling separable."""
-    size = x.shape[axis]
-    if size % out == 0:
-        xr = ops.reshape(x, (-1, *x.shape[1:axis], out, size // out, *x.shape[axis + 1 :]))
-        return ops.max(xr, axis=axis + 1) if op == "max" else ops.mean(xr, axis=axis + 1)
-    index, valid, counts = _adaptive_taps(size, out)
-    width = valid.shape[1]
-    gathered = ops.take(x, index, axis=axis)
-    gathered = ops.reshape(gathered, (-1, *x.shape[1:axis], out, width, *x.shape[axis + 1 :]))
-    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
-        return ops.max(gathered, axis=axis + 1)
-    trailing = (1,) * (len(x.shape) - axis - 1)
-    valid = valid.reshape(out, width, *trailing)
-    total = ops.sum(ops.where(valid, gathered, ops.zeros((), x.dtype)), axis=axis + 1)
-    return total / ops.convert_to_tensor(counts.reshape(out, *trailing), x.dtype)
-
-
 def _adaptive_pool_nd(x: Any, n: int, output_size: Any, op: str) -> Any:
-    """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
+    """torch adaptive pooling over the last n axes (runtime/pool.py's `_adaptive_pool`), unbatched inputs too."""
     x, unbatched = _add_batch(x, n)
-    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
-    y = x if op == "max" else ops.cast(x, _stats_dtype(x.dtype))
-    for i, out in enumerate(sizes):
-        y = _adaptive_pool_axis(y, 2 + i, out, op)
-    y = ops.cast(y, x.dtype)
+    y = _adaptive_pool(x, n, output_size, op, _ArrayOps)
     return y[0] if unbatched else y
 
 
@@ -323,10 +263,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
     Modes constant (negative widths crop), reflect, replicate, circular.
     """
-    pairs = _pad_pairs(pad, len(input.shape))
-    if mode != "constant" and value:
-        raise ValueError(f"Padding mode {mode!r} doesn't take in value argument")
-    return _pad_nd(input, pairs, mode, 0.0 if value is None else value)
+    return _pad(input, pad, mode, value, _ArrayOps)
 
 
 def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False, *, seed: Any = None) -> Any:
