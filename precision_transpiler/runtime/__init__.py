@@ -71,7 +71,7 @@ SUBJECTS = (
 #: The framework-free modules beside `flax/` and `keras/`, which both take definitions from
 #: (`SHARED` and nothing else: tests/runtime/test_layout.py): the twins' shared arithmetic and the
 #: framework-free halves of their subjects.
-SHARED = ("common", "device", "pool", "padding", "losses", "margin_losses")
+SHARED = ("common", "device", "pool", "padding", "losses", "margin_losses", "upsampling")
 
 
 def runtime_module(target: str | None, subject: str) -> str:

@@ -18,21 +18,19 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
     _affine_base,
     _grid_source,
     _im2col_positions,
-    _scale_f32,
     _softmax_dim,
-    _source_index,
     _tuple,
 )
 from precision_transpiler.runtime.flax.rng import _random_key
 from precision_transpiler.runtime.padding import _pad
 from precision_transpiler.runtime.pool import _adaptive_pool
+from precision_transpiler.runtime.upsampling import _interpolate
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -392,54 +390,6 @@ def pad(input: jax.Array, pad: Any, mode: str = "constant", value: float | None 
     return _pad(input, pad, mode, value, _ArrayOps)
 
 
-def _resize_axis(
-    x: jax.Array, axis: int, out_size: int, scale: float | None, mode: str, align_corners: bool
-) -> jax.Array:
-    """Resample one axis with torch's index and weight arithmetic (float32, as its CPU kernels)."""
-    in_size = x.shape[axis]
-    trailing = (1,) * (x.ndim - axis - 1)
-    if mode in ("nearest", "nearest-exact"):
-        s = _scale_f32(in_size, out_size, scale, False)
-        dst = np.arange(out_size)
-        if mode == "nearest" and out_size == in_size:  # torch's `nearest_idx` shortcuts, whatever the scale
-            return x
-        if mode == "nearest" and out_size == 2 * in_size:
-            src = dst // 2
-        elif mode == "nearest":
-            src = np.floor(dst.astype(np.float32) * s)
-        else:
-            src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
-        index = np.minimum(src.astype(np.int64), in_size - 1)
-        return jnp.take(x, index, axis=axis)
-    if in_size == out_size and mode == "linear":
-        return x
-    s = _scale_f32(in_size, out_size, scale, align_corners)
-    real = _source_index(s, out_size, align_corners, mode == "cubic")
-    base = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
-    lam = np.clip(real - base.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
-    if mode == "linear":
-        upper = base + (base < in_size - 1).astype(np.int64)
-        w0 = jnp.asarray((np.float32(1.0) - lam).reshape(out_size, *trailing), x.dtype)
-        w1 = jnp.asarray(lam.reshape(out_size, *trailing), x.dtype)
-        return w0 * jnp.take(x, base, axis=axis) + w1 * jnp.take(x, upper, axis=axis)
-    a = np.float32(-0.75)
-
-    def near(t: np.ndarray) -> np.ndarray:
-        return ((a + 2) * t - (a + 3)) * t * t + 1
-
-    def far(t: np.ndarray) -> np.ndarray:
-        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-
-    one = np.float32(1.0)
-    coeffs = [far(lam + one), near(lam), near(one - lam), far(one - lam + one)]
-    y = None
-    for j, c in enumerate(coeffs):
-        index = np.clip(base - 1 + j, 0, in_size - 1)
-        term = jnp.asarray(c.astype(np.float32).reshape(out_size, *trailing), x.dtype) * jnp.take(x, index, axis=axis)
-        y = term if y is None else y + term
-    return y
-
-
 def interpolate(
     input: jax.Array,
     size: Any = None,
@@ -456,43 +406,7 @@ def interpolate(
     `recompute_scale_factor=True`, as in torch. `jax.image.resize` uses half-pixel centres with
     antialiasing and no align_corners, and its 'nearest' rounds differently: it cannot reproduce these.
     """
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not supported by the Flax shims")
-    n = input.ndim - 2
-    if n < 1:
-        raise ValueError(f"interpolate expects a batched (N, C, *spatial) input, got shape {input.shape}")
-    dims_for_mode = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode in dims_for_mode and dims_for_mode[mode] != n:
-        raise ValueError(f"mode {mode!r} expects {dims_for_mode[mode] + 2}D input, got {input.ndim}D")
-    if mode in ("nearest", "nearest-exact", "area"):
-        if align_corners is not None:
-            raise ValueError("align_corners option can only be set with the interpolating modes")
-    elif mode not in dims_for_mode:
-        raise ValueError(f"unsupported interpolation mode {mode!r}")
-    if (size is None) == (scale_factor is None):
-        raise ValueError("exactly one of size or scale_factor must be given")
-    in_sizes = tuple(input.shape[2:])
-    if size is not None:
-        out_sizes = _tuple(size, n, "size")
-        scales: tuple[float | None, ...] = (None,) * n
-    else:
-        factors = (
-            (float(scale_factor),) * n
-            if isinstance(scale_factor, int | float)
-            else tuple(float(f) for f in scale_factor)
-        )
-        if len(factors) != n:
-            raise ValueError(f"scale_factor must have {n} elements, got {scale_factor!r}")
-        out_sizes = tuple(math.floor(s * f) for s, f in zip(in_sizes, factors, strict=True))
-        scales = (None,) * n if recompute_scale_factor else factors
-    if mode == "area":
-        return _adaptive_pool_nd(input, n, out_sizes, "avg")
-    kind = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-    sdt = input.dtype if kind in ("nearest", "nearest-exact") else _stats_dtype(input.dtype)
-    y = input.astype(sdt)
-    for i in range(n):
-        y = _resize_axis(y, 2 + i, out_sizes[i], scales[i], kind, bool(align_corners))
-    return y.astype(input.dtype)
+    return _interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias, _ArrayOps)
 
 
 def one_hot(tensor: jax.Array, num_classes: int = -1) -> jax.Array:
