@@ -104,11 +104,8 @@ def _smoothed(loss: Any, smooth: Any, label_smoothing: float, n_classes: int) ->
 def _cross_entropy(
     input: Any, target: Any, weight: Any, reduction: str, ignore_index: int, label_smoothing: float, ops: Any
 ) -> Any:
-    """torch's cross entropy over logits (N, C, *) or (C,), computed in at least float32.
-
-    Class-index targets honour `ignore_index` (excluded from the mean's denominator), `weight`
-    (the mean divides by the summed weights of the targets) and `label_smoothing` with torch's
-    formula; probability targets (floating, the input's shape) are supported too."""
+    """torch's cross entropy over logits (N, C, *) or (C,), in at least float32 (the targets'
+    `cross_entropy` says what it honours)."""
     ndim = len(input.shape)
     class_dim = _class_dim(ndim)
     n_classes = input.shape[class_dim]
@@ -149,8 +146,7 @@ def _cross_entropy(
 
 
 def _nll_loss(input: Any, target: Any, weight: Any, reduction: str, ignore_index: int, ops: Any) -> Any:
-    """torch's nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index` targets are
-    excluded, a weighted mean divides by the targets' summed weights."""
+    """torch's nll_loss on log-probabilities (N, C, *) or (C,)."""
     picked, valid, safe = _pick(input, target, ignore_index, _class_dim(len(input.shape)), ops)
     if weight is None:
         tw = ops.cast(valid, input.dtype)
@@ -163,8 +159,7 @@ def _nll_loss(input: Any, target: Any, weight: Any, reduction: str, ignore_index
 
 
 def _kl_div(input: Any, target: Any, reduction: str, log_target: bool, ops: Any) -> Any:
-    """torch's kl_div(input=log q, target=p): p (log p - log q), with p log p = 0 at p = 0 (xlogy);
-    'batchmean' divides the sum by the batch size."""
+    """torch's kl_div(input=log q, target=p), p log p being torch's xlogy (0 at p = 0)."""
     target = ops.cast(target, input.dtype)
     loss = ops.exp(target) * (target - input) if log_target else ops.xlogy(target, target) - target * input
     if reduction == "batchmean":
@@ -175,8 +170,7 @@ def _kl_div(input: Any, target: Any, reduction: str, log_target: bool, ops: Any)
 def _poisson_nll_loss(
     input: Any, target: Any, log_input: bool, full: bool, eps: float, reduction: str, ops: Any
 ) -> Any:
-    """torch's poisson_nll_loss: exp(x) - t x (log input) or x - t log(x + eps); `full` adds
-    Stirling's term t log t - t + 0.5 log(2 pi t) where t > 1."""
+    """torch's poisson_nll_loss, Stirling's term where t > 1 when `full`."""
     loss = ops.exp(input) - target * input if log_input else input - target * ops.log(input + eps)
     if full:
         safe = ops.where(target > 1, target, ops.ones_like(target))

@@ -96,9 +96,8 @@ def _interpolate(
     antialias: bool,
     ops: Any,
 ) -> Any:
-    """torch.nn.functional.interpolate on (N, C, *spatial) inputs at torch's exact sample
-    positions: a given `scale_factor` sets the coordinate step (1/scale) unless
-    `recompute_scale_factor=True`; the interpolating modes compute in at least float32."""
+    """torch.nn.functional.interpolate (the targets' `interpolate` says how); the interpolating
+    modes compute in at least float32."""
     if antialias:
         raise NotImplementedError("interpolate(antialias=True) is not supported by the shims")
     n = len(input.shape) - 2

@@ -1137,8 +1137,9 @@ def test_load_state_dict_direct_nnx_layers() -> None:
 # the runtime is copyable definition by definition
 
 _ALLOWED_IMPORTS = {"import math", "import functools", "import typing", "from typing import Any", "import jax",
-                    "import jax.numpy as jnp", "import numpy as np", "from flax import nnx", "import collections",
-                    "import dataclasses", "from __future__ import annotations", "import inspect"}  # fmt: skip
+                    "import types", "import jax.numpy as jnp", "import numpy as np", "from flax import nnx",
+                    "import collections", "import dataclasses", "from __future__ import annotations",
+                    "import inspect"}  # fmt: skip
 
 
 @functools.cache

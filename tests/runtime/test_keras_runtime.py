@@ -1015,7 +1015,7 @@ def test_state_dict_loader_errors() -> None:
 # the modules are copyable definition by definition
 
 
-_ALLOWED_IMPORTS = {"import math", "from typing import Any", "import keras", "import numpy as np",
+_ALLOWED_IMPORTS = {"import math", "import types", "from typing import Any", "import keras", "import numpy as np",
                     "from keras import ops", "import collections", "import copy", "import dataclasses",
                     "import inspect", "from __future__ import annotations"}  # fmt: skip
 

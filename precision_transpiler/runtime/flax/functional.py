@@ -14,6 +14,7 @@ variants (`elu_`, `relu_`, ...) return the result: JAX arrays are immutable.
 """
 
 import math
+import types
 from typing import Any
 
 import jax
@@ -40,53 +41,54 @@ def _stats_dtype(dtype: Any) -> Any:
     return jnp.promote_types(dtype, jnp.float32)
 
 
-class _ArrayOps:
-    """The array operations of JAX that the framework-free halves of the runtime (runtime/pool.py,
-    padding.py, losses.py, margin_losses.py) compute with (`ops` there): jax.numpy's and jax.nn's
-    functions; runtime/keras/functional.py's `_ArrayOps` has the same names over keras.ops."""
+def _is_floating(x: Any) -> bool:
+    """Whether x (an array or what jnp.asarray takes) holds floating-point numbers."""
+    return bool(jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating))
 
-    abs = staticmethod(jnp.abs)
-    arange = staticmethod(jnp.arange)
-    asarray = staticmethod(jnp.asarray)
-    cumprod = staticmethod(jnp.cumprod)
-    exp = staticmethod(jnp.exp)
-    expand_dims = staticmethod(jnp.expand_dims)
-    log = staticmethod(jnp.log)
-    log1p = staticmethod(jnp.log1p)
-    log_softmax = staticmethod(jax.nn.log_softmax)
-    logical_and = staticmethod(jnp.logical_and)
-    logical_not = staticmethod(jnp.logical_not)
-    max = staticmethod(jnp.max)
-    maximum = staticmethod(jnp.maximum)
-    mean = staticmethod(jnp.mean)
-    minimum = staticmethod(jnp.minimum)
-    numel = staticmethod(jnp.size)
-    one_hot = staticmethod(jax.nn.one_hot)
-    ones_like = staticmethod(jnp.ones_like)
-    pad = staticmethod(jnp.pad)
-    power = staticmethod(jnp.power)
-    relu = staticmethod(jax.nn.relu)
-    reshape = staticmethod(jnp.reshape)
-    sign = staticmethod(jnp.sign)
-    softplus = staticmethod(jax.nn.softplus)
-    sqrt = staticmethod(jnp.sqrt)
-    square = staticmethod(jnp.square)
-    squeeze = staticmethod(jnp.squeeze)
-    stats_dtype = staticmethod(_stats_dtype)
-    sum = staticmethod(jnp.sum)
-    take = staticmethod(jnp.take)
-    take_along_axis = staticmethod(jnp.take_along_axis)
-    where = staticmethod(jnp.where)
-    xlogy = staticmethod(jax.scipy.special.xlogy)
-    zeros_like = staticmethod(jnp.zeros_like)
 
-    @staticmethod
-    def cast(x: Any, dtype: Any) -> jax.Array:
-        return jnp.asarray(x, dtype)
-
-    @staticmethod
-    def is_floating(x: Any) -> bool:
-        return bool(jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating))
+#: The array operations of JAX that the framework-free halves of the runtime (runtime/pool.py,
+#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there):
+#: jax.numpy's and jax.nn's functions; runtime/keras/functional.py's `_ArrayOps` has the same
+#: names over keras.ops. A namespace (not a class body), so that copying it brings no
+#: same-named function of this module along.
+_ArrayOps = types.SimpleNamespace(
+    abs=jnp.abs,
+    arange=jnp.arange,
+    asarray=jnp.asarray,
+    cast=jnp.asarray,
+    cumprod=jnp.cumprod,
+    exp=jnp.exp,
+    expand_dims=jnp.expand_dims,
+    is_floating=_is_floating,
+    log=jnp.log,
+    log1p=jnp.log1p,
+    log_softmax=jax.nn.log_softmax,
+    logical_and=jnp.logical_and,
+    logical_not=jnp.logical_not,
+    max=jnp.max,
+    maximum=jnp.maximum,
+    mean=jnp.mean,
+    minimum=jnp.minimum,
+    numel=jnp.size,
+    one_hot=jax.nn.one_hot,
+    ones_like=jnp.ones_like,
+    pad=jnp.pad,
+    power=jnp.power,
+    relu=jax.nn.relu,
+    reshape=jnp.reshape,
+    sign=jnp.sign,
+    softplus=jax.nn.softplus,
+    sqrt=jnp.sqrt,
+    square=jnp.square,
+    squeeze=jnp.squeeze,
+    stats_dtype=_stats_dtype,
+    sum=jnp.sum,
+    take=jnp.take,
+    take_along_axis=jnp.take_along_axis,
+    where=jnp.where,
+    xlogy=jax.scipy.special.xlogy,
+    zeros_like=jnp.zeros_like,
+)
 
 
 def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ immutable.
 """
 
 import math
+import types
 from typing import Any
 
 import keras
@@ -38,59 +39,66 @@ def _stats_dtype(dtype: Any) -> str:
     return "float64" if keras.backend.standardize_dtype(dtype) == "float64" else "float32"
 
 
-class _ArrayOps:
-    """The array operations of Keras that the framework-free halves of the runtime (runtime/pool.py,
-    padding.py, losses.py, margin_losses.py) compute with (`ops` there): keras.ops' functions, under
-    the names runtime/flax/functional.py's `_ArrayOps` gives jax.numpy's."""
+def _is_floating(x: Any) -> bool:
+    """Whether x (a tensor or what keras.ops.convert_to_tensor takes) holds floating-point numbers."""
+    return "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(x).dtype)
 
-    abs = staticmethod(ops.abs)
-    arange = staticmethod(ops.arange)
-    asarray = staticmethod(ops.convert_to_tensor)
-    cast = staticmethod(ops.cast)
-    cumprod = staticmethod(ops.cumprod)
-    exp = staticmethod(ops.exp)
-    expand_dims = staticmethod(ops.expand_dims)
-    log = staticmethod(ops.log)
-    log1p = staticmethod(ops.log1p)
-    log_softmax = staticmethod(ops.log_softmax)
-    logical_and = staticmethod(ops.logical_and)
-    logical_not = staticmethod(ops.logical_not)
-    max = staticmethod(ops.max)
-    maximum = staticmethod(ops.maximum)
-    mean = staticmethod(ops.mean)
-    minimum = staticmethod(ops.minimum)
-    one_hot = staticmethod(ops.one_hot)
-    ones_like = staticmethod(ops.ones_like)
-    pad = staticmethod(ops.pad)
-    power = staticmethod(ops.power)
-    relu = staticmethod(ops.relu)
-    reshape = staticmethod(ops.reshape)
-    sign = staticmethod(ops.sign)
-    softplus = staticmethod(ops.softplus)
-    sqrt = staticmethod(ops.sqrt)
-    square = staticmethod(ops.square)
-    squeeze = staticmethod(ops.squeeze)
-    stats_dtype = staticmethod(_stats_dtype)
-    sum = staticmethod(ops.sum)
-    take = staticmethod(ops.take)
-    take_along_axis = staticmethod(ops.take_along_axis)
-    where = staticmethod(ops.where)
-    zeros_like = staticmethod(ops.zeros_like)
 
-    @staticmethod
-    def is_floating(x: Any) -> bool:
-        return "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(x).dtype)
+def _numel(x: Any) -> Any:
+    """The number of elements as a Python int (`keras.ops.size` gives a tensor); a scalar tensor
+    for dims known only at run time."""
+    return math.prod(ops.shape(x))
 
-    @staticmethod
-    def numel(x: Any) -> Any:
-        """A Python int (`keras.ops.size` gives a tensor); a scalar tensor for dims known at run time."""
-        return math.prod(ops.shape(x))
 
-    @staticmethod
-    def xlogy(x: Any, y: Any) -> Any:
-        """x * log(y), 0 where x is 0 (torch.xlogy; keras.ops has none)."""
-        zero = x == 0
-        return ops.where(zero, ops.zeros_like(x), x * ops.log(ops.where(zero, ops.ones_like(y), y)))
+def _xlogy(x: Any, y: Any) -> Any:
+    """x * log(y), 0 where x is 0 (torch.xlogy; keras.ops has none)."""
+    zero = x == 0
+    return ops.where(zero, ops.zeros_like(x), x * ops.log(ops.where(zero, ops.ones_like(y), y)))
+
+
+#: The array operations of Keras that the framework-free halves of the runtime (runtime/pool.py,
+#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there):
+#: keras.ops' functions, under the names runtime/flax/functional.py's `_ArrayOps` gives
+#: jax.numpy's. A namespace (not a class body), so that copying it brings no same-named function
+#: of this module along.
+_ArrayOps = types.SimpleNamespace(
+    abs=ops.abs,
+    arange=ops.arange,
+    asarray=ops.convert_to_tensor,
+    cast=ops.cast,
+    cumprod=ops.cumprod,
+    exp=ops.exp,
+    expand_dims=ops.expand_dims,
+    is_floating=_is_floating,
+    log=ops.log,
+    log1p=ops.log1p,
+    log_softmax=ops.log_softmax,
+    logical_and=ops.logical_and,
+    logical_not=ops.logical_not,
+    max=ops.max,
+    maximum=ops.maximum,
+    mean=ops.mean,
+    minimum=ops.minimum,
+    numel=_numel,
+    one_hot=ops.one_hot,
+    ones_like=ops.ones_like,
+    pad=ops.pad,
+    power=ops.power,
+    relu=ops.relu,
+    reshape=ops.reshape,
+    sign=ops.sign,
+    softplus=ops.softplus,
+    sqrt=ops.sqrt,
+    square=ops.square,
+    squeeze=ops.squeeze,
+    stats_dtype=_stats_dtype,
+    sum=ops.sum,
+    take=ops.take,
+    take_along_axis=ops.take_along_axis,
+    where=ops.where,
+    xlogy=_xlogy,
+    zeros_like=ops.zeros_like,
+)
 
 
 def _add_batch(x: Any, n_spatial: int) -> tuple[Any, bool]:
