@@ -463,3 +463,16 @@ def _pairwise_distance(x1: Any, x2: Any, p: float, eps: float, keepdim: bool, op
     if p == 0:
         return ops.cast(ops.sum(ops.cast(diff != 0, "int32"), axis=-1, keepdims=keepdim), x1.dtype)
     return ops.sum(diff**p, axis=-1, keepdims=keepdim) ** (1.0 / p)
+
+
+#: The array operations the framework-free bodies compute with (`ops`: runtime/pool.py,
+#: losses.py, ...) that jax.numpy and keras.ops both have under these names and with these
+#: arguments: each target's `_ArrayOps` (runtime/<target>/functional.py) takes them from its
+#: library by name, with `_NN_OPS` (jax.nn's, keras.ops') and a few of its own (`asarray`,
+#: `cast`, `is_floating`, `numel`, `stats_dtype`, `xlogy`).
+_NUMPY_OPS = (
+    *("abs", "arange", "cumprod", "exp", "expand_dims", "log", "log1p", "logical_and", "logical_not", "max"),
+    *("maximum", "mean", "minimum", "ones_like", "pad", "power", "reshape", "sign", "sqrt", "square", "squeeze"),
+    *("sum", "take", "take_along_axis", "where", "zeros_like"),
+)
+_NN_OPS = ("log_softmax", "one_hot", "relu", "softplus")

@@ -181,3 +181,21 @@ def test_runtime_passes_ruff() -> None:
     for args in (["check"], ["format", "--check"]):
         done = subprocess.run([*command, *args, str(RUNTIME)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_twins_array_ops_are_what_the_shared_bodies_use() -> None:
+    """Both targets' `_ArrayOps` have the same names, and every `ops.<name>` a framework-free
+    module calls is one of them."""
+    pytest.importorskip("flax.nnx")
+    pytest.importorskip("keras")
+    flax = set(vars(importlib.import_module(f"{PACKAGE}.flax.functional")._ArrayOps))
+    keras = set(vars(importlib.import_module(f"{PACKAGE}.keras.functional")._ArrayOps))
+    assert flax == keras
+    used = {
+        node.attr
+        for shared in SHARED
+        for node in ast.walk(ast.parse((RUNTIME / f"{shared}.py").read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ops"
+    }
+    assert used <= flax, sorted(used - flax)
+    assert len(used) > 20  # the check reads the shared modules' calls

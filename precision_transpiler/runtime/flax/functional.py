@@ -22,6 +22,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
+    _NN_OPS,
+    _NUMPY_OPS,
     _affine_base,
     _grid_source,
     _im2col_positions,
@@ -47,47 +49,19 @@ def _is_floating(x: Any) -> bool:
 
 
 #: The array operations of JAX that the framework-free halves of the runtime (runtime/pool.py,
-#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there):
-#: jax.numpy's and jax.nn's functions; runtime/keras/functional.py's `_ArrayOps` has the same
-#: names over keras.ops. A namespace (not a class body), so that copying it brings no
-#: same-named function of this module along.
+#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there): the
+#: jax.numpy and jax.nn functions runtime/common.py names, and a few of JAX's own;
+#: runtime/keras/functional.py's `_ArrayOps` has the same names over keras.ops. A namespace (not
+#: a class body), so that copying it brings no same-named function of this module along.
 _ArrayOps = types.SimpleNamespace(
-    abs=jnp.abs,
-    arange=jnp.arange,
+    **{name: getattr(jnp, name) for name in _NUMPY_OPS},
+    **{name: getattr(jax.nn, name) for name in _NN_OPS},
     asarray=jnp.asarray,
     cast=jnp.asarray,
-    cumprod=jnp.cumprod,
-    exp=jnp.exp,
-    expand_dims=jnp.expand_dims,
     is_floating=_is_floating,
-    log=jnp.log,
-    log1p=jnp.log1p,
-    log_softmax=jax.nn.log_softmax,
-    logical_and=jnp.logical_and,
-    logical_not=jnp.logical_not,
-    max=jnp.max,
-    maximum=jnp.maximum,
-    mean=jnp.mean,
-    minimum=jnp.minimum,
     numel=jnp.size,
-    one_hot=jax.nn.one_hot,
-    ones_like=jnp.ones_like,
-    pad=jnp.pad,
-    power=jnp.power,
-    relu=jax.nn.relu,
-    reshape=jnp.reshape,
-    sign=jnp.sign,
-    softplus=jax.nn.softplus,
-    sqrt=jnp.sqrt,
-    square=jnp.square,
-    squeeze=jnp.squeeze,
     stats_dtype=_stats_dtype,
-    sum=jnp.sum,
-    take=jnp.take,
-    take_along_axis=jnp.take_along_axis,
-    where=jnp.where,
     xlogy=jax.scipy.special.xlogy,
-    zeros_like=jnp.zeros_like,
 )
 
 

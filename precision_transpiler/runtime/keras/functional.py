@@ -23,6 +23,8 @@ import numpy as np
 from keras import ops
 
 from precision_transpiler.runtime.common import (
+    _NN_OPS,
+    _NUMPY_OPS,
     _affine_base,
     _grid_source,
     _im2col_positions,
@@ -57,47 +59,18 @@ def _xlogy(x: Any, y: Any) -> Any:
 
 
 #: The array operations of Keras that the framework-free halves of the runtime (runtime/pool.py,
-#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there):
-#: keras.ops' functions, under the names runtime/flax/functional.py's `_ArrayOps` gives
-#: jax.numpy's. A namespace (not a class body), so that copying it brings no same-named function
-#: of this module along.
+#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there): the
+#: keras.ops functions runtime/common.py names, and a few of Keras' own, under the names
+#: runtime/flax/functional.py's `_ArrayOps` gives JAX's. A namespace (not a class body), so that
+#: copying it brings no same-named function of this module along.
 _ArrayOps = types.SimpleNamespace(
-    abs=ops.abs,
-    arange=ops.arange,
+    **{name: getattr(ops, name) for name in (*_NUMPY_OPS, *_NN_OPS)},
     asarray=ops.convert_to_tensor,
     cast=ops.cast,
-    cumprod=ops.cumprod,
-    exp=ops.exp,
-    expand_dims=ops.expand_dims,
     is_floating=_is_floating,
-    log=ops.log,
-    log1p=ops.log1p,
-    log_softmax=ops.log_softmax,
-    logical_and=ops.logical_and,
-    logical_not=ops.logical_not,
-    max=ops.max,
-    maximum=ops.maximum,
-    mean=ops.mean,
-    minimum=ops.minimum,
     numel=_numel,
-    one_hot=ops.one_hot,
-    ones_like=ops.ones_like,
-    pad=ops.pad,
-    power=ops.power,
-    relu=ops.relu,
-    reshape=ops.reshape,
-    sign=ops.sign,
-    softplus=ops.softplus,
-    sqrt=ops.sqrt,
-    square=ops.square,
-    squeeze=ops.squeeze,
     stats_dtype=_stats_dtype,
-    sum=ops.sum,
-    take=ops.take,
-    take_along_axis=ops.take_along_axis,
-    where=ops.where,
     xlogy=_xlogy,
-    zeros_like=ops.zeros_like,
 )
 
 
