@@ -112,6 +112,16 @@ class NamespaceSpec:
 
 
 @dataclass(frozen=True)
+class NotDerived:
+    """The runtime counterparts a precision class leaves out of its derived entries
+    (mappings/precision_classes.py): per target, the torch symbols whose counterparts stay out,
+    or None for all of them."""
+
+    targets: dict[str, frozenset[str] | None]
+    origin: str  # "file:line" for messages
+
+
+@dataclass(frozen=True)
 class Surface:
     """What a framework offers model code, by name (mappings/torch_surface.yaml): what the
     converter must recognise where no table maps it."""
@@ -139,8 +149,11 @@ class MappingSet:
     dtype_strings: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     keras_policies: dict[str, dict[str, str]] = field(default_factory=dict)
     ops: dict[str, OpSpec] = field(default_factory=dict)
-    #: precision op class -> framework -> qualified symbols (`Tensor.x` for methods)
+    #: precision op class -> framework -> qualified symbols (`Tensor.x` for methods); the
+    #: runtime's definitions derived from the torch ones (mappings/precision_classes.py)
     precision_classes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #: precision op class -> the runtime counterparts its table keeps out of the derivation
+    precision_not_derived: dict[str, NotDerived] = field(default_factory=dict)
     #: torch layer symbol -> LayerSpec (mappings/layers/*.yaml)
     layers: dict[str, Any] = field(default_factory=dict)
     #: model-zoo names dropped when converting between frameworks: {"calls"|"decorators"|"bases": [...]}

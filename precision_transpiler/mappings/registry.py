@@ -24,6 +24,7 @@ from precision_transpiler.mappings.layers import is_qualified, layers_handler
 from precision_transpiler.mappings.linetypes import LineDict, LineList
 from precision_transpiler.mappings.model import FrameworkInfo, ImportHelper, MappingSet, OpSpec, Surface
 from precision_transpiler.mappings.patterns import Pattern, parse_pattern
+from precision_transpiler.mappings.precision_classes import derive_runtime_entries, precision_classes_handler
 from precision_transpiler.syntax import OPERATORS
 
 ENTRY_POINT_GROUP = "precision_transpiler.mappings"
@@ -131,6 +132,7 @@ def _load_cached(dirs: tuple[Path, ...]) -> MappingSet:
         _merge_file(result, path)
         result.sources.append(path)
     _derive_inplace(result)
+    derive_runtime_entries(result)
     _check_complete(result)
     _write_pickle(files, result)
     return result
@@ -144,8 +146,8 @@ def _pickle_path(files: list[Path]) -> Path | None:
     parts = [__version__, sys.version]
     try:
         # the code that builds the tables is part of the key too (matters while developing)
-        code = (Path(__file__), Path(__file__).with_name("patterns.py"), Path(__file__).with_name("model.py"))
-        for f in (*code, Path(__file__).with_name("layers.py"), *files):
+        code = [Path(__file__).with_name(n) for n in ("registry.py", "patterns.py", "model.py", "layers.py")]
+        for f in (*code, Path(__file__).with_name("precision_classes.py"), *files):
             st = f.stat()
             parts.append(f"{f.resolve()}:{st.st_mtime_ns}:{st.st_size}")
     except OSError:
@@ -558,17 +560,6 @@ def _is_bind_value(value: object) -> bool:
     return isinstance(value, _BIND_SCALARS)
 
 
-def _precision_classes(result: MappingSet, data: LineDict, where: _Where) -> None:
-    _unknown_keys(where, data, ("kind", "classes"), "")
-    classes = _expect(where, data, "classes", LineDict, "a mapping of op classes")
-    for cls, per_fw in classes.items():
-        if not isinstance(per_fw, LineDict):
-            raise where.error(classes.lines[cls], f"classes.{cls}", "expected framework: [symbols] pairs")
-        for fw in per_fw:
-            symbols = _str_list(where, per_fw, fw, f"classes.{cls}.")
-            result.precision_classes.setdefault(cls, {})[fw] = symbols
-
-
 def _policies(where: _Where) -> None:
     """The built-in policies are read by `precision_transpiler.precision.policy`; a policy table elsewhere
     would be silently ignored, so say how policies are given instead."""
@@ -655,7 +646,7 @@ _HANDLERS: dict[str, Callable[[MappingSet, LineDict, _Where], None]] = {
     "frameworks": _frameworks,
     "dtypes": _dtypes,
     "ops": _ops,
-    "precision_classes": _precision_classes,
+    "precision_classes": precision_classes_handler,
     "policies": lambda result, data, where: _policies(where),
     "layers": layers_handler,
 }

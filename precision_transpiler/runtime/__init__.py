@@ -5,10 +5,13 @@ such as `precision_transpiler.runtime.flax.conv.Conv2d`), and the converter copi
 it uses, with everything they need, into the output (convert/vendor.py), so an output stands
 alone. Layout:
 
-- `common.py`: framework-free arithmetic both targets share (padding pairs, pooling sizes,
-  adaptive bins, ...) and the shared bodies of padding, pooling and losses, which compute with
-  the target's array operations (`_ArrayOps` of each `functional.py`); standard library and
-  numpy only.
+- `common.py`: framework-free arithmetic both targets share across subjects (`_tuple`,
+  interpolation indices, im2col's, ...) and torch stand-ins that need no framework; standard
+  library and numpy only.
+- `pool.py`, `padding.py`, `losses.py`, `margin_losses.py`: the framework-free halves of those
+  subjects (torch's output sizes, padding rules, loss formulas), written once; where they need
+  array operations they take the target's as an argument (`ops`: the `_ArrayOps` of each
+  `functional.py`, the same names over jax.numpy or keras.ops).
 - `flax/` and `keras/`: the same subjects under the same file names (`SUBJECTS` below: `conv`,
   `pool`, `norm`, `attention`, `functional`, `tensor`, `tensor_math`, `losses`, `layers`,
   `modules`, `module_api`, ...), and the same names for the same torch behaviour on both sides.
@@ -63,6 +66,12 @@ SUBJECTS = (
     "unpool",
     "upsampling",
 )
+
+
+#: The framework-free modules beside `flax/` and `keras/`, which both take definitions from
+#: (`SHARED` and nothing else: tests/runtime/test_layout.py): the twins' shared arithmetic and the
+#: framework-free halves of their subjects.
+SHARED = ("common", "device", "pool", "padding", "losses", "margin_losses", "upsampling")
 
 
 def runtime_module(target: str | None, subject: str) -> str:

@@ -1,18 +1,17 @@
-"""Framework-free arithmetic that the Flax and Keras runtimes share: argument normalisation
-(`_tuple`), padding pairs, pooling output sizes and divisors, adaptive-pooling bins, channel
-shapes, interpolation source indices, torch's legacy reduction arguments and softmax dim, the
+"""Framework-free arithmetic that the Flax and Keras runtimes share across subjects: argument
+normalisation (`_tuple`), channel shapes, interpolation source indices, torch's softmax dim, the
 index arithmetic of im2col, `Tensor.unfold`, `grid_sample` and `affine_grid`, and the small torch
 stand-ins that need no framework (`TorchDevice` and `torch.device(...)`, `enable_grad` and
 `torch.is_grad_enabled()`, transformers' no-op decorators and cache bases, the active
-`torch.autocast` regions, torch.linalg's named results). At the end, the bodies of padding,
-pooling and losses the twins share, which compute with an `ops` argument: the target's
-`_ArrayOps` (runtime/flax/functional.py, runtime/keras/functional.py).
+`torch.autocast` regions, torch.linalg's named results). The framework-free half of one
+subject lives beside it under the twins' file name (`pool.py`, `padding.py`, `losses.py`,
+`margin_losses.py`, `device.py`).
 
 Why one module: the two runtimes are twins, and this arithmetic is where torch's semantics live
-(torch's ceil-mode pooling rule, its 'same' padding split, its adaptive bin edges); kept once,
-a fix reaches both targets. It imports only the standard library and numpy, so the converter can
-copy any of it into a Flax or a Keras output (convert/vendor.py follows the
-`from precision_transpiler.runtime.common import ...` lines of the framework modules).
+(its 'same' padding split, its interpolation indices); kept once, a fix reaches both targets. It
+imports only the standard library and numpy, so the converter can copy any of it into a Flax or
+a Keras output (convert/vendor.py follows the `from precision_transpiler.runtime.common import
+...` lines of the framework modules).
 """
 
 import collections.abc
@@ -81,72 +80,9 @@ def _conv_padding_pairs(padding: Any, kernel_size: tuple[int, ...], dilation: tu
     return [(p, p) for p in padding]
 
 
-def _pool_out_size(size: int, eff_kernel: int, stride: int, pad: int, ceil_mode: bool) -> int:
-    """torch's pooling output size, including the ceil_mode rule that the last window starts inside."""
-    span = size + 2 * pad - eff_kernel
-    if span < 0:
-        raise ValueError(f"pooling output size is too small (input {size}, padding {pad}, kernel {eff_kernel})")
-    if ceil_mode:
-        out = -(-span // stride) + 1
-        if (out - 1) * stride >= size + pad:
-            out -= 1
-    else:
-        out = span // stride + 1
-    return out
-
-
-def _avg_pool_divisor(size: int, k: int, s: int, p: int, out: int, count_include_pad: bool) -> np.ndarray:
-    """Per-output window sizes along one axis, as torch's avg_pool computes its divisor."""
-    counts = []
-    for o in range(out):
-        start = o * s - p
-        end = min(start + k, size + p)
-        pool = end - start
-        start, end = max(start, 0), min(end, size)
-        counts.append(pool if count_include_pad else end - start)
-    return np.asarray(counts, np.float64)
-
-
-def _adaptive_bins(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
-    """torch's adaptive pooling bins: start = floor(i*in/out), end = ceil((i+1)*in/out)."""
-    i = np.arange(out)
-    return (i * size) // out, -((-(i + 1) * size) // out)
-
-
-def _adaptive_sizes(output_size: Any, n: int, spatial: Any) -> tuple[int, ...]:
-    """Adaptive pooling's output sizes over the last `n` axes: an int, a tuple, or None entries
-    that keep the input's size."""
-    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != n:
-        raise ValueError(f"output_size must have {n} elements, got {output_size!r}")
-    return tuple(spatial[i] if out is None else int(out) for i, out in enumerate(sizes))
-
-
-def _adaptive_taps(size: int, out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The input positions of adaptive pooling's `out` bins over `size`, for a gather: indices
-    (out * width, flat; each clamped into its bin, so repeats cannot change a max), which of the
-    (out, width) taps are in their bin, and the bins' sizes."""
-    starts, ends = _adaptive_bins(size, out)
-    width = int((ends - starts).max())
-    positions = starts[:, None] + np.arange(width)[None, :]
-    index = np.minimum(positions, ends[:, None] - 1)
-    return index.reshape(-1), positions < ends[:, None], ends - starts
-
-
 def _softmax_dim(ndim: int) -> int:
     """torch's implicit softmax dim when `dim=None` (legacy): 0 for 0D/1D/3D inputs, else 1."""
     return 0 if ndim in (0, 1, 3) else 1
-
-
-def _legacy_reduction(size_average: Any, reduce: Any, reduction: str) -> str:
-    """torch's `_Reduction.legacy_get_string` for the deprecated size_average/reduce arguments."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
 
 
 def _scale_f32(in_size: int, out_size: int, scale: float | None, align_corners: bool) -> np.float32:
@@ -173,16 +109,6 @@ class GenerationMixin:
 
 class Cache:
     """Base of transformers' KV caches (for isinstance checks in converted code)."""
-
-
-def _pool_args(
-    n: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """Normalise torch's pooling arguments; stride None (or empty) means stride = kernel_size."""
-    k = _tuple(kernel_size, n, "kernel_size")
-    empty = stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0)
-    s = k if empty else _tuple(stride, n, "stride")
-    return k, s, _tuple(padding, n, "padding"), _tuple(dilation, n, "dilation")
 
 
 def torch_jit_is_scripting() -> bool:
@@ -411,16 +337,6 @@ _ALPHA_PRIME = -1.7580993408473766
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _pad_widths(padding: Any, n: int) -> tuple[int, ...]:
-    """torch's `_ntuple(2 * n)`: an int pads every side, a sequence gives 2n widths, last dim first."""
-    if isinstance(padding, int):
-        return (padding,) * (2 * n)
-    widths = tuple(int(p) for p in padding)
-    if len(widths) != 2 * n:
-        raise ValueError(f"padding must be an int or a sequence of {2 * n} ints, got {padding!r}")
-    return widths
-
-
 def _patch_geometry(
     spatial: tuple[int, int], kernel_size: Any, dilation: Any, padding: Any, stride: Any
 ) -> tuple[tuple[int, ...], ...]:
@@ -539,151 +455,24 @@ def reset_parameters(module):
         own()
 
 
-# The bodies below compute with `ops`, the target's few array operations (`_ArrayOps` of
-# runtime/flax/functional.py and runtime/keras/functional.py: the same names, jax.numpy's or
-# keras.ops' functions), so one definition serves both twins.
+def _pairwise_distance(x1: Any, x2: Any, p: float, eps: float, keepdim: bool, ops: Any) -> Any:
+    """torch.nn.functional.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim."""
+    diff = ops.abs(x1 - x2 + eps)
+    if p == math.inf:
+        return ops.max(diff, axis=-1, keepdims=keepdim)
+    if p == 0:
+        return ops.cast(ops.sum(ops.cast(diff != 0, "int32"), axis=-1, keepdims=keepdim), x1.dtype)
+    return ops.sum(diff**p, axis=-1, keepdims=keepdim) ** (1.0 / p)
 
 
-def _pad_pairs(pad: Any, ndim: int) -> list[tuple[int, int]]:
-    """torch.nn.functional.pad's `pad` (pairs from the last dim backwards) as one (lo, hi) pair
-    per dim of an `ndim`-dim input, first dim first."""
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2 or len(pad) // 2 > ndim:
-        raise ValueError(f"Padding length must be divisible by 2 and at most twice the rank, got {pad}")
-    pairs = [(0, 0)] * ndim
-    for i in range(len(pad) // 2):
-        pairs[ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
-    return pairs
-
-
-def _check_pad_input(layer: Any, n: int, ndim: int) -> None:
-    """A padding layer of `n` padded dims takes (N, C, *n) or (C, *n) inputs, as torch's."""
-    if ndim not in (n + 1, n + 2):
-        raise ValueError(f"{type(layer).__name__}: expected {n + 1}D or {n + 2}D input, got {ndim}D")
-
-
-def _max_pool_windows(
-    spatial: Any, n: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
-) -> tuple[Any, Any, Any, list[tuple[int, int]], list[int]]:
-    """torch max pooling's windows over the spatial sizes: kernel, stride, dilation, the (lo, hi)
-    padding of each spatial dim (the high side grown for ceil_mode's last window) and the output
-    sizes."""
-    k, s, p, d = _pool_args(n, kernel_size, stride, padding, dilation)
-    pairs, outs = [], []
-    for size, kk, ss, pp, dd in zip(spatial, k, s, p, d, strict=True):
-        eff = dd * (kk - 1) + 1
-        if pp > eff // 2:
-            raise ValueError("pad should be at most half of effective kernel size")
-        out = _pool_out_size(size, eff, ss, pp, ceil_mode)
-        outs.append(out)
-        pairs.append((pp, max((out - 1) * ss + eff - size - pp, 0)))
-    return k, s, d, pairs, outs
-
-
-def _unpool_size(
-    spatial: Any, n: int, kernel_size: Any, stride: Any, padding: Any, output_size: Any
-) -> tuple[int, ...]:
-    """MaxUnpool's output spatial sizes: torch's (in - 1) * stride - 2 * padding + kernel, or the
-    trailing `n` sizes of `output_size`."""
-    if output_size is not None:
-        return tuple(int(v) for v in output_size)[-n:]
-    k, s, p, _ = _pool_args(n, kernel_size, stride, padding, 1)
-    return tuple((i - 1) * ss - 2 * pp + kk for i, kk, ss, pp in zip(spatial, k, s, p, strict=True))
-
-
-def _avg_pool_windows(
-    spatial: Any, n: int, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool
-) -> tuple[Any, Any, list[tuple[int, int]], np.ndarray]:
-    """torch average pooling's windows over the spatial sizes: kernel, stride, the (lo, hi)
-    padding of each spatial dim and torch's divisor of every output cell (float64)."""
-    k, s, p, _ = _pool_args(n, kernel_size, stride, padding, 1)
-    pairs = []
-    divisor = np.ones((), np.float64)
-    for size, kk, ss, pp in zip(spatial, k, s, p, strict=True):
-        if pp > kk // 2:
-            raise ValueError("pad should be at most half of kernel size")
-        out = _pool_out_size(size, kk, ss, pp, ceil_mode)
-        pairs.append((pp, max((out - 1) * ss + kk - size - pp, 0)))
-        divisor = np.multiply.outer(divisor, _avg_pool_divisor(size, kk, ss, pp, out, count_include_pad))
-    return k, s, pairs, divisor
-
-
-def _lp_pool(x: Any, n: int, p: float, kernel_size: Any, stride: Any, ceil_mode: bool, avg_pool: Any, ops: Any) -> Any:
-    """torch's LPPool: (sum over the window of x^p)^(1/p), from the average of x^p (the target's
-    `_avg_pool_nd`) times the window size, negative sums clamped to 0 before the root."""
-    k, _, _, _ = _pool_args(n, kernel_size, stride, 0, 1)
-    mean = avg_pool(ops.power(x, p), n, kernel_size, stride, 0, ceil_mode, True, None)
-    total = ops.sign(mean) * ops.relu(ops.abs(mean)) * math.prod(k)
-    return ops.power(total, 1.0 / p)
-
-
-def _reduce_loss(loss: Any, reduction: str, ops: Any) -> Any:
-    """torch's loss reduction: 'mean', 'sum' or 'none'."""
-    if reduction == "mean":
-        return ops.mean(loss)
-    if reduction == "sum":
-        return ops.sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
-def _mse_loss(input: Any, target: Any, reduction: str, ops: Any) -> Any:
-    return _reduce_loss(ops.square(input - target), reduction, ops)
-
-
-def _l1_loss(input: Any, target: Any, reduction: str, ops: Any) -> Any:
-    return _reduce_loss(ops.abs(input - target), reduction, ops)
-
-
-def _smooth_l1_loss(input: Any, target: Any, reduction: str, beta: float, ops: Any) -> Any:
-    d = ops.abs(input - target)
-    loss = d if beta == 0 else ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
-    return _reduce_loss(loss, reduction, ops)
-
-
-def _huber_loss(input: Any, target: Any, reduction: str, delta: float, ops: Any) -> Any:
-    d = ops.abs(input - target)
-    return _reduce_loss(ops.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction, ops)
-
-
-def _soft_margin_loss(input: Any, target: Any, reduction: str, ops: Any) -> Any:
-    return _reduce_loss(ops.softplus(-target * input), reduction, ops)
-
-
-def _margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float, reduction: str, ops: Any) -> Any:
-    return _reduce_loss(ops.relu(-target * (input1 - input2) + margin), reduction, ops)
-
-
-def _binary_cross_entropy(input: Any, target: Any, weight: Any, reduction: str, ops: Any) -> Any:
-    """Each log clamped at -100, as torch."""
-    target = ops.cast(target, input.dtype)
-    log_p = ops.maximum(ops.log(input), -100.0)
-    log_q = ops.maximum(ops.log1p(-input), -100.0)
-    loss = -(target * log_p + (1.0 - target) * log_q)
-    if weight is not None:
-        loss = loss * ops.cast(weight, input.dtype)
-    return _reduce_loss(loss, reduction, ops)
-
-
-def _binary_cross_entropy_with_logits(
-    input: Any, target: Any, weight: Any, reduction: str, pos_weight: Any, ops: Any
-) -> Any:
-    """torch's stable form: (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x), times `weight`."""
-    target = ops.cast(target, input.dtype)
-    log_weight = 1.0 if pos_weight is None else 1.0 + (ops.cast(pos_weight, input.dtype) - 1.0) * target
-    loss = (1.0 - target) * input + log_weight * ops.softplus(-input)
-    if weight is not None:
-        loss = loss * ops.cast(weight, input.dtype)
-    return _reduce_loss(loss, reduction, ops)
-
-
-def _triplet(
-    anchor: Any, positive: Any, negative: Any, distance: Any, margin: float, swap: bool, reduction: str, ops: Any
-) -> Any:
-    """torch's triplet margin loss: max(0, margin + d(a, p) - d(a, n)); `swap` uses
-    min(d(a, n), d(p, n))."""
-    d_neg = distance(anchor, negative)
-    if swap:
-        d_neg = ops.minimum(d_neg, distance(positive, negative))
-    return _reduce_loss(ops.relu(margin + distance(anchor, positive) - d_neg), reduction, ops)
+#: The array operations the framework-free bodies compute with (`ops`: runtime/pool.py,
+#: losses.py, ...) that jax.numpy and keras.ops both have under these names and with these
+#: arguments: each target's `_ArrayOps` (runtime/<target>/functional.py) takes them from its
+#: library by name, with `_NN_OPS` (jax.nn's, keras.ops') and a few of its own (`asarray`,
+#: `cast`, `is_floating`, `numel`, `stats_dtype`, `xlogy`).
+_NUMPY_OPS = (
+    *("abs", "arange", "cumprod", "exp", "expand_dims", "log", "log1p", "logical_and", "logical_not", "max"),
+    *("maximum", "mean", "minimum", "ones_like", "pad", "power", "reshape", "sign", "sqrt", "square", "squeeze"),
+    *("sum", "take", "take_along_axis", "where", "zeros_like"),
+)
+_NN_OPS = ("log_softmax", "one_hot", "relu", "softplus")

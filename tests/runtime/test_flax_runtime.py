@@ -26,6 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
+from precision_transpiler.runtime import PACKAGE, SHARED  # noqa: E402
 from precision_transpiler.weights import (  # noqa: E402
     flax_state_to_torch_keys,
     load_torch_state_dict,
@@ -1136,8 +1137,9 @@ def test_load_state_dict_direct_nnx_layers() -> None:
 # the runtime is copyable definition by definition
 
 _ALLOWED_IMPORTS = {"import math", "import functools", "import typing", "from typing import Any", "import jax",
-                    "import jax.numpy as jnp", "import numpy as np", "from flax import nnx", "import collections",
-                    "import dataclasses", "from __future__ import annotations", "import inspect"}  # fmt: skip
+                    "import types", "import jax.numpy as jnp", "import numpy as np", "from flax import nnx",
+                    "import collections", "import dataclasses", "from __future__ import annotations",
+                    "import inspect"}  # fmt: skip
 
 
 @functools.cache
@@ -1155,12 +1157,12 @@ def test_runtime_module_imports_only_the_allowed_modules(subject: str) -> None:
     # einops.py calls einops, which the converted code that uses its layers imports already
     allowed = _ALLOWED_IMPORTS | ({"import einops"} if subject == "einops" else set())
     assert {ast.unparse(n) for n in imports if n not in runtime} <= allowed
-    # helpers come from the framework-free common module or another Flax module, never from Keras
+    # helpers come from the framework-free modules (common, pool, losses, ...) or another Flax
+    # module, never from Keras
+    shared = {f"{PACKAGE}.{m}" for m in SHARED}
     for node in runtime:
         assert isinstance(node, ast.ImportFrom) and node.module is not None
-        assert node.module == "precision_transpiler.runtime.common" or node.module.startswith(
-            "precision_transpiler.runtime.flax."
-        ), node.module
+        assert node.module in shared or node.module.startswith(f"{PACKAGE}.flax."), node.module
     for node in tree.body:  # no module-level state besides constants, helpers and classes
         assert isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef | ast.Assign | ast.Expr)
         if isinstance(node, ast.Assign):

@@ -26,6 +26,7 @@ import torch.nn.functional as F  # noqa: E402
 from keras import ops  # noqa: E402
 from torch import nn  # noqa: E402
 
+from precision_transpiler.runtime import PACKAGE, SHARED  # noqa: E402
 from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras  # noqa: E402
 from tests.compare import TOL, assert_within, perturb, rand, relative_l2, top_level_definitions  # noqa: E402
 from tests.runtime import runtime_namespace  # noqa: E402
@@ -1014,7 +1015,7 @@ def test_state_dict_loader_errors() -> None:
 # the modules are copyable definition by definition
 
 
-_ALLOWED_IMPORTS = {"import math", "from typing import Any", "import keras", "import numpy as np",
+_ALLOWED_IMPORTS = {"import math", "import types", "from typing import Any", "import keras", "import numpy as np",
                     "from keras import ops", "import collections", "import copy", "import dataclasses",
                     "import inspect", "from __future__ import annotations"}  # fmt: skip
 
@@ -1035,13 +1036,14 @@ def test_runtime_module_imports_only_the_allowed_modules(subject: str) -> None:
     # einops.py calls einops, which the converted code that uses its layers imports already
     allowed = _ALLOWED_IMPORTS | ({"import einops"} if subject == "einops" else set())
     assert {ast.unparse(n) for n in imports if n not in runtime} <= allowed
-    # helpers come from the framework-free common module or another Keras module (vendor.py follows
-    # those imports), never from Flax; functional.py, which the others take helpers from, from common only
+    # helpers come from the framework-free modules (common, pool, losses, ...) or another Keras
+    # module (vendor.py follows those imports), never from Flax; functional.py, which the others
+    # take helpers from, from the framework-free modules only
+    shared = {f"{PACKAGE}.{m}" for m in SHARED}
     for node in runtime:
         assert isinstance(node, ast.ImportFrom) and node.module is not None
-        allowed = ("precision_transpiler.runtime.common", "precision_transpiler.runtime.keras.")
-        assert node.module.startswith(allowed), node.module
-        assert subject != "functional" or node.module == "precision_transpiler.runtime.common", node.module
+        assert node.module in shared or node.module.startswith(f"{PACKAGE}.keras."), node.module
+        assert subject != "functional" or node.module in shared, node.module
     for node in tree.body:  # no module-level state besides constants, helpers and classes
         assert isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef | ast.Assign | ast.Expr)
 

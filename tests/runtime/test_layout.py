@@ -2,7 +2,8 @@
 
 The Flax and Keras runtimes are twins (the same torch behaviour written for two frameworks), so
 they have the same files, and a framework-free definition they would both carry lives once, in
-`runtime/common.py`: a fix to torch's arithmetic then reaches both targets.
+`runtime/common.py` or the framework-free half of its subject (`runtime/pool.py`, ...): a fix to
+torch's arithmetic then reaches both targets.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from precision_transpiler.runtime import PACKAGE, SUBJECTS, runtime_module
+from precision_transpiler.runtime import PACKAGE, SHARED, SUBJECTS, runtime_module
 
 RUNTIME = Path(__file__).resolve().parents[2] / "precision_transpiler" / "runtime"
 # what a framework-free definition may use besides builtins and other framework-free definitions
 FREE_MODULES = {
     *("math", "numpy", "typing", "collections", "dataclasses", "functools", "contextlib", "os", "re", "weakref"),
+    *("platform", "subprocess", "logging"),  # runtime/device.py asks the machine
 }
 
 
@@ -78,7 +80,7 @@ def _definitions(path: Path) -> dict[str, _Definition]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 aliases[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module == f"{PACKAGE}.common":
+        elif isinstance(node, ast.ImportFrom) and node.module in {f"{PACKAGE}.{m}" for m in SHARED}:
             common |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
             for alias in node.names:
@@ -130,19 +132,28 @@ def test_no_framework_free_definition_is_duplicated_between_flax_and_keras() -> 
     twins = sorted(
         f"{flax_by_text[text]} / {name}" for name, d in keras.items() if (text := _normalised(d.node)) in flax_by_text
     )
-    assert not twins, f"framework-free twins belong in runtime/common.py: {twins}"
+    assert not twins, f"framework-free twins belong in runtime/common.py or runtime/<subject>.py: {twins}"
 
 
-def test_common_is_framework_free() -> None:
-    tree = ast.parse((RUNTIME / "common.py").read_text(encoding="utf-8"))
+def test_the_shared_modules_are_the_top_level_ones() -> None:
+    assert sorted(SHARED) == sorted(p.stem for p in RUNTIME.glob("*.py") if p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("shared", SHARED)
+def test_shared_modules_are_framework_free(shared: str) -> None:
+    tree = ast.parse((RUNTIME / f"{shared}.py").read_text(encoding="utf-8"))
     imported = {
         alias.name.split(".")[0] if isinstance(node, ast.Import) else (node.module or "").split(".")[0]
         for node in tree.body
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     }
-    assert imported <= FREE_MODULES | {"__future__"}
-    assert set(_definitions(RUNTIME / "common.py")) == {
+    assert imported <= FREE_MODULES | {"__future__", "precision_transpiler"}
+    runtime = {
+        n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(PACKAGE)
+    }
+    assert runtime <= {f"{PACKAGE}.{m}" for m in SHARED}, "a framework-free module takes only framework-free names"
+    assert set(_definitions(RUNTIME / f"{shared}.py")) == {
         n.name if isinstance(n, ast.FunctionDef | ast.ClassDef) else n.targets[0].id  # type: ignore[attr-defined]
         for n in tree.body
         if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Assign)
@@ -170,3 +181,21 @@ def test_runtime_passes_ruff() -> None:
     for args in (["check"], ["format", "--check"]):
         done = subprocess.run([*command, *args, str(RUNTIME)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_twins_array_ops_are_what_the_shared_bodies_use() -> None:
+    """Both targets' `_ArrayOps` have the same names, and every `ops.<name>` a framework-free
+    module calls is one of them."""
+    pytest.importorskip("flax.nnx")
+    pytest.importorskip("keras")
+    flax = set(vars(importlib.import_module(f"{PACKAGE}.flax.functional")._ArrayOps))
+    keras = set(vars(importlib.import_module(f"{PACKAGE}.keras.functional")._ArrayOps))
+    assert flax == keras
+    used = {
+        node.attr
+        for shared in SHARED
+        for node in ast.walk(ast.parse((RUNTIME / f"{shared}.py").read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ops"
+    }
+    assert used <= flax, sorted(used - flax)
+    assert len(used) > 20  # the check reads the shared modules' calls

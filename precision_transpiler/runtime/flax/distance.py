@@ -12,18 +12,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.flax.functional import _uniform
+from precision_transpiler.runtime.common import _pairwise_distance
+from precision_transpiler.runtime.flax.functional import _ArrayOps, _uniform
 from precision_transpiler.runtime.flax.layers import TorchLayer
-
-
-def _pairwise_distance(x1: jax.Array, x2: jax.Array, p: float, eps: float, keepdim: bool) -> jax.Array:
-    """torch.nn.functional.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim."""
-    diff = jnp.abs(x1 - x2 + eps)
-    if p == math.inf:
-        return jnp.max(diff, axis=-1, keepdims=keepdim)
-    if p == 0:
-        return jnp.sum(diff != 0, axis=-1, keepdims=keepdim).astype(x1.dtype)
-    return jnp.sum(diff**p, axis=-1, keepdims=keepdim) ** (1.0 / p)
 
 
 class CosineSimilarity(TorchLayer):
@@ -48,7 +39,7 @@ class PairwiseDistance(TorchLayer):
         self.keepdim = keepdim
 
     def __call__(self, x1: jax.Array, x2: jax.Array) -> jax.Array:
-        return _pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+        return _pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim, _ArrayOps)
 
 
 class Bilinear(TorchLayer):

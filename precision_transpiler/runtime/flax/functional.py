@@ -14,62 +14,61 @@ variants (`elu_`, `relu_`, ...) return the result: JAX arrays are immutable.
 """
 
 import math
+import types
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
-    _adaptive_sizes,
-    _adaptive_taps,
+    _NN_OPS,
+    _NUMPY_OPS,
     _affine_base,
     _grid_source,
     _im2col_positions,
-    _pad_pairs,
-    _scale_f32,
     _softmax_dim,
-    _source_index,
     _tuple,
 )
 from precision_transpiler.runtime.flax.rng import _random_key
+from precision_transpiler.runtime.padding import _pad
+from precision_transpiler.runtime.pool import _adaptive_pool
+from precision_transpiler.runtime.upsampling import _interpolate
 
 _PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-class _ArrayOps:
-    """The array operations of JAX that the twins' shared bodies in runtime/common.py compute with
-    (`ops` there); runtime/keras/functional.py's `_ArrayOps` has the same names."""
+def _stats_dtype(dtype: Any) -> Any:
+    """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
+    return jnp.promote_types(dtype, jnp.float32)
 
-    abs = staticmethod(jnp.abs)
-    log = staticmethod(jnp.log)
-    log1p = staticmethod(jnp.log1p)
-    maximum = staticmethod(jnp.maximum)
-    minimum = staticmethod(jnp.minimum)
-    mean = staticmethod(jnp.mean)
-    power = staticmethod(jnp.power)
-    relu = staticmethod(jax.nn.relu)
-    sign = staticmethod(jnp.sign)
-    softplus = staticmethod(jax.nn.softplus)
-    square = staticmethod(jnp.square)
-    sum = staticmethod(jnp.sum)
-    where = staticmethod(jnp.where)
 
-    @staticmethod
-    def cast(x: Any, dtype: Any) -> jax.Array:
-        return jnp.asarray(x, dtype)
+def _is_floating(x: Any) -> bool:
+    """Whether x (an array or what jnp.asarray takes) holds floating-point numbers."""
+    return bool(jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating))
+
+
+#: The array operations of JAX that the framework-free halves of the runtime (runtime/pool.py,
+#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there): the
+#: jax.numpy and jax.nn functions runtime/common.py names, and a few of JAX's own;
+#: runtime/keras/functional.py's `_ArrayOps` has the same names over keras.ops. A namespace (not
+#: a class body), so that copying it brings no same-named function of this module along.
+_ArrayOps = types.SimpleNamespace(
+    **{name: getattr(jnp, name) for name in _NUMPY_OPS},
+    **{name: getattr(jax.nn, name) for name in _NN_OPS},
+    asarray=jnp.asarray,
+    cast=jnp.asarray,
+    is_floating=_is_floating,
+    numel=jnp.size,
+    stats_dtype=_stats_dtype,
+    xlogy=jax.scipy.special.xlogy,
+)
 
 
 def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
     """Flax's dtype rule: cast inputs and parameters to `dtype`, or to their common type when None."""
     target = jnp.result_type(*[a for a in arrays if a is not None]) if dtype is None else dtype
     return tuple(None if a is None else jnp.asarray(a, target) for a in arrays)
-
-
-def _stats_dtype(dtype: Any) -> Any:
-    """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
-    return jnp.promote_types(dtype, jnp.float32)
 
 
 def _uniform(key: jax.Array, shape: tuple[int, ...], dtype: Any, bound: float) -> jax.Array:
@@ -109,32 +108,10 @@ def _add_batch(x: jax.Array, n_spatial: int) -> tuple[jax.Array, bool]:
     return x, False
 
 
-def _adaptive_pool_axis(x: jax.Array, axis: int, out: int, op: str) -> jax.Array:
-    """Adaptive max/mean along one axis; rectangle bins make 2D/3D adaptive pooling separable."""
-    size = x.shape[axis]
-    if size % out == 0:
-        xr = x.reshape(*x.shape[:axis], out, size // out, *x.shape[axis + 1 :])
-        return xr.max(axis + 1) if op == "max" else xr.mean(axis + 1)
-    index, valid, counts = _adaptive_taps(size, out)
-    width = valid.shape[1]
-    gathered = jnp.take(x, index, axis=axis)
-    gathered = gathered.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
-    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
-        return gathered.max(axis + 1)
-    trailing = (1,) * (x.ndim - axis - 1)
-    valid = valid.reshape(out, width, *trailing)
-    total = jnp.where(valid, gathered, jnp.zeros((), x.dtype)).sum(axis + 1)
-    return total / jnp.asarray(counts.reshape(out, *trailing), x.dtype)
-
-
 def _adaptive_pool_nd(x: jax.Array, n: int, output_size: Any, op: str) -> jax.Array:
-    """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
+    """torch adaptive pooling over the last n axes (runtime/pool.py's `_adaptive_pool`), unbatched inputs too."""
     x, unbatched = _add_batch(x, n)
-    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
-    y = x if op == "max" else x.astype(_stats_dtype(x.dtype))
-    for i, out in enumerate(sizes):
-        y = _adaptive_pool_axis(y, 2 + i, out, op)
-    y = y.astype(x.dtype)
+    y = _adaptive_pool(x, n, output_size, op, _ArrayOps)
     return y[0] if unbatched else y
 
 
@@ -383,69 +360,10 @@ def unflatten(input: jax.Array, dim: int, sizes: Any) -> jax.Array:
 
 
 def pad(input: jax.Array, pad: Any, mode: str = "constant", value: float | None = None) -> jax.Array:
-    """torch.nn.functional.pad: pairs are given last dim first, (left, right, top, bottom, ...).
-
-    jnp.pad takes one pair per dim, first dim first. Modes constant (negative pads crop, as in
-    torch), reflect, replicate, circular.
-    """
-    pairs = _pad_pairs(pad, input.ndim)
-    if mode == "constant":
-        fill = jnp.asarray(0 if value is None else value, input.dtype)
-        return jax.lax.pad(input, fill, [(lo, hi, 0) for lo, hi in pairs])
-    if mode not in ("reflect", "replicate", "circular"):
-        raise ValueError(f"Unsupported padding mode {mode!r}")
-    if any(lo < 0 or hi < 0 for lo, hi in pairs):
-        raise NotImplementedError(f"negative padding with mode={mode!r} is not supported")
-    jnp_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
-    return jnp.pad(input, pairs, mode=jnp_mode)
-
-
-def _resize_axis(
-    x: jax.Array, axis: int, out_size: int, scale: float | None, mode: str, align_corners: bool
-) -> jax.Array:
-    """Resample one axis with torch's index and weight arithmetic (float32, as its CPU kernels)."""
-    in_size = x.shape[axis]
-    trailing = (1,) * (x.ndim - axis - 1)
-    if mode in ("nearest", "nearest-exact"):
-        s = _scale_f32(in_size, out_size, scale, False)
-        dst = np.arange(out_size)
-        if mode == "nearest" and out_size == in_size:  # torch's `nearest_idx` shortcuts, whatever the scale
-            return x
-        if mode == "nearest" and out_size == 2 * in_size:
-            src = dst // 2
-        elif mode == "nearest":
-            src = np.floor(dst.astype(np.float32) * s)
-        else:
-            src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
-        index = np.minimum(src.astype(np.int64), in_size - 1)
-        return jnp.take(x, index, axis=axis)
-    if in_size == out_size and mode == "linear":
-        return x
-    s = _scale_f32(in_size, out_size, scale, align_corners)
-    real = _source_index(s, out_size, align_corners, mode == "cubic")
-    base = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
-    lam = np.clip(real - base.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
-    if mode == "linear":
-        upper = base + (base < in_size - 1).astype(np.int64)
-        w0 = jnp.asarray((np.float32(1.0) - lam).reshape(out_size, *trailing), x.dtype)
-        w1 = jnp.asarray(lam.reshape(out_size, *trailing), x.dtype)
-        return w0 * jnp.take(x, base, axis=axis) + w1 * jnp.take(x, upper, axis=axis)
-    a = np.float32(-0.75)
-
-    def near(t: np.ndarray) -> np.ndarray:
-        return ((a + 2) * t - (a + 3)) * t * t + 1
-
-    def far(t: np.ndarray) -> np.ndarray:
-        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-
-    one = np.float32(1.0)
-    coeffs = [far(lam + one), near(lam), near(one - lam), far(one - lam + one)]
-    y = None
-    for j, c in enumerate(coeffs):
-        index = np.clip(base - 1 + j, 0, in_size - 1)
-        term = jnp.asarray(c.astype(np.float32).reshape(out_size, *trailing), x.dtype) * jnp.take(x, index, axis=axis)
-        y = term if y is None else y + term
-    return y
+    """torch.nn.functional.pad: pairs are given last dim first, (left, right, top, bottom, ...);
+    jnp.pad takes one pair per dim, first dim first. Modes constant, reflect, replicate, circular,
+    negative widths cropping (runtime/padding.py)."""
+    return _pad(input, pad, mode, value, _ArrayOps)
 
 
 def interpolate(
@@ -464,43 +382,7 @@ def interpolate(
     `recompute_scale_factor=True`, as in torch. `jax.image.resize` uses half-pixel centres with
     antialiasing and no align_corners, and its 'nearest' rounds differently: it cannot reproduce these.
     """
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not supported by the Flax shims")
-    n = input.ndim - 2
-    if n < 1:
-        raise ValueError(f"interpolate expects a batched (N, C, *spatial) input, got shape {input.shape}")
-    dims_for_mode = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode in dims_for_mode and dims_for_mode[mode] != n:
-        raise ValueError(f"mode {mode!r} expects {dims_for_mode[mode] + 2}D input, got {input.ndim}D")
-    if mode in ("nearest", "nearest-exact", "area"):
-        if align_corners is not None:
-            raise ValueError("align_corners option can only be set with the interpolating modes")
-    elif mode not in dims_for_mode:
-        raise ValueError(f"unsupported interpolation mode {mode!r}")
-    if (size is None) == (scale_factor is None):
-        raise ValueError("exactly one of size or scale_factor must be given")
-    in_sizes = tuple(input.shape[2:])
-    if size is not None:
-        out_sizes = _tuple(size, n, "size")
-        scales: tuple[float | None, ...] = (None,) * n
-    else:
-        factors = (
-            (float(scale_factor),) * n
-            if isinstance(scale_factor, int | float)
-            else tuple(float(f) for f in scale_factor)
-        )
-        if len(factors) != n:
-            raise ValueError(f"scale_factor must have {n} elements, got {scale_factor!r}")
-        out_sizes = tuple(math.floor(s * f) for s, f in zip(in_sizes, factors, strict=True))
-        scales = (None,) * n if recompute_scale_factor else factors
-    if mode == "area":
-        return _adaptive_pool_nd(input, n, out_sizes, "avg")
-    kind = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-    sdt = input.dtype if kind in ("nearest", "nearest-exact") else _stats_dtype(input.dtype)
-    y = input.astype(sdt)
-    for i in range(n):
-        y = _resize_axis(y, 2 + i, out_sizes[i], scales[i], kind, bool(align_corners))
-    return y.astype(input.dtype)
+    return _interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias, _ArrayOps)
 
 
 def one_hot(tensor: jax.Array, num_classes: int = -1) -> jax.Array:

@@ -9,20 +9,23 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from precision_transpiler.runtime.common import (
+from precision_transpiler.runtime.flax.functional import _ArrayOps, _value
+from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.losses import (
     _binary_cross_entropy,
     _binary_cross_entropy_with_logits,
+    _cross_entropy,
     _huber_loss,
+    _kl_div,
     _l1_loss,
     _legacy_reduction,
     _margin_ranking_loss,
     _mse_loss,
-    _reduce_loss,
+    _nll_loss,
+    _poisson_nll_loss,
     _smooth_l1_loss,
     _soft_margin_loss,
 )
-from precision_transpiler.runtime.flax.functional import _ArrayOps, _stats_dtype, _value
-from precision_transpiler.runtime.flax.layers import TorchLayer
 
 
 def cross_entropy(
@@ -43,56 +46,7 @@ def cross_entropy(
     take classes on the last axis and have no ignore_index.
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    class_dim = 0 if input.ndim == 1 else 1
-    n_classes = input.shape[class_dim]
-    logp = jax.nn.log_softmax(input.astype(_stats_dtype(input.dtype)), axis=class_dim)
-    wshape = [1] * input.ndim
-    wshape[class_dim] = n_classes
-    w = None if weight is None else jnp.asarray(weight, logp.dtype).reshape(wshape)
-
-    if jnp.issubdtype(jnp.asarray(target).dtype, jnp.floating):
-        target = jnp.asarray(target, logp.dtype)
-        if label_smoothing > 0.0:
-            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
-        terms = logp * target if w is None else logp * target * w
-        loss = -terms.sum(class_dim)
-        if reduction == "mean":
-            count = loss.size if input.ndim > 1 else 1
-            return (loss.sum() / count).astype(input.dtype)
-        if reduction == "sum":
-            return loss.sum().astype(input.dtype)
-        return loss.astype(input.dtype)
-
-    target = jnp.asarray(target)
-    valid = target != ignore_index
-    safe = jnp.where(valid, target, 0)
-    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe, class_dim), axis=class_dim).squeeze(class_dim)
-    if w is None:
-        tw = valid.astype(logp.dtype)
-    else:
-        tw = jnp.where(valid, jnp.take(jnp.asarray(weight, logp.dtype), safe), 0.0)
-    nll = -picked * tw
-    if label_smoothing > 0.0:
-        smooth = -(logp.sum(class_dim) if w is None else (logp * w).sum(class_dim))
-        smooth = jnp.where(valid, smooth, 0.0)
-    else:
-        smooth = None
-    if reduction == "mean":
-        denom = tw.sum()
-        loss = nll.sum() / denom
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + smooth.sum() / denom * (label_smoothing / n_classes)
-    elif reduction == "sum":
-        loss = nll.sum()
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + smooth.sum() * (label_smoothing / n_classes)
-    elif reduction == "none":
-        loss = nll
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + smooth * (label_smoothing / n_classes)
-    else:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return loss.astype(input.dtype)
+    return _cross_entropy(input, target, weight, reduction, ignore_index, label_smoothing, _ArrayOps)
 
 
 def mse_loss(
@@ -137,16 +91,7 @@ def nll_loss(
     """torch.nn.functional.nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index`
     targets are excluded, a weighted mean divides by the targets' summed weights."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    class_dim = 0 if input.ndim == 1 else 1
-    target = jnp.asarray(target)
-    valid = target != ignore_index
-    safe = jnp.where(valid, target, 0)
-    picked = jnp.take_along_axis(input, jnp.expand_dims(safe, class_dim), axis=class_dim).squeeze(class_dim)
-    tw = valid.astype(input.dtype) if weight is None else jnp.where(valid, jnp.take(jnp.asarray(weight), safe), 0.0)
-    loss = -picked * tw
-    if reduction == "mean":
-        return loss.sum() / tw.sum()
-    return _reduce_loss(loss, reduction, _ArrayOps)
+    return _nll_loss(input, target, weight, reduction, ignore_index, _ArrayOps)
 
 
 class _Loss(TorchLayer):
@@ -282,14 +227,7 @@ def kl_div(
 ) -> jax.Array:
     """torch.nn.functional.kl_div(input=log q, target=p): p (log p - log q), 0 where p = 0; 'batchmean'
     divides the sum by the batch size."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    if log_target:
-        loss = jnp.exp(target) * (target - input)
-    else:
-        loss = jax.scipy.special.xlogy(target, target) - target * input
-    if reduction == "batchmean":
-        return loss.sum() / (input.shape[0] if input.ndim else 1)
-    return _reduce_loss(loss, reduction, _ArrayOps)
+    return _kl_div(input, target, _legacy_reduction(size_average, reduce, reduction), log_target, _ArrayOps)
 
 
 def soft_margin_loss(
@@ -326,12 +264,8 @@ def poisson_nll_loss(
 ) -> jax.Array:
     """torch.nn.functional.poisson_nll_loss: exp(x) - t x (log input) or x - t log(x + eps); `full` adds
     Stirling's term t log t - t + 0.5 log(2 pi t) where t > 1."""
-    loss = jnp.exp(input) - target * input if log_input else input - target * jnp.log(input + eps)
-    if full:
-        safe = jnp.where(target > 1, target, 1.0)
-        stirling = safe * jnp.log(safe) - safe + 0.5 * jnp.log(2 * jnp.pi * safe)
-        loss = loss + jnp.where(target > 1, stirling, 0.0)
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _poisson_nll_loss(input, target, log_input, full, eps, reduction, _ArrayOps)
 
 
 class BCELoss(_Loss):

@@ -10,12 +10,19 @@ epsilons (cosine 1e-12, pairwise distance 1e-6) and variance clamping.
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
-from precision_transpiler.runtime.common import _reduce_loss, _triplet
-from precision_transpiler.runtime.flax.distance import _pairwise_distance
+from precision_transpiler.runtime.common import _pairwise_distance
 from precision_transpiler.runtime.flax.functional import _ArrayOps, _value
 from precision_transpiler.runtime.flax.losses import _Loss
+from precision_transpiler.runtime.margin_losses import (
+    _cosine_embedding_loss,
+    _gaussian_nll_loss,
+    _hinge_embedding_loss,
+    _multi_margin_loss,
+    _multilabel_margin_loss,
+    _multilabel_soft_margin_loss,
+    _triplet,
+)
 
 
 class _MarginLoss(_Loss):
@@ -34,9 +41,7 @@ class HingeEmbeddingLoss(_MarginLoss):
     """torch.nn.HingeEmbeddingLoss(margin=1.0): x where y = 1, max(0, margin - x) where y = -1."""
 
     def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
-        hinge = jnp.where(target != 1, jax.nn.relu(self.margin - input), 0.0)
-        loss = hinge + jnp.where(target != -1, input, 0.0)
-        return _reduce_loss(loss.astype(input.dtype), self.reduction, _ArrayOps)
+        return _hinge_embedding_loss(input, target, self.margin, self.reduction, _ArrayOps)
 
 
 class CosineEmbeddingLoss(_MarginLoss):
@@ -46,12 +51,7 @@ class CosineEmbeddingLoss(_MarginLoss):
     _default_margin = 0.0
 
     def __call__(self, input1: jax.Array, input2: jax.Array, target: jax.Array) -> jax.Array:
-        dim = input1.ndim - 1
-        dot = jnp.sum(input1 * input2, axis=dim)
-        sq = (jnp.sum(input1 * input1, axis=dim) + 1e-12) * (jnp.sum(input2 * input2, axis=dim) + 1e-12)
-        cos = dot / jnp.sqrt(sq)
-        loss = jnp.where(target == 1, 1.0 - cos, 0.0) + jnp.where(target == -1, jax.nn.relu(cos - self.margin), 0.0)
-        return _reduce_loss(loss.astype(input1.dtype), self.reduction, _ArrayOps)
+        return _cosine_embedding_loss(input1, input2, target, self.margin, self.reduction, _ArrayOps)
 
 
 class TripletMarginLoss(_Loss):
@@ -72,7 +72,7 @@ class TripletMarginLoss(_Loss):
 
     def __call__(self, anchor: jax.Array, positive: jax.Array, negative: jax.Array) -> jax.Array:
         def distance(a: jax.Array, b: jax.Array) -> jax.Array:
-            return _pairwise_distance(a, b, self.p, self.eps, False)
+            return _pairwise_distance(a, b, self.p, self.eps, False, _ArrayOps)
 
         return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
@@ -94,7 +94,7 @@ class TripletMarginWithDistanceLoss(_Loss):
         self.margin, self.swap = margin, swap
 
     def __call__(self, anchor: jax.Array, positive: jax.Array, negative: jax.Array) -> jax.Array:
-        distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False))
+        distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False, _ArrayOps))
         return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
@@ -117,16 +117,7 @@ class MultiMarginLoss(_Loss):
         self.p, self.margin = p, margin
 
     def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
-        x = input[None] if input.ndim == 1 else input
-        y = jnp.reshape(jnp.asarray(target), (-1,))
-        picked = jnp.take_along_axis(x, y[:, None], axis=1)
-        margins = jax.nn.relu(self.margin - picked + x) ** self.p
-        weight = _value(self.weight)
-        if weight is not None:
-            margins = margins * jnp.asarray(weight, x.dtype)[y][:, None]
-        others = jnp.arange(x.shape[1])[None, :] != y[:, None]
-        loss = jnp.sum(jnp.where(others, margins, 0.0), axis=1) / x.shape[1]
-        return _reduce_loss(loss.reshape(()) if input.ndim == 1 else loss, self.reduction, _ArrayOps)
+        return _multi_margin_loss(input, target, self.p, self.margin, _value(self.weight), self.reduction, _ArrayOps)
 
 
 class MultiLabelSoftMarginLoss(_Loss):
@@ -134,12 +125,7 @@ class MultiLabelSoftMarginLoss(_Loss):
     cross-entropy of sigmoid(x) against y in {0, 1}."""
 
     def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
-        target = jnp.asarray(target, input.dtype)
-        loss = -(target * jax.nn.log_sigmoid(input) + (1.0 - target) * jax.nn.log_sigmoid(-input))
-        weight = _value(self.weight)
-        if weight is not None:
-            loss = loss * jnp.asarray(weight, input.dtype)
-        return _reduce_loss(loss.sum(axis=input.ndim - 1) / input.shape[-1], self.reduction, _ArrayOps)
+        return _multilabel_soft_margin_loss(input, target, _value(self.weight), self.reduction, _ArrayOps)
 
 
 class MultiLabelMarginLoss(_Loss):
@@ -150,16 +136,7 @@ class MultiLabelMarginLoss(_Loss):
         super().__init__(None, size_average, reduce, reduction)
 
     def __call__(self, input: jax.Array, target: jax.Array) -> jax.Array:
-        x = input[None] if input.ndim == 1 else input
-        y = jnp.reshape(jnp.asarray(target), x.shape)
-        valid = jnp.cumprod(y >= 0, axis=1).astype(bool)
-        safe = jnp.where(valid, y, 0)
-        is_target = jnp.any(jax.nn.one_hot(safe, x.shape[1], dtype=bool) & valid[:, :, None], axis=1)
-        picked = jnp.take_along_axis(x, safe, axis=1)
-        hinge = jax.nn.relu(1.0 - (picked[:, :, None] - x[:, None, :]))
-        pairs = valid[:, :, None] & ~is_target[:, None, :]
-        loss = jnp.sum(jnp.where(pairs, hinge, 0.0), axis=(1, 2)) / x.shape[1]
-        return _reduce_loss(loss.reshape(()) if input.ndim == 1 else loss, self.reduction, _ArrayOps)
+        return _multilabel_margin_loss(input, target, self.reduction, _ArrayOps)
 
 
 class GaussianNLLLoss(_Loss):
@@ -171,11 +148,4 @@ class GaussianNLLLoss(_Loss):
         self.full, self.eps = full, eps
 
     def __call__(self, input: jax.Array, target: jax.Array, var: Any) -> jax.Array:
-        var = jnp.asarray(var, input.dtype)
-        if var.shape != input.shape and var.shape == input.shape[:-1]:
-            var = var[..., None]
-        var = jnp.maximum(var, self.eps)
-        loss = 0.5 * (jnp.log(var) + jnp.square(input - target) / var)
-        if self.full:
-            loss = loss + 0.5 * jnp.log(2 * jnp.pi)
-        return _reduce_loss(loss, self.reduction, _ArrayOps)
+        return _gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction, _ArrayOps)

@@ -11,9 +11,9 @@ from typing import Any
 
 import jax
 
-from precision_transpiler.runtime.common import _check_pad_input, _pad_widths
 from precision_transpiler.runtime.flax.functional import pad
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.padding import _check_pad_input, _pad_widths
 
 
 class _PadNd(TorchLayer):

@@ -7,14 +7,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from precision_transpiler.runtime.common import (
-    _avg_pool_windows,
-    _lp_pool,
-    _max_pool_windows,
-)
 from precision_transpiler.runtime.flax.functional import _adaptive_pool_nd, _add_batch, _ArrayOps, _stats_dtype
 from precision_transpiler.runtime.flax.layers import TorchLayer
 from precision_transpiler.runtime.flax.unpool import _max_pool_indices
+from precision_transpiler.runtime.pool import _avg_pool_windows, _lp_pool, _max_pool_windows, _no_indices
 
 
 def _max_pool_nd(
@@ -64,12 +60,6 @@ def _avg_pool_nd(
     y = total / jnp.asarray(divisor_override if divisor_override else divisor, sdt)
     y = y.astype(x.dtype)
     return y[0] if unbatched else y
-
-
-def _no_indices(return_indices: bool) -> None:
-    """Adaptive pooling's indices are not reproduced (max pooling's are: unpool.py)."""
-    if return_indices:
-        raise NotImplementedError("return_indices=True is not supported by the Flax shims")
 
 
 def max_pool1d(

@@ -20,9 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from precision_transpiler.runtime.common import (
-    _legacy_sizes,
-)
+from precision_transpiler.runtime.common import _legacy_sizes
 
 
 def torch_setitem(x, index, value):

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from precision_transpiler.runtime.common import _max_pool_windows, _unpool_size
 from precision_transpiler.runtime.flax.functional import _add_batch
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.pool import _max_pool_windows, _unpool_size
 
 
 def _max_pool_indices(

@@ -13,13 +13,14 @@ from precision_transpiler.runtime.common import _conv_padding_pairs, _tuple
 from precision_transpiler.runtime.keras.functional import (
     _add_batch,
     _add_bias,
+    _ArrayOps,
     _cast,
     _channels_first,
     _channels_last,
     _keras_dtype,
-    _pad_nd,
     _uniform,
 )
+from precision_transpiler.runtime.padding import _pad_nd
 
 
 def _conv_nd(
@@ -42,7 +43,7 @@ def _conv_nd(
     x, unbatched = _add_batch(x, n)
     if x.shape[1] is not None and x.shape[1] != weight.shape[1] * groups:
         raise ValueError(f"expected input with {weight.shape[1] * groups} channels, got shape {x.shape}")
-    x = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant" if padding_mode == "zeros" else padding_mode)
+    x = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant" if padding_mode == "zeros" else padding_mode, 0, _ArrayOps)
     kernel = ops.transpose(weight, (*range(2, n + 2), 1, 0))
     both = any(s > 1 for s in stride) and any(d > 1 for d in dilation)
     y = ops.conv(_channels_last(x), kernel, strides=1 if both else stride, padding="valid", dilation_rate=dilation)
@@ -102,7 +103,7 @@ def _conv_transpose_nd(
     for k, s, p, op, d in zip(ks, stride, padding, output_padding, dilation, strict=True):
         edge = d * (k - 1) - p
         pairs.append((edge, edge + op - (s - 1)))
-    x = _pad_nd(x, [(0, 0), *pairs, (0, 0)], "constant")
+    x = _pad_nd(x, [(0, 0), *pairs, (0, 0)], "constant", 0, _ArrayOps)
     cin, cout_g = weight.shape[0], weight.shape[1]
     kernel = ops.flip(weight, axis=tuple(range(2, n + 2)))
     kernel = ops.reshape(kernel, (groups, cin // groups, cout_g, *ks))

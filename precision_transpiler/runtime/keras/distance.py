@@ -11,17 +11,8 @@ from typing import Any
 import keras
 from keras import ops
 
-from precision_transpiler.runtime.keras.functional import _keras_dtype, _uniform
-
-
-def _pairwise_distance(x1: Any, x2: Any, p: float, eps: float, keepdim: bool) -> Any:
-    """torch.nn.functional.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim."""
-    diff = ops.abs(x1 - x2 + eps)
-    if p == math.inf:
-        return ops.max(diff, axis=-1, keepdims=keepdim)
-    if p == 0:
-        return ops.cast(ops.sum(ops.cast(diff != 0, "int32"), axis=-1, keepdims=keepdim), x1.dtype)
-    return ops.sum(diff**p, axis=-1, keepdims=keepdim) ** (1.0 / p)
+from precision_transpiler.runtime.common import _pairwise_distance
+from precision_transpiler.runtime.keras.functional import _ArrayOps, _keras_dtype, _uniform
 
 
 class CosineSimilarity(keras.layers.Layer):
@@ -50,7 +41,7 @@ class PairwiseDistance(keras.layers.Layer):
         self.built = True
 
     def call(self, x1: Any, x2: Any) -> Any:
-        return _pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+        return _pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim, _ArrayOps)
 
 
 class Bilinear(keras.layers.Layer):

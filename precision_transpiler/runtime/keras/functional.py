@@ -15,6 +15,7 @@ immutable.
 """
 
 import math
+import types
 from typing import Any
 
 import keras
@@ -22,42 +23,55 @@ import numpy as np
 from keras import ops
 
 from precision_transpiler.runtime.common import (
-    _adaptive_sizes,
-    _adaptive_taps,
+    _NN_OPS,
+    _NUMPY_OPS,
     _affine_base,
     _grid_source,
     _im2col_positions,
-    _pad_pairs,
-    _scale_f32,
     _softmax_dim,
-    _source_index,
     _tuple,
 )
-
-
-class _ArrayOps:
-    """The array operations of Keras that the twins' shared bodies in runtime/common.py compute
-    with (`ops` there); runtime/flax/functional.py's `_ArrayOps` has the same names."""
-
-    abs = staticmethod(ops.abs)
-    cast = staticmethod(ops.cast)
-    log = staticmethod(ops.log)
-    log1p = staticmethod(ops.log1p)
-    maximum = staticmethod(ops.maximum)
-    minimum = staticmethod(ops.minimum)
-    mean = staticmethod(ops.mean)
-    power = staticmethod(ops.power)
-    relu = staticmethod(ops.relu)
-    sign = staticmethod(ops.sign)
-    softplus = staticmethod(ops.softplus)
-    square = staticmethod(ops.square)
-    sum = staticmethod(ops.sum)
-    where = staticmethod(ops.where)
+from precision_transpiler.runtime.padding import _pad
+from precision_transpiler.runtime.pool import _adaptive_pool
+from precision_transpiler.runtime.upsampling import _interpolate
 
 
 def _stats_dtype(dtype: Any) -> str:
     """Statistics and sums in at least float32, as torch's CPU kernels accumulate (bf16 in, fp32 inside)."""
     return "float64" if keras.backend.standardize_dtype(dtype) == "float64" else "float32"
+
+
+def _is_floating(x: Any) -> bool:
+    """Whether x (a tensor or what keras.ops.convert_to_tensor takes) holds floating-point numbers."""
+    return "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(x).dtype)
+
+
+def _numel(x: Any) -> Any:
+    """The number of elements as a Python int (`keras.ops.size` gives a tensor); a scalar tensor
+    for dims known only at run time."""
+    return math.prod(ops.shape(x))
+
+
+def _xlogy(x: Any, y: Any) -> Any:
+    """x * log(y), 0 where x is 0 (torch.xlogy; keras.ops has none)."""
+    zero = x == 0
+    return ops.where(zero, ops.zeros_like(x), x * ops.log(ops.where(zero, ops.ones_like(y), y)))
+
+
+#: The array operations of Keras that the framework-free halves of the runtime (runtime/pool.py,
+#: padding.py, losses.py, margin_losses.py, upsampling.py) compute with (`ops` there): the
+#: keras.ops functions runtime/common.py names, and a few of Keras' own, under the names
+#: runtime/flax/functional.py's `_ArrayOps` gives JAX's. A namespace (not a class body), so that
+#: copying it brings no same-named function of this module along.
+_ArrayOps = types.SimpleNamespace(
+    **{name: getattr(ops, name) for name in (*_NUMPY_OPS, *_NN_OPS)},
+    asarray=ops.convert_to_tensor,
+    cast=ops.cast,
+    is_floating=_is_floating,
+    numel=_numel,
+    stats_dtype=_stats_dtype,
+    xlogy=_xlogy,
+)
 
 
 def _add_batch(x: Any, n_spatial: int) -> tuple[Any, bool]:
@@ -80,44 +94,6 @@ def _channels_first(x: Any) -> Any:
     return ops.transpose(x, (0, n - 1, *range(1, n - 1)))
 
 
-def _pad_index(size: int, lo: int, hi: int, mode: str) -> np.ndarray:
-    """Source indices along one axis for torch's non-constant padding modes (negative lo/hi crop)."""
-    index = np.arange(-lo, size + hi)
-    if mode == "replicate":
-        return np.clip(index, 0, size - 1)
-    if mode == "circular":
-        if lo > size or hi > size:
-            raise ValueError("circular padding may not be larger than the input size")
-        return np.mod(index, size)
-    if mode == "reflect":
-        if lo >= size or hi >= size:
-            raise ValueError(f"reflect padding ({lo}, {hi}) must be smaller than the input size {size}")
-        index = np.abs(index)
-        return np.where(index >= size, 2 * (size - 1) - index, index)
-    raise ValueError(f"Unsupported padding mode {mode!r}")
-
-
-def _pad_nd(x: Any, pairs: list[tuple[int, int]], mode: str, value: float = 0.0) -> Any:
-    """Pad with (lo, hi) per axis of x: torch's constant (negative = crop), reflect, replicate, circular.
-
-    TensorFlow's `ops.pad` has no 'edge'/'wrap' modes and rejects negative widths, so non-constant
-    modes gather with precomputed indices (static axis sizes).
-    """
-    if mode == "constant":
-        for axis, (lo, hi) in enumerate(pairs):
-            if lo < 0 or hi < 0:
-                size = x.shape[axis]
-                x = ops.take(x, np.arange(max(-lo, 0), size - max(-hi, 0)), axis=axis)
-        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
-        if any(lo or hi for lo, hi in widths):
-            x = ops.pad(x, widths, constant_values=value)
-        return x
-    for axis, (lo, hi) in enumerate(pairs):
-        if lo or hi:
-            x = ops.take(x, _pad_index(x.shape[axis], lo, hi, mode), axis=axis)
-    return x
-
-
 def _add_bias(y: Any, bias: Any) -> Any:
     """y + bias; in float32 when y is 16-bit, rounded once: torch's fused bias add (addmm, oneDNN
     convolutions) does not round the bias to 16 bits nor the sum twice."""
@@ -133,32 +109,10 @@ def _linear(x: Any, weight: Any, bias: Any) -> Any:
     return _add_bias(ops.matmul(x, ops.transpose(weight)), bias)
 
 
-def _adaptive_pool_axis(x: Any, axis: int, out: int, op: str) -> Any:
-    """Adaptive max/mean along one axis; rectangle bins make 2D adaptive pooling separable."""
-    size = x.shape[axis]
-    if size % out == 0:
-        xr = ops.reshape(x, (-1, *x.shape[1:axis], out, size // out, *x.shape[axis + 1 :]))
-        return ops.max(xr, axis=axis + 1) if op == "max" else ops.mean(xr, axis=axis + 1)
-    index, valid, counts = _adaptive_taps(size, out)
-    width = valid.shape[1]
-    gathered = ops.take(x, index, axis=axis)
-    gathered = ops.reshape(gathered, (-1, *x.shape[1:axis], out, width, *x.shape[axis + 1 :]))
-    if op == "max":  # indices are clamped into the bin: repeats cannot change a max
-        return ops.max(gathered, axis=axis + 1)
-    trailing = (1,) * (len(x.shape) - axis - 1)
-    valid = valid.reshape(out, width, *trailing)
-    total = ops.sum(ops.where(valid, gathered, ops.zeros((), x.dtype)), axis=axis + 1)
-    return total / ops.convert_to_tensor(counts.reshape(out, *trailing), x.dtype)
-
-
 def _adaptive_pool_nd(x: Any, n: int, output_size: Any, op: str) -> Any:
-    """torch adaptive pooling over the last n axes (output_size int, tuple, None entries keep the size)."""
+    """torch adaptive pooling over the last n axes (runtime/pool.py's `_adaptive_pool`), unbatched inputs too."""
     x, unbatched = _add_batch(x, n)
-    sizes = _adaptive_sizes(output_size, n, x.shape[2:])
-    y = x if op == "max" else ops.cast(x, _stats_dtype(x.dtype))
-    for i, out in enumerate(sizes):
-        y = _adaptive_pool_axis(y, 2 + i, out, op)
-    y = ops.cast(y, x.dtype)
+    y = _adaptive_pool(x, n, output_size, op, _ArrayOps)
     return y[0] if unbatched else y
 
 
@@ -178,55 +132,6 @@ def _dropout(x: Any, p: float, seed: Any) -> Any:
     return keras.random.dropout(x, p, seed=seed)
 
 
-def _cubic_weights(lam: np.ndarray) -> list[np.ndarray]:
-    """torch's bicubic convolution coefficients (A = -0.75) for the 4 taps around each sample."""
-    a, one = np.float32(-0.75), np.float32(1.0)
-
-    def near(t: np.ndarray) -> np.ndarray:
-        return ((a + 2) * t - (a + 3)) * t * t + 1
-
-    def far(t: np.ndarray) -> np.ndarray:
-        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-
-    return [far(lam + one), near(lam), near(one - lam), far(one - lam + one)]
-
-
-def _resize_axis(x: Any, axis: int, out_size: int, scale: float | None, mode: str, align_corners: bool) -> Any:
-    """Resample one axis with torch's index and weight arithmetic (float32, as its CPU kernels)."""
-    in_size = x.shape[axis]
-    trailing = (1,) * (len(x.shape) - axis - 1)
-    if mode in ("nearest", "nearest-exact"):
-        s = _scale_f32(in_size, out_size, scale, False)
-        dst = np.arange(out_size)
-        if mode == "nearest" and out_size == in_size:  # torch's `nearest_idx` shortcuts, whatever the scale
-            return x
-        if mode == "nearest" and out_size == 2 * in_size:
-            src = dst // 2
-        elif mode == "nearest":
-            src = np.floor(dst.astype(np.float32) * s)
-        else:
-            src = np.floor(((dst + 0.5) * np.float64(s)).astype(np.float32))
-        return ops.take(x, np.minimum(src.astype(np.int64), in_size - 1), axis=axis)
-    if in_size == out_size and mode == "linear":
-        return x
-    s = _scale_f32(in_size, out_size, scale, align_corners)
-    real = _source_index(s, out_size, align_corners, mode == "cubic")
-    base = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
-    lam = np.clip(real - base.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
-    if mode == "linear":
-        upper = base + (base < in_size - 1).astype(np.int64)
-        w0 = ops.convert_to_tensor((np.float32(1.0) - lam).reshape(out_size, *trailing), x.dtype)
-        w1 = ops.convert_to_tensor(lam.reshape(out_size, *trailing), x.dtype)
-        return w0 * ops.take(x, base, axis=axis) + w1 * ops.take(x, upper, axis=axis)
-    y = None
-    for j, c in enumerate(_cubic_weights(lam)):
-        index = np.clip(base - 1 + j, 0, in_size - 1)
-        weight = ops.convert_to_tensor(c.astype(np.float32).reshape(out_size, *trailing), x.dtype)
-        term = weight * ops.take(x, index, axis=axis)
-        y = term if y is None else y + term
-    return y
-
-
 def interpolate(
     input: Any,
     size: Any = None,
@@ -244,39 +149,7 @@ def interpolate(
     channels-last, has no align_corners and derives coordinates from the sizes only; this
     reproduces torch's float32 index arithmetic instead.
     """
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not supported by the Keras shims")
-    n = len(input.shape) - 2
-    if n < 1:
-        raise ValueError(f"interpolate expects a batched (N, C, *spatial) input, got shape {input.shape}")
-    dims_for_mode = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode in dims_for_mode and dims_for_mode[mode] != n:
-        raise ValueError(f"mode {mode!r} expects {dims_for_mode[mode] + 2}D input, got {len(input.shape)}D")
-    if mode in ("nearest", "nearest-exact", "area"):
-        if align_corners is not None:
-            raise ValueError("align_corners option can only be set with the interpolating modes")
-    elif mode not in dims_for_mode:
-        raise ValueError(f"unsupported interpolation mode {mode!r}")
-    if (size is None) == (scale_factor is None):
-        raise ValueError("exactly one of size or scale_factor must be given")
-    in_sizes = tuple(input.shape[2:])
-    if size is not None:
-        out_sizes = _tuple(size, n, "size")
-        scales: tuple[float | None, ...] = (None,) * n
-    else:
-        single = isinstance(scale_factor, int | float)
-        factors = (float(scale_factor),) * n if single else tuple(float(f) for f in scale_factor)
-        if len(factors) != n:
-            raise ValueError(f"scale_factor must have {n} elements, got {scale_factor!r}")
-        out_sizes = tuple(math.floor(s * f) for s, f in zip(in_sizes, factors, strict=True))
-        scales = (None,) * n if recompute_scale_factor else factors
-    if mode == "area":
-        return _adaptive_pool_nd(input, n, out_sizes, "avg")
-    kind = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-    y = input if kind in ("nearest", "nearest-exact") else ops.cast(input, _stats_dtype(input.dtype))
-    for i in range(n):
-        y = _resize_axis(y, 2 + i, out_sizes[i], scales[i], kind, bool(align_corners))
-    return ops.cast(y, input.dtype)
+    return _interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias, _ArrayOps)
 
 
 def linear(input: Any, weight: Any, bias: Any = None) -> Any:
@@ -289,10 +162,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
 
     Modes constant (negative widths crop), reflect, replicate, circular.
     """
-    pairs = _pad_pairs(pad, len(input.shape))
-    if mode != "constant" and value:
-        raise ValueError(f"Padding mode {mode!r} doesn't take in value argument")
-    return _pad_nd(input, pairs, mode, 0.0 if value is None else value)
+    return _pad(input, pad, mode, value, _ArrayOps)
 
 
 def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False, *, seed: Any = None) -> Any:

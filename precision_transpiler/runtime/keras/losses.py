@@ -4,34 +4,26 @@ label smoothing, weights), `nll_loss`, `mse_loss`, `l1_loss` and
 included).
 """
 
-import math
 from typing import Any
 
 import keras
-from keras import ops
 
-from precision_transpiler.runtime.common import (
+from precision_transpiler.runtime.keras.functional import _ArrayOps
+from precision_transpiler.runtime.losses import (
     _binary_cross_entropy,
     _binary_cross_entropy_with_logits,
+    _cross_entropy,
     _huber_loss,
+    _kl_div,
     _l1_loss,
     _legacy_reduction,
     _margin_ranking_loss,
     _mse_loss,
-    _reduce_loss,
+    _nll_loss,
+    _poisson_nll_loss,
     _smooth_l1_loss,
     _soft_margin_loss,
 )
-from precision_transpiler.runtime.keras.functional import _ArrayOps, _stats_dtype
-from precision_transpiler.runtime.keras.tensor import torch_numel
-
-
-def _torch_pick(values, target, ignore_index, class_dim):
-    """values[target] along the class axis, 0 where target == ignore_index, with the mask."""
-    valid = ops.not_equal(target, ignore_index)
-    safe = ops.where(valid, target, ops.zeros_like(target))
-    picked = ops.take_along_axis(values, ops.expand_dims(safe, class_dim), axis=class_dim)
-    return ops.squeeze(picked, axis=class_dim), valid, safe
 
 
 def cross_entropy(
@@ -52,69 +44,14 @@ def cross_entropy(
     take classes on the last axis and have no ignore_index. Computed in at least float32.
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    ndim = len(input.shape)
-    class_dim = 0 if ndim == 1 else 1
-    n_classes = input.shape[class_dim]
-    logp = ops.log_softmax(ops.cast(input, _stats_dtype(input.dtype)), axis=class_dim)
-    wshape = [1] * ndim
-    wshape[class_dim] = n_classes
-    w = None if weight is None else ops.reshape(ops.cast(weight, logp.dtype), wshape)
-
-    if "float" in keras.backend.standardize_dtype(ops.convert_to_tensor(target).dtype):
-        target = ops.cast(target, logp.dtype)
-        if label_smoothing > 0.0:
-            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
-        terms = logp * target if w is None else logp * target * w
-        loss = -ops.sum(terms, axis=class_dim)
-        if reduction == "mean":
-            count = torch_numel(loss) if ndim > 1 else 1
-            return ops.cast(ops.sum(loss) / count, input.dtype)
-        if reduction == "sum":
-            return ops.cast(ops.sum(loss), input.dtype)
-        return ops.cast(loss, input.dtype)
-
-    picked, valid, safe = _torch_pick(logp, target, ignore_index, class_dim)
-    if weight is None:
-        tw = ops.cast(valid, logp.dtype)
-    else:
-        tw = ops.where(valid, ops.take(ops.cast(weight, logp.dtype), safe), 0.0)
-    nll = -picked * tw
-    smooth = None
-    if label_smoothing > 0.0:
-        smooth = -(ops.sum(logp, axis=class_dim) if w is None else ops.sum(logp * w, axis=class_dim))
-        smooth = ops.where(valid, smooth, 0.0)
-    if reduction == "mean":
-        denom = ops.sum(tw)
-        loss = ops.sum(nll) / denom
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + ops.sum(smooth) / denom * (label_smoothing / n_classes)
-    elif reduction == "sum":
-        loss = ops.sum(nll)
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + ops.sum(smooth) * (label_smoothing / n_classes)
-    elif reduction == "none":
-        loss = nll
-        if smooth is not None:
-            loss = (1.0 - label_smoothing) * loss + smooth * (label_smoothing / n_classes)
-    else:
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return ops.cast(loss, input.dtype)
+    return _cross_entropy(input, target, weight, reduction, ignore_index, label_smoothing, _ArrayOps)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """torch.nn.functional.nll_loss on log-probabilities (N, C, *) or (C,): `ignore_index`
     targets are excluded, a weighted mean divides by the targets' summed weights."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    class_dim = 0 if len(input.shape) == 1 else 1
-    picked, valid, safe = _torch_pick(input, target, ignore_index, class_dim)
-    if weight is None:
-        tw = ops.cast(valid, input.dtype)
-    else:
-        tw = ops.where(valid, ops.take(ops.cast(weight, input.dtype), safe), ops.zeros((), input.dtype))
-    loss = -picked * tw
-    if reduction == "mean":
-        return ops.sum(loss) / ops.sum(tw)
-    return _reduce_loss(loss, reduction, _ArrayOps)
+    return _nll_loss(input, target, weight, reduction, ignore_index, _ArrayOps)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -155,17 +92,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """torch.nn.functional.kl_div(input=log q, target=p): p (log p - log q), 0 where p = 0; 'batchmean'
     divides the sum by the batch size."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    target = ops.cast(target, input.dtype)
-    if log_target:
-        loss = ops.exp(target) * (target - input)
-    else:  # p log p is 0 at p = 0 (torch's xlogy)
-        positive = target > 0
-        plogp = ops.where(positive, target * ops.log(ops.where(positive, target, ops.ones_like(target))), 0.0)
-        loss = plogp - target * input
-    if reduction == "batchmean":
-        return ops.sum(loss) / (input.shape[0] if len(input.shape) else 1)
-    return _reduce_loss(loss, reduction, _ArrayOps)
+    return _kl_div(input, target, _legacy_reduction(size_average, reduce, reduction), log_target, _ArrayOps)
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -185,12 +112,8 @@ def poisson_nll_loss(
 ):
     """torch.nn.functional.poisson_nll_loss: exp(x) - t x (log input) or x - t log(x + eps); `full` adds
     Stirling's term t log t - t + 0.5 log(2 pi t) where t > 1."""
-    loss = ops.exp(input) - target * input if log_input else input - target * ops.log(input + eps)
-    if full:
-        safe = ops.where(target > 1, target, ops.ones_like(target))
-        stirling = safe * ops.log(safe) - safe + 0.5 * ops.log(2 * math.pi * safe)
-        loss = loss + ops.where(target > 1, stirling, ops.zeros_like(stirling))
-    return _reduce_loss(loss, _legacy_reduction(size_average, reduce, reduction), _ArrayOps)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _poisson_nll_loss(input, target, log_input, full, eps, reduction, _ArrayOps)
 
 
 class _Loss(keras.layers.Layer):

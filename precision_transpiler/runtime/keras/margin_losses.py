@@ -7,15 +7,20 @@ torch's formulas, other epsilons, sum over the last axis); these follow torch's 
 including its epsilons (cosine 1e-12, pairwise distance 1e-6) and variance clamping.
 """
 
-import math
 from typing import Any
 
-from keras import ops
-
-from precision_transpiler.runtime.common import _reduce_loss, _triplet
-from precision_transpiler.runtime.keras.distance import _pairwise_distance
+from precision_transpiler.runtime.common import _pairwise_distance
 from precision_transpiler.runtime.keras.functional import _ArrayOps
 from precision_transpiler.runtime.keras.losses import _Loss
+from precision_transpiler.runtime.margin_losses import (
+    _cosine_embedding_loss,
+    _gaussian_nll_loss,
+    _hinge_embedding_loss,
+    _multi_margin_loss,
+    _multilabel_margin_loss,
+    _multilabel_soft_margin_loss,
+    _triplet,
+)
 
 
 class _MarginLoss(_Loss):
@@ -39,9 +44,7 @@ class HingeEmbeddingLoss(_MarginLoss):
     """torch.nn.HingeEmbeddingLoss(margin=1.0): x where y = 1, max(0, margin - x) where y = -1."""
 
     def call(self, input: Any, target: Any) -> Any:
-        zeros = ops.zeros_like(input)
-        hinge = ops.where(target != 1, ops.relu(self.margin - input), zeros)
-        return _reduce_loss(hinge + ops.where(target != -1, input, zeros), self.reduction, _ArrayOps)
+        return _hinge_embedding_loss(input, target, self.margin, self.reduction, _ArrayOps)
 
 
 class CosineEmbeddingLoss(_MarginLoss):
@@ -51,13 +54,7 @@ class CosineEmbeddingLoss(_MarginLoss):
     _default_margin = 0.0
 
     def call(self, input1: Any, input2: Any, target: Any) -> Any:
-        dim = len(input1.shape) - 1
-        dot = ops.sum(input1 * input2, axis=dim)
-        sq = (ops.sum(input1 * input1, axis=dim) + 1e-12) * (ops.sum(input2 * input2, axis=dim) + 1e-12)
-        cos = dot / ops.sqrt(sq)
-        zeros = ops.zeros_like(cos)
-        loss = ops.where(target == 1, 1.0 - cos, zeros) + ops.where(target == -1, ops.relu(cos - self.margin), zeros)
-        return _reduce_loss(loss, self.reduction, _ArrayOps)
+        return _cosine_embedding_loss(input1, input2, target, self.margin, self.reduction, _ArrayOps)
 
 
 class TripletMarginLoss(_Loss):
@@ -79,7 +76,7 @@ class TripletMarginLoss(_Loss):
 
     def call(self, anchor: Any, positive: Any, negative: Any) -> Any:
         def distance(a: Any, b: Any) -> Any:
-            return _pairwise_distance(a, b, self.p, self.eps, False)
+            return _pairwise_distance(a, b, self.p, self.eps, False, _ArrayOps)
 
         return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
@@ -102,7 +99,7 @@ class TripletMarginWithDistanceLoss(_Loss):
         self.margin, self.swap = margin, swap
 
     def call(self, anchor: Any, positive: Any, negative: Any) -> Any:
-        distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False))
+        distance = self.distance_function or (lambda a, b: _pairwise_distance(a, b, 2.0, 1e-6, False, _ArrayOps))
         return _triplet(anchor, positive, negative, distance, self.margin, self.swap, self.reduction, _ArrayOps)
 
 
@@ -126,16 +123,7 @@ class MultiMarginLoss(_Loss):
         self.p, self.margin = p, margin
 
     def call(self, input: Any, target: Any) -> Any:
-        unbatched = len(input.shape) == 1
-        x = ops.expand_dims(input, 0) if unbatched else input
-        y = ops.reshape(ops.cast(target, "int32"), (-1,))
-        picked = ops.take_along_axis(x, ops.expand_dims(y, 1), axis=1)
-        margins = ops.relu(self.margin - picked + x) ** self.p
-        if self.weight is not None:
-            margins = margins * ops.expand_dims(ops.take(ops.cast(self.weight, x.dtype), y), 1)
-        others = ops.expand_dims(ops.arange(x.shape[1]), 0) != ops.expand_dims(y, 1)
-        loss = ops.sum(ops.where(others, margins, ops.zeros_like(margins)), axis=1) / x.shape[1]
-        return _reduce_loss(ops.reshape(loss, ()) if unbatched else loss, self.reduction, _ArrayOps)
+        return _multi_margin_loss(input, target, self.p, self.margin, self.weight, self.reduction, _ArrayOps)
 
 
 class MultiLabelSoftMarginLoss(_Loss):
@@ -143,11 +131,7 @@ class MultiLabelSoftMarginLoss(_Loss):
     cross-entropy of sigmoid(x) against y in {0, 1}."""
 
     def call(self, input: Any, target: Any) -> Any:
-        target = ops.cast(target, input.dtype)
-        loss = target * ops.softplus(-input) + (1.0 - target) * ops.softplus(input)  # -log sigmoid(+-x)
-        if self.weight is not None:
-            loss = loss * ops.cast(self.weight, input.dtype)
-        return _reduce_loss(ops.sum(loss, axis=-1) / input.shape[-1], self.reduction, _ArrayOps)
+        return _multilabel_soft_margin_loss(input, target, self.weight, self.reduction, _ArrayOps)
 
 
 class MultiLabelMarginLoss(_Loss):
@@ -158,19 +142,7 @@ class MultiLabelMarginLoss(_Loss):
         super().__init__(None, size_average, reduce, reduction, **kwargs)
 
     def call(self, input: Any, target: Any) -> Any:
-        unbatched = len(input.shape) == 1
-        x = ops.expand_dims(input, 0) if unbatched else input
-        classes = x.shape[1]
-        y = ops.reshape(ops.cast(target, "int32"), (-1, classes))
-        valid = ops.cumprod(ops.cast(y >= 0, "int32"), axis=1) > 0
-        safe = ops.where(valid, y, ops.zeros_like(y))
-        hits = ops.one_hot(safe, classes) * ops.expand_dims(ops.cast(valid, "float32"), 2)
-        is_target = ops.max(hits, axis=1) > 0
-        picked = ops.take_along_axis(x, safe, axis=1)
-        hinge = ops.relu(1.0 - (ops.expand_dims(picked, 2) - ops.expand_dims(x, 1)))
-        pairs = ops.logical_and(ops.expand_dims(valid, 2), ops.logical_not(ops.expand_dims(is_target, 1)))
-        loss = ops.sum(ops.where(pairs, hinge, ops.zeros_like(hinge)), axis=(1, 2)) / classes
-        return _reduce_loss(ops.reshape(loss, ()) if unbatched else loss, self.reduction, _ArrayOps)
+        return _multilabel_margin_loss(input, target, self.reduction, _ArrayOps)
 
 
 class GaussianNLLLoss(_Loss):
@@ -182,11 +154,4 @@ class GaussianNLLLoss(_Loss):
         self.full, self.eps = full, eps
 
     def call(self, input: Any, target: Any, var: Any) -> Any:
-        var = ops.cast(var, input.dtype)
-        if tuple(var.shape) != tuple(input.shape) and tuple(var.shape) == tuple(input.shape[:-1]):
-            var = ops.expand_dims(var, -1)
-        var = ops.maximum(var, self.eps)
-        loss = 0.5 * (ops.log(var) + ops.square(input - target) / var)
-        if self.full:
-            loss = loss + 0.5 * math.log(2 * math.pi)
-        return _reduce_loss(loss, self.reduction, _ArrayOps)
+        return _gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction, _ArrayOps)

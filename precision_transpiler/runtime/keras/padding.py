@@ -11,8 +11,8 @@ from typing import Any
 
 import keras
 
-from precision_transpiler.runtime.common import _check_pad_input, _pad_widths
 from precision_transpiler.runtime.keras.functional import pad
+from precision_transpiler.runtime.padding import _check_pad_input, _pad_widths
 
 
 class _PadNd(keras.layers.Layer):

@@ -9,21 +9,17 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import (
-    _avg_pool_windows,
-    _lp_pool,
-    _max_pool_windows,
-)
 from precision_transpiler.runtime.keras.functional import (
     _adaptive_pool_nd,
     _add_batch,
     _ArrayOps,
     _channels_first,
     _channels_last,
-    _pad_nd,
     _stats_dtype,
 )
 from precision_transpiler.runtime.keras.unpool import _max_pool_indices
+from precision_transpiler.runtime.padding import _pad_nd
+from precision_transpiler.runtime.pool import _avg_pool_windows, _lp_pool, _max_pool_windows, _no_indices
 
 
 def _lowest(dtype: Any) -> float:
@@ -40,7 +36,7 @@ def _max_pool_nd(x: Any, n: int, kernel_size: Any, stride: Any, padding: Any, di
     """
     x, unbatched = _add_batch(x, n)
     k, s, d, pairs, outs = _max_pool_windows(x.shape[2:], n, kernel_size, stride, padding, dilation, ceil_mode)
-    x = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant", _lowest(x.dtype))
+    x = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant", _lowest(x.dtype), _ArrayOps)
     if all(dd == 1 for dd in d):
         y = _channels_first(ops.max_pool(_channels_last(x), k, s, padding="valid"))
     else:
@@ -74,7 +70,7 @@ def _avg_pool_nd(
     if divisor_override:
         divisor = np.full(divisor.shape, float(divisor_override))
     sdt = _stats_dtype(x.dtype)
-    xs = _pad_nd(ops.cast(x, sdt), [(0, 0), (0, 0), *pairs], "constant")
+    xs = _pad_nd(ops.cast(x, sdt), [(0, 0), (0, 0), *pairs], "constant", 0, _ArrayOps)
     mean = _channels_first(ops.average_pool(_channels_last(xs), k, s, padding="valid"))
     y = ops.cast(mean * ops.convert_to_tensor(math.prod(k) / divisor, sdt), x.dtype)
     return y[0] if unbatched else y
@@ -147,8 +143,7 @@ def adaptive_avg_pool2d(input: Any, output_size: Any) -> Any:
 
 def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = False) -> Any:
     """torch.nn.functional.adaptive_max_pool2d on NCHW (torch's start/end bin formula)."""
-    if return_indices:
-        raise NotImplementedError("return_indices=True is not supported by the Keras shims")
+    _no_indices(return_indices)
     return _adaptive_pool_nd(input, 2, output_size, "max")
 
 
@@ -273,8 +268,7 @@ class _AdaptivePoolNd(keras.layers.Layer):
 
     def __init__(self, output_size: Any, return_indices: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if return_indices:
-            raise NotImplementedError("return_indices=True is not supported by the Keras shims")
+        _no_indices(return_indices)
         self.output_size = output_size
         self.built = True
 

@@ -27,9 +27,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import (
-    _legacy_sizes,
-)
+from precision_transpiler.runtime.common import _legacy_sizes
 
 
 def torch_split(tensor, split_size_or_sections, dim=0):

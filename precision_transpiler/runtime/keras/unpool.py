@@ -15,8 +15,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from precision_transpiler.runtime.common import _max_pool_windows, _unpool_size
-from precision_transpiler.runtime.keras.functional import _add_batch, _pad_nd
+from precision_transpiler.runtime.keras.functional import _add_batch, _ArrayOps
+from precision_transpiler.runtime.padding import _pad_nd
+from precision_transpiler.runtime.pool import _max_pool_windows, _unpool_size
 
 
 def _max_pool_indices(
@@ -28,7 +29,9 @@ def _max_pool_indices(
     k, s, d, pairs, outs = _max_pool_windows(spatial, n, kernel_size, stride, padding, dilation, ceil_mode)
     dtype = keras.backend.standardize_dtype(x.dtype)
     floating = "float" in dtype
-    xp = _pad_nd(x, [(0, 0), (0, 0), *pairs], "constant", float("-inf") if floating else int(np.iinfo(dtype).min))
+    xp = _pad_nd(
+        x, [(0, 0), (0, 0), *pairs], "constant", float("-inf") if floating else int(np.iinfo(dtype).min), _ArrayOps
+    )
     flat = np.pad(np.arange(math.prod(spatial)).reshape(spatial), pairs, constant_values=-1)
     best, best_index = None, None
     for offsets in np.ndindex(*k):  # kernel taps in torch's scan order
