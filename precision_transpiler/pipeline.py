@@ -549,7 +549,7 @@ PREPARE: tuple[type[Stage], ...] = (
 )  # fmt: skip
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
-    ("torch", "torch"): (TorchPolicy,),
+    ("torch", "torch"): (TorchPolicy, VendorRuntime),
     ("tf", "tf"): (KerasPolicy, VendorRuntime),
     ("jax", "jax"): (FlaxPolicy, VendorRuntime),
     ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),

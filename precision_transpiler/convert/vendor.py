@@ -32,7 +32,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.markers import POLICY_IMPORT_MARKER
-from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
+from precision_transpiler.runtime import PACKAGE, POLICY_MODULES, TARGET_PACKAGES
 from precision_transpiler.syntax import dotted_name, import_bound_names, is_import_statement
 
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
@@ -218,7 +218,9 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
             visit(other, (*path, module_name))
         rank[module_name] = len(rank)
 
-    for module_name in wanted:
+    # the policies' runtime after the rest: where a file's code first names it (a policy's block
+    # comes first, or after the read-back imports of the other copies) does not move it
+    for module_name in sorted(wanted, key=lambda name: name in POLICY_MODULES):
         visit(module_name, ())
     keys = sorted(definitions, key=lambda k: (rank[k[0]], definitions[k].order))
     # a definition waits for the ones it needs at import time (only a cycle between runtime modules

@@ -10,6 +10,7 @@ converted. Each returns the new module and the decisions, naming lines of the co
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import libcst as cst
@@ -17,25 +18,35 @@ import libcst as cst
 from precision_transpiler.linemap import follow_lines
 from precision_transpiler.mappings import MappingSet
 from precision_transpiler.rewrite.import_editor import after_leading_imports
+from precision_transpiler.runtime import POLICY_MODULES
 
 #: how a converted model's imports from the runtime package start (runtime read back from the
 #: module beside it: convert/runtime_module.py)
 RUNTIME_IMPORT = "from precision_transpiler.runtime."
+_RUNTIME_IMPORT_MODULE = re.compile(re.escape(RUNTIME_IMPORT) + r"([\w.]+) import")
 
 
 def apply_torch_policy(
     module: cst.Module, policy: Any, table: MappingSet, nan_fallback: bool
 ) -> tuple[cst.Module, list[Any]]:
-    """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32)."""
-    from precision_transpiler.precision.passes.torch import TorchPolicyPass, helper_block
+    """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32). A file
+    a policy was applied to has the policy's runtime copied in: it is taken out for the pass
+    (vendor.unvendor) and copied in again after it (the pipeline's VendorRuntime stage)."""
+    from precision_transpiler.convert.vendor import MARKER, unvendor
+    from precision_transpiler.precision.passes.torch import HELPER_IMPORTS, TorchPolicyPass, helper_block
 
-    return _apply_layer_policy(
-        module,
+    given = module.code
+    unvendored = unvendor(given, "torch") if MARKER in given else None
+    policed, precision = _apply_layer_policy(
+        module if unvendored is None else cst.parse_module(unvendored),
         policy,
         lambda module, source: TorchPolicyPass(policy, table, module, source, nan_fallback),
-        lambda done: helper_block(policy, table, nan_fallback),
-        [("torch", "torch")],
+        lambda done: helper_block(policy, table, nan_fallback, done),
+        HELPER_IMPORTS,
     )
+    if precision and unvendored is not None:  # decisions name the given code's lines
+        precision = follow_lines(precision, unvendored, given)
+    return policed, precision
 
 
 def apply_keras_policy(
@@ -49,8 +60,8 @@ def apply_keras_policy(
         module,
         policy,
         lambda module, source: kp.KerasPolicyPass(policy, table, module, source, nan_fallback),
-        lambda done: kp.helper_block(policy, table, nan_fallback, done.needs_runtime),
-        [("keras", "keras")],
+        lambda done: kp.helper_block(policy, table, nan_fallback, done),
+        kp.HELPER_IMPORTS,
     )
 
 
@@ -65,8 +76,8 @@ def apply_keras_torch_policy(
         module,
         policy,
         lambda module, source: ktp.KerasTorchPolicyPass(policy, table, module, source),
-        lambda done: ktp.helper_block(policy, table, nan_fallback, done.layer_dtypes()),
-        [("keras", "keras")],
+        lambda done: ktp.helper_block(policy, table, nan_fallback, done),
+        ktp.HELPER_IMPORTS,
     )
 
 
@@ -79,11 +90,13 @@ def apply_keras_policy_converted(
     from precision_transpiler.convert.vendor import unvendor, vendor_shims
 
     unvendored = unvendor(module.code, "tf")
-    if unvendored is None and RUNTIME_IMPORT in module.code:  # read back from a runtime module's imports
-        return apply_keras_torch_policy(module, policy, table, nan_fallback)
+    # converted from torch: torch-semantics runtime definitions, copied in or read back from a
+    # runtime module's imports (a policy's own runtime definitions say nothing)
+    converted = _imports_torch_semantics(module.code if unvendored is None else unvendored)
+    apply = apply_keras_torch_policy if converted else apply_keras_policy
     if unvendored is None:
-        return apply_keras_policy(module, policy, table, nan_fallback)
-    policed, precision = apply_keras_torch_policy(cst.parse_module(unvendored), policy, table, nan_fallback)
+        return apply(module, policy, table, nan_fallback)
+    policed, precision = apply(cst.parse_module(unvendored), policy, table, nan_fallback)
     code, _ = vendor_shims(policed.code)
     if precision:  # decisions name lines of the code the pass was given: the given code's lines
         precision = follow_lines(precision, unvendored, module.code)
@@ -100,8 +113,8 @@ def apply_flax_policy(
         module,
         policy,
         lambda module, source: fp.FlaxPolicyPass(policy, table, module, source),
-        lambda done: fp.helper_block(policy, nan_fallback, done.layer_dtypes()),
-        [("jax", "jax"), ("jax.numpy", "jnp")],
+        lambda done: fp.helper_block(policy, nan_fallback, done),
+        fp.HELPER_IMPORTS,
     )
 
 
@@ -124,6 +137,13 @@ def apply_flax_policy_converted(
     if precision:  # decisions name lines of the code the pass was given: the given code's lines
         precision = follow_lines(precision, unvendored, module.code)
     return cst.parse_module(code), precision
+
+
+def _imports_torch_semantics(code: str) -> bool:
+    """`code` imports runtime definitions other than the precision policies' (POLICY_MODULES)."""
+    return RUNTIME_IMPORT in code and any(
+        m.group(1) not in POLICY_MODULES for m in _RUNTIME_IMPORT_MODULE.finditer(code)
+    )
 
 
 def _apply_layer_policy(

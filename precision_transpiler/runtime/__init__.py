@@ -33,6 +33,9 @@ from __future__ import annotations
 PACKAGE = "precision_transpiler.runtime"
 #: The runtime package of each target framework (the `to` of a conversion).
 TARGET_PACKAGES = {"jax": "flax", "tf": "keras", "torch": "torch"}
+#: The runtime modules of the precision policies (a policy's generated block names their
+#: definitions; nothing else does): `--policy fp32` leaves none of them behind (precision/strip.py).
+POLICY_MODULES = frozenset({"policy", "device", "flax.policy", "keras.policy", "torch.policy"})
 #: The files of `flax/` and `keras/` (the same on both sides; tests/runtime/test_layout.py).
 SUBJECTS = (
     "conv",
@@ -62,6 +65,7 @@ SUBJECTS = (
     "transformer",
     "unpool",
     "upsampling",
+    "policy",
 )
 
 
