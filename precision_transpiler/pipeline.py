@@ -31,6 +31,7 @@ import libcst as cst
 
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
 from precision_transpiler.mappings import MappingSet
+from precision_transpiler.runtime import imports_torch_semantics
 
 if TYPE_CHECKING:
     from precision_transpiler.convert.siblings import Diagnostics
@@ -90,7 +91,9 @@ class Document:
         self.precision_on_output = False  # decisions name the output's lines (a model conversion's)
         self.done = False  # a stage decided the result: the remaining stages do not run
         self.runtime_names: tuple[str, ...] = ()  # imported from the runtime module (Job.runtime "module")
-        self.inlined_runtime = False  # the input's runtime imports were read back as copies (`source`)
+        self.inlined_runtime = False  # the input's runtime definitions were read back (`source`)
+        self.torch_semantics = False  # ... and so the input is a model converted from torch
+        # (runtime definitions besides a precision policy's: runtime.imports_torch_semantics)
 
     def tree(self) -> cst.Module:
         if self._tree is None:
@@ -109,6 +112,32 @@ class Document:
 
     def set_code(self, code: str) -> None:
         self._tree, self._code = None, code
+
+    def update_code(self, code: str) -> None:
+        """`set_code` for a stage that worked on the text: unchanged text keeps the tree (no
+        parse for the next stage that works on it)."""
+        if code != self.code():
+            self.set_code(code)
+
+    def held_code(self) -> str | None:
+        """The current code's text if the document holds it (None: only the tree; no print)."""
+        return self._code
+
+    def mentions(self, dotted: str) -> bool:
+        """Whether the current code may name `dotted` (a package): in its text, when the document
+        holds it, else as a name of the tree (asking prints nothing)."""
+        if self._code is not None:
+            return dotted in self._code
+        root = dotted.split(".")[0]
+        found: list[bool] = []
+
+        class _Finder(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                if node.value == root:
+                    found.append(True)
+
+        self.tree().visit(_Finder())
+        return bool(found)
 
     def result_code(self) -> str:
         """What the caller gets: the input as given when unchanged, else one line ending
@@ -168,7 +197,7 @@ class ReadRuntimeImports:
         if code != doc.source:
             doc.source = code
             doc.set_code(code)
-            doc.inlined_runtime = True
+            doc.inlined_runtime, doc.torch_semantics = True, imports_torch_semantics(code)
 
 
 class PruneToEntry:
@@ -305,6 +334,31 @@ class RewriteSymbols:
 # -- policies within one framework --------------------------------------------------------------
 
 
+class UnvendorRuntime:
+    """A model converted from torch earlier carries copies of runtime definitions (convert/vendor.py):
+    before a policy within its framework runs, they become imports from the runtime package again,
+    so that the policy pass sees them as the torch-semantics layers they are; the plan's
+    VendorRuntime stage writes them back, the one place runtime code is copied. A file without a
+    policy to apply or strip keeps its copies as they are."""
+
+    name = "unvendor-runtime"
+    label = None
+
+    def run(self, doc: Document, job: Job) -> None:
+        if job.policy.is_full_precision and not re.search(r"_ptranspile_|_PTRANSPILE_", doc.source):
+            return
+        from precision_transpiler.convert.unvendor import unvendor
+        from precision_transpiler.convert.vendor import MARKER
+
+        if MARKER not in doc.source:
+            return
+        code = unvendor(doc.code(), job.to)
+        if code is not None:
+            doc.source = code  # the policy's decisions name its lines: Finish maps them onto the input's
+            doc.set_code(code)
+            doc.inlined_runtime, doc.torch_semantics = True, imports_torch_semantics(code)
+
+
 class _PolicyStage:
     """Apply the precision policy with `function` of precision/apply.py. Within one framework it
     runs for every policy (fp32 strips what an earlier run inserted); on a torch model being
@@ -323,7 +377,8 @@ class _PolicyStage:
         if not job.policy.is_full_precision:
             announce("applying the precision policy")
         seen = doc.code()
-        tree, precision = getattr(policies, self.function)(doc.tree(), job.policy, job.table, job.nan_fallback)
+        apply = getattr(policies, self.function_for(doc))
+        tree, precision = apply(doc.tree(), seen, job.policy, job.table, job.nan_fallback)
         doc.set_tree(tree)
         if precision:
             doc.precision, doc.precision_lines = precision, seen
@@ -333,6 +388,9 @@ class _PolicyStage:
             for message in unmatched_class_overrides(job.policy, seen, doc.source):
                 doc.note("warning", CODE, message)
 
+    def function_for(self, doc: Document) -> str:
+        return self.function
+
 
 class TorchPolicy(_PolicyStage):
     name = "torch-policy"
@@ -340,17 +398,21 @@ class TorchPolicy(_PolicyStage):
 
 
 class KerasPolicy(_PolicyStage):
-    """Keras code, or a model converted to Keras from torch (the pass converting applies)."""
+    """Keras code, or a model converted to Keras from torch (whose runtime definitions
+    UnvendorRuntime or ReadRuntimeImports read back): then the pass converting from torch applies."""
 
     name = "keras-policy"
-    function = "apply_keras_policy_converted"
+    function = "apply_keras_policy"
+
+    def function_for(self, doc: Document) -> str:
+        return "apply_keras_torch_policy" if doc.torch_semantics else self.function
 
 
 class FlaxPolicy(_PolicyStage):
-    """Flax NNX code, or a model converted to Flax from torch."""
+    """Flax NNX code, or a model converted to Flax from torch (the same pass applies to both)."""
 
     name = "flax-policy"
-    function = "apply_flax_policy_converted"
+    function = "apply_flax_policy"
 
 
 class PolicyNotApplied:
@@ -381,7 +443,7 @@ class DropOrphanedImports:
     def run(self, doc: Document, job: Job) -> None:
         from precision_transpiler.convert.cleanup import drop_orphaned_imports
 
-        doc.set_code(drop_orphaned_imports(doc.source, doc.code()))
+        doc.update_code(drop_orphaned_imports(doc.source, doc.code()))
 
 
 #: Sibling modules converted in this process, by (tables, target, NaN fallback, path, source
@@ -440,7 +502,7 @@ class InlineSiblings:
         table = job.table
         mapped = table.all_roots | {s.split(".")[0] for s in (*table.layers, *table.layer_symbols)}
         code, report = inline_siblings(job.path, code, convert, redirect=redirect, known=known, mapped=mapped)
-        doc.set_code(code)
+        doc.update_code(code)
         if redirected:
             library = "Flax" if job.to == "jax" else "Keras"
             doc.note(
@@ -491,7 +553,7 @@ class ThreadSiblingRngs:
             return
         from precision_transpiler.convert.siblings.rngs import thread_sibling_rngs
 
-        doc.set_code(thread_sibling_rngs(doc.code()))
+        doc.update_code(thread_sibling_rngs(doc.code()))
 
 
 class FlaxModelPolicy(_PolicyStage):
@@ -524,19 +586,23 @@ class VendorRuntime:
         if not job.standalone:
             return
         from precision_transpiler.convert.runtime_module import RUNTIME_MODULES
-        from precision_transpiler.convert.vendor import import_runtime, vendor_shims
+        from precision_transpiler.convert.vendor import PACKAGE, import_runtime_tree, vendor_tree
         from precision_transpiler.linemap import follow_lines
 
-        before = doc.code()
+        if not doc.mentions(PACKAGE):
+            return
+        before, text = doc.tree(), doc.held_code()
         if job.runtime == "module" and job.to in RUNTIME_MODULES:
-            code, doc.runtime_names, missing = import_runtime(before, RUNTIME_MODULES[job.to])
+            tree, doc.runtime_names, missing = import_runtime_tree(before, RUNTIME_MODULES[job.to], text)
         else:
-            code, missing = vendor_shims(before)
-        doc.set_code(code)
+            tree, missing = vendor_tree(before, text)
+        if tree is not before:
+            doc.set_tree(tree)
         # a converted model's decisions name lines of the code the policy saw: now of the code with the
         # copy-in; within one framework they keep naming the input's lines (Finish maps them there)
         if doc.precision and doc.source_framework != job.to:
-            doc.precision = follow_lines(doc.precision, doc.precision_lines or before, code)
+            code = doc.code()
+            doc.precision = follow_lines(doc.precision, doc.precision_lines or code, code)
             doc.precision_lines, doc.precision_on_output = code, True
         for symbol in missing:
             doc.note("error", "missing-shim", f"{symbol} is named by a mapping table but not defined")
@@ -549,9 +615,9 @@ PREPARE: tuple[type[Stage], ...] = (
 )  # fmt: skip
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
-    ("torch", "torch"): (TorchPolicy, VendorRuntime),
-    ("tf", "tf"): (KerasPolicy, VendorRuntime),
-    ("jax", "jax"): (FlaxPolicy, VendorRuntime),
+    ("torch", "torch"): (UnvendorRuntime, TorchPolicy, VendorRuntime),
+    ("tf", "tf"): (UnvendorRuntime, KerasPolicy, VendorRuntime),
+    ("jax", "jax"): (UnvendorRuntime, FlaxPolicy, VendorRuntime),
     ("torch", "jax"): (DropOrphanedImports, InlineSiblings, ThreadSiblingRngs, FlaxModelPolicy, VendorRuntime),
     ("torch", "tf"): (DropOrphanedImports, InlineSiblings, KerasModelPolicy, VendorRuntime),
 }

@@ -33,13 +33,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.vendor import (
-    SHIM_DIR,
-    _closure,
-    _shim_module,
-    copied_block,
-    import_line,
-)
+from precision_transpiler.convert.unvendor import copied_block
+from precision_transpiler.convert.vendor import SHIM_DIR, _closure, _shim_module, import_line
 from precision_transpiler.runtime import PACKAGE, TARGET_PACKAGES
 from precision_transpiler.syntax import import_bound_names
 from precision_transpiler.version import __version__
@@ -280,7 +275,7 @@ def read_runtime_imports(code: str) -> str:
     """A converted file that imports from a runtime module beside it, with those imports made
     imports from ptranspile's runtime package (`from precision_transpiler.runtime.flax.conv import
     Conv2d`), each statement's on its own line: the form policy passes work on (what
-    `vendor.unvendor` makes of a self-contained output), which the pipeline's VendorRuntime stage
+    `unvendor.unvendor` makes of a self-contained output), which the pipeline's VendorRuntime stage
     turns back into the runtime module's import or into copies. Unchanged when the file names a
     definition this version's runtime does not have (verification will say)."""
     match = _IMPORT_FROM_RUNTIME.search(code)

@@ -23,16 +23,15 @@ at import time, it is moved after it.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 import libcst as cst
 
 from precision_transpiler.markers import POLICY_IMPORT_MARKER
-from precision_transpiler.runtime import PACKAGE, POLICY_MODULES, TARGET_PACKAGES
+from precision_transpiler.runtime import PACKAGE, POLICY_MODULES
 from precision_transpiler.syntax import dotted_name, import_bound_names, is_import_statement
 
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
@@ -246,19 +245,23 @@ class _References:
     missing: list[str]
 
 
-def _take_references(code: str) -> _References:
-    """Every `precision_transpiler.runtime.*` reference of `code` (and its imports from there)
+def _take_references(module: cst.Module, text: str | None = None) -> _References:
+    """Every `precision_transpiler.runtime.*` reference of `module` (and its imports from there)
     replaced by a local name: the name itself, or `_ptshim_<name>` where the user's code uses or
-    binds that name."""
-    module = cst.parse_module(code)
+    binds that name. `text`: `module`'s code, when the caller holds it (reading names from the
+    text is cheaper than walking the tree)."""
     wanted: dict[str, list[str]] = {}
     bare: set[str] = set()
     module, aliases = _take_shim_imports(module, wanted, bare)
     # A shim named like something of the user's (transformers' `def f(..., dropout: float = 0.0)`
     # calling `F.dropout`) is referred to through an alias, so the user's name cannot shadow it.
-    from precision_transpiler.rewrite.import_editor import used_names
+    if text is not None:
+        from precision_transpiler.rewrite.import_editor import used_names
 
-    taken = used_names(module.code) | _bound_names(module)
+        mentioned = used_names(text)
+    else:
+        mentioned = _mentioned_names(module)
+    taken = mentioned | _bound_names(module)
 
     class _Refs(cst.CSTTransformer):
         def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -300,15 +303,24 @@ def _take_references(code: str) -> _References:
 
 
 def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str]]:
-    """`code` importing the runtime definitions it refers to from module `into` (the runtime
-    module beside the outputs, `--runtime module`) instead of copying them in: the new code, the
-    names it imports, and the definitions that could not be found."""
+    """`import_runtime_tree` on text (tests and tools; the pipeline works on its tree)."""
     if PACKAGE not in code:
         return code, (), []
-    refs = _take_references(code)
+    module, names, missing = import_runtime_tree(cst.parse_module(code), into, code)
+    return module.code, names, missing
+
+
+def import_runtime_tree(
+    module: cst.Module, into: str, text: str | None = None
+) -> tuple[cst.Module, tuple[str, ...], list[str]]:
+    """`module` importing the runtime definitions it refers to from module `into` (the runtime
+    module beside the outputs, `--runtime module`) instead of copying them in: the new module,
+    the names it imports, and the definitions that could not be found. `text`: `module`'s code,
+    when the caller holds it."""
+    refs = _take_references(module, text)
     missing = list(refs.missing)
     if not refs.wanted:
-        return code, (), missing
+        return module, (), missing
     _closure(refs.wanted, missing)  # names no runtime module defines
     imported = {name: name for name in refs.bare}
     imported.update(refs.aliases)
@@ -317,8 +329,8 @@ def import_runtime(code: str, into: str) -> tuple[str, tuple[str, ...], list[str
     index = _after_leading_imports(body)
     while index and _is_marked_import(body[index - 1]):  # before a policy's helper imports, as copies go
         index -= 1
-    body.insert(index, cst.parse_statement(import_line(into, imported)))
-    return module.with_changes(body=body).code, tuple(sorted(set(imported.values()))), missing
+    body.insert(index, _statement(import_line(into, imported)))
+    return module.with_changes(body=body), tuple(sorted(set(imported.values()))), missing
 
 
 def import_line(module: str, imported: dict[str, str]) -> str:
@@ -345,22 +357,27 @@ def _after_leading_imports(body: Sequence[cst.CSTNode]) -> int:
 
 
 def vendor_shims(code: str) -> tuple[str, list[str]]:
-    """Inline every `precision_transpiler.runtime.*` definition `code` refers to. Returns the new
-    code and the shims that could not be found (a table names a shim that does not exist)."""
+    """`vendor_tree` on text (tests and tools; the pipeline works on its tree)."""
     if PACKAGE not in code:
         return code, []
-    refs = _take_references(code)
+    module, missing = vendor_tree(cst.parse_module(code), code)
+    return module.code, missing
+
+
+def vendor_tree(module: cst.Module, text: str | None = None) -> tuple[cst.Module, list[str]]:
+    """Inline every `precision_transpiler.runtime.*` definition `module` refers to. Returns the
+    new module and the shims that could not be found (a table names a shim that does not exist).
+    The copies are the runtime modules' statements, each parsed once per process. `text`:
+    `module`'s code, when the caller holds it."""
+    refs = _take_references(module, text)
     module, wanted, aliases, missing = refs.module, refs.wanted, refs.aliases, refs.missing
     if not wanted:
-        return code, missing
-    blocks: list[str] = []
+        return module, missing
     needed_imports: dict[str, str] = {}
     keys = _closure(wanted, missing)
     for shim_name, symbol in keys:
         shim = _shim_module(shim_name)
-        definition = shim.definitions[symbol]
-        blocks.append(definition.source.rstrip("\n"))
-        for alias in definition.imports:
+        for alias in shim.definitions[symbol].imports:
             needed_imports.setdefault(alias, shim.imports[alias])
     module = _drop_package_import(module)
     # an import a policy's helpers made (marked, so that stripping the policy removes it) gives
@@ -368,30 +385,99 @@ def vendor_shims(code: str) -> tuple[str, list[str]]:
     # the fp32 conversion has it: re-converting to fp32 gives that file exactly)
     existing = _bound_names(module, marked=False)
     module = _drop_marked_imports(module, set(needed_imports) - existing)
-    import_lines = [stmt for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
-    text = "\n".join(import_lines)
-    definitions = "\n\n\n".join(blocks) + "\n"
+    imports = [_statement(stmt) for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
     rebound = {symbol for _, symbol in keys} & _module_bindings(module)
     if rebound:
         referred = {name for _, name in aliases if name in rebound}  # the user's code names the copy too
-        definitions = _guard_rebound(definitions, rebound, referred)
+        sources = "\n\n\n".join(_shim_module(m).definitions[n].source.rstrip("\n") for m, n in keys) + "\n"
+        block = list(cst.parse_module(_guard_rebound(sources, rebound, referred)).body)
         aliases = [(local, name) for local, name in aliases if name not in rebound]
-    block = MARKER + "\n" + definitions
+    else:
+        copies = [stmt for m, n in keys for stmt in _definition_statements(_shim_module(m).definitions[n].source)]
+        block = _spaced(copies, _TWO_BLANK)
+    block[0] = _with_leading(block[0], [cst.EmptyLine(comment=cst.Comment(MARKER))])
     if aliases:
-        block += "\n\n" + "\n".join(f"{local} = {name}" for local, name in aliases) + "\n"
+        block += _spaced([_statement(f"{local} = {name}\n") for local, name in aliases], [], first=_TWO_BLANK)
     again = _imports_binding(module, rebound)
     if again:
         # the user's own import of a name a copy defines (`from inspect import Parameter` beside
         # the runtime's Parameter): the copies go after the imports, so the import is repeated
         # below them, and the name keeps meaning what the user imported
-        block += "\n\n# ptranspile: the file's own import again, after copies of the same name\n"
-        block += "\n".join(again) + "\n"
-    return _insert_after_imports(module, text, block), missing
+        block += _spaced(again, [], first=[*_TWO_BLANK, cst.EmptyLine(comment=cst.Comment(AGAIN))])
+    return _insert_after_imports(module, imports, block), missing
 
 
-def _imports_binding(module: cst.Module, names: set[str]) -> list[str]:
+_TWO_BLANK = (cst.EmptyLine(), cst.EmptyLine())
+AGAIN = "# ptranspile: the file's own import again, after copies of the same name"
+
+
+def _mentioned_names(module: cst.Module) -> set[str]:
+    """Identifiers the code mentions outside import statements: names, not attributes after a
+    `.`, and the strings of `__all__` (re-exported names)."""
+    names: set[str] = set()
+    attributes: set[int] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            attributes.add(id(node.attr))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if id(node) not in attributes:
+                names.add(node.value)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            targets = [t.target for t in node.targets]
+            if any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets):
+                for item in getattr(node.value, "elements", ()):
+                    if isinstance(item.value, cst.SimpleString) and str(item.value.evaluated_value).isidentifier():
+                        names.add(str(item.value.evaluated_value))
+
+    module.visit(_Names())
+    return names
+
+
+@lru_cache(maxsize=1024)
+def _statement(line: str) -> cst.BaseStatement:
+    """One generated statement (an import line, an alias), parsed once per process."""
+    return cst.parse_statement(line)
+
+
+@lru_cache(maxsize=4096)
+def _definition_statements(source: str) -> tuple[cst.BaseStatement, ...]:
+    """A runtime definition's statements, parsed once per process (LibCST trees are immutable:
+    every converted file that copies the definition shares them)."""
+    parsed = cst.parse_module(source.rstrip("\n") + "\n")
+    body = list(parsed.body)
+    if parsed.header:
+        body[0] = _with_leading(body[0], list(parsed.header))
+    return tuple(body)
+
+
+def _with_leading(stmt: cst.BaseStatement, lines: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
+    return stmt.with_changes(leading_lines=[*lines, *stmt.leading_lines])
+
+
+def _spaced(
+    stmts: Sequence[cst.BaseStatement], between: Sequence[cst.EmptyLine], first: Sequence[cst.EmptyLine] = ()
+) -> list[cst.BaseStatement]:
+    """`stmts`, the first after the lines `first`, each further top-level definition after
+    `between` (a multi-statement definition keeps its own layout)."""
+    out: list[cst.BaseStatement] = []
+    for i, stmt in enumerate(stmts):
+        lead = first if i == 0 else between
+        out.append(_with_leading(stmt, lead) if lead else stmt)
+    return out
+
+
+def _imports_binding(module: cst.Module, names: set[str]) -> list[cst.BaseStatement]:
     """Top-level import statements of `module`, one name each, that bind one of `names`."""
-    found: list[str] = []
+    found: list[cst.BaseStatement] = []
     for stmt in module.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
@@ -404,7 +490,7 @@ def _imports_binding(module: cst.Module, names: set[str]) -> list[str]:
                     one = small.with_changes(names=[alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
                     if isinstance(one, cst.ImportFrom):
                         one = one.with_changes(lpar=None, rpar=None)
-                    found.append(cst.Module([]).code_for_node(one))
+                    found.append(cst.SimpleStatementLine(body=[one]))
     return found
 
 
@@ -622,7 +708,11 @@ def _drop_marked_imports(module: cst.Module, aliases: set[str]) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
+def _insert_after_imports(
+    module: cst.Module, imports: list[cst.BaseStatement], block: list[cst.BaseStatement]
+) -> cst.Module:
+    """`module` with `imports` after its leading imports and `block` after them, two blank
+    lines around the block; the first statement after it loses its own blank leading lines."""
     body = list(module.body)
     index = _after_leading_imports(body)
     # the imports go before a policy's marked helper imports (`# ptranspile: policy helpers`),
@@ -631,16 +721,36 @@ def _insert_after_imports(module: cst.Module, imports: str, block: str) -> str:
     while first and _is_marked_import(body[first - 1]):
         first -= 1
     if imports and first < index:
-        marked = "".join(module.with_changes(body=[stmt], header=[]).code for stmt in body[first:index])
-        imports = imports + "\n" + marked.rstrip("\n")
+        imports = [*imports, *body[first:index]]
         body = body[:first] + body[index:]
         index = first
-    head = module.with_changes(body=body[:index]).code
-    tail = module.with_changes(body=body[index:], header=[]).code
-    if imports:  # (no blank first line when the file kept no import of its own)
-        head = (head.rstrip("\n") + "\n" if head.strip() else "") + imports + "\n"
-    head = head.rstrip("\n")
-    return (head + "\n\n\n" if head else "") + block + "\n\n" + tail.lstrip("\n")
+    head, tail = body[:index], body[index:]
+    header = list(module.header)
+    if not head:  # the file starts with its comments (if any), without blank lines after them
+        while header and header[-1].comment is None:
+            header.pop()
+        if not any(line.comment is not None for line in header):
+            header = []
+    if imports and head:
+        imports[0] = imports[0].with_changes(leading_lines=())
+    if head or imports or header:
+        block[0] = _with_leading(block[0], _TWO_BLANK)
+    footer = list(module.footer)
+    if tail:
+        lines = list(tail[0].leading_lines)
+        while lines and _blank(lines[0]):
+            lines.pop(0)
+        tail[0] = tail[0].with_changes(leading_lines=[*_TWO_BLANK, *lines])
+    else:
+        while footer and _blank(footer[0]):
+            footer.pop(0)
+        footer = [*_TWO_BLANK, *footer]
+    return module.with_changes(header=header, body=[*head, *imports, *block, *tail], footer=footer)
+
+
+def _blank(line: cst.EmptyLine) -> bool:
+    """A line that is only its line break (what stripping "\\n" from text removes)."""
+    return line.comment is None and not line.whitespace.value and line.indent
 
 
 def _is_marked_import(stmt: cst.CSTNode) -> bool:
@@ -650,108 +760,3 @@ def _is_marked_import(stmt: cst.CSTNode) -> bool:
         and stmt.trailing_whitespace.comment is not None
         and POLICY_IMPORT_MARKER in stmt.trailing_whitespace.comment.value
     )
-
-
-def unvendor(code: str, target: str) -> str | None:
-    """The inverse of vendor_shims for what a policy pass needs: the copied-in shim definitions
-    (the block after MARKER) replaced by imports from their runtime modules, so that they are seen
-    as the torch-semantics layers they are; vendor_shims puts them back as they were. None when
-    `code` has no such block. A definition both targets' shims have word for word is taken from
-    `target`'s ("jax" or "tf"): importing it from the other's would bring that framework in."""
-    block = copied_block(code, target)
-    if block is None:
-        return None
-    imports = [
-        f"from {PACKAGE}.{shim} import {name}" + (f" as {local}" if local != name else "")
-        for shim, name, local in block.entries
-        if local != name or name not in block.rebound
-    ]
-    rest = block.rest
-    new = [cst.parse_statement(line + "\n") for line in imports]
-    index = 0
-    for i, stmt in enumerate(rest.body):
-        if is_import_statement(stmt):
-            index = i + 1
-        elif index or not isinstance(stmt, cst.SimpleStatementLine):
-            break
-    return rest.with_changes(body=[*rest.body[:index], *new, *rest.body[index:]]).code
-
-
-@dataclass(frozen=True)
-class CopiedBlock:
-    """The runtime definitions vendor_shims copied into a file, read back from it."""
-
-    rest: cst.Module  # the file without them
-    at: int  # where they were among `rest`'s statements
-    entries: tuple[tuple[str, str, str], ...]  # (runtime module, name, local name in the file)
-    rebound: frozenset[str]  # names the file's own code binds at top level
-
-
-def copied_block(code: str, target: str) -> CopiedBlock | None:
-    """The block after MARKER, as (runtime module, name, local name) entries; None when `code`
-    has none. A definition both targets' shims have word for word is taken from `target`'s."""
-    if MARKER not in code:
-        return None
-    module = cst.parse_module(code)
-    body = list(module.body)
-    start = next(
-        (
-            i
-            for i, stmt in enumerate(body)
-            if any(line.comment is not None and line.comment.value == MARKER for line in stmt.leading_lines)
-        ),
-        None,
-    )
-    if start is None:
-        return None
-    known = _known_definitions()
-    prefix = TARGET_PACKAGES[target] + "."
-    found: dict[str, str] = {}  # copied definition -> its runtime module
-    entries: list[tuple[str, str, str]] = []  # (runtime module, name, local name)
-    end = start
-    guarded = re.compile(r"\b_ptshim_(\w+)")  # second names of copies the user's code rebinds
-    for stmt in body[start:]:
-        text = module.with_changes(body=[stmt.with_changes(leading_lines=[])], header=[], footer=[]).code.strip("\n")
-        text = guarded.sub(r"\1", text)  # (an alias line `_ptshim_x = x` is read from its node below)
-        if end > start and any(line.comment is not None for line in stmt.leading_lines):
-            break  # the next block (a precision policy's helpers)
-        if text in known:
-            candidates = known[text]
-            shim, name = next((c for c in candidates if c[0].startswith(prefix)), candidates[0])
-            found[name] = shim
-            entries.append((shim, name, name))
-        elif (
-            isinstance(stmt, cst.SimpleStatementLine)
-            and isinstance(stmt.body[0], cst.Assign)
-            and len(stmt.body[0].targets) == 1
-            and isinstance(stmt.body[0].targets[0].target, cst.Name)
-            and isinstance(stmt.body[0].value, cst.Name)
-            and stmt.body[0].value.value in found
-        ):
-            local, name = stmt.body[0].targets[0].target.value, stmt.body[0].value.value
-            entries.append((found[name], name, local))
-        else:
-            break
-        end += 1
-    if not entries:
-        return None
-    # a copy the user's code defines a name of its own for is imported under its second name only:
-    # as when the policy first ran, the plain name means the user's definition
-    rest = module.with_changes(body=body[:start] + body[end:])
-    return CopiedBlock(rest, start, tuple(entries), frozenset(_module_bindings(rest)))
-
-
-@cache
-def _known_definitions() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Every shim definition's source -> the (runtime module, name) pairs defining it so."""
-    known: dict[str, tuple[tuple[str, str], ...]] = {}
-    for path in sorted(SHIM_DIR.rglob("*.py")):
-        if path.stem.startswith("_"):
-            continue
-        module_name = ".".join(path.relative_to(SHIM_DIR).with_suffix("").parts)
-        for name, definition in _shim_module(module_name).definitions.items():
-            if name.lower().startswith("_ptranspile_"):
-                continue  # a policy's helpers (precision/strip.py removes them), never copied in
-            text = definition.source.strip("\n")
-            known[text] = (*known.get(text, ()), (module_name, name))
-    return known

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from precision_transpiler.analysis.torch_models import analysis_for
@@ -676,5 +678,11 @@ def _prepend(func: cst.FunctionDef, code: str, after_rngs: bool = False) -> cst.
         test = statements[index].test
         if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "rngs":
             index += 1
-    new = list(cst.parse_module(code).body)
+    new = list(_generated_statements(code))
     return func.with_changes(body=body.with_changes(body=[*statements[:index], *new, *statements[index:]]))
+
+
+@functools.lru_cache(maxsize=256)
+def _generated_statements(code: str) -> tuple[cst.BaseStatement, ...]:
+    """The statements of a generated snippet, parsed once per process (trees are immutable)."""
+    return tuple(cst.parse_module(code).body)

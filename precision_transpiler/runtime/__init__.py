@@ -69,6 +69,16 @@ SUBJECTS = (
 )
 
 
+def imports_torch_semantics(code: str) -> bool:
+    """`code` imports runtime definitions other than the precision policies' (POLICY_MODULES), as a
+    model converted from torch reads when its copies or its runtime module's import were read back
+    (a file of Keras or Flax code people wrote imports only its policy's)."""
+    import re
+
+    found = re.findall(r"from " + re.escape(PACKAGE) + r"\.([\w.]+) import", code)
+    return any(module not in POLICY_MODULES for module in found)
+
+
 def runtime_module(target: str | None, subject: str) -> str:
     """The dotted name of a runtime module: `runtime_module("jax", "conv")` is
     'precision_transpiler.runtime.flax.conv'; `target=None` names a framework-free module
