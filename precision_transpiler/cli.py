@@ -23,6 +23,7 @@ from precision_transpiler.version import __version__
 
 if TYPE_CHECKING:
     from precision_transpiler.api import TranspileResult
+    from precision_transpiler.options import Options
 
 # What is converted without --from: model code. NumPy code (data loaders, utilities) only when
 # --from names numpy, so that a hook run over a whole repository leaves NumPy code alone.
@@ -244,6 +245,27 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+def _options(
+    args: argparse.Namespace | None, settings: dict[str, Any], prune: dict[str, Any], *, from_: Any
+) -> Options:
+    """The conversion's options, built (and validated) once as the library's calls build theirs;
+    `args` None: standard input (converted to stdout, its runtime inline)."""
+    from precision_transpiler.options import Options
+
+    return Options.build(
+        to=settings["to"],
+        from_=from_,
+        policy=settings["policy"],
+        mappings=settings["mappings"],
+        device=settings["device"],
+        nan_fallback=settings["nan_fallback"],
+        skip_empty=settings["skip_empty"],
+        max_file_mb=settings["max_file_mb"],
+        runtime="inline" if args is None else runtime_mode(args),
+        **prune,
+    )
+
+
 def _usage(message: str) -> Exception:
     from precision_transpiler.errors import UsageError
 
@@ -284,21 +306,12 @@ def _run(args: argparse.Namespace) -> int:
         many = len(args.paths) > 1 or any(Path(p).is_dir() for p in args.paths)
         if many and not (args.output or args.in_place or args.check or args.diff):
             raise _usage("several files or a directory need -o DIR, --in-place, --check or --diff")
-        results = api.transpile_paths(
+        results = api.convert_paths(
             args.paths,
-            to=settings["to"],
-            from_=settings["sources"],
-            policy=settings["policy"],
-            mappings=settings["mappings"],
-            device=settings["device"],
+            _options(args, settings, prune, from_=settings["sources"]),
             jobs=settings["jobs"],
-            skip_empty=settings["skip_empty"],
             exclude=settings["exclude"],
-            nan_fallback=settings["nan_fallback"],
-            max_file_mb=settings["max_file_mb"],
             progress=None if args.quiet else _terminal_progress(),
-            runtime=runtime_mode(args),
-            **prune,
         )
     return _finish(args, settings, results, from_stdin=bool(stdin))
 
@@ -332,17 +345,7 @@ def _transpile_stdin(api: Any, settings: dict[str, Any], prune: dict[str, Any]) 
         return api.TranspileResult(
             "<stdin>", "", "", None, settings["to"], settings["policy"], diagnostics=(diag,), skipped=exc.message
         )
-    result = api.transpile(
-        text,
-        to=settings["to"],
-        from_=settings["sources"],
-        policy=settings["policy"],
-        mappings=settings["mappings"],
-        path="<stdin>",
-        device=settings["device"],
-        nan_fallback=settings["nan_fallback"],
-        **prune,
-    )
+    result = api.convert_source(text, _options(None, settings, prune, from_=settings["sources"]), "<stdin>")
     return dataclasses.replace(result, encoding=encoding)
 
 
@@ -482,17 +485,7 @@ def _convert_to_verify(args: argparse.Namespace, settings: dict[str, Any], prune
     """The one file's conversion that verification then runs, as it will be written."""
     from precision_transpiler import api
 
-    return api.transpile_paths(
-        args.paths,
-        to=settings["to"],
-        from_=settings["from_"],
-        policy=settings["policy"],
-        mappings=settings["mappings"],
-        device=settings["device"],
-        nan_fallback=settings["nan_fallback"],
-        runtime=runtime_mode(args),
-        **prune,
-    )
+    return api.convert_paths(args.paths, _options(args, settings, prune, from_=settings["from_"]))
 
 
 def _default_policy_out(args: argparse.Namespace, original: Path) -> Path:

@@ -32,6 +32,7 @@ import libcst as cst
 from precision_transpiler.diagnostics import Diagnostic, Rewrite
 from precision_transpiler.mappings import MappingSet
 from precision_transpiler.runtime import imports_torch_semantics
+from precision_transpiler.syntax import python_ast
 
 if TYPE_CHECKING:
     from precision_transpiler.convert.siblings import Diagnostics
@@ -716,7 +717,7 @@ def _check_parses(doc: Document) -> None:
     if code == doc.original:
         return
     try:
-        ast.parse(code)
+        python_ast(code)
     except SyntaxError as err:
         if "too many nested parentheses" in (err.msg or ""):
             # valid input (a long chain such as `x.float().float()...`) whose converted form

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+from functools import lru_cache
 
 import libcst as cst
 
@@ -124,3 +126,11 @@ def is_import_statement(stmt: cst.CSTNode) -> bool:
             if not all(isinstance(s, cst.Import | cst.ImportFrom | cst.Pass) for s in line.body):
                 return False
     return True
+
+
+@lru_cache(maxsize=8)
+def python_ast(code: str) -> ast.Module:
+    """Python's own `ast` of `code`, parsed once for the stages that read the same text one
+    after another (import clean-up, name resolution, positions, the final check). Shared: the
+    caller must not change it. Raises what `ast.parse` raises (errors are not remembered)."""
+    return ast.parse(code)

@@ -14,7 +14,7 @@ import ast
 import libcst as cst
 
 from precision_transpiler.rewrite.skips import marker_in
-from precision_transpiler.syntax import dotted_name
+from precision_transpiler.syntax import dotted_name, python_ast
 
 
 def _used_names(module: cst.Module) -> set[str]:
@@ -36,7 +36,7 @@ def _used_names(module: cst.Module) -> set[str]:
 
 def _imported_locals(code: str) -> set[str]:
     names: set[str] = set()
-    for node in ast.parse(code).body:
+    for node in python_ast(code).body:
         if isinstance(node, ast.ImportFrom):
             names |= {a.asname or a.name for a in node.names}
     return names
@@ -90,7 +90,7 @@ def _drop_orphaned_constants_once(before: set[str], module: cst.Module) -> cst.M
 def _ast_names(code: str) -> tuple[set[str], dict[str, int]]:
     """Names used (outside imports) and how often, read with `ast` (far cheaper than LibCST)."""
     counts: dict[str, int] = {}
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(python_ast(code)):
         if isinstance(node, ast.Name):
             counts[node.id] = counts.get(node.id, 0) + 1
     return set(counts), counts

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
-from precision_transpiler.syntax import dotted_name
+from precision_transpiler.syntax import dotted_name, python_ast
 
 _SCOPE_STMTS = (cst.FunctionDef, cst.ClassDef)
 _EXPR_SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -125,7 +125,7 @@ class NameResolver:
     def __init__(self, module: cst.Module, source: str) -> None:
         self.tree: ast.Module | None
         try:
-            self.tree = ast.parse(source)
+            self.tree = python_ast(source)
         except (SyntaxError, ValueError, RecursionError):
             self.tree = None
         self.module_bindings, _ = scope_bindings(self.tree) if self.tree is not None else ({}, set())

@@ -14,6 +14,7 @@ import ast
 import libcst as cst
 
 from precision_transpiler.rewrite.names import enter_block
+from precision_transpiler.syntax import python_ast
 
 _STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _MAX_STATEMENT_TABLES = 40  # beyond this, one PositionProvider pass over the module is cheaper
@@ -48,7 +49,7 @@ class PositionFinder:
     def _tree(self) -> ast.Module | None:
         if self._ast is None:
             try:
-                self._ast = ast.parse(self.source)
+                self._ast = python_ast(self.source)
             except (SyntaxError, ValueError, RecursionError):
                 self._ast = False
         return self._ast or None  # type: ignore[return-value]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 
 from precision_transpiler.convert.import_lines import char_column, line_offsets, splice_spans
+from precision_transpiler.syntax import python_ast
 
 
 def thread_sibling_rngs(code: str) -> str:
@@ -28,7 +29,7 @@ def thread_sibling_rngs(code: str) -> str:
     if "rngs" not in code:
         return code
     try:
-        tree = ast.parse(code)
+        tree = python_ast(code)
     except SyntaxError:
         return code
     callees = _rngs_callees(tree)
