@@ -1,11 +1,21 @@
 """The framework-free half of the precision policies' run time (`flax/policy.py`,
-`keras/policy.py`, `torch/policy.py`): which outputs are a model's output classes, which module
-paths an override names, and the NaN fallback's warning.
+`keras/policy.py`, `torch/policy.py`): calls nested under the outermost one, which outputs are a
+model's output classes, which module paths an override names, and the NaN fallback's warning.
 
 Like the rest of the runtime these definitions reach a converted file as copies or through the
 runtime module beside it. They import what they use inside the functions, so copying them adds
 no import line to the file (the line would stay behind when `--policy fp32` strips the policy).
 """
+
+
+def call_nested(policy, call, *args, **kwargs):
+    """`call(*args, **kwargs)` with `policy.depth` one higher while it runs: a decorated module
+    called inside it knows it is not the outermost one."""
+    policy.depth += 1
+    try:
+        return call(*args, **kwargs)
+    finally:
+        policy.depth -= 1
 
 
 def is_output_class(value):

@@ -242,6 +242,17 @@ def device_statements(policy: Policy, target: str, binding: str) -> list[cst.Sim
     ]
 
 
+def bindings(target: str, table: dict[str, str], used: set[str]) -> list[cst.SimpleStatementLine]:
+    """`name = what` for each generated name of `table` the pass used: `what` a name of the block
+    (`_ptranspile_policy.layer`: a method of the file's policy object) or a definition of the
+    target's policy runtime (`fp32_island`)."""
+    return [
+        assign(name, Code(what) if what.startswith("_ptranspile_") else policy_ref(target, what))
+        for name, what in table.items()
+        if name in used
+    ]
+
+
 def policy_block(
     name: str, statements: Sequence[cst.SimpleStatementLine], comments: Sequence[str] = ()
 ) -> list[cst.BaseStatement]:

@@ -26,6 +26,7 @@ from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
     assign,
+    bindings,
     call,
     chooses_dtype,
     device_dtype_exprs,
@@ -151,8 +152,7 @@ def helper_block(policy: Policy, nan_fallback: bool, done: FlaxPolicyPass) -> li
     ]
     layer_dtypes = done.layer_dtypes()
     fp32_paths = fp32_path_overrides(policy)
-    if "_ptranspile_fp32" in done.used:
-        statements.append(assign("_ptranspile_fp32", policy_ref("jax", "fp32_island")))
+    statements += bindings("jax", {"_ptranspile_fp32": "fp32_island"}, done.used)
     if "_ptranspile_policy" in done.used:
         options: dict[str, object] = {"output": Code(f"jnp.{output}")}
         if nan_fallback:

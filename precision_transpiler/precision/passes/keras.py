@@ -44,6 +44,7 @@ from precision_transpiler.precision.passes.base import (
     append_keywords,
     assign,
     auto_device,
+    bindings,
     call,
     chooses_dtype,
     device_statements,
@@ -320,9 +321,7 @@ def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:
 
 #: the imports the generated block uses (added, marked, where the file lacks them)
 HELPER_IMPORTS = [("precision_transpiler", "precision_transpiler")]
-#: generated name -> what the block binds it to: a method of the file's policy object, or a
-#: definition of runtime/keras/policy.py
-_BINDINGS = {
+_BINDINGS = {  # generated name -> what the block binds it to (base.bindings)
     "_ptranspile_fp32": "fp32_cast",
     "_ptranspile_output": "_ptranspile_policy.output_activation",
     "_ptranspile_layer": "_ptranspile_policy.layer",
@@ -351,8 +350,5 @@ def helper_block(
         statements.append(assign("_PTRANSPILE_FP32_PATHS", fp32_path_overrides(policy)))
         paths = call(policy_ref("tf", "Fp32Paths"), Code("_PTRANSPILE_FP32_PATHS"))
         statements.append(assign("_ptranspile_paths", paths))
-    for name, bound in _BINDINGS.items():
-        if name in done.used:
-            value = Code(bound) if bound.startswith("_ptranspile_") else policy_ref("tf", bound)
-            statements.append(assign(name, value))
+    statements += bindings("tf", _BINDINGS, done.used)
     return policy_block(policy.name, statements)

@@ -44,6 +44,7 @@ from precision_transpiler.precision.passes.base import (
     PolicyPass,
     append_keywords,
     assign,
+    bindings,
     call,
     chooses_dtype,
     device_dtype_exprs,
@@ -180,9 +181,7 @@ class KerasTorchPolicyPass(PolicyPass):
 
 #: the imports the generated block uses (added, marked, where the file lacks them)
 HELPER_IMPORTS = [("precision_transpiler", "precision_transpiler")]
-#: generated name -> what the block binds it to: a method of the file's policy object, or a
-#: definition of runtime/keras/policy.py
-_BINDINGS = {
+_BINDINGS = {  # generated name -> what the block binds it to (base.bindings)
     "_ptranspile_module": "_ptranspile_policy.module",
     "_ptranspile_fp32": "fp32_island",
     "_ptranspile_base": "_ptranspile_policy.base_cast",
@@ -219,10 +218,7 @@ def helper_block(
     statements.append(
         assign("_ptranspile_policy", call(policy_ref("tf", "TorchAutocastPolicy"), policy.name, **options))
     )
-    for name, bound in _BINDINGS.items():
-        if name in done.used:
-            value = Code(bound) if bound.startswith("_ptranspile_") else policy_ref("tf", bound)
-            statements.append(assign(name, value))
+    statements += bindings("tf", _BINDINGS, done.used)
     param_text = policy.param if param is not decided else "the compute dtype"
     compute_text = policy.compute if compute is not decided else "the dtype decided where it runs"
     comments = (

@@ -30,6 +30,7 @@ from precision_transpiler.precision.passes.base import (
     PolicyPass,
     assign,
     auto_device,
+    bindings,
     call,
     device_dtype_exprs,
     device_statements,
@@ -252,7 +253,6 @@ def helper_block(
     statements = [
         *device_statements(policy, "torch", "_PTRANSPILE_DEVICE"),
         assign("_ptranspile_policy", call(policy_ref("torch", "TorchPolicy"), policy.name, **options)),
+        *bindings("torch", {ISLAND: "fp32_island"}, done.used),
     ]
-    if ISLAND in done.used:
-        statements.append(assign(ISLAND, policy_ref("torch", "fp32_island")))
     return policy_block(policy.name, statements)

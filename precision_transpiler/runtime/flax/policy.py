@@ -15,7 +15,13 @@ no import line that `--policy fp32` (which strips the block) would leave behind.
 """
 
 from precision_transpiler.runtime.device import pick_compute_dtype
-from precision_transpiler.runtime.policy import is_output_class, map_output_class, path_matches, warn_recompute
+from precision_transpiler.runtime.policy import (
+    call_nested,
+    is_output_class,
+    map_output_class,
+    path_matches,
+    warn_recompute,
+)
 
 
 def device_compute_dtype(requested):
@@ -102,11 +108,7 @@ class FlaxPolicy:
         def run(module, *args, **kwargs):
             if not policy.depth:
                 policy.prepare(module)
-            policy.depth += 1
-            try:
-                out = call(module, *args, **kwargs)
-            finally:
-                policy.depth -= 1
+            out = call_nested(policy, call, module, *args, **kwargs)
             if policy.depth:
                 return out
             cast = map_outputs(policy.cast_output, out)

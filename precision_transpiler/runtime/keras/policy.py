@@ -16,7 +16,13 @@ them adds no import line that `--policy fp32` (which strips the block) would lea
 """
 
 from precision_transpiler.runtime.device import pick_compute_dtype
-from precision_transpiler.runtime.policy import is_output_class, map_output_class, path_matches, warn_recompute
+from precision_transpiler.runtime.policy import (
+    call_nested,
+    is_output_class,
+    map_output_class,
+    path_matches,
+    warn_recompute,
+)
 
 
 def device_compute_dtype(requested):
@@ -208,11 +214,7 @@ class KerasPolicy:
         NaN fallback, a non-finite result (eager only) is computed again in float32."""
         if self.depth:
             return call(*args, **kwargs)
-        self.depth += 1
-        try:
-            out = call(*args, **kwargs)
-        finally:
-            self.depth -= 1
+        out = call_nested(self, call, *args, **kwargs)
         if output is not None:
             out = cast_floating(out, output)
         if self.nan_fallback and not all_finite(out):
@@ -443,12 +445,7 @@ class TorchAutocastPolicy:
             if not getattr(self, "_ptranspile_called", False):  # layers set after __init__ (`model.fc = ...`)
                 object.__setattr__(self, "_ptranspile_called", True)
                 policy.apply(self)
-            policy.depth += 1
-            try:
-                out = call(self, *args, **kwargs)
-            finally:
-                policy.depth -= 1
-            out = cast_floating(out, policy.output)
+            out = cast_floating(call_nested(policy, call, self, *args, **kwargs), policy.output)
             if policy.nan_fallback and not all_finite(out):
                 return recompute_fp32(policy, functools.partial(call, self), self, args, kwargs)
             return out

@@ -13,7 +13,7 @@ fp32` (which strips the block) would leave behind.
 """
 
 from precision_transpiler.runtime.device import cpu_has_bf16, pick_compute_dtype
-from precision_transpiler.runtime.policy import path_matches, warn_recompute
+from precision_transpiler.runtime.policy import call_nested, path_matches, warn_recompute
 
 
 def device_compute_dtype(requested):
@@ -135,11 +135,7 @@ class TorchPolicy:
             # nothing computes in low precision here (--device auto chose float32): outputs only
             if self.depth:
                 return forward(module, *args, **kwargs)
-            self.depth += 1
-            try:
-                return cast_floating(forward(module, *args, **kwargs), self.output)
-            finally:
-                self.depth -= 1
+            return cast_floating(call_nested(self, forward, module, *args, **kwargs), self.output)
         if self.depth:  # inside a module that already applies the policy
             if not self.is_fp32_module(module):
                 return forward(module, *args, **kwargs)

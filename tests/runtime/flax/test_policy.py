@@ -16,6 +16,7 @@ import pytest
 
 from precision_transpiler.runtime import device
 from precision_transpiler.runtime.flax import policy as fp
+from tests.runtime import run_copied
 
 pytestmark = pytest.mark.needs_jax
 
@@ -154,18 +155,12 @@ def test_device_compute_dtype_decides_once_and_records_it(
 
 
 def test_copied_into_a_file_the_definitions_run_with_no_import_of_their_own() -> None:
-    from precision_transpiler.convert.vendor import vendor_shims
-
     block = (
         "import jax.numpy as jnp\nimport precision_transpiler\n\n"
         "_ptranspile_fp32 = precision_transpiler.runtime.flax.policy.fp32_island\n"
         '_ptranspile_policy = precision_transpiler.runtime.flax.policy.FlaxPolicy("mixed", output=jnp.float32)\n'
         '_PTRANSPILE_DEVICE_DTYPE = precision_transpiler.runtime.flax.policy.device_compute_dtype("bfloat16")\n'
     )
-    code, missing = vendor_shims(block)
-    assert not missing and "precision_transpiler" not in code.split("# ptranspile:")[0]
-    assert code.startswith("import jax.numpy as jnp\n\n\n# ptranspile:")  # no import line added
-    namespace: dict = {}
-    exec(compile(code, "<copied policy>", "exec"), namespace)
+    namespace = run_copied(block)
     assert namespace["_ptranspile_fp32"](jnp.ones(2, jnp.bfloat16)).dtype == jnp.float32
     assert namespace["_PTRANSPILE_DEVICE_DTYPE"] in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))

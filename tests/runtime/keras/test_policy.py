@@ -16,6 +16,8 @@ import os
 import numpy as np
 import pytest
 
+from tests.runtime import run_copied
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from precision_transpiler.runtime import device
@@ -167,8 +169,6 @@ def test_device_compute_dtype_and_the_mixed_policy_name(monkeypatch: pytest.Monk
 
 
 def test_copied_into_a_file_the_definitions_run_with_no_import_of_their_own() -> None:
-    from precision_transpiler.convert.vendor import vendor_shims
-
     block = (
         "import keras\nimport precision_transpiler\n\n"
         '_ptranspile_policy = precision_transpiler.runtime.keras.policy.KerasPolicy("mixed", output="float32")\n'
@@ -176,9 +176,6 @@ def test_copied_into_a_file_the_definitions_run_with_no_import_of_their_own() ->
         "_ptranspile_module = precision_transpiler.runtime.keras.policy.TorchAutocastPolicy(\n"
         '    "mixed", base="float32", compute="bfloat16", output="float32"\n).module\n'
     )
-    code, missing = vendor_shims(block)
-    assert not missing and code.startswith("import keras\n\n\n# ptranspile:")  # no import line added
-    namespace: dict = {}
-    exec(compile(code, "<copied policy>", "exec"), namespace)
+    namespace = run_copied(block)
     out = namespace["_ptranspile_policy"].output_activation(keras.ops.ones(2, dtype="bfloat16"))
     assert _dtype(out) == "float32"

@@ -14,6 +14,7 @@ import logging
 import pytest
 
 from precision_transpiler.runtime import device
+from tests.runtime import run_copied
 
 pytestmark = pytest.mark.needs_torch
 
@@ -132,8 +133,6 @@ def test_device_compute_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_copied_into_a_file_the_definitions_run_with_no_import_of_their_own() -> None:
-    from precision_transpiler.convert.vendor import vendor_shims
-
     block = (
         "import torch\nimport precision_transpiler\n\n"
         '_PTRANSPILE_DEVICE = precision_transpiler.runtime.torch.policy.device_compute_dtype("half")\n'
@@ -141,10 +140,7 @@ def test_copied_into_a_file_the_definitions_run_with_no_import_of_their_own() ->
         '    "mixed", device=_PTRANSPILE_DEVICE[0], param=torch.float32, compute=_PTRANSPILE_DEVICE[1],'
         " output=torch.float32\n)\n"
     )
-    code, missing = vendor_shims(block)
-    assert not missing and code.startswith("import torch\n\n\n# ptranspile:")  # no import line added
-    namespace: dict = {}
-    exec(compile(code, "<copied policy>", "exec"), namespace)
+    namespace = run_copied(block)
 
     class Net(nn.Module):
         def __init__(self):
