@@ -52,6 +52,7 @@ from precision_transpiler.precision.passes.base import (
     policy_block,
     policy_ref,
 )
+from precision_transpiler.precision.passes.keras import HELPER_IMPORTS as HELPER_IMPORTS  # the same block imports
 from precision_transpiler.precision.passes.keras import fp32_path_overrides, low_policy_expr
 from precision_transpiler.precision.policy import Policy
 from precision_transpiler.runtime import PACKAGE, runtime_module, runtime_name
@@ -179,8 +180,6 @@ class KerasTorchPolicyPass(PolicyPass):
         return table
 
 
-#: the imports the generated block uses (added, marked, where the file lacks them)
-HELPER_IMPORTS = [("precision_transpiler", "precision_transpiler")]
 _BINDINGS = {  # generated name -> what the block binds it to (base.bindings)
     "_ptranspile_module": "_ptranspile_policy.module",
     "_ptranspile_fp32": "fp32_island",
