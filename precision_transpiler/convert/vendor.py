@@ -624,18 +624,6 @@ def _defined_name(stmt: cst.CSTNode) -> str | None:
     return None
 
 
-def shim_source(module_name: str, names: list[str]) -> str:
-    """The source of shim definitions `names` of `module_name`, with every definition they need
-    across runtime modules, in import order: for generated helper blocks (the precision policies'
-    `--device auto` helpers) that take their runtime code from a real, linted runtime module. The
-    definitions must need no imports the converted file does not already make."""
-    missing: list[str] = []
-    keys = _closure({module_name: names}, missing)
-    if missing:
-        raise ValueError(f"unknown shim definitions: {', '.join(missing)}")
-    return "\n\n\n".join(_shim_module(m).definitions[n].source.rstrip("\n") for m, n in keys) + "\n"
-
-
 def _take_shim_imports(
     module: cst.Module, wanted: dict[str, list[str]], bare: set[str]
 ) -> tuple[cst.Module, list[tuple[str, str]]]:
