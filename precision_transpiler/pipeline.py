@@ -11,9 +11,10 @@ A file whose source is not detected gets the target's own plan (a policy within 
 A sibling module that a converted model imports is converted by the same pipeline
 (`InlineSiblings` runs it with `Job.standalone` false: rewrite and drop orphaned imports only).
 
-A `Document` holds the current code as a tree or as text, whichever the last stage produced,
-and converts between them only when a stage asks for the other: stages that work on trees hand
-trees on, and a parse happens only at a boundary where a stage really needed text.
+A `Document` (document.py) holds the current code as a tree or as text, whichever the last
+stage produced, and converts between them only when a stage asks for the other: stages that
+work on trees hand trees on, and a parse happens only at a boundary where a stage really needed
+text.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import libcst as cst
 
-from precision_transpiler.diagnostics import Diagnostic, Rewrite
+from precision_transpiler.diagnostics import Diagnostic
+from precision_transpiler.document import Document
 from precision_transpiler.mappings import MappingSet
 from precision_transpiler.runtime import imports_torch_semantics
 from precision_transpiler.syntax import python_ast
@@ -62,102 +64,15 @@ class Job:
         return self.sources[0] if self.sources and len(self.sources) == 1 else None
 
 
-class Document:
-    """One source on its way through the pipeline.
-
-    `original` is the input with "\\n" line endings and no BOM: every position reported names its
-    lines. The current code is a tree or text (`tree()`/`code()` convert on demand and keep
-    both until the next change). `precision` decisions name lines of `precision_lines` (the text
-    a policy pass saw); `Finish` maps them onto the lines of `original`.
-    """
-
-    def __init__(self, given: str, path: str) -> None:
-        self.given = given  # as the caller passed it: returned byte for byte when nothing changes
-        self.bom = "\ufeff" if given.startswith("\ufeff") else ""
-        self.newline = _newline(given)
-        self.original = _without_indent_form_feeds(_with_newline(given[len(self.bom) :], "\n"))
-        self.path = path
-        self.source = self.original  # what the rewrite stage converts (pruned or not)
-        self._tree: cst.Module | None = None
-        self._code: str | None = self.original
-        self.source_framework: str | None = None
-        self.diagnostics: list[Diagnostic] = []
-        self.rewrites: list[Rewrite] = []
-        self.imports_added: list[str] = []
-        self.precision: list[Any] = []
-        self.precision_lines: str | None = None  # the text `precision` decisions name lines of
-        self.skipped: str | None = None
-        self.unchanged = False  # comes back exactly as given (skipped, not a selected source, refused)
-        self.pruned: Any = None  # convert.entry.Pruned when --prune-to-entry kept part of the file
-        self.precision_on_output = False  # decisions name the output's lines (a model conversion's)
-        self.done = False  # a stage decided the result: the remaining stages do not run
-        self.runtime_names: tuple[str, ...] = ()  # imported from the runtime module (Job.runtime "module")
-        self.inlined_runtime = False  # the input's runtime definitions were read back (`source`)
-        self.torch_semantics = False  # ... and so the input is a model converted from torch
-        # (runtime definitions besides a precision policy's: runtime.imports_torch_semantics)
-
-    def tree(self) -> cst.Module:
-        if self._tree is None:
-            assert self._code is not None
-            self._tree = cst.parse_module(self._code)
-        return self._tree
-
-    def code(self) -> str:
-        if self._code is None:
-            assert self._tree is not None
-            self._code = self._tree.code
-        return self._code
-
-    def set_tree(self, tree: cst.Module) -> None:
-        self._tree, self._code = tree, None
-
-    def set_code(self, code: str) -> None:
-        self._tree, self._code = None, code
-
-    def update_code(self, code: str) -> None:
-        """`set_code` for a stage that worked on the text: unchanged text keeps the tree (no
-        parse for the next stage that works on it)."""
-        if code != self.code():
-            self.set_code(code)
-
-    def held_code(self) -> str | None:
-        """The current code's text if the document holds it (None: only the tree; no print)."""
-        return self._code
-
-    def mentions(self, dotted: str) -> bool:
-        """Whether the current code may name `dotted` (a package): in its text, when the document
-        holds it, else as a name of the tree (asking prints nothing)."""
-        if self._code is not None:
-            return dotted in self._code
-        root = dotted.split(".")[0]
-        found: list[bool] = []
-
-        class _Finder(cst.CSTVisitor):
-            def visit_Name(self, node: cst.Name) -> None:
-                if node.value == root:
-                    found.append(True)
-
-        self.tree().visit(_Finder())
-        return bool(found)
-
-    def result_code(self) -> str:
-        """What the caller gets: the input as given when unchanged, else one line ending
-        throughout (the input's) and its BOM back."""
-        code = self.original if self.unchanged else self.code()
-        if code in (self.given, self.original):
-            return self.given
-        return self.bom + _with_newline(code, self.newline)
-
-    def note(self, severity: str, code: str, message: str, line: int = 1, col: int = 1) -> None:
-        self.diagnostics.append(Diagnostic(self.path, line, col, severity, code, message))  # type: ignore[arg-type]
-
-
 class Stage(Protocol):
     """One step of the pipeline: reads and updates the document (`doc.done` ends the run).
-    `label` is what a progress display shows while it runs (None: nothing worth showing)."""
+    `label` is what a progress display shows while it runs (None: nothing worth showing).
+    `works_on` says which form of the code it reads and hands on: "tree", "text" (a stage that
+    changed nothing hands the tree on, `Document.update_code`) or "nothing"."""
 
     name: ClassVar[str]
     label: ClassVar[str | None]
+    works_on: ClassVar[str]
 
     def run(self, doc: Document, job: Job) -> None: ...
 
@@ -170,6 +85,7 @@ class Parse:
 
     name = "parse"
     label = "parsing"
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         try:
@@ -188,6 +104,7 @@ class ReadRuntimeImports:
 
     name = "read-runtime-imports"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if f"_ptranspile_runtime_{job.to} import" not in doc.source:
@@ -207,6 +124,7 @@ class PruneToEntry:
 
     name = "prune-to-entry"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if not (job.entry and job.prune_to_entry):
@@ -224,6 +142,7 @@ class SplitInplaceChains:
 
     name = "split-inplace-chains"
     label = None
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
@@ -247,6 +166,7 @@ class StaticImports:
 
     name = "static-imports"
     label = None
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
@@ -269,6 +189,7 @@ class RewriteSymbols:
 
     name = "rewrite"
     label = "converting"
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         from precision_transpiler.rewrite.engine import EngineOptions, run_engine
@@ -290,7 +211,7 @@ class RewriteSymbols:
         doc.source_framework = outcome.source
         doc.rewrites.extend(outcome.rewrites)
         doc.imports_added.extend(outcome.imports_added)
-        doc.set_tree(tree)
+        doc.set_tree(tree, outcome.code)
         if doc.pruned is not None:
             self._finish_pruned(doc, job)
 
@@ -344,6 +265,7 @@ class UnvendorRuntime:
 
     name = "unvendor-runtime"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if job.policy.is_full_precision and not re.search(r"_ptranspile_|_PTRANSPILE_", doc.source):
@@ -367,6 +289,7 @@ class _PolicyStage:
 
     name: ClassVar[str]
     label: ClassVar[str | None] = None  # announced when there is a policy to apply
+    works_on: ClassVar[str] = "tree"  # (and the text the document holds: the pass's positions)
     function: ClassVar[str]
     model: ClassVar[bool] = False
 
@@ -421,6 +344,7 @@ class PolicyNotApplied:
 
     name = "policy-not-applied"
     label = None
+    works_on = "nothing"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.policy.is_full_precision:
@@ -440,6 +364,7 @@ class DropOrphanedImports:
 
     name = "drop-orphaned-imports"
     label = "cleaning up imports"
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         from precision_transpiler.convert.cleanup import drop_orphaned_imports
@@ -465,6 +390,7 @@ class InlineSiblings:
 
     name = "inline-siblings"
     label = "copying in sibling modules"
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
@@ -548,6 +474,7 @@ class ThreadSiblingRngs:
 
     name = "thread-sibling-rngs"
     label = None
+    works_on = "text"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
@@ -582,6 +509,7 @@ class VendorRuntime:
 
     name = "vendor-runtime"
     label = "copying in runtime definitions"
+    works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
@@ -763,28 +691,3 @@ def _syntax_error(source: str, path: str, exc: cst.ParserSyntaxError) -> Diagnos
 
 def _dedupe(items: Sequence[Diagnostic]) -> list[Diagnostic]:
     return list(dict.fromkeys(items))
-
-
-def _newline(source: str) -> str:
-    """The line ending most lines of `source` use ("\\n" when there are none or on a tie)."""
-    crlf = source.count("\r\n")
-    counts = {"\n": source.count("\n") - crlf, "\r\n": crlf, "\r": source.count("\r") - crlf}
-    return max(counts, key=lambda k: (counts[k], k == "\n"))
-
-
-_INDENT_FORM_FEED = re.compile(r"^[ \t\f]*\f", re.MULTILINE)
-
-
-def _without_indent_form_feeds(code: str) -> str:
-    """`code` without the form feeds in lines' leading whitespace. Python's tokenizer resets the
-    indentation column at a form feed (what precedes it does not count); LibCST instead takes it
-    into the indentation and then writes blocks that do not parse. Dropping the leading
-    whitespace up to the last form feed keeps the indentation Python sees."""
-    return _INDENT_FORM_FEED.sub("", code) if "\f" in code else code
-
-
-def _with_newline(code: str, newline: str) -> str:
-    """`code` with every line ending `newline` (a raw line break in Python source always ends a
-    line: the tokenizer reads a CR LF or CR inside a string literal as LF)."""
-    code = code.replace("\r\n", "\n").replace("\r", "\n")
-    return code if newline == "\n" else code.replace("\n", newline)

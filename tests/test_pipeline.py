@@ -96,3 +96,70 @@ def test_a_run_retried_on_a_deep_stack_starts_from_the_input() -> None:
     assert at_once[0].code == retried.code
     assert at_once[0].rewrites == retried.rewrites and at_once[0].diagnostics == retried.diagnostics
     assert at_once[0].imports_added == retried.imports_added
+
+
+MLP = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self, d=16, h=32):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.norm = nn.LayerNorm(h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        x = F.gelu(self.fc1(x))
+        return F.softmax(self.fc2(self.norm(x)), dim=-1)
+"""
+
+
+class _CountingDocument(pipeline.Document):
+    """A Document that counts the parses and prints of the model it holds."""
+
+    parses = 0
+    prints = 0
+
+    def tree(self):  # type: ignore[no-untyped-def]
+        if self._tree is None:
+            self.parses += 1
+        return super().tree()
+
+    def code(self) -> str:
+        if self._code is None:
+            self.prints += 1
+        return super().code()
+
+
+def test_a_model_is_parsed_once_and_printed_once() -> None:
+    """Converting a 16-line model, with or without a policy, on either target: the document parses
+    the input once and prints the converted model once (the import edit hands on the text it
+    printed; the runtime definitions are inserted as statements)."""
+    from precision_transpiler.options import Options
+
+    for to in ("jax", "tf"):
+        for policy in ("fp32", "mixed"):
+            for runtime in ("inline", "module"):
+                options = Options.build(to=to, policy=policy, runtime=runtime)
+                doc = _CountingDocument(MLP, "<string>")
+                pipeline.run_pipeline(doc, options.job("<string>"))
+                assert (doc.parses, doc.prints) == (1, 1), (to, policy, runtime)
+                assert not doc.unchanged and ("nnx" if to == "jax" else "keras") in doc.code()
+    # the counter counts: text set by a stage is parsed again when the next stage asks for a tree
+    doc = _CountingDocument(MLP, "<string>")
+    doc.tree()
+    doc.set_code(doc.code() + "\n")
+    doc.tree()
+    assert (doc.parses, doc.prints) == (2, 0)  # (the input's text is held: no print)
+
+
+def test_every_stage_declares_what_it_works_on() -> None:
+    stages = {*pipeline.PREPARE, *pipeline.OTHERWISE, *(s for plan in pipeline.PLANS.values() for s in plan)}
+    assert {
+        stage.__name__: stage.works_on for stage in stages if stage.works_on not in ("tree", "text", "nothing")
+    } == {}
+    # the stages the tree passes through from the parse to the end of a torch model's conversion
+    assert [s.works_on for s in pipeline.PREPARE if s.__name__ in ("Parse", "RewriteSymbols")] == ["tree", "tree"]
+    assert pipeline.VendorRuntime.works_on == "tree"

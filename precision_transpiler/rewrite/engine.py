@@ -76,6 +76,7 @@ class EngineResult:
     # written for a framework that is not among the allowed sources.
     unchanged: bool = False
     skipped: str | None = None
+    code: str | None = None  # the new module's code, when the import edit printed it anyway
 
 
 def run_engine(
@@ -90,7 +91,7 @@ def run_engine(
         additions = list(transformer.namer.pending)
         info = options.mappings.frameworks[options.source]
         roots = (*info.roots, *info.companions)
-        new_module, removed, added = edit_imports(new_module, roots, additions, transformer.skips.skip_ids)
+        new_module, removed, added, result.code = edit_imports(new_module, roots, additions, transformer.skips.skip_ids)
         result.imports_added = added
         result.imports_removed = removed
     return new_module, result

@@ -322,14 +322,40 @@ def edit_imports(
     remove_roots: Iterable[str],
     additions: Sequence[tuple[str, str]],
     keep: frozenset[int] = frozenset(),
-) -> tuple[cst.Module, list[str], list[str]]:
-    """Apply the contract above; returns the new module, the imports removed and those added.
+) -> tuple[cst.Module, list[str], list[str], str]:
+    """Apply the contract above; returns the new module, the imports removed, those added, and
+    the new module's code.
 
     Additions whose alias the converted code does not use (emitted, then dropped again) are skipped.
     `keep`: ids of statements of `tree` left exactly as they are (`# ptranspile: skip`).
+    The module is printed once, statement by statement, to read the names it uses; a top-level
+    statement the edit leaves as it is (one without imports is not even visited) keeps its text,
+    so the edited module's code costs only the statements the edit changed.
     """
-    used = used_names(tree.code)
+    texts = {id(stmt): tree.code_for_node(stmt) for stmt in tree.body}
+    used = used_names(module_code(tree, texts))
     wanted = [(m, a) for m, a in additions if a.split(".")[0] in used]
-    editor = ImportEditor(remove_roots, wanted, used, keep)
+    untouched = frozenset(
+        id(stmt)
+        for stmt in tree.body
+        if isinstance(stmt, cst.BaseCompoundStatement) and "import" not in texts[id(stmt)]
+    )
+    editor = ImportEditor(remove_roots, wanted, used, keep | untouched)
     added = [m if a == m else f"{m} as {a}" for m, a in wanted]
-    return tree.visit(editor), editor.removed, added
+    edited = tree.visit(editor)
+    kept = {id(stmt): (stmt, texts[id(stmt)]) for stmt in tree.body}
+    reused = {id(stmt): kept[id(stmt)][1] for stmt in edited.body if id(stmt) in kept and kept[id(stmt)][0] is stmt}
+    return edited, editor.removed, added, module_code(edited, reused)
+
+
+def module_code(module: cst.Module, texts: dict[int, str]) -> str:
+    """`module.code`, taking the code of the top-level statements whose ids `texts` holds from
+    there (printed earlier) and printing the others."""
+    newline = module.default_newline
+    parts = [module.code_for_node(line) for line in module.header]
+    parts += [texts[id(stmt)] if id(stmt) in texts else module.code_for_node(stmt) for stmt in module.body]
+    parts += [module.code_for_node(line) for line in module.footer]
+    code = "".join(parts)
+    if module.has_trailing_newline:
+        return code or newline
+    return code[: -len(newline)] if code.endswith(newline) else code

@@ -47,9 +47,23 @@ def _reference_target(mappings: MappingSet, source: str, target: str, qualified:
     return mappings.caches[key].get(qualified)
 
 
+#: torch callables passed around as values whose runtime counterpart is not in functional.py:
+#: qualified name -> (runtime module, function), a torch-signature function on both targets
+_RUNTIME_REFERENCES = {
+    # `no_amp = partial(autocast, "cuda", enabled=False)`: the region's context manager when called
+    "torch.autocast": ("modules", "autocast"),
+    "torch.amp.autocast": ("modules", "autocast"),
+    "torch.amp.autocast_mode.autocast": ("modules", "autocast"),
+}
+
+
 def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
     """`torch.nn.functional.gelu` passed around: the runtime's torch-signature function of that
-    name (runtime/<target>/functional.py), which takes every argument the torch one does."""
+    name (runtime/<target>/functional.py, or `_RUNTIME_REFERENCES`), which takes every argument
+    the torch one does."""
+    if qualified in _RUNTIME_REFERENCES and ctx.source == "torch" and ctx.target in ("jax", "tf"):
+        module_name, function = _RUNTIME_REFERENCES[qualified]
+        return f"{runtime_module(ctx.target, module_name)}.{function}"
     module, _, name = qualified.rpartition(".")
     if module != "torch.nn.functional" or ctx.source != "torch" or ctx.target not in ("jax", "tf"):
         return None

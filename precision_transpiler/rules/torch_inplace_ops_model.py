@@ -159,14 +159,14 @@ class TorchInplaceOps(Rule):
             return None  # not an in-place tensor method (`nn.init.zeros_(w)` is a function)
         receiver = func.value
         state = _state(ctx)
-        if method in _INIT and is_initialisation(ctx, receiver, original):
+        fresh = _creates_tensor(ctx, receiver)  # `torch.empty(n, n).fill_(v)`: a value, not initialisation
+        if method in _INIT and not fresh and is_initialisation(ctx, receiver, original):
             return None  # the torch-inplace-init rule's: dropped (statement) or a shim (value)
         if sets_parameter_data(ctx, original):
             return None  # `w.data.copy_(values)`, `w.data.mul_(s)` in an initialiser: the init rule's
         where = Where.of(ctx, original)
-        if method in _INIT and where.kind == "":
+        if method in _INIT and where.kind == "" and not fresh:
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
-        fresh = _creates_tensor(ctx, receiver)
         if (fresh or isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation)) and (
             fresh or not _may_promote(method, original, entries)
         ):
@@ -442,7 +442,8 @@ _SHARING_FUNCTIONS = frozenset(
 def _creates_tensor(ctx: RuleContext, receiver: cst.BaseExpression) -> bool:
     """`x.new_zeros(n)`, `torch.zeros(n)`, `x.clone()`, `torch.isnan(x)`: a call whose result is
     a fresh tensor, which nothing else refers to: a torch function of the top-level namespace
-    that does not return a view or share its argument's storage (`torch.reshape`, `torch.as_tensor`)."""
+    that does not return a view or share its argument's storage (`torch.reshape`, `torch.as_tensor`),
+    or an in-place method called on such a call."""
     if not isinstance(receiver, cst.Call):
         return False
     func = receiver.func
@@ -452,7 +453,13 @@ def _creates_tensor(ctx: RuleContext, receiver: cst.BaseExpression) -> bool:
             return True
         parts = qualified.split(".")
         return len(parts) == 2 and parts[0] == "torch" and qualified not in _SHARING_FUNCTIONS
-    return isinstance(func, cst.Attribute) and func.attr.value in _CREATING_METHODS
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value in _CREATING_METHODS:
+        return True
+    # a link of an in-place chain on a fresh tensor (`torch.empty(n, n).fill_(v).triu_(1)`): an
+    # in-place method returns its receiver, so the fresh tensor is still all there is
+    return func.attr.value in inplace_index(ctx.mappings) and _creates_tensor(ctx, func.value)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -140,6 +140,36 @@ def test_region_converts_runs_and_verifies(to: str, tmp_path: Path) -> None:
         assert torch.is_autocast_enabled("cpu")
 
 
+AUTOCAST_VALUE = """
+from functools import partial
+
+import torch
+import torch.nn as nn
+from torch.amp import autocast
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+        self.no_amp = partial(autocast, "cuda", enabled=False)  # autocast as a value, not a `with` item
+
+    def forward(self, x):
+        with self.no_amp():
+            return self.fc(x) @ x[:, :8].T
+"""
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_autocast_passed_as_a_value_becomes_the_runtime_s(to: str, tmp_path: Path) -> None:
+    """A torch callable handed around (here to `partial`) must not keep torch imported: the
+    runtime's `autocast`, with torch's signature, makes the region when called."""
+    original, converted, code = _convert(AUTOCAST_VALUE, tmp_path, "value", to)
+    assert 'partial(autocast, "cuda", enabled=False)' in code
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[4,16]"]))
+    assert verdict.passed, verdict.failures
+
+
 @pytest.mark.parametrize("to", ["jax", "tf"])
 def test_decorated_method_becomes_a_region_around_its_body(to: str, tmp_path: Path) -> None:
     original, converted, code = _convert(DECORATED, tmp_path, "decorated", to)

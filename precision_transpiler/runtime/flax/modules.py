@@ -475,6 +475,17 @@ class torch_autocast:
         return False
 
 
+def autocast(device_type="cuda", dtype=None, enabled=True, cache_enabled=None):
+    """`torch.autocast` (`torch.amp.autocast`) passed around as a value rather than written in a
+    `with` item or a decorator (`no_amp = partial(autocast, "cuda", enabled=False)`): calling it
+    makes the region, a `torch_autocast` for no module (so a disabled region runs the ops
+    written in it as written, and an enabled one casts them); torch's default dtype for the
+    device type when none is given. `cache_enabled` has no meaning outside torch."""
+    if dtype is None:
+        dtype = "bfloat16" if device_type == "cpu" else "float16"
+    return torch_autocast(None, dtype, enabled)
+
+
 def torch_autocast_call(op, *args, **kwargs):
     """A matmul-class op (matmul, einsum, linear, conv, scaled_dot_product_attention) written in a
     torch.autocast region: inside an enabled region its floating array inputs are cast to the
