@@ -157,13 +157,16 @@ def helper_block(policy: Policy, nan_fallback: bool, done: FlaxPolicyPass) -> li
         options: dict[str, object] = {"output": Code(f"jnp.{output}")}
         if nan_fallback:
             options["nan_fallback"] = True
+        prepare = []
         if layer_dtypes:
             table = {k: Code(v) for k, v in sorted(layer_dtypes.items())}
             statements.append(assign("_PTRANSPILE_LAYER_DTYPES", table))
-            options["layer_dtypes"] = Code("_PTRANSPILE_LAYER_DTYPES")
+            prepare.append(call(policy_ref("jax", "LayerDtypes"), Code("_PTRANSPILE_LAYER_DTYPES")))
         if fp32_paths:
             statements.append(assign("_PTRANSPILE_FP32_PATHS", fp32_paths))
-            options["fp32_paths"] = Code("_PTRANSPILE_FP32_PATHS")
+            prepare.append(call(policy_ref("jax", "Fp32Paths"), Code("_PTRANSPILE_FP32_PATHS")))
+        if prepare:
+            options["prepare"] = tuple(prepare)
         statements.append(assign("_ptranspile_policy", call(policy_ref("jax", "FlaxPolicy"), policy.name, **options)))
     return policy_block(policy.name, statements)
 

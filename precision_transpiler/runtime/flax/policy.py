@@ -9,6 +9,9 @@ The flax policy pass (precision/passes/flax.py) gives layers `dtype`/`param_dtyp
     _ptranspile_fp32 = fp32_island
     _ptranspile_policy = FlaxPolicy("mixed", output=jnp.float32)
 
+(`prepare=(LayerDtypes(...), Fp32Paths(...))` too where the file needs them: those definitions
+are copied only then).
+
 The definitions here reach the file as every runtime definition does (copied in, or imported from
 the runtime module beside it). They import what they use inside the functions, so copying them adds
 no import line that `--policy fp32` (which strips the block) would leave behind.
@@ -86,28 +89,23 @@ class FlaxPolicy:
     module call return its floating outputs in `output`; nested calls run as they are.
 
     `nan_fallback`: a non-finite output of the outermost call is computed again with every layer
-    in float32. `layer_dtypes` (layer class name -> dtype): layers built through factories the
-    pass could not see into (`norm_layer(dim)`) take their class's dtype, where none was set.
-    `fp32_paths` (globs of NNX paths: `convs.1`, `block.attn`): those submodules, and everything
-    in them, compute in float32 (`path:` overrides, which exist only at run time). Both are
-    applied once per outermost module, at its first call."""
+    in float32. `prepare`: what runs on the module before an outermost call (`LayerDtypes`,
+    `Fp32Paths`), for what only exists at run time."""
 
-    def __init__(self, name, output, nan_fallback=False, layer_dtypes=None, fp32_paths=()):
+    def __init__(self, name, output, nan_fallback=False, prepare=()):
         self.name = name
         self.output = output
         self.nan_fallback = nan_fallback
-        self.layer_dtypes = layer_dtypes or {}
-        self.fp32_paths = tuple(fp32_paths)
+        self.prepare = tuple(prepare)
         self.depth = 0  # > 0 while a decorated call runs
-        self.layers_done = []
-        self.paths_done = []
 
     def __call__(self, call):
         policy = self
 
         def run(module, *args, **kwargs):
             if not policy.depth:
-                policy.prepare(module)
+                for step in policy.prepare:
+                    step(module)
             out = call_nested(policy, call, module, *args, **kwargs)
             if policy.depth:
                 return out
@@ -127,38 +125,6 @@ class FlaxPolicy:
         if hasattr(t, "dtype") and jnp.issubdtype(t.dtype, jnp.floating):
             return t.astype(self.output)
         return t
-
-    def prepare(self, module):
-        """Before an outermost call: the run-time layer dtypes and path overrides, once per module."""
-        if self.layer_dtypes and _first_call(self.layers_done, module):
-            self.apply_layer_dtypes(module)
-        if self.fp32_paths and _first_call(self.paths_done, module):
-            self.apply_paths(module)
-
-    def apply_layer_dtypes(self, module):
-        """Layers built through factories got no dtype from the converter: each takes its class's
-        policy dtype (only where none was set)."""
-        from flax import nnx
-
-        for _, sub in nnx.iter_modules(module):
-            dtype = self.layer_dtypes.get(type(sub).__name__)
-            if dtype is not None and "dtype" in vars(sub) and sub.dtype is None:
-                object.__setattr__(sub, "dtype", dtype)
-
-    def apply_paths(self, module):
-        """The submodules whose NNX path (relative to the outermost module called) matches a
-        glob, and everything inside them, compute in float32."""
-        import jax.numpy as jnp
-        from flax import nnx
-
-        for path, sub in nnx.iter_modules(module):
-            names = [".".join(str(p) for p in path[:k]) for k in range(1, len(path) + 1)]
-            if not any(path_matches(n, self.fp32_paths) for n in names):
-                continue
-            if hasattr(sub, "dtype"):
-                object.__setattr__(sub, "dtype", jnp.float32)
-            if getattr(sub, "preferred_element_type", None) is not None:
-                object.__setattr__(sub, "preferred_element_type", None)
 
     def recompute_fp32(self, call, module, args, kwargs):
         """Run `call` again with every layer computing in float32, then restore the layers."""
@@ -181,3 +147,49 @@ class FlaxPolicy:
             self.depth -= 1
             for sub, attr, value in saved:
                 object.__setattr__(sub, attr, value)
+
+
+class LayerDtypes:
+    """Layers built through factories the pass could not see into (`norm_layer(dim)`) got no
+    dtype from the converter: each takes its class's policy dtype from `table` (layer class name
+    -> dtype), where none was set, once per outermost module (a `FlaxPolicy` prepare step)."""
+
+    def __init__(self, table):
+        self.table = table
+        self.done = []
+
+    def __call__(self, module):
+        from flax import nnx
+
+        if not _first_call(self.done, module):
+            return
+        for _, sub in nnx.iter_modules(module):
+            dtype = self.table.get(type(sub).__name__)
+            if dtype is not None and "dtype" in vars(sub) and sub.dtype is None:
+                object.__setattr__(sub, "dtype", dtype)
+
+
+class Fp32Paths:
+    """`path:` overrides with compute float32 (which exist only at run time): the submodules
+    whose NNX path (`convs.1`, `block.attn`, relative to the outermost module called) matches one
+    of `patterns`, and everything inside them, compute in float32; once per outermost module (a
+    `FlaxPolicy` prepare step)."""
+
+    def __init__(self, patterns):
+        self.patterns = tuple(patterns)
+        self.done = []
+
+    def __call__(self, module):
+        import jax.numpy as jnp
+        from flax import nnx
+
+        if not _first_call(self.done, module):
+            return
+        for path, sub in nnx.iter_modules(module):
+            names = [".".join(str(p) for p in path[:k]) for k in range(1, len(path) + 1)]
+            if not any(path_matches(n, self.patterns) for n in names):
+                continue
+            if hasattr(sub, "dtype"):
+                object.__setattr__(sub, "dtype", jnp.float32)
+            if getattr(sub, "preferred_element_type", None) is not None:
+                object.__setattr__(sub, "preferred_element_type", None)

@@ -99,7 +99,8 @@ def test_nan_fallback_recomputes_in_float32_and_restores_the_layers(caplog: pyte
 
 
 def test_layer_dtypes_reach_factory_built_layers_once_where_none_was_set() -> None:
-    policy = fp.FlaxPolicy("mixed", output=jnp.float32, layer_dtypes={"LayerNorm": jnp.float32, "Linear": jnp.bfloat16})
+    layer_dtypes = fp.LayerDtypes({"LayerNorm": jnp.float32, "Linear": jnp.bfloat16})
+    policy = fp.FlaxPolicy("mixed", output=jnp.float32, prepare=(layer_dtypes,))
 
     class Net(nnx.Module):
         def __init__(self, layer, rngs):
@@ -122,7 +123,7 @@ def test_layer_dtypes_reach_factory_built_layers_once_where_none_was_set() -> No
 
 
 def test_fp32_path_overrides_put_matching_submodules_in_float32() -> None:
-    policy = fp.FlaxPolicy("mixed", output=jnp.float32, fp32_paths=("blocks.1",))
+    policy = fp.FlaxPolicy("mixed", output=jnp.float32, prepare=(fp.Fp32Paths(("blocks.1",)),))
 
     class Net(nnx.Module):
         def __init__(self, rngs):
