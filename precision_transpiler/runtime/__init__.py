@@ -12,10 +12,12 @@ alone. Layout:
 - `flax/` and `keras/`: the same subjects under the same file names (`SUBJECTS` below: `conv`,
   `pool`, `norm`, `attention`, `functional`, `tensor`, `tensor_math`, `losses`, `layers`,
   `modules`, `module_api`, ...), and the same names for the same torch behaviour on both sides.
-- `torch/`: what converted torch code needs (the `--device auto` decision).
-- `device.py`: the framework-free half of the `--device auto` decision, which the three
-  `device.py` files of the frameworks call; kept apart from `common.py` because a policy's helper
-  block copies it under `_ptranspile_*` names that `--policy fp32` strips.
+- `torch/`: what torch code under a precision policy needs (`policy.py`).
+- `flax/policy.py`, `keras/policy.py`, `torch/policy.py`: the precision policies at run time,
+  which a policy's generated block binds (not torch semantics: `POLICY_MODULES` below); they
+  import inside their functions, so their copies bring no import line `--policy fp32` would leave.
+- `policy.py` and `device.py`: their framework-free halves (output classes, override globs, the
+  `--device auto` decision), kept apart from `common.py` for the same reason.
 
 Rules every runtime module keeps, because its definitions are copied as text: module-level code
 is imports, constants and definitions; a definition that needs another runtime module's names
