@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from precision_transpiler.runtime.device import _ptranspile_cpu_bf16
+    from precision_transpiler.runtime.device import cpu_has_bf16
 
-    native = _ptranspile_cpu_bf16()
+    native = cpu_has_bf16()
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
             f"this CPU ({'with' if native else 'without'} bf16 kernels)": run_corpus({}, args, Path(tmp) / "a.json"),

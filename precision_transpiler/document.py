@@ -47,6 +47,7 @@ class Document:
         self.runtime_names: tuple[str, ...] = ()  # imported from the runtime module (Job.runtime "module")
         self.inlined_runtime = False  # the input's runtime definitions were read back (`source`)
         self.torch_semantics = False  # ... and so the input is a model converted from torch
+        # (runtime definitions besides a precision policy's: runtime.imports_torch_semantics)
 
     def tree(self) -> cst.Module:
         if self._tree is None:

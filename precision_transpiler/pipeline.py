@@ -33,6 +33,7 @@ import libcst as cst
 from precision_transpiler.diagnostics import Diagnostic
 from precision_transpiler.document import Document
 from precision_transpiler.mappings import MappingSet
+from precision_transpiler.runtime import imports_torch_semantics
 from precision_transpiler.syntax import python_ast
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class ReadRuntimeImports:
         if code != doc.source:
             doc.source = code
             doc.set_code(code)
-            doc.inlined_runtime = doc.torch_semantics = True
+            doc.inlined_runtime, doc.torch_semantics = True, imports_torch_semantics(code)
 
 
 class PruneToEntry:
@@ -278,7 +279,7 @@ class UnvendorRuntime:
         if code is not None:
             doc.source = code  # the policy's decisions name its lines: Finish maps them onto the input's
             doc.set_code(code)
-            doc.inlined_runtime = doc.torch_semantics = True
+            doc.inlined_runtime, doc.torch_semantics = True, imports_torch_semantics(code)
 
 
 class _PolicyStage:
@@ -573,7 +574,7 @@ PREPARE: tuple[type[Stage], ...] = (
 )  # fmt: skip
 
 PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
-    ("torch", "torch"): (TorchPolicy,),
+    ("torch", "torch"): (UnvendorRuntime, TorchPolicy, VendorRuntime),
     ("tf", "tf"): (UnvendorRuntime, KerasPolicy, VendorRuntime),
     ("jax", "jax"): (UnvendorRuntime, FlaxPolicy, VendorRuntime),
     ("torch", "jax"): (

@@ -79,7 +79,8 @@ def test_a_run_retried_on_a_deep_stack_starts_from_the_input() -> None:
     source += f"        return {body}\n"
     retried = transpile(source, to="jax", policy="mixed")
     assert not retried.errors
-    assert retried.code.count("jnp.ones(1)") == 400 and retried.code.count("import jax.numpy as jnp") == 1
+    assert retried.code.count("jnp.ones(1)") == 400
+    assert retried.code.splitlines().count("import jax.numpy as jnp") == 1  # (copied functions import inside)
     assert len(retried.rewrites) == len({(r.line, r.col, r.rule) for r in retried.rewrites})
     at_once: list = []
     limit, size = sys.getrecursionlimit(), threading.stack_size()

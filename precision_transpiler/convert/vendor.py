@@ -31,7 +31,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.markers import POLICY_IMPORT_MARKER
-from precision_transpiler.runtime import PACKAGE
+from precision_transpiler.runtime import PACKAGE, POLICY_MODULES
 from precision_transpiler.syntax import dotted_name, import_bound_names, is_import_statement
 
 MARKER = "# ptranspile: torch-compatible definitions copied from precision_transpiler/runtime (torch semantics)"
@@ -217,7 +217,9 @@ def _closure(wanted: dict[str, list[str]], missing: list[str]) -> list[_Key]:
             visit(other, (*path, module_name))
         rank[module_name] = len(rank)
 
-    for module_name in wanted:
+    # the policies' runtime after the rest: where a file's code first names it (a policy's block
+    # comes first, or after the read-back imports of the other copies) does not move it
+    for module_name in sorted(wanted, key=lambda name: name in POLICY_MODULES):
         visit(module_name, ())
     keys = sorted(definitions, key=lambda k: (rank[k[0]], definitions[k].order))
     # a definition waits for the ones it needs at import time (only a cycle between runtime modules
@@ -620,18 +622,6 @@ def _defined_name(stmt: cst.CSTNode) -> str | None:
         if isinstance(target, cst.Name):
             return target.value
     return None
-
-
-def shim_source(module_name: str, names: list[str]) -> str:
-    """The source of shim definitions `names` of `module_name`, with every definition they need
-    across runtime modules, in import order: for generated helper blocks (the precision policies'
-    `--device auto` helpers) that take their runtime code from a real, linted runtime module. The
-    definitions must need no imports the converted file does not already make."""
-    missing: list[str] = []
-    keys = _closure({module_name: names}, missing)
-    if missing:
-        raise ValueError(f"unknown shim definitions: {', '.join(missing)}")
-    return "\n\n\n".join(_shim_module(m).definitions[n].source.rstrip("\n") for m, n in keys) + "\n"
 
 
 def _take_shim_imports(

@@ -25,15 +25,15 @@ def apply_torch_policy(
     module: cst.Module, source: str, policy: Any, table: MappingSet, nan_fallback: bool = False
 ) -> tuple[cst.Module, list[Any]]:
     """Strip what an earlier run inserted, then apply `policy` (nothing more for fp32)."""
-    from precision_transpiler.precision.passes.torch import TorchPolicyPass, helper_block
+    from precision_transpiler.precision.passes.torch import HELPER_IMPORTS, TorchPolicyPass, helper_block
 
     return _apply_layer_policy(
         module,
         source,
         policy,
         lambda module, source: TorchPolicyPass(policy, table, module, source, nan_fallback),
-        lambda done: helper_block(policy, table, nan_fallback),
-        [("torch", "torch")],
+        lambda done: helper_block(policy, table, nan_fallback, done),
+        HELPER_IMPORTS,
     )
 
 
@@ -49,8 +49,8 @@ def apply_keras_policy(
         source,
         policy,
         lambda module, source: kp.KerasPolicyPass(policy, table, module, source, nan_fallback),
-        lambda done: kp.helper_block(policy, table, nan_fallback, done.needs_runtime),
-        [("keras", "keras")],
+        lambda done: kp.helper_block(policy, table, nan_fallback, done),
+        kp.HELPER_IMPORTS,
     )
 
 
@@ -66,8 +66,8 @@ def apply_keras_torch_policy(
         source,
         policy,
         lambda module, source: ktp.KerasTorchPolicyPass(policy, table, module, source),
-        lambda done: ktp.helper_block(policy, table, nan_fallback, done.layer_dtypes()),
-        [("keras", "keras")],
+        lambda done: ktp.helper_block(policy, table, nan_fallback, done),
+        ktp.HELPER_IMPORTS,
     )
 
 
@@ -82,8 +82,8 @@ def apply_flax_policy(
         source,
         policy,
         lambda module, source: fp.FlaxPolicyPass(policy, table, module, source),
-        lambda done: fp.helper_block(policy, nan_fallback, done.layer_dtypes()),
-        [("jax", "jax"), ("jax.numpy", "jnp")],
+        lambda done: fp.helper_block(policy, nan_fallback, done),
+        fp.HELPER_IMPORTS,
     )
 
 

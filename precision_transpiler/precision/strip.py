@@ -6,6 +6,9 @@ keyword arguments with such a value, and calls that wrap the user's expression a
 argument (`_ptranspile_fp32(x)`, `_ptranspile_compute(self.norm(x), self)`), and
 `_ptranspile_autocast(op, *args)`, which calls the user's op on the user's arguments. Removing exactly
 those restores the user's code byte for byte, because the passes never touch anything else.
+The runtime definitions the block bound are the runtime's (runtime/<framework>/policy.py): read
+back as imports (`from precision_transpiler.runtime.flax.policy import FlaxPolicy`), those only
+removed statements used go with them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import TypeVar
 import libcst as cst
 
 from precision_transpiler.markers import POLICY_IMPORT_MARKER
+from precision_transpiler.runtime import PACKAGE, POLICY_MODULES
+from precision_transpiler.syntax import dotted_name, import_bound_names
 
 PREFIXES = ("_ptranspile_", "_PTRANSPILE_")
 _Decorated = TypeVar("_Decorated", cst.FunctionDef, cst.ClassDef)
@@ -59,7 +64,8 @@ class StripInserted(cst.CSTTransformer):
         # lines of the statement after them, so dropping them restores the layout exactly.
         body = [stmt for stmt in updated_node.body if not _is_generated_statement(stmt)]
         self.removed += len(updated_node.body) - len(body)
-        return updated_node.with_changes(body=body)
+        dropped = [stmt for stmt in updated_node.body if _is_generated_statement(stmt)]
+        return updated_node.with_changes(body=_without_policy_runtime(body, dropped))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         return self._without_generated_decorators(updated_node)
@@ -106,6 +112,75 @@ class StripInserted(cst.CSTTransformer):
             self.removed += 1
             return updated_node.args[0].value  # wrappers take the user's expression, exactly as written, first
         return updated_node
+
+
+def _without_policy_runtime(body: list[cst.BaseStatement], dropped: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """`body` without its imports from the policy runtime (`from
+    precision_transpiler.runtime.flax.policy import FlaxPolicy`, POLICY_MODULES) that no code
+    left in it names: what the dropped block bound, and what those definitions needed, as it
+    reads when their copies or the runtime module's import were read back (convert/vendor.py
+    `unvendor`, convert/runtime_module.py `read_runtime_imports`)."""
+    imported = {name for stmt in body if _policy_import_line(stmt) for name in _bound(stmt)}
+    if not imported or not dropped:
+        return body
+    gone = imported - _names_in([stmt for stmt in body if not _policy_import_line(stmt)])
+    if not gone:
+        return body
+    kept: list[cst.BaseStatement] = []
+    for stmt in body:
+        if not (_policy_import_line(stmt) and _bound(stmt) & gone):
+            kept.append(stmt)
+            continue
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        smalls = []
+        for small in stmt.body:
+            assert isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar)
+            names = [a for a in small.names if import_bound_names(small.with_changes(names=[a])).isdisjoint(gone)]
+            if names:
+                names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                smalls.append(small.with_changes(names=names))
+        if smalls:
+            smalls[-1] = smalls[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+            kept.append(stmt.with_changes(body=smalls))
+    return kept
+
+
+def _policy_import_line(stmt: cst.CSTNode) -> bool:
+    """A line of runtime imports (`from precision_transpiler.runtime.M import N`, several on
+    one line as read_runtime_imports writes them) with one from a policy runtime module."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or not stmt.body:
+        return False
+    modules = []
+    for small in stmt.body:
+        if not isinstance(small, cst.ImportFrom) or small.module is None or isinstance(small.names, cst.ImportStar):
+            return False
+        modules.append(dotted_name(small.module) or "")
+    if not all(m.startswith(PACKAGE + ".") for m in modules):
+        return False
+    return any(m[len(PACKAGE) + 1 :] in POLICY_MODULES for m in modules)
+
+
+def _bound(stmt: cst.BaseStatement) -> set[str]:
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    return set().union(*(import_bound_names(small) for small in stmt.body))
+
+
+def _names_in(statements: list[cst.BaseStatement]) -> set[str]:
+    found: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+    for stmt in statements:
+        stmt.visit(_Names())
+    return found
 
 
 def _is_generated_arg(arg: cst.Arg) -> bool:

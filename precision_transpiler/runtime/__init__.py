@@ -15,10 +15,12 @@ alone. Layout:
 - `flax/` and `keras/`: the same subjects under the same file names (`SUBJECTS` below: `conv`,
   `pool`, `norm`, `attention`, `functional`, `tensor`, `tensor_math`, `losses`, `layers`,
   `modules`, `module_api`, ...), and the same names for the same torch behaviour on both sides.
-- `torch/`: what converted torch code needs (the `--device auto` decision).
-- `device.py`: the framework-free half of the `--device auto` decision, which the three
-  `device.py` files of the frameworks call; kept apart from `common.py` because a policy's helper
-  block copies it under `_ptranspile_*` names that `--policy fp32` strips.
+- `torch/`: what torch code under a precision policy needs (`policy.py`).
+- `flax/policy.py`, `keras/policy.py`, `torch/policy.py`: the precision policies at run time,
+  which a policy's generated block binds (not torch semantics: `POLICY_MODULES` below); they
+  import inside their functions, so their copies bring no import line `--policy fp32` would leave.
+- `policy.py` and `device.py`: their framework-free halves (output classes, override globs, the
+  `--device auto` decision), kept apart from `common.py` for the same reason.
 
 Rules every runtime module keeps, because its definitions are copied as text: module-level code
 is imports, constants and definitions; a definition that needs another runtime module's names
@@ -36,6 +38,9 @@ from __future__ import annotations
 PACKAGE = "precision_transpiler.runtime"
 #: The runtime package of each target framework (the `to` of a conversion).
 TARGET_PACKAGES = {"jax": "flax", "tf": "keras", "torch": "torch"}
+#: The runtime modules of the precision policies (a policy's generated block names their
+#: definitions; nothing else does): `--policy fp32` leaves none of them behind (precision/strip.py).
+POLICY_MODULES = frozenset({"policy", "device", "flax.policy", "keras.policy", "torch.policy"})
 #: The files of `flax/` and `keras/` (the same on both sides; tests/runtime/test_layout.py).
 SUBJECTS = (
     "conv",
@@ -65,13 +70,24 @@ SUBJECTS = (
     "transformer",
     "unpool",
     "upsampling",
+    "policy",
 )
 
 
 #: The framework-free modules beside `flax/` and `keras/`, which both take definitions from
 #: (`SHARED` and nothing else: tests/runtime/test_layout.py): the twins' shared arithmetic and the
 #: framework-free halves of their subjects.
-SHARED = ("common", "device", "pool", "padding", "losses", "margin_losses", "upsampling")
+SHARED = ("common", "device", "policy", "pool", "padding", "losses", "margin_losses", "upsampling")
+
+
+def imports_torch_semantics(code: str) -> bool:
+    """`code` imports runtime definitions other than the precision policies' (POLICY_MODULES), as a
+    model converted from torch reads when its copies or its runtime module's import were read back
+    (a file of Keras or Flax code people wrote imports only its policy's)."""
+    import re
+
+    found = re.findall(r"from " + re.escape(PACKAGE) + r"\.([\w.]+) import", code)
+    return any(module not in POLICY_MODULES for module in found)
 
 
 def runtime_module(target: str | None, subject: str) -> str:

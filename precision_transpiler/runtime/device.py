@@ -18,22 +18,22 @@ these functions once, when the converted module is imported, and keeps the answe
   machine's choice (not a policy's explicit float16, which is no choice of the machine's).
 
 The decision is logged once (logger "ptranspile": a warning when a low-precision policy falls back
-to float32, info otherwise) and kept in `_PTRANSPILE_DECISION`, where verification reads it.
+to float32, info otherwise) and kept in `COMPUTE_DECISIONS`, where verification reads it.
 
-The framework-specific halves (`torch/device.py`, `flax/device.py`, `keras/device.py`) ask their
-framework where they run and call `_ptranspile_pick`. The policy passes copy these definitions into
-the converted file's helper block (`shim_source` in convert/vendor.py), where everything is named
-`_ptranspile_*` so that `--policy fp32` strips it; so the standard-library imports are made inside
-the functions, and the module has none to copy.
+The framework-specific halves (`device_compute_dtype` of `torch/policy.py`, `flax/policy.py` and
+`keras/policy.py`) ask their framework where they run and call `pick_compute_dtype`. A policy's
+generated block names them as runtime definitions, which reach the converted file as every other
+runtime definition does (copied in, or imported from the runtime module beside it); they import
+what they use inside the functions, so copying them adds no import line to the file.
 """
 
-_PTRANSPILE_DECISION = {}
+COMPUTE_DECISIONS = {}
 
 # oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) that still include native bf16 instructions.
-_PTRANSPILE_BF16_ISAS = ("ALL", "AVX512_CORE_BF16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512")
+_BF16_ISAS = ("ALL", "AVX512_CORE_BF16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512")
 
 
-def _ptranspile_cpu_bf16():
+def cpu_has_bf16():
     """Whether this CPU has native bfloat16 kernels: AVX512-BF16 or AMX-BF16 on x86, BF16 on Arm.
 
     A oneDNN ISA cap below AVX512_CORE_BF16 (`ONEDNN_MAX_CPU_ISA=AVX2`, which torch and
@@ -42,7 +42,7 @@ def _ptranspile_cpu_bf16():
     import platform
 
     cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
-    if not cap.startswith(_PTRANSPILE_BF16_ISAS):
+    if not cap.startswith(_BF16_ISAS):
         return False
     machine = platform.machine().lower()
     if machine == "arm64" and platform.system() == "Darwin":
@@ -68,14 +68,14 @@ def _ptranspile_cpu_bf16():
     return False
 
 
-def _ptranspile_pick(framework, requested, where, gpu_bf16=False, cpu_bf16=None):
+def pick_compute_dtype(framework, requested, where, gpu_bf16=False, cpu_bf16=None):
     """The compute dtype ("bfloat16", "float16" or "float32") for a policy that asks for
     `requested` ("half", "bfloat16" or "float16") on `where` ("gpu", "tpu" or "cpu"); decided
-    once per framework, logged once, kept in `_PTRANSPILE_DECISION[framework]`."""
+    once per framework, logged once, kept in `COMPUTE_DECISIONS[framework]`."""
     import logging
     import os
 
-    known = _PTRANSPILE_DECISION.get(framework)
+    known = COMPUTE_DECISIONS.get(framework)
     if known is not None and known["requested"] == requested:
         return known["compute"]
     forced = os.environ.get("PTRANSPILE_COMPUTE_DTYPE", "").strip().lower()
@@ -94,12 +94,12 @@ def _ptranspile_pick(framework, requested, where, gpu_bf16=False, cpu_bf16=None)
     elif where == "tpu":
         compute, reason = "bfloat16", "TPU"
     else:
-        native = _ptranspile_cpu_bf16() if cpu_bf16 is None else cpu_bf16
+        native = cpu_has_bf16() if cpu_bf16 is None else cpu_bf16
         if native:
             compute, reason = "bfloat16", "CPU with native bfloat16 kernels"
         else:
             compute, reason = "float32", "CPU without native bfloat16 kernels: emulated bf16 is slower than float32"
-    _PTRANSPILE_DECISION[framework] = {
+    COMPUTE_DECISIONS[framework] = {
         "framework": framework,
         "device": where,
         "requested": requested,

@@ -32,3 +32,21 @@ def runtime_module_of(package: str, name: str) -> str:
             if name in defined:
                 return f"precision_transpiler.runtime.{package}.{subject}"
     raise LookupError(f"no module of runtime/{package} defines {name}")
+
+
+def run_copied(code: str) -> dict[str, object]:
+    """Copy the runtime definitions `code` names into it, as a conversion does (`--runtime
+    inline`), check that the copies brought no import line with them (a policy's runtime imports
+    inside its functions: `--policy fp32` would leave such a line behind), run the result and
+    return its namespace."""
+    from precision_transpiler.convert.vendor import MARKER, vendor_shims
+
+    copied, missing = vendor_shims(code)
+    assert not missing, missing
+    own_imports = [
+        line for line in code.splitlines() if line.startswith("import ") and "precision_transpiler" not in line
+    ]
+    assert copied.split(MARKER)[0].split() == " ".join(own_imports).split(), copied[:500]
+    namespace: dict[str, object] = {}
+    exec(compile(copied, "<copied runtime>", "exec"), namespace)
+    return namespace

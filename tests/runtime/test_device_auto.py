@@ -112,16 +112,16 @@ def test_forced_bfloat16_computes_the_low_precision_layers_in_bfloat16(tmp_path:
 def test_this_machine_decides_by_its_own_cpu_flags(tmp_path: Path) -> None:
     """Whatever this CPU is, the generated code's decision is what its flags say."""
     data = _run_converted(tmp_path, "torch", {})
-    expected = "bfloat16" if device._ptranspile_cpu_bf16() else "float32"
+    expected = "bfloat16" if device.cpu_has_bf16() else "float32"
     assert data["decision"]["compute"] == expected
     assert data["linear"] == expected
 
 
 def test_a_pinned_device_writes_the_dtype_statically() -> None:
     pinned = transpile(MODEL, to="torch", policy="mixed", device="cpu").code
-    assert "_ptranspile_torch_device" not in pinned and '"compute": torch.bfloat16' in pinned
+    assert "device_compute_dtype" not in pinned and "compute=torch.bfloat16" in pinned
     auto = transpile(MODEL, to="torch", policy="mixed").code
-    assert '_PTRANSPILE_DEVICE = _ptranspile_torch_device("half")' in auto
+    assert '_PTRANSPILE_DEVICE = device_compute_dtype("half")' in auto
     assert transpile(MODEL, to="torch", policy="fp32").code == MODEL
 
 
@@ -129,7 +129,7 @@ def test_a_pinned_device_writes_the_dtype_statically() -> None:
 def test_the_fp32_policy_removes_the_device_helpers_exactly(to: str) -> None:
     fp32 = transpile(MODEL, to=to, policy="fp32").code
     mixed = transpile(MODEL, to=to, policy="mixed").code
-    assert "_ptranspile_cpu_bf16" in mixed
+    assert "def cpu_has_bf16" in mixed  # the decision helpers, copied in
     assert transpile(mixed, to=to, policy="fp32").code == fp32
 
 
@@ -152,32 +152,32 @@ def test_decision_table(
     monkeypatch: pytest.MonkeyPatch, requested: str, where: str, gpu_bf16: bool, cpu_bf16: bool | None, expected: str
 ) -> None:
     monkeypatch.delenv("PTRANSPILE_COMPUTE_DTYPE", raising=False)
-    monkeypatch.setattr(device, "_PTRANSPILE_DECISION", {})
-    assert device._ptranspile_pick("test", requested, where, gpu_bf16, cpu_bf16) == expected
-    assert device._PTRANSPILE_DECISION["test"]["compute"] == expected
+    monkeypatch.setattr(device, "COMPUTE_DECISIONS", {})
+    assert device.pick_compute_dtype("test", requested, where, gpu_bf16, cpu_bf16) == expected
+    assert device.COMPUTE_DECISIONS["test"]["compute"] == expected
 
 
 def test_the_decision_is_made_and_logged_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv("PTRANSPILE_COMPUTE_DTYPE", raising=False)
-    monkeypatch.setattr(device, "_PTRANSPILE_DECISION", {})
+    monkeypatch.setattr(device, "COMPUTE_DECISIONS", {})
     with caplog.at_level(logging.INFO, logger="ptranspile"):
         for _ in range(3):
-            device._ptranspile_pick("test", "half", "cpu", False, False)
+            device.pick_compute_dtype("test", "half", "cpu", False, False)
     assert len(caplog.records) == 1 and caplog.records[0].levelno == logging.WARNING
 
 
 def test_the_override_decides_for_the_machine_but_not_for_an_explicit_float16(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device, "_PTRANSPILE_DECISION", {})
+    monkeypatch.setattr(device, "COMPUTE_DECISIONS", {})
     monkeypatch.setenv("PTRANSPILE_COMPUTE_DTYPE", "float32")
-    assert device._ptranspile_pick("a", "half", "cpu", False, True) == "float32"
-    assert device._ptranspile_pick("b", "bfloat16", "gpu", True) == "float32"
-    assert device._ptranspile_pick("c", "float16", "cpu", False, True) == "float16"
+    assert device.pick_compute_dtype("a", "half", "cpu", False, True) == "float32"
+    assert device.pick_compute_dtype("b", "bfloat16", "gpu", True) == "float32"
+    assert device.pick_compute_dtype("c", "float16", "cpu", False, True) == "float16"
 
 
 def test_a_onednn_isa_cap_below_bf16_means_no_native_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert device._ptranspile_cpu_bf16() is False
+    assert device.cpu_has_bf16() is False
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
-    assert device._ptranspile_cpu_bf16() is False
+    assert device.cpu_has_bf16() is False

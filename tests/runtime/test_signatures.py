@@ -39,9 +39,7 @@ def _load(qualified: str):
 
 @pytest.mark.parametrize(("torch_name", "target", "shim"), _cases())
 def test_the_runtime_class_takes_every_argument_torch_takes(torch_name: str, target: str, shim: str) -> None:
-    torch_params = [
-        p for p in inspect.signature(_load(torch_name).__init__).parameters.values() if p.name != "self"
-    ]
+    torch_params = [p for p in inspect.signature(_load(torch_name).__init__).parameters.values() if p.name != "self"]
     ours = inspect.signature(_load(shim).__init__).parameters
     if any(p.kind == p.VAR_KEYWORD for p in ours.values()):
         return

@@ -39,265 +39,19 @@ import libcst as cst
 from precision_transpiler.errors import PolicyError
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.precision.passes.base import (
+    Code,
     PolicyPass,
     append_keywords,
+    assign,
     auto_device,
+    bindings,
+    call,
     chooses_dtype,
-    helper_statements,
-    island,
-    with_device_helpers,
+    device_statements,
+    policy_block,
+    policy_ref,
 )
 from precision_transpiler.precision.policy import Policy, Precision
-
-HELPERS = '''
-# ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
-_PTRANSPILE_LOW = {low}
-_PTRANSPILE_FP32 = "float32"
-
-
-def _ptranspile_fp32(x):
-    """fp32 island for a functional op the policy keeps in float32."""
-    return keras.ops.cast(x, "float32")
-
-
-def _ptranspile_output(outputs):
-    """Model outputs in {output} (a linear Activation in {output}, as the Keras guide does)."""
-    return keras.tree.map_structure(lambda t: keras.layers.Activation("linear", dtype="{output}")(t), outputs)
-{runtime_helpers}{paths_helpers}'''
-
-# Emitted only when the file has subclassed layers or models, or with --nan-fallback, so that the
-# generated code of purely functional models stays as it was.
-RUNTIME_HELPERS = '''
-
-_PTRANSPILE_OUTPUT = "{output}"
-_PTRANSPILE_DEPTH = [0]  # > 0 while the outermost model call runs
-_PTRANSPILE_INIT = set()  # ids of the layers whose outermost __init__ is running
-
-
-def _ptranspile_floating(t):
-    return hasattr(t, "dtype") and keras.backend.is_float_dtype(keras.backend.standardize_dtype(t.dtype))
-
-
-def _ptranspile_cast(value, dtype):
-    """Cast the floating tensors in a (nested) value to `dtype`."""
-    def cast(t):
-        if _ptranspile_floating(t) and keras.backend.standardize_dtype(t.dtype) != dtype:
-            return keras.ops.cast(t, dtype)
-        return t
-    return keras.tree.map_structure(cast, value)
-
-
-def _ptranspile_compute(value, layer):
-    """A float32 island's result inside a subclassed layer, in the layer's compute dtype:
-    TensorFlow refuses `bfloat16 + float32` where Keras' functional graph would promote."""
-    return _ptranspile_cast(value, layer.compute_dtype)
-
-
-def _ptranspile_set_policy(layer, dtype, explicit):
-    """After the outermost `__init__` of a subclassed layer: the dtype policy `dtype`, unless the
-    caller passed `dtype=` or the layer chose a policy itself. A layer left computing in float32
-    (explicitly or by a class override) computes everything inside it in float32 too."""
-    if not explicit and layer.dtype_policy.name == keras.config.dtype_policy().name:
-        policy = keras.dtype_policies.get(dtype)
-        own = [*getattr(layer, "_trainable_variables", []), *getattr(layer, "_non_trainable_variables", [])]
-        if policy.compute_dtype != "float32" and any(v.dtype != policy.variable_dtype for v in own):
-            dtype = "mixed_" + policy.compute_dtype  # weights made in __init__ stay float32: autocast them
-        layer.dtype_policy = dtype
-    if layer.compute_dtype == "float32":
-        for sub in layer._flatten_layers(include_self=False):
-            sub.dtype_policy = "float32"
-
-
-def _ptranspile_outermost(call, model, args, kwargs, output):
-    """The outermost model call: floating outputs in `output` (None: as computed); with
-    --nan-fallback, a non-finite result (eager only) is computed again in float32."""
-    if _PTRANSPILE_DEPTH[0]:
-        return call(*args, **kwargs)
-    _PTRANSPILE_DEPTH[0] += 1
-    try:
-        out = call(*args, **kwargs)
-    finally:
-        _PTRANSPILE_DEPTH[0] -= 1
-    if output is not None:
-        out = _ptranspile_cast(out, output){nan_check}
-    return out
-
-
-def _ptranspile_layer(dtype):
-    """Class decorator for a subclassed Layer or Model: the dtype policy `dtype` after its
-    `__init__` (see _ptranspile_set_policy); a Model's outermost call returns its floating
-    outputs in the policy's output dtype."""
-    import functools
-    import inspect
-
-    def decorate(cls):
-        init = cls.__init__
-
-        @functools.wraps(init)
-        def __init__(self, *args, **kwargs):
-            if id(self) in _PTRANSPILE_INIT:  # a base class's __init__ (super().__init__)
-                return init(self, *args, **kwargs)
-            _PTRANSPILE_INIT.add(id(self))
-            try:
-                init(self, *args, **kwargs)
-            finally:
-                _PTRANSPILE_INIT.discard(id(self))
-            _ptranspile_set_policy(self, dtype, "dtype" in kwargs)
-
-        # Keras reads the constructor's arguments with inspect.getfullargspec (auto get_config),
-        # which does not follow __wrapped__ but does read __signature__.
-        __init__.__signature__ = inspect.signature(init)
-        cls.__init__ = __init__
-        call = cls.__call__
-        if issubclass(cls, keras.Model):
-
-            @functools.wraps(call)
-            def __call__(self, *args, **kwargs):
-                return _ptranspile_outermost(functools.partial(call, self), self, args, kwargs, _PTRANSPILE_OUTPUT)
-
-            cls.__call__ = __call__
-        elif keras.dtype_policies.get(dtype).compute_dtype == "float32":
-
-            @functools.wraps(call)
-            def __call__(self, *args, **kwargs):
-                # a float32 island (class override): results in the dtype it was given, so that
-                # the caller's own arithmetic (`x + self.block(x)`) sees one dtype
-                first = next((t for t in keras.tree.flatten((args, kwargs)) if _ptranspile_floating(t)), None)
-                out = call(self, *args, **kwargs)
-                return out if first is None else _ptranspile_cast(out, keras.backend.standardize_dtype(first.dtype))
-
-            cls.__call__ = __call__
-        return cls
-    return decorate
-{nan_helpers}'''
-
-# With --nan-fallback only: the check in `_ptranspile_outermost` and what it needs.
-NAN_CHECK = """
-    if not _ptranspile_finite(out):
-        return _ptranspile_recompute_fp32(call, model, args, kwargs)"""
-
-NAN_HELPERS = '''
-
-def _ptranspile_finite(value):
-    """False only for a concrete floating output holding inf/nan: symbolic tensors (functional
-    construction, tf.function, jax.jit) are not checked."""
-    leaves = [t for t in keras.tree.flatten(value) if _ptranspile_floating(t)]
-    if any(isinstance(t, keras.KerasTensor) for t in leaves):
-        return True
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        if not tf.executing_eagerly():
-            return True
-    try:
-        return all(bool(keras.ops.all(keras.ops.isfinite(t))) for t in leaves)
-    except TypeError:  # a tracer that cannot be read (jax.jit)
-        return True
-
-
-def _ptranspile_recompute_fp32(call, model, args, kwargs):
-    """Run `call` again with every layer of `model` computing in float32, then restore them."""
-    import logging
-
-    logging.getLogger("ptranspile").warning(
-        "%s: non-finite output under policy {name}; recomputing in float32", type(model).__name__
-    )
-    saved = [(layer, layer._dtype_policy) for layer in model._flatten_layers()]
-    fp32 = keras.dtype_policies.get("float32")
-    _PTRANSPILE_DEPTH[0] += 1
-    try:
-        for layer, _ in saved:
-            object.__setattr__(layer, "_dtype_policy", fp32)
-        args, kwargs = _ptranspile_cast((args, kwargs), "float32")
-        return _ptranspile_cast(call(*args, **kwargs), "float32")
-    finally:
-        _PTRANSPILE_DEPTH[0] -= 1
-        for layer, policy in saved:
-            object.__setattr__(layer, "_dtype_policy", policy)
-
-
-def _ptranspile_model(model):
-    """NaN fallback for a functional or Sequential model: its outermost call is checked."""
-    import functools
-
-    call = model.call
-
-    @functools.wraps(call)
-    def run(*args, **kwargs):
-        return _ptranspile_outermost(call, model, args, kwargs, None)
-    object.__setattr__(model, "call", run)
-    return model
-'''
-
-# Emitted only when the policy has `path:` overrides with `compute: float32`, so that every other
-# policy's generated code stays as it was. The walk is the one `ptranspile verify` names layers
-# by (precision_transpiler/verify/adapters/keras_adapter.py), so a path from its report can be
-# put into `overrides:` as is.
-PATHS_HELPERS = '''
-
-_PTRANSPILE_FP32_PATHS = {fp32_paths}
-
-
-def _ptranspile_sublayers(layer):
-    """(path step, sublayer): `layers.<i>` in functional and Sequential models, attribute names
-    (public ones first) elsewhere."""
-    if isinstance(layer, keras.Sequential) or hasattr(layer, "_nodes_by_depth"):
-        return [(f"layers.{{i}}", sub) for i, sub in enumerate(layer.layers)]
-    found = []
-    internal = ("_layers", "_functional", "_operations", "_tracker")
-    for private in (False, True):
-        for name, value in list(vars(layer).items()):
-            if name.startswith("_") != private or name in internal or name.startswith("_self_"):
-                continue
-            if isinstance(value, keras.layers.Layer):
-                found.append((name, value))
-            elif isinstance(value, (list, tuple, dict)):
-                items = value.items() if isinstance(value, dict) else enumerate(value)
-                found += [(f"{{name}}.{{k}}", v) for k, v in items if isinstance(v, keras.layers.Layer)]
-    return found
-
-
-def _ptranspile_paths(model):
-    """Path overrides with compute float32: the layers whose path (`layers.3`, `blocks.0.attn`,
-    relative to `model`) or name matches a glob, and their sublayers, get the float32 dtype
-    policy. Applied once, from the outermost model; its sublayers are marked as done too."""
-    import fnmatch
-
-    if not isinstance(model, keras.layers.Layer) or getattr(model, "_ptranspile_paths_done", False):
-        return model
-    object.__setattr__(model, "_ptranspile_paths_done", True)
-    seen = {{id(model)}}
-    stack = [("", model, False)]
-    while stack:
-        prefix, layer, inside = stack.pop(0)
-        children = []
-        for step, sub in _ptranspile_sublayers(layer):
-            if id(sub) in seen:
-                continue
-            seen.add(id(sub))
-            path = f"{{prefix}}.{{step}}" if prefix else step
-            fp32 = inside or any(
-                fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(sub.name, pattern)
-                for pattern in _PTRANSPILE_FP32_PATHS
-            )
-            if fp32:
-                sub.dtype_policy = "float32"
-            object.__setattr__(sub, "_ptranspile_paths_done", True)
-            children.append((path, sub, fp32))
-        stack[0:0] = children
-    return model
-
-
-def _ptranspile_paths_call(call):
-    """Apply the path overrides when a subclassed model is first called."""
-    import functools
-
-    @functools.wraps(call)
-    def run(self, *args, **kwargs):
-        _ptranspile_paths(self)
-        return call(self, *args, **kwargs)
-    return run
-'''
 
 
 def normalise(qualified: str) -> str:
@@ -331,13 +85,7 @@ class KerasPolicyPass(PolicyPass):
         self.fp32_paths = fp32_path_overrides(policy)
         self.nan_fallback = nan_fallback
         self.layer_classes: dict[str, _LayerClass] = {}  # every Layer/Model subclass of the file so far
-        self.models_wrapped = 0  # keras.Model(...)/Sequential(...) calls given _ptranspile_model
         self._classes: list[_LayerClass | None] = []  # the enclosing ClassDefs, innermost last
-
-    @property
-    def needs_runtime(self) -> bool:
-        """Whether the generated code uses the runtime helpers (subclassed layers, NaN fallback)."""
-        return bool(self.layer_classes) or self.models_wrapped > 0
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         info = None
@@ -375,8 +123,9 @@ class KerasPolicyPass(PolicyPass):
                 action = "float32 result back in the compute dtype (in methods)"
                 self.decide(original_node, f"self.{attr}", "layer", fp32, action)
             updated_node = updated_node.visit(_BackCast(set(info.fp32_attrs)))  # type: ignore[assignment]
+            self.used.add("_ptranspile_compute")
         decorator = cst.Decorator(
-            decorator=cst.Call(func=cst.Name("_ptranspile_layer"), args=[cst.Arg(value=cst.Name(constant))])
+            decorator=cst.Call(func=self.helper("_ptranspile_layer"), args=[cst.Arg(value=cst.Name(constant))])
         )
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
 
@@ -389,7 +138,7 @@ class KerasPolicyPass(PolicyPass):
             return updated_node
         decision = self.policy.precision_for(None, class_name=cls.name.value)
         self.decide(original_node, cls.name.value, "module", decision, "fp32 path overrides (at run time)")
-        decorator = cst.Decorator(decorator=cst.Name("_ptranspile_paths_call"))
+        decorator = cst.Decorator(decorator=self.helper("_ptranspile_paths_call"))
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
@@ -401,10 +150,9 @@ class KerasPolicyPass(PolicyPass):
         if model_call or name in self.keras.sequential_calls:
             wrapped = self._wrap_outputs(original_node, updated_node) if model_call else updated_node
             if self.nan_fallback:
-                self.models_wrapped += 1
-                wrapped = cst.Call(func=cst.Name("_ptranspile_model"), args=[cst.Arg(value=wrapped)])
+                wrapped = cst.Call(func=self.helper("_ptranspile_model"), args=[cst.Arg(value=wrapped)])
             if self.fp32_paths:
-                wrapped = cst.Call(func=cst.Name("_ptranspile_paths"), args=[cst.Arg(value=wrapped)])
+                wrapped = cst.Call(func=self.helper("_ptranspile_paths"), args=[cst.Arg(value=wrapped)])
             return wrapped
         if name.startswith("keras.layers.") and self.keras.is_layer_class(name):
             return self._layer(original_node, updated_node, name)
@@ -417,9 +165,12 @@ class KerasPolicyPass(PolicyPass):
                 self.decide(original_node, name, op_class, decision, action)
                 first = updated_node.args[0]
                 islanded = updated_node.with_changes(
-                    args=[first.with_changes(value=island(first.value)), *updated_node.args[1:]]
+                    args=[first.with_changes(value=self.island(first.value)), *updated_node.args[1:]]
                 )
-                return islanded if owner is None else back_cast(islanded, owner)
+                if owner is None:
+                    return islanded
+                self.used.add("_ptranspile_compute")
+                return back_cast(islanded, owner)
         return updated_node
 
     def _method_self(self, allow_init: bool = False) -> str | None:
@@ -471,7 +222,7 @@ class KerasPolicyPass(PolicyPass):
             return updated
         decision = self.policy.precision_for("output")
         self.decide(original, "model outputs", "output", decision, "float32 output activation")
-        wrapped = cst.Call(func=cst.Name("_ptranspile_output"), args=[cst.Arg(value=args[index].value)])
+        wrapped = cst.Call(func=self.helper("_ptranspile_output"), args=[cst.Arg(value=args[index].value)])
         args[index] = args[index].with_changes(value=wrapped)
         return updated.with_changes(args=args)
 
@@ -552,20 +303,15 @@ def keras_policy_name(policy: Policy, mappings: MappingSet) -> str:
     )
 
 
-def low_policy_expr(policy: Policy, mappings: MappingSet) -> str:
-    """The generated expression for the Keras dtype policy of low-precision layers: a literal
-    (`"mixed_bfloat16"`), or under `--device auto` one built from the compute dtype decided where
+def low_policy_expr(policy: Policy, mappings: MappingSet) -> object:
+    """The generated value of the Keras dtype policy of low-precision layers: a name
+    (`"mixed_bfloat16"`), or under `--device auto` one made from the compute dtype decided where
     the code runs (`_PTRANSPILE_DEVICE_DTYPE`; "float32" when it is float32)."""
     if not auto_device(policy):
-        return f'"{keras_policy_name(policy, mappings)}"'
+        return keras_policy_name(policy, mappings)
     if policy.param != "float32":  # 16-bit variables too: the policy is named by the dtype
-        return "_PTRANSPILE_DEVICE_DTYPE"
-    return '"float32" if _PTRANSPILE_DEVICE_DTYPE == "float32" else "mixed_" + _PTRANSPILE_DEVICE_DTYPE'
-
-
-def keras_device_helpers(code: str, policy: Policy) -> str:
-    """`code` with the `--device auto` decision (`_PTRANSPILE_DEVICE_DTYPE`) made first."""
-    return with_device_helpers(code, policy, "keras.device", "_ptranspile_keras_device", "_PTRANSPILE_DEVICE_DTYPE")
+        return Code("_PTRANSPILE_DEVICE_DTYPE")
+    return call(policy_ref("tf", "mixed_policy_name"), Code("_PTRANSPILE_DEVICE_DTYPE"))
 
 
 def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:
@@ -573,26 +319,36 @@ def fp32_path_overrides(policy: Policy) -> tuple[str, ...]:
     return tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
 
 
+#: the imports the generated block uses (added, marked, where the file lacks them)
+HELPER_IMPORTS = [("precision_transpiler", "precision_transpiler")]
+_BINDINGS = {  # generated name -> what the block binds it to (base.bindings)
+    "_ptranspile_fp32": "fp32_cast",
+    "_ptranspile_output": "_ptranspile_policy.output_activation",
+    "_ptranspile_layer": "_ptranspile_policy.layer",
+    "_ptranspile_compute": "_ptranspile_policy.compute",
+    "_ptranspile_model": "_ptranspile_policy.model",
+    "_ptranspile_paths_call": "_ptranspile_paths.on_call",
+}
+
+
 def helper_block(
-    policy: Policy, mappings: MappingSet, nan_fallback: bool = False, runtime: bool = False
+    policy: Policy, mappings: MappingSet, nan_fallback: bool, done: KerasPolicyPass
 ) -> list[cst.BaseStatement]:
-    """The generated helpers; `runtime` (the pass's `needs_runtime`) adds those of subclassed
-    layers and the NaN fallback, which other files do not need."""
+    """The generated block: the dtype-policy names the layer calls pass, the file's
+    `KerasPolicy` (runtime/keras/policy.py) where the pass `done` used one of its methods, the
+    path overrides' `Fp32Paths` where it used them, and the generated names it used."""
     output = policy.classes.get("output", {}).get("output", policy.output)
-    fp32_paths = fp32_path_overrides(policy)
-    paths_helpers = PATHS_HELPERS.format(fp32_paths=repr(fp32_paths)) if fp32_paths else ""
-    runtime_helpers = ""
-    if runtime:
-        runtime_helpers = RUNTIME_HELPERS.format(
-            output=output,
-            nan_check=NAN_CHECK if nan_fallback else "",
-            nan_helpers=NAN_HELPERS.format(name=policy.name) if nan_fallback else "",
-        )
-    code = HELPERS.format(
-        name=policy.name,
-        low=low_policy_expr(policy, mappings),
-        output=output,
-        runtime_helpers=runtime_helpers,
-        paths_helpers=paths_helpers,
-    )
-    return helper_statements(keras_device_helpers(code, policy))
+    statements = [
+        *device_statements(policy, "tf", "_PTRANSPILE_DEVICE_DTYPE"),
+        assign("_PTRANSPILE_LOW", low_policy_expr(policy, mappings)),
+        assign("_PTRANSPILE_FP32", "float32"),
+    ]
+    if any(name in done.used for name, bound in _BINDINGS.items() if bound.startswith("_ptranspile_policy.")):
+        options: dict[str, object] = {"output": output, **({"nan_fallback": True} if nan_fallback else {})}
+        statements.append(assign("_ptranspile_policy", call(policy_ref("tf", "KerasPolicy"), policy.name, **options)))
+    if done.used & {"_ptranspile_paths", "_ptranspile_paths_call"}:
+        statements.append(assign("_PTRANSPILE_FP32_PATHS", fp32_path_overrides(policy)))
+        paths = call(policy_ref("tf", "Fp32Paths"), Code("_PTRANSPILE_FP32_PATHS"))
+        statements.append(assign("_ptranspile_paths", paths))
+    statements += bindings("tf", _BINDINGS, done.used)
+    return policy_block(policy.name, statements)

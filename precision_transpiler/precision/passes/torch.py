@@ -10,7 +10,9 @@ What the pass inserts, and why:
 * `_ptranspile_fp32(x)` around the input of ops whose class the policy keeps in fp32 (norms,
   softmax, losses, reductions, exp/log/pow): CPU autocast leaves layer_norm and softmax in
   bf16 (measured; docs/precision-reference.md#pytorch-autocast-op-lists), so these islands must be explicit.
-* One helper block after the imports, marked `# ptranspile: begin precision policy`.
+* One generated block after the imports, marked `# ptranspile: begin precision policy`, which
+  binds those two names to the file's `TorchPolicy` and `fp32_island` of runtime/torch/policy.py
+  (copied into the file by the pipeline's VendorRuntime stage).
 
 All of it is named `_ptranspile_*`, so `precision.strip` can remove it exactly; the pass strips
 first, which makes applying a policy twice give the same file.
@@ -24,151 +26,23 @@ import libcst as cst
 
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.precision.passes.base import (
+    Code,
     PolicyPass,
+    assign,
     auto_device,
+    bindings,
+    call,
     device_dtype_exprs,
-    helper_statements,
-    island,
-    with_device_helpers,
+    device_statements,
+    item,
+    policy_block,
+    policy_ref,
 )
 from precision_transpiler.precision.policy import Policy
 from precision_transpiler.syntax import dotted_name
 
 ISLAND = "_ptranspile_fp32"
 DECORATOR = "_ptranspile_policy"
-
-
-HELPERS = '''
-# ptranspile: begin precision policy "{name}" (generated; `ptranspile --policy fp32` removes it)
-_PTRANSPILE_POLICY = {{
-    "name": "{name}",
-    "device": {device_type},
-    "param": {param},
-    "compute": {compute},
-    "output": {output},
-    "nan_fallback": {nan_fallback},
-    "fp32_paths": {fp32_paths},
-    "fp32_classes": {fp32_classes},
-    "fp32_modules": ({fp32_modules}),
-}}
-_PTRANSPILE_STATE = {{"depth": 0}}  # > 0 while a module under the policy runs
-
-
-def _ptranspile_cast(value, dtype):
-    """Cast the floating tensors in a (nested) output to `dtype`."""
-    def cast(t):
-        return t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
-    from torch.utils import _pytree
-
-    return _pytree.tree_map_only(torch.Tensor, cast, value)
-
-
-def _ptranspile_fp32(x):
-    """fp32 island: run the op that consumes `x` in float32 (autocast on CPU would not)."""
-    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float32:
-        return x.float()
-    return x
-
-
-def _ptranspile_fp32_module(module, policy):
-    """Whether an override keeps this module in float32 (by class name or module path glob)."""
-    if type(module).__name__ in policy["fp32_classes"]:
-        return True
-    path = getattr(module, "_ptranspile_path", None)
-    if path is None or not policy["fp32_paths"]:
-        return False
-    import fnmatch
-
-    return any(fnmatch.fnmatchcase(path, pattern) for pattern in policy["fp32_paths"])
-
-
-def _ptranspile_fp32_forward(forward, device):
-    """A layer an override keeps in float32 (e.g. `path: layer1.0.conv1`): autocast off,
-    float32 inputs. Set on the instance, so library layers such as nn.Conv2d work too."""
-    def run(*args, **kwargs):
-        with torch.autocast(device_type=device, enabled=False):
-            args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
-            return forward(*args, **kwargs)
-    return run
-
-
-def _ptranspile_finite(value):
-    from torch.utils import _pytree
-
-    leaves = _pytree.tree_leaves(value)
-    return all(torch.isfinite(t).all() for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point())
-
-
-def _ptranspile_policy(forward):
-    """Run `forward` under the precision policy above. Only the outermost module casts."""
-    def run(self, *args, **kwargs):
-        policy = _PTRANSPILE_POLICY
-        device = policy["device"]
-        state = _PTRANSPILE_STATE
-        if policy["compute"] == policy["param"] == torch.float32 and not policy["nan_fallback"]:
-            # nothing computes in low precision here (--device auto chose float32): outputs only
-            if state["depth"]:
-                return forward(self, *args, **kwargs)
-            state["depth"] += 1
-            try:
-                return _ptranspile_cast(forward(self, *args, **kwargs), policy["output"])
-            finally:
-                state["depth"] -= 1
-        if state["depth"]:  # inside a module that already applies the policy
-            if _ptranspile_fp32_module(self, policy):
-                state["depth"] += 1
-                try:
-                    with torch.autocast(device_type=device, enabled=False):
-                        args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
-                        return forward(self, *args, **kwargs)
-                finally:
-                    state["depth"] -= 1
-            return forward(self, *args, **kwargs)
-        if policy["fp32_paths"] and not getattr(self, "_ptranspile_paths", False):
-            for name, module in self.named_modules():
-                module._ptranspile_path = name
-                forward_fn = getattr(type(module).forward, "__wrapped__", None)
-                if name and forward_fn is None and _ptranspile_fp32_module(module, policy):
-                    module.forward = _ptranspile_fp32_forward(module.forward, device)
-            self._ptranspile_paths = True
-        if policy["param"] != torch.float32 and not getattr(self, "_ptranspile_params", False):
-            self.to(policy["param"])
-            for module in self.modules():
-                if isinstance(module, policy["fp32_modules"]) or _ptranspile_fp32_module(module, policy):
-                    module.float()
-            self._ptranspile_params = True
-        if policy["param"] != torch.float32:
-            args, kwargs = _ptranspile_cast((args, kwargs), policy["compute"])
-        state["depth"] += 1
-        try:
-            low = policy["compute"] != torch.float32 and not _ptranspile_fp32_module(self, policy)
-            with torch.autocast(device_type=device, dtype=policy["compute"], enabled=low):
-                if not low:
-                    args, kwargs = _ptranspile_cast((args, kwargs), torch.float32)
-                out = forward(self, *args, **kwargs)
-            cast = _ptranspile_cast(out, policy["output"])
-            if policy["nan_fallback"] and not _ptranspile_finite(cast):
-                import logging
-
-                logging.getLogger("ptranspile").warning(
-                    "%s: non-finite output under policy %s; recomputing in float32",
-                    type(self).__name__, policy["name"],
-                )
-                if policy["param"] != torch.float32:
-                    self.float()
-                    self._ptranspile_params = False
-                with torch.autocast(device_type=device, enabled=False):
-                    args32, kwargs32 = _ptranspile_cast((args, kwargs), torch.float32)
-                    out = forward(self, *args32, **kwargs32)
-                return _ptranspile_cast(out, torch.float32)
-        finally:
-            state["depth"] -= 1
-        return cast
-    run.__name__ = forward.__name__
-    run.__doc__ = forward.__doc__
-    run.__wrapped__ = forward
-    return run
-'''
 
 
 def _module_classes(module: cst.Module) -> list[cst.ClassDef]:
@@ -238,7 +112,7 @@ class TorchPolicyPass(PolicyPass):
         output = self.policy.classes.get("output", {}).get("output", self.policy.output)
         decision = dataclasses.replace(decision, output=output)
         self.decide(original_node, cls.name.value, "module", decision, "autocast region", f"{cls.name.value}.forward")
-        decorator = cst.Decorator(decorator=cst.Name(DECORATOR))
+        decorator = cst.Decorator(decorator=self.helper(DECORATOR))
         return updated_node.with_changes(decorators=[decorator, *updated_node.decorators])
 
     # -- islands -------------------------------------------------------------------------------
@@ -256,11 +130,11 @@ class TorchPolicyPass(PolicyPass):
             return updated_node
         func = updated_node.func
         if label.startswith("Tensor.") and isinstance(func, cst.Attribute):
-            new = updated_node.with_changes(func=func.with_changes(value=island(func.value)))
+            new = updated_node.with_changes(func=func.with_changes(value=self.island(func.value)))
         elif updated_node.args and updated_node.args[0].keyword is None and not updated_node.args[0].star:
             first = updated_node.args[0]
             new = updated_node.with_changes(
-                args=[first.with_changes(value=island(first.value)), *updated_node.args[1:]]
+                args=[first.with_changes(value=self.island(first.value)), *updated_node.args[1:]]
             )
         else:
             return updated_node
@@ -342,32 +216,43 @@ def _torch_dtype(mappings: MappingSet, canon: str) -> str:
     return symbol
 
 
-def helper_block(policy: Policy, mappings: MappingSet, nan_fallback: bool) -> list[cst.BaseStatement]:
-    """The generated helper statements for `policy`."""
-    keep_modules = [
-        s
+#: the imports the generated block uses (added, marked, where the file lacks them)
+HELPER_IMPORTS = [("torch", "torch"), ("precision_transpiler", "precision_transpiler")]
+
+
+def helper_block(
+    policy: Policy, mappings: MappingSet, nan_fallback: bool, done: TorchPolicyPass
+) -> list[cst.BaseStatement]:
+    """The generated block: the file's `TorchPolicy` (runtime/torch/policy.py) as
+    `_ptranspile_policy`, and `_ptranspile_fp32` where the pass `done` made fp32 islands."""
+    keep_modules = tuple(
+        Code(s)
         for cls in policy.keep_fp32
         for s in mappings.precision_classes.get(cls, {}).get("torch", [])
         if mappings.frameworks["torch"].is_layer_class(s)
-    ]
+    )
     fp32_paths = tuple(o.path for o in policy.overrides if o.path and o.values.get("compute") == "float32")
     fp32_classes = {o.class_name for o in policy.overrides if o.class_name and o.values.get("compute") == "float32"}
+    decided = item("_PTRANSPILE_DEVICE", 1)
     compute, param = device_dtype_exprs(
-        policy, _torch_dtype(mappings, policy.compute), _torch_dtype(mappings, policy.param), "_PTRANSPILE_DEVICE[1]"
+        policy, Code(_torch_dtype(mappings, policy.compute)), Code(_torch_dtype(mappings, policy.param)), decided
     )
-    device_type = '"cuda"' if policy.device == "gpu" else '"cpu"'
+    device_type: object = "cuda" if policy.device == "gpu" else "cpu"
     if auto_device(policy):  # decided where the code runs: (device type, compute dtype)
-        device_type = "_PTRANSPILE_DEVICE[0]"
-    code = HELPERS.format(
-        name=policy.name,
-        device_type=device_type,
-        param=param,
-        compute=compute,
-        output=_torch_dtype(mappings, policy.classes.get("output", {}).get("output", policy.output)),
-        nan_fallback=nan_fallback,
-        fp32_paths=repr(fp32_paths),
-        fp32_classes=repr(tuple(sorted(fp32_classes))),
-        fp32_modules="".join(f"{m}, " for m in keep_modules),
-    )
-    code = with_device_helpers(code, policy, "torch.device", "_ptranspile_torch_device", "_PTRANSPILE_DEVICE")
-    return helper_statements(code)
+        device_type = item("_PTRANSPILE_DEVICE", 0)
+    output = _torch_dtype(mappings, policy.classes.get("output", {}).get("output", policy.output))
+    options: dict[str, object] = {"device": device_type, "param": param, "compute": compute, "output": Code(output)}
+    if nan_fallback:
+        options["nan_fallback"] = True
+    if fp32_paths:
+        options["fp32_paths"] = fp32_paths
+    if fp32_classes:
+        options["fp32_classes"] = tuple(sorted(fp32_classes))
+    if keep_modules:
+        options["fp32_modules"] = keep_modules
+    statements = [
+        *device_statements(policy, "torch", "_PTRANSPILE_DEVICE"),
+        assign("_ptranspile_policy", call(policy_ref("torch", "TorchPolicy"), policy.name, **options)),
+        *bindings("torch", {ISLAND: "fp32_island"}, done.used),
+    ]
+    return policy_block(policy.name, statements)

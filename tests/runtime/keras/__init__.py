@@ -1,0 +1,1 @@
+"""Tests of precision_transpiler/runtime/keras, module by module."""

@@ -1,0 +1,1 @@
+"""Tests of precision_transpiler/runtime/torch, module by module."""
