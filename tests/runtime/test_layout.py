@@ -24,6 +24,7 @@ RUNTIME = Path(__file__).resolve().parents[2] / "precision_transpiler" / "runtim
 FREE_MODULES = {
     *("math", "numpy", "typing", "collections", "dataclasses", "functools", "contextlib", "os", "re", "weakref"),
     *("platform", "subprocess", "logging"),  # runtime/device.py asks the machine
+    *("copy", "fnmatch"),  # runtime/policy.py: output classes copied item by item, override path globs
 }
 
 
@@ -63,6 +64,12 @@ class _Definition:
             (a.asname or a.name.split(".")[0]): a.name.split(".")[0]
             for n in ast.walk(node)
             if isinstance(n, ast.Import)
+            for a in n.names
+        }
+        local |= {  # `from collections import OrderedDict` inside it
+            (a.asname or a.name): (n.module or "").split(".")[0]
+            for n in ast.walk(node)
+            if isinstance(n, ast.ImportFrom) and n.level == 0
             for a in n.names
         }
         loads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
