@@ -242,7 +242,7 @@ def test_copied_code_goes_after_import_blocks(tmp_path, to: str) -> None:
     assert namespace["Net"]() is not None
 
 
-CONDITIONAL_IMPORT_MODEL = '''import torch.nn as nn
+CONDITIONAL_IMPORT_MODEL = """import torch.nn as nn
 from .helpers import block, flex_available
 
 if flex_available():
@@ -256,7 +256,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fc(x)
-'''
+"""
 
 
 @pytest.mark.parametrize("to", TARGETS)
