@@ -24,7 +24,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchmarks.harvest.rules import constructor_candidates, input_candidates, is_trivial, make_inputs, tensors_in
+from benchmarks.harvest.rules import (
+    INNER_LAYER,
+    constructor_candidates,
+    input_candidates,
+    is_trivial,
+    make_inputs,
+    tensors_in,
+)
 from benchmarks.harvest.rules import unguessable as unguessable_params
 
 BUILD_LIMIT_S = 3.0  # one constructor call
@@ -175,6 +182,8 @@ def harvest_class(cls: type, namespace: dict[str, Any], qualname: str) -> Attemp
         if left <= 0:
             break
         entry = assignment.expression(qualname)
+        if INNER_LAYER.text in entry and namespace.get("nn") is not nn:
+            continue  # the small inner layer is written `nn.Linear(...)`: the module must bind nn
         torch.manual_seed(0)
         attempt.tries += 1
         start = time.perf_counter()

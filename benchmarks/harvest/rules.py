@@ -39,6 +39,21 @@ _SHRINK_ABOVE = 64  # a size default above this is replaced when shrinking
 
 
 @dataclass(frozen=True)
+class Code:
+    """A value written as code rather than as a literal: a small layer for a parameter that takes
+    one (`nn.Linear(16, 16)`), valid where the class's module binds `nn` to torch.nn."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+#: what a parameter that wraps a layer or a function gets (variants 1 and 2)
+INNER_LAYER = Code(f"nn.Linear({16}, {16})")
+
+
+@dataclass(frozen=True)
 class Assignment:
     """One way to call a constructor: positional values, keyword values and a note of how the
     values were found (`defaults`, `rules`, `rules+shrink`, ...)."""
@@ -111,6 +126,8 @@ def _sequence_value(tokens: list[str], variant: int) -> Any:
         return (1, 1)
     if set(tokens) & {"heads"}:
         return (2, 2)
+    if variant == 2:  # per-stage lists of channels (pytorchcv and others)
+        return ((_ALT_SIZE, _ALT_SIZE), (_SIZE, _SIZE))
     return (_ALT_SIZE, _SIZE) if variant == 0 else (_SIZE, _SIZE)
 
 
@@ -186,13 +203,16 @@ def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: i
     if "_".join(tokens) in _MODULE_WORDS or (
         set(tokens) & _MODULE_WORDS and any(w in text for w in ("Module", "Callable", "Type[", "type["))
     ):
-        return NO_GUESS  # a layer or function to wrap: nothing literal can stand for it
+        return INNER_LAYER if variant else NO_GUESS  # a layer or function to wrap: a small linear layer
     if re.search(r"\b(Sequence|List|Tuple|list|tuple|Iterable)\[", text):
         return _sequence_value(tokens, variant)
     if text.startswith("Optional[") or text.endswith("| None") or text.startswith("None |"):
         value = _by_name(name, tokens, variant)
         return None if value is NO_GUESS or variant == 2 else value
     value = _by_name(name, tokens, variant)
+    plural = tokens[-1:] in (["channels"], ["features"], ["dims"], ["widths"], ["filters"]) and len(tokens) == 1
+    if variant >= 1 and not text and plural:
+        return _sequence_value(tokens, variant)  # an unannotated plural: a per-stage list
     if value is not NO_GUESS:
         if text in ("float", "builtins.float") and isinstance(value, int):
             return float(value)
@@ -420,6 +440,7 @@ def forward_arguments(module: nn.Module) -> list[str] | None:
     return names
 
 
+_GRAPH = ("edge_index", "edges", "adj_t", "senders_receivers")
 _DIMS = re.compile(r"\[([^\]]*)\]")
 
 
@@ -434,7 +455,7 @@ def other_argument(name: str, first: str, vocab: int | None) -> str:
     dims = _dims(first)
     tokens = set(_tokens(name))
     batch = dims[0] if dims else 1
-    if name in ("edge_index", "edges", "adj_t", "senders_receivers"):
+    if name in _GRAPH:
         return int_spec(batch, 2, 16)
     if name in ("batch", "batch_index", "graph_index"):
         return int_spec(1, batch)
@@ -442,7 +463,7 @@ def other_argument(name: str, first: str, vocab: int | None) -> str:
         return float_spec(batch)
     if tokens & {"mask"}:
         return f"bool[{','.join(map(str, dims[:2]))}]"
-    if tokens & {"ids", "tokens", "labels", "indices", "target", "targets", "y"} and vocab:
+    if tokens & {"ids", "tokens", "labels", "indices", "target", "targets", "y", "tags", "tag"} and vocab:
         return int_spec(vocab, *dims[: max(1, len(dims) - 1)])
     return first
 
@@ -457,6 +478,8 @@ def input_candidates(module: nn.Module, limit: int = MAX_INPUT_CANDIDATES) -> li
     names = forward_arguments(module)
     vocab = getattr(layer, "num_embeddings", None)
     found: list[list[str]] = []
+    if names and any(n in _GRAPH for n in names[1:]):  # node features first: (nodes, features)
+        firsts.sort(key=lambda spec: _dims(spec)[:1] == [1])
     for first in firsts:
         if names is None or len(names) <= 1:
             found.append([first])
