@@ -306,13 +306,13 @@ def constructor_candidates(cls: type) -> list[Assignment]:
     (the class's arguments are not guessable)."""
     params = _parameters(cls)
     plans = [(0, False, "rules"), (0, True, "rules+shrink"), (1, True, "alternative"), (2, True, "last resort")]
-    seen: set[tuple[Any, ...]] = set()
+    seen: set[str] = set()
     found: list[Assignment] = []
     for variant, shrink, how in plans:
         assignment = _assign(params, variant, shrink, how)
         if assignment is None:
             continue
-        key = (assignment.args, assignment.kwargs)
+        key = repr((assignment.args, assignment.kwargs))  # values may be lists (unhashable)
         if key in seen:
             continue
         seen.add(key)

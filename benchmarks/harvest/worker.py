@@ -87,8 +87,12 @@ def main(argv: list[str] | None = None) -> int:
             item = found.classes[index]
             _write(out, {"kind": "begin", "index": index})
             namespace = vars(sys.modules[item.module])
-            attempt = harvest_class(item.cls, namespace, item.qualname)
-            _write(out, {"kind": "class", "index": index, **asdict(attempt)})
+            try:
+                record = asdict(harvest_class(item.cls, namespace, item.qualname))
+            except Exception as exc:  # a bug of the harvester's own: recorded, the harvest goes on
+                detail = f"{type(exc).__name__}: {exc}"[:200]
+                record = {"status": "not buildable", "reason": "harvester error", "detail": detail}
+            _write(out, {"kind": "class", "index": index, **record})
         _write(out, {"kind": "done"})
     return 0
 
