@@ -25,9 +25,11 @@ import torch
 from torch import nn
 
 from benchmarks.harvest.rules import (
-    INNER_LAYER,
+    MAX_INPUT_CANDIDATES,
     constructor_candidates,
+    first_layer,
     input_candidates,
+    is_rule_layer,
     is_trivial,
     make_inputs,
     tensors_in,
@@ -127,16 +129,44 @@ def _forward(model: nn.Module, specs: list[str], limit: float) -> tuple[Any, flo
     return output, time.perf_counter() - start
 
 
+def _first_reached(model: nn.Module, specs: list[str], limit: float) -> tuple[Any, float, list[nn.Module]]:
+    """Run the forward, noting the first layer an input rule knows that the forward reached
+    (forward pre-hooks); the list holds it even when the forward fails later."""
+    reached: list[nn.Module] = []
+
+    def note(module: nn.Module, args: Any) -> None:
+        if not reached:
+            reached.append(module)
+
+    handles = [m.register_forward_pre_hook(note) for m in model.modules() if is_rule_layer(m)]
+    try:
+        output, seconds = _forward(model, specs, limit)
+    except BaseException as exc:
+        exc.reached = reached  # type: ignore[attr-defined]
+        raise
+    finally:
+        for handle in handles:
+            handle.remove()
+    return output, seconds, reached
+
+
 def _try_inputs(model: nn.Module, attempt: Attempt, built_s: float, deadline: float) -> list[str] | None:
-    """The first input list whose forward returns a tensor fast enough; None (reason noted) if none."""
-    for specs in input_candidates(model):
+    """The first input list whose forward returns a tensor fast enough; None (reason noted) if
+    none. The candidates come from the first layer in registration order; when a forward fails
+    having reached another layer first, that layer's candidates are tried next (the order the
+    forward uses beats the order the constructor registered)."""
+    queue = input_candidates(model)
+    layers = {id(first_layer(model))}
+    index = 0
+    while index < len(queue) and index < 2 * MAX_INPUT_CANDIDATES:
+        specs, index = queue[index], index + 1
         left = deadline - time.perf_counter()
         if left <= 0:
             attempt.failed("too slow", "the class's time budget ran out while trying inputs")
             return None
         attempt.tries += 1
         try:
-            output, forward_s = _forward(model, specs, min(FORWARD_LIMIT_S, left))
+            output, forward_s, _ = _first_reached(model, specs, min(FORWARD_LIMIT_S, left))
         except Timeout:
             attempt.failed("too slow", f"forward on {specs} over {FORWARD_LIMIT_S} s")
             return None
@@ -146,7 +176,12 @@ def _try_inputs(model: nn.Module, attempt: Attempt, built_s: float, deadline: fl
             if _is_download(exc):
                 attempt.failed("downloads", _short(exc))
                 return None
-            attempt.failed("forward failed", f"{specs}: {_short(exc)}")
+            if attempt.reason != "forward failed":  # the first candidate's failure says the most
+                attempt.failed("forward failed", f"{specs}: {_short(exc)}")
+            reached = getattr(exc, "reached", [])
+            if reached and id(reached[0]) not in layers:
+                layers.add(id(reached[0]))
+                queue[index:index] = [c for c in input_candidates(model, reached[0]) if c not in queue]
             continue
         if not any(True for _ in tensors_in(output)):
             attempt.failed("no tensor output", f"{specs}: forward returned {type(output).__name__}")
@@ -182,8 +217,8 @@ def harvest_class(cls: type, namespace: dict[str, Any], qualname: str) -> Attemp
         if left <= 0:
             break
         entry = assignment.expression(qualname)
-        if INNER_LAYER.text in entry and namespace.get("nn") is not nn:
-            continue  # the small inner layer is written `nn.Linear(...)`: the module must bind nn
+        if assignment.needs_nn and namespace.get("nn") is not nn:
+            continue  # a value is written `nn.Linear(...)`, `nn.ReLU`: the module must bind nn
         torch.manual_seed(0)
         attempt.tries += 1
         start = time.perf_counter()
@@ -206,7 +241,11 @@ def harvest_class(cls: type, namespace: dict[str, Any], qualname: str) -> Attemp
         if not isinstance(model, nn.Module):
             attempt.failed("build failed", f"{entry} is a {type(model).__name__}")
             continue
-        model.eval()
+        try:
+            model.eval()
+        except Exception as exc:  # a Module whose constructor skipped Module.__init__
+            attempt.failed("build failed", f"{entry}: {_short(exc)}")
+            continue
         specs = _try_inputs(model, attempt, built_s, deadline)
         trivial = is_trivial(model)  # trivial whether or not an input was found: not counted in rates
         if specs is not None or trivial:

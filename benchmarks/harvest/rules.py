@@ -51,6 +51,10 @@ class Code:
 
 #: what a parameter that wraps a layer or a function gets (variants 1 and 2)
 INNER_LAYER = Code(f"nn.Linear({16}, {16})")
+#: what a parameter that makes norm layers or activations gets (variant 1, then variant 2)
+NORM_MAKERS = (Code("nn.BatchNorm2d"), Code("nn.LayerNorm"))
+ACTIVATION_MAKER = Code("nn.ReLU")
+_CALLABLE_HINTS = ("Module", "Callable", "Type[", "type[")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,11 @@ class Assignment:
     kwargs: tuple[tuple[str, Any], ...] = ()
     how: str = "defaults"
     blind: tuple[str, ...] = field(default=())  # parameters filled by the last-resort rule
+
+    @property
+    def needs_nn(self) -> bool:
+        """Whether a value is code that names `nn` (the module must bind it to torch.nn)."""
+        return any(isinstance(v, Code) for v in (*self.args, *(v for _, v in self.kwargs)))
 
     def expression(self, name: str) -> str:
         """The call expression: `Name(1, 2, key=3)`; every value is a literal, so the expression
@@ -113,6 +122,7 @@ _SIZE_WORDS = {
     "model", "inp", "oup", "latent", "ninp", "nhid", "size", "hid", "filter", "inplanes", "outplanes",
 }  # fmt: skip
 _SPATIAL = {"spatial_dims", "ndim", "ndims", "n_dim", "n_dims", "spatial_dim", "dimensions", "dimension", "dims"}
+_ACTIVATION = {"activation", "act", "nonlinearity", "activation_fn", "act_fn", "act_layer", "activation_layer"}
 _MODULE_WORDS = {"module", "model", "net", "network", "backbone", "encoder", "decoder", "layer", "fn", "func", "block"}
 
 
@@ -200,10 +210,16 @@ def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: i
     choice = _literal_choice(text)
     if choice is not NO_GUESS:
         return choice
-    if "_".join(tokens) in _MODULE_WORDS or (
-        set(tokens) & _MODULE_WORDS and any(w in text for w in ("Module", "Callable", "Type[", "type["))
-    ):
+    words = set(tokens)
+    maker = not text or any(w in text for w in _CALLABLE_HINTS)
+    if words & {"norm", "normalization", "normalizer"} and maker and "eps" not in words:
+        return NORM_MAKERS[variant - 1] if variant else NO_GUESS  # called with the channels: a norm class
+    if words & _ACTIVATION and (maker or variant == 2) and "inplace" not in words:
+        return (NO_GUESS, ACTIVATION_MAKER, "relu")[variant]
+    if "_".join(tokens) in _MODULE_WORDS or (words & _MODULE_WORDS and maker):
         return INNER_LAYER if variant else NO_GUESS  # a layer or function to wrap: a small linear layer
+    if tokens[-1:] == ["shape"] and not text.startswith(("int", "float", "bool", "str")):
+        return () if variant != 1 else (_SIZE,)  # a batch or sample shape: () is the scalar one
     if re.search(r"\b(Sequence|List|Tuple|list|tuple|Iterable)\[", text):
         return _sequence_value(tokens, variant)
     if text.startswith("Optional[") or text.endswith("| None") or text.startswith("None |"):
@@ -219,8 +235,6 @@ def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: i
         if text in ("int", "builtins.int") and isinstance(value, float):
             return NO_GUESS if value != int(value) else int(value)
         return value
-    if set(tokens) & {"activation", "act", "nonlinearity", "activation_fn", "act_fn"} and variant == 2:
-        return "relu"
     if text in ("int", "builtins.int") or (variant == 2 and text in ("", "Any")):
         return _ALT_SIZE
     if text in ("float", "builtins.float"):
@@ -398,6 +412,11 @@ _LAYER_RULES: list[tuple[tuple[type, ...], Callable[[nn.Module], list[str]]]] = 
 ]  # fmt: skip
 
 
+def is_rule_layer(module: nn.Module) -> bool:
+    """Whether an input rule knows this kind of layer."""
+    return any(isinstance(module, kinds) for kinds, _ in _LAYER_RULES)
+
+
 def first_layer(module: nn.Module) -> nn.Module | None:
     """The first module, in registration order (the module itself first), of a kind an input rule
     knows (conv, linear, embedding, recurrent, attention, norm layers)."""
@@ -468,11 +487,13 @@ def other_argument(name: str, first: str, vocab: int | None) -> str:
     return first
 
 
-def input_candidates(module: nn.Module, limit: int = MAX_INPUT_CANDIDATES) -> list[list[str]]:
+def input_candidates(
+    module: nn.Module, layer: nn.Module | None = None, limit: int = MAX_INPUT_CANDIDATES
+) -> list[list[str]]:
     """Candidate input lists for the module's forward, best first: the first input from the first
-    parametric layer (else the fallback shapes), every further required argument of forward by
-    its name (`other_argument`)."""
-    layer = first_layer(module)
+    parametric layer (or the `layer` given; else the fallback shapes), every further required
+    argument of forward by its name (`other_argument`)."""
+    layer = layer if layer is not None else first_layer(module)
     firsts = layer_shapes(layer) if layer is not None else []
     firsts += [s for s in _fallback_shapes(module) if s not in firsts]
     names = forward_arguments(module)

@@ -160,11 +160,13 @@ def run_one(document: dict[str, Any], case: dict[str, Any], target: str) -> Resu
     return result
 
 
-def select(split: str, packages: set[str], sample: int, seed: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def select(
+    split: str, packages: set[str], sample: int, seed: int, folder: Path = CASES
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(document, case) pairs of the chosen packages' runnable cases; a seeded sample of N if asked."""
     chosen = {p.distribution for p in load_packages() if split in ("all", p.split)}
     pairs = []
-    for path in sorted(CASES.glob("*.yaml")):
+    for path in sorted(folder.glob("*.yaml")):
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         if document["package"] in chosen and (not packages or document["package"] in packages):
             pairs += [(document, case) for case in document["cases"]]
@@ -201,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded random sample of N cases")
     parser.add_argument("--seed", type=int, default=0, metavar="S")
     parser.add_argument("--site", default=DEFAULT_SITE)
+    parser.add_argument("--cases", type=Path, default=CASES, help="the folder of case files")
     parser.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results" / "harvest_run.json")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
@@ -210,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.append(args.site)  # after the pinned stack
     commit = converter_commit()
     data = json.loads(args.results.read_text(encoding="utf-8")) if args.results.exists() else {}
-    pairs = select(args.split, {p for p in args.packages.split(",") if p}, args.sample, args.seed)
+    pairs = select(args.split, {p for p in args.packages.split(",") if p}, args.sample, args.seed, args.cases)
     results: list[Result] = []
     for document, case in pairs:
         key = f"{document['package']}=={document['version']}@{commit}"
@@ -221,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 column[name] = asdict(run_one(document, case, target))
                 took = time.perf_counter() - started
-                print(f"{name}: {column[name]['stage'] or 'verified'} ({took:.1f} s) {column[name]['problem'][:120]}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                stage = f"not {column[name]['stage']}" if column[name]["stage"] else "verified"
+                print(f"{name}: {stage} ({took:.1f} s) {column[name]['problem'][:120]}", file=sys.stderr, flush=True)
                 args.results.parent.mkdir(parents=True, exist_ok=True)
                 args.results.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
             results.append(Result(**column[name]))

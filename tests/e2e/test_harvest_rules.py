@@ -17,8 +17,10 @@ from benchmarks.harvest.build import harvest_class
 from benchmarks.harvest.discover import static_module_classes
 from benchmarks.harvest.harvest import split_packages, stable
 from benchmarks.harvest.rules import (
+    ACTIVATION_MAKER,
     INNER_LAYER,
     NO_GUESS,
+    NORM_MAKERS,
     constructor_candidates,
     first_layer,
     guess_value,
@@ -227,3 +229,40 @@ def test_the_split_is_the_rule_of_packages_yaml():
 def test_details_lose_what_changes_between_machines():
     text = "/x/lib/python3.11/site-packages/timm/a.py: object at 0x7f3a2b1c9d00"
     assert stable(text) == "timm/a.py: object at 0x…"
+
+
+class Reordered(nn.Module):
+    """Registers its head before its stem: the forward, not the registration, says the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(16, 4)
+        self.stem = nn.Conv1d(3, 16, 3)
+
+    def forward(self, x):
+        return self.head(self.stem(x).mean(-1))
+
+
+class Normed(nn.Module):
+    def __init__(self, channels: int, normalization, activation):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.norm = normalization(channels)
+        self.act = activation()
+
+    def forward(self, x):
+        return self.act(self.norm(self.conv(x)))
+
+
+def test_the_layer_the_forward_reaches_first_gives_the_input():
+    attempt = harvest_class(Reordered, {"Reordered": Reordered}, "Reordered")
+    assert (attempt.status, attempt.inputs) == ("runnable", ["float32[1,3,16]"])
+
+
+def test_norm_and_activation_makers_are_torch_nn_classes():
+    assert guess_value("normalization", variant=1) == NORM_MAKERS[0]
+    assert guess_value("norm_layer", "Callable[..., nn.Module]", 2) == NORM_MAKERS[1]
+    assert guess_value("activation", variant=1) == ACTIVATION_MAKER
+    assert guess_value("sample_shape") == ()
+    attempt = harvest_class(Normed, {"Normed": Normed, "nn": nn}, "Normed")
+    assert (attempt.status, attempt.entry) == ("runnable", "Normed(8, nn.BatchNorm2d, nn.ReLU)")
