@@ -217,8 +217,9 @@ def harvest_class(cls: type, namespace: dict[str, Any], qualname: str) -> Attemp
         if left <= 0:
             break
         entry = assignment.expression(qualname)
-        if assignment.needs_nn and namespace.get("nn") is not nn:
-            continue  # a value is written `nn.Linear(...)`, `nn.ReLU`: the module must bind nn
+        if assignment.needs_nn and namespace.get("nn") is not nn:  # a value is written `nn.Linear(...)`, `nn.ReLU`
+            attempt.failed("args not guessable", f"{entry}: its module does not bind `nn` to torch.nn")
+            continue
         torch.manual_seed(0)
         attempt.tries += 1
         start = time.perf_counter()

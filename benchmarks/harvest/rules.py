@@ -36,6 +36,7 @@ MAX_INPUT_CANDIDATES = 8
 _SIZE = 16  # channels, features, hidden sizes
 _ALT_SIZE = 8
 _SHRINK_ABOVE = 64  # a size default above this is replaced when shrinking
+_SHRUNK = 32  # by this
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,10 @@ def _by_name(name: str, tokens: list[str], variant: int) -> Any:
     return NO_GUESS
 
 
+def _optional(text: str) -> bool:
+    return text.startswith("Optional[") or text.endswith("| None") or text.startswith("None |")
+
+
 def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: int = 0) -> Any:
     """A small value for a required constructor parameter, by rule: from the annotation's kind
     (bool -> False, Literal -> its first value, Optional -> None) and then from the name (see
@@ -213,6 +218,8 @@ def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: i
     words = set(tokens)
     maker = not text or any(w in text for w in _CALLABLE_HINTS)
     if words & {"norm", "normalization", "normalizer"} and maker and "eps" not in words:
+        if variant == 2 and _optional(text):
+            return None  # no norm layer at all
         return NORM_MAKERS[variant - 1] if variant else NO_GUESS  # called with the channels: a norm class
     if words & _ACTIVATION and (maker or variant == 2) and "inplace" not in words:
         return (NO_GUESS, ACTIVATION_MAKER, "relu")[variant]
@@ -222,7 +229,7 @@ def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: i
         return () if variant != 1 else (_SIZE,)  # a batch or sample shape: () is the scalar one
     if re.search(r"\b(Sequence|List|Tuple|list|tuple|Iterable)\[", text):
         return _sequence_value(tokens, variant)
-    if text.startswith("Optional[") or text.endswith("| None") or text.startswith("None |"):
+    if _optional(text):
         value = _by_name(name, tokens, variant)
         return None if value is NO_GUESS or variant == 2 else value
     value = _by_name(name, tokens, variant)
@@ -256,9 +263,11 @@ def shrink_default(name: str, default: Any) -> Any:
             return NO_GUESS
         if words & {"layers", "depths", "blocks", "repeats", "depth"} and max(ints) > 2:
             return type(default)(min(v, 1) for v in ints)
-        if words & _SIZE_WORDS and max(ints) > _SHRINK_ABOVE:
-            return type(default)(min(v, _SIZE) for v in ints)
+        if words & (_SIZE_WORDS - {"size"}) and max(ints) > _SHRINK_ABOVE:  # not (224, 224): an image size
+            return type(default)(min(v, _SHRUNK) for v in ints)
         return NO_GUESS
+    if "_".join(tokens) in {"in_size", "input_size", "size"}:
+        return NO_GUESS  # an image's or a feature's size: the model's pooling may depend on it
     guess = _by_name(name, tokens, 0)
     if guess is NO_GUESS or not isinstance(guess, int) or isinstance(guess, bool):
         return NO_GUESS
@@ -272,6 +281,8 @@ def shrink_default(name: str, default: Any) -> Any:
     ]
     for matched, limit in limits:
         if matched:
+            if guess == _SIZE:
+                guess = _SHRUNK  # a model's own width: reductions (SE blocks, heads) must stay >= 1
             return guess if default > limit else NO_GUESS
     return NO_GUESS
 
@@ -360,7 +371,7 @@ def int_spec(high: int, *shape: int) -> str:
 def _conv_shapes(layer: nn.Module) -> list[str]:
     channels = layer.in_channels  # type: ignore[attr-defined]
     rank = len(layer.kernel_size)  # type: ignore[attr-defined]
-    sides = {1: (16, 64), 2: (16, 32, 64), 3: (8, 16)}.get(rank, (8,))
+    sides = {1: (16, 64), 2: (16, 32, 64, 128), 3: (8, 16)}.get(rank, (8,))
     return [float_spec(1, channels, *([side] * rank)) for side in sides]
 
 
@@ -441,7 +452,8 @@ def _fallback_shapes(module: nn.Module) -> list[str]:
         if param.dim() == 1 and param.numel() > 1:
             shapes += [float_spec(1, param.numel()), float_spec(1, 4, param.numel())]
             break
-    return [*shapes, float_spec(1, 16), float_spec(1, 4, 16), float_spec(1, 3, 32, 32), float_spec(1, 16, 16, 16)]
+    generic = [float_spec(1, 16), float_spec(1, 4, 16), float_spec(1, 3, 32, 32), float_spec(1, 16, 16, 16)]
+    return [*shapes, *generic, float_spec(2)]  # last: a vector (timesteps, noise levels)
 
 
 def forward_arguments(module: nn.Module) -> list[str] | None:

@@ -125,7 +125,7 @@ def test_what_no_rule_names_is_not_guessed_but_for_the_last_resort():
 
 
 def test_shrinking_touches_only_large_size_defaults():
-    assert shrink_default("hidden_dim", 1024) == 16
+    assert shrink_default("hidden_dim", 1024) == 32
     assert shrink_default("hidden_dim", 32) is NO_GUESS
     assert shrink_default("depth", 6) == 1
     assert shrink_default("num_heads", 12) == 2
@@ -138,7 +138,7 @@ def test_constructor_candidates_are_call_expressions_defaults_first():
     assert expressions[0] == "ResBlock(16, 16)"
     assert "ResBlock(3, 8)" in expressions  # the alternative sizes
     tagger = [a.expression("Tagger") for a in constructor_candidates(Tagger)]
-    assert tagger[:2] == ["Tagger(32, 16, 2)", "Tagger(32, 16, 2, depth=1, hidden_dim=16)"]
+    assert tagger[:2] == ["Tagger(32, 16, 2)", "Tagger(32, 16, 2, depth=1, hidden_dim=32)"]
     assert constructor_candidates(nn.Identity)[0].expression("Identity") == "Identity()"
 
 
