@@ -112,8 +112,7 @@ $(HARVEST_SITE)/.installed: benchmarks/harvest/requirements.txt | $(STAMP)
 	@touch $@
 
 bench-harvest: $(STAMP) $(HARVEST_SITE)/.installed
-	@mkdir -p benchmarks/results
-	$(BIN)/python benchmarks/harvest/harvest.py --site $(HARVEST_SITE) --jobs 2 --markdown benchmarks/results/harvest.md
+	$(BIN)/python benchmarks/harvest/harvest.py --site $(HARVEST_SITE) --jobs 2
 
 clean:
 	rm -rf $(VENV) build dist out *.egg-info .pytest_cache .ruff_cache

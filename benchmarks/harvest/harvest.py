@@ -325,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [p for p in packages if (not wanted or p.distribution in wanted) and args.split in ("all", p.split)]
     if args.summary:
         documents = [yaml.safe_load(f.read_text(encoding="utf-8")) for f in sorted(args.out.glob("*.yaml"))]
-        documents = [d for d in documents if any(d["package"] == p.distribution for p in chosen)]
+        order = {p.distribution: i for i, p in enumerate(chosen)}  # packages.yaml's order
+        documents = sorted((d for d in documents if d["package"] in order), key=lambda d: order[d["package"]])
         print(summary_table(documents), end="")
         return 0
     if args.logs:

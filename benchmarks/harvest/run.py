@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, metavar="S")
     parser.add_argument("--site", default=DEFAULT_SITE)
     parser.add_argument("--cases", type=Path, default=CASES, help="the folder of case files")
-    parser.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results" / "harvest_run.json")
+    parser.add_argument("--results", type=Path, default=HERE / "results" / "run.json")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     from tests.real_models import import_torchvision
