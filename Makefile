@@ -23,6 +23,7 @@ help:
 	@echo "make test-browser  - install Chromium if missing (apt-get, announced) and run the browser test"
 	@echo "make bench         - print transpile throughput and the quick real-model corpus (docs/benchmarks.md)"
 	@echo "make bench-wild    - install benchmarks/wild/requirements.txt and run the wild corpus' development half"
+	@echo "make bench-harvest - install benchmarks/harvest/requirements.txt (--no-deps --target) and harvest the corpus"
 	@echo "make clean         - remove .venv and build outputs"
 
 $(STAMP): pyproject.toml
@@ -97,6 +98,21 @@ bench-wild: $(STAMP)
 	@mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/corpus.py --suite wild --half dev --targets jax,tf --policies fp32,mixed \
 		--json benchmarks/results/wild_dev.json --markdown benchmarks/results/wild_dev.md
+
+# The harvested corpus (benchmarks/harvest): 54 pinned torch packages, every Module class built and
+# fed by rule, frozen into benchmarks/harvest/cases/<package>.yaml. The packages go into a folder of
+# their own (pip --no-deps --target), never into .venv, whose torch / JAX / TensorFlow stay pinned;
+# the harvester puts that folder on the path after .venv. About an hour on 2 cores.
+# benchmarks/harvest/run.py then converts and verifies the cases (the `look` half by default).
+HARVEST_SITE ?= build/harvest-site
+.PHONY: bench-harvest
+$(HARVEST_SITE)/.installed: benchmarks/harvest/requirements.txt | $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --upgrade \
+		--target $(HARVEST_SITE) -r benchmarks/harvest/requirements.txt
+	@touch $@
+
+bench-harvest: $(STAMP) $(HARVEST_SITE)/.installed
+	$(BIN)/python benchmarks/harvest/harvest.py --site $(HARVEST_SITE) --jobs 2
 
 clean:
 	rm -rf $(VENV) build dist out *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,240 @@
+"""The run stage of the harvested corpus: convert and verify every frozen case, stage by stage.
+
+harvest.py freezes what a package offers (benchmarks/harvest/cases/<package>.yaml); this converts
+each runnable case to JAX and Keras at fp32 with what the entry reaches (`--prune-to-entry`, the
+way benchmarks/corpus.py does: `transpile(..., entry=, prune_to_entry=True)` then `verify_files`)
+and records how far it got:
+
+    converted        the converter reported no error
+    imported         the converted file imported, and neither it nor anything it ran imported
+                     torch (or torchvision, or the original package: a converted model that still
+                     needs torch is a failure however close its numbers are)
+    built            the entry expression built the converted model
+    weights loaded   it took the original's weights
+    verified         its outputs matched the original's within the fp32 tolerance
+
+Results go to a JSON file keyed by package version and converter commit
+(`timm==1.0.31@1e7a56d`), written after every case, so a stopped run resumes where it stopped
+and a new converter commit starts a new column of results.
+
+    python benchmarks/harvest/run.py [--split look|held_back|all] [--packages a,b] [--targets jax,tf]
+                                     [--sample N --seed S] [--results FILE.json] [--markdown OUT.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import importlib.util
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO))
+
+import yaml  # noqa: E402 - after the repository is on the path
+
+from benchmarks.corpus import Case, Outcome, failure_stage, run_case  # noqa: E402
+from benchmarks.harvest.harvest import CASES, DEFAULT_SITE, load_packages  # noqa: E402
+
+STAGES = ("converted", "imported", "built", "weights loaded", "verified")
+#: corpus.failure_stage -> the first of STAGES that was not reached
+_FIRST_MISSED = {
+    "conversion": "converted",
+    "import": "imported",
+    "build": "built",
+    "weights": "weights loaded",
+    "first call": "verified",
+    "outputs": "verified",
+    "other": "imported",  # not located: counted as failing early rather than late
+}
+CASE_LIMIT_S = 300
+TORCH_LIKE = {"torch", "torchvision", "torchaudio"}
+
+
+@dataclass
+class Result:
+    package: str
+    version: str
+    case: str  # the class's qualified name
+    target: str
+    stage: str = ""  # the first stage not reached ("" when verified)
+    imports_torch: str = ""  # what the converted code imported that needs torch
+    max_rel_err: float | None = None
+    transpile_s: float = 0.0
+    verify_s: float = 0.0
+    problem: str = ""
+
+    def reached(self, stage: str) -> bool:
+        return not self.stage or STAGES.index(stage) < STAGES.index(self.stage)
+
+
+def converter_commit() -> str:
+    """The converter's commit (with `+` when the working tree has changes)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "precision_transpiler"], capture_output=True, text=True, cwd=REPO
+        )
+    except OSError:
+        return "unknown"
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
+@contextmanager
+def watch_imports(forbidden: set[str]) -> Any:
+    """Record the imports that converted code (modules named `_ptranspile_converted_...`) makes
+    of a forbidden top-level package, relative imports into the original package included."""
+    seen: list[str] = []
+    original = builtins.__import__
+
+    def hooked(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        importer = (globals or {}).get("__name__", "")
+        if "_ptranspile_converted_" in importer:
+            full = name
+            if level:
+                try:
+                    full = importlib.util.resolve_name("." * level + name, (globals or {}).get("__package__") or "")
+                except (ImportError, ValueError):
+                    full = name
+            top = full.split(".")[0]
+            runtime = "_ptranspile_runtime" in full  # the runtime module beside a converted file
+            if top in forbidden and not runtime and full not in seen:
+                seen.append(full)
+        return original(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = hooked
+    try:
+        yield seen
+    finally:
+        builtins.__import__ = original
+
+
+class CaseTimeout(BaseException):
+    pass
+
+
+@contextmanager
+def limit(seconds: int) -> Any:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_one(document: dict[str, Any], case: dict[str, Any], target: str) -> Result:
+    """Convert and verify one case for one target (see the module docstring)."""
+    result = Result(document["package"], str(document["version"]), case["class"], target)
+    corpus_case = Case(case["class"], document["import"], case["file"], case["entry"], list(case["inputs"]))
+    forbidden = TORCH_LIKE | {document["import"]}
+    try:
+        with limit(CASE_LIMIT_S), watch_imports(forbidden) as seen:
+            outcome = run_case(corpus_case, target, "fp32")
+    except CaseTimeout:
+        outcome = Outcome(case["class"], target, "fp32", first_problem=f"over {CASE_LIMIT_S} s")
+        outcome.converted = True  # unknown where: counted as failing at import (see _FIRST_MISSED)
+    result.max_rel_err, result.transpile_s, result.verify_s = outcome.max_rel_err, outcome.transpile_s, outcome.verify_s
+    result.problem = outcome.first_problem
+    result.stage = _FIRST_MISSED[failure_stage(outcome)] if not outcome.verified else ""
+    if seen:
+        result.imports_torch = ", ".join(seen)
+        if not result.stage or STAGES.index(result.stage) > STAGES.index("imported"):
+            result.stage = "imported"
+            result.problem = f"the converted code imports {result.imports_torch}"
+    return result
+
+
+def select(
+    split: str, packages: set[str], sample: int, seed: int, folder: Path = CASES
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(document, case) pairs of the chosen packages' runnable cases; a seeded sample of N if asked."""
+    chosen = {p.distribution for p in load_packages() if split in ("all", p.split)}
+    pairs = []
+    for path in sorted(folder.glob("*.yaml")):
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if document["package"] in chosen and (not packages or document["package"] in packages):
+            pairs += [(document, case) for case in document["cases"]]
+    if sample and sample < len(pairs):
+        pairs = random.Random(seed).sample(pairs, sample)
+    return pairs
+
+
+def table(results: list[Result]) -> str:
+    """Per package and target: cases, and how many reached each stage."""
+    rows = ["| package | to | cases | " + " | ".join(STAGES) + " | imports torch |", "|---|---|---|" + "---|" * 6]
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.package, r.target), []).append(r)
+    totals: Counter[str] = Counter()
+    for (package, target), group in sorted(groups.items()):
+        reached = [sum(r.reached(s) for r in group) for s in STAGES]
+        torch_count = sum(bool(r.imports_torch) for r in group)
+        rows.append(f"| {package} | {target} | {len(group)} | " + " | ".join(map(str, reached)) + f" | {torch_count} |")
+        totals.update({f"{target} {s}": n for s, n in zip(STAGES, reached, strict=True)})
+        totals[f"{target} cases"] += len(group)
+    for target in sorted({r.target for r in results}):
+        cases = totals[f"{target} cases"]
+        cells = " | ".join(f"{totals[f'{target} {s}']} ({totals[f'{target} {s}'] / cases:.0%})" for s in STAGES)
+        rows.append(f"| **all** | {target} | {cases} | {cells} | |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("look", "held_back", "all"), default="look")
+    parser.add_argument("--packages", default="", help="only these distributions (comma-separated)")
+    parser.add_argument("--targets", default="jax,tf")
+    parser.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded random sample of N cases")
+    parser.add_argument("--seed", type=int, default=0, metavar="S")
+    parser.add_argument("--site", default=DEFAULT_SITE)
+    parser.add_argument("--cases", type=Path, default=CASES, help="the folder of case files")
+    parser.add_argument("--results", type=Path, default=HERE / "results" / "run.json")
+    parser.add_argument("--markdown", type=Path)
+    args = parser.parse_args(argv)
+    from tests.real_models import import_torchvision
+
+    import_torchvision()  # the project's work-around, before any package imports torchvision
+    sys.path.append(args.site)  # after the pinned stack
+    commit = converter_commit()
+    data = json.loads(args.results.read_text(encoding="utf-8")) if args.results.exists() else {}
+    pairs = select(args.split, {p for p in args.packages.split(",") if p}, args.sample, args.seed, args.cases)
+    results: list[Result] = []
+    for document, case in pairs:
+        key = f"{document['package']}=={document['version']}@{commit}"
+        column = data.setdefault(key, {})
+        for target in args.targets.split(","):
+            name = f"{case['class']}|{target}"
+            if name not in column:
+                started = time.perf_counter()
+                column[name] = asdict(run_one(document, case, target))
+                took = time.perf_counter() - started
+                stage = f"not {column[name]['stage']}" if column[name]["stage"] else "verified"
+                print(f"{name}: {stage} ({took:.1f} s) {column[name]['problem'][:120]}", file=sys.stderr, flush=True)
+                args.results.parent.mkdir(parents=True, exist_ok=True)
+                args.results.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+            results.append(Result(**column[name]))
+    text = table(results)
+    print(f"Harvested corpus run, converter {commit}, {len(pairs)} cases\n\n{text}", end="")
+    if args.markdown:
+        args.markdown.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
