@@ -134,3 +134,13 @@ def python_ast(code: str) -> ast.Module:
     after another (import clean-up, name resolution, positions, the final check). Shared: the
     caller must not change it. Raises what `ast.parse` raises (errors are not remembered)."""
     return ast.parse(code)
+
+
+def is_docstring(stmt: cst.CSTNode) -> bool:
+    """A statement that is only a string: a module's, class's or function's docstring when first."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+    )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from precision_transpiler.syntax import dotted_name, import_bound_names
+from precision_transpiler.syntax import dotted_name, import_bound_names, is_docstring
 
 MARK = "# ptranspile: only this function still needs it (the module loads without it)"
 
@@ -155,15 +155,6 @@ class _Insert(cst.CSTTransformer):
         if not imports or not isinstance(updated.body, cst.IndentedBlock):
             return updated
         statements = list(updated.body.body)
-        index = 1 if statements and _is_docstring(statements[0]) else 0
+        index = 1 if statements and is_docstring(statements[0]) else 0
         statements[index:index] = imports
         return updated.with_changes(body=updated.body.with_changes(body=statements))
-
-
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 import libcst as cst
 
 from precision_transpiler.syntax import dotted_name as get_full_name_for_node
-from precision_transpiler.syntax import is_import_statement
+from precision_transpiler.syntax import is_docstring, is_import_statement
 
 
 def used_names(code: str) -> set[str]:
@@ -228,7 +228,7 @@ class ImportEditor(cst.CSTTransformer):
         that needs the new import: `if c:\n    import torch\n    y = torch.half` first)."""
         if self._placed or not self.additions:
             return False
-        code = [s for s in before if not _is_import_line(s) and not _is_docstring(s)]
+        code = [s for s in before if not _is_import_line(s) and not is_docstring(s)]
         return not code or not (used_names(cst.Module(body=code).code) & self.aliases)
 
     def _new_lines(self, leading: list[cst.EmptyLine]) -> list[cst.BaseStatement]:
@@ -292,21 +292,12 @@ def _is_import_line(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
-
-
 def after_leading_imports(body: list[cst.BaseStatement], *, blocks: bool = False) -> int:
     """Index after the docstring and the leading run of import lines; with `blocks`, import-only
     `try:`/`if TYPE_CHECKING:` blocks count too (syntax.is_import_statement), so that code put
     there follows an `import torch`-like line after such a block (timm's vision_transformer.py)."""
     index = 0
-    if body and _is_docstring(body[0]):
+    if body and is_docstring(body[0]):
         index = 1
     last_import = None
     i = index
