@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402 - after the repository is on the path
 
 from benchmarks.corpus import Case, Outcome, failure_stage, run_case  # noqa: E402
-from benchmarks.harvest.harvest import CASES, DEFAULT_SITE, load_packages  # noqa: E402
+from benchmarks.harvest.harvest import CASES, DEFAULT_SITE, FIRST_CONTACT, in_split, load_packages  # noqa: E402
 
 STAGES = ("converted", "imported", "built", "weights loaded", "verified")
 #: corpus.failure_stage -> the first of STAGES that was not reached
@@ -164,7 +164,7 @@ def select(
     split: str, packages: set[str], sample: int, seed: int, folder: Path = CASES
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(document, case) pairs of the chosen packages' runnable cases; a seeded sample of N if asked."""
-    chosen = {p.distribution for p in load_packages() if split in ("all", p.split)}
+    chosen = {p.distribution for p in load_packages() if in_split(p, split)}
     pairs = []
     for path in sorted(folder.glob("*.yaml")):
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -197,7 +197,7 @@ def table(results: list[Result]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("look", "held_back", "all"), default="look")
+    parser.add_argument("--split", choices=("look", "held_back", FIRST_CONTACT, "all"), default="look")
     parser.add_argument("--packages", default="", help="only these distributions (comma-separated)")
     parser.add_argument("--targets", default="jax,tf")
     parser.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded random sample of N cases")
