@@ -451,13 +451,21 @@ def _random_streams(classes: list[ast.ClassDef], bindings: Mapping[str, str | No
                 result.random_streams.add(found)
 
 
+def builder_rngs_in_scope(ctx: FileView) -> bool:
+    """Whether the node being converted sees the `rngs` of a function that builds layers: in its
+    body (nested functions, lambdas and classes included: closures see it), not in its parameter
+    defaults or decorators, which run where the `def` is (`def __init__(self, norm=make_norm())`)."""
+    key = ctx.enclosing_function()
+    return key is not None and key in analysis_for(ctx).builders and ctx.in_def_body()
+
+
 def random_source(ctx: FileView) -> str | None:
     """The key source a torch random draw at the node being converted passes to JAX's runtime:
     "rngs" in a function that builds layers (its nnx.Rngs), "self" in another method of a module
     class (the stream its `__init__` made), None where neither is in reach (a free function, a
     static method, a class drawing without an `__init__` of its own)."""
     key = ctx.enclosing_function()
-    if key is None:
+    if key is None or not ctx.in_def_body():
         return None
     analysis = analysis_for(ctx)
     owner, _, method = key.rpartition(".")

@@ -38,6 +38,9 @@ class FileView(Protocol):
 
     def enclosing_def(self) -> cst.FunctionDef | None: ...
 
+    def in_def_body(self) -> bool:
+        """Whether the node is in the body of `enclosing_function`'s def (its parameters in scope)."""
+
     def module_ast(self) -> tuple[Any, dict[str, str | None]]:
         """The file's `ast` tree (None if it does not parse) and its module-level bindings."""
         ...

@@ -116,6 +116,20 @@ class RuleContext:
                 return None
         return None
 
+    def in_def_body(self) -> bool:
+        """Whether the node being visited is in the body of the top-level function or method
+        `enclosing_function` names, where its parameters are in scope (not in its parameter
+        defaults, annotations or decorators, which run where the `def` is)."""
+        stack = self._command.stack
+        for i, node in enumerate(stack):
+            if isinstance(node, cst.FunctionDef):
+                return i + 1 < len(stack) and stack[i + 1] is node.body
+        return False
+
+    def in_lambda(self) -> bool:
+        """Whether the node being visited is inside a lambda's body."""
+        return any(isinstance(node, cst.Lambda) for node in self._command.stack)
+
     def enclosing_def(self) -> cst.FunctionDef | None:
         """The top-level function or method being visited (the node `enclosing_function` names)."""
         if self.enclosing_function() is None:

@@ -17,7 +17,7 @@ import ast
 
 import libcst as cst
 
-from precision_transpiler.analysis.torch_models import analysis_for
+from precision_transpiler.analysis.torch_models import builder_rngs_in_scope
 from precision_transpiler.mappings.layers import LayerSpec, LayerTarget
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
@@ -112,11 +112,12 @@ class TorchLayers(Rule):
         return new
 
     def _rngs(self, ctx: RuleContext) -> cst.BaseExpression:
-        """`rngs` inside a function that receives it, else a fresh `nnx.Rngs(0)`."""
-        key = ctx.enclosing_function()
-        if key is not None and key in analysis_for(ctx).builders:
+        """`rngs` where a builder's is in scope or inside a lambda (which then takes `rngs`:
+        TorchModules.leave_Lambda), else the runtime's `default_rngs()`, a seedable process-wide
+        sequence, as torch draws a layer built outside any model from its global generator."""
+        if builder_rngs_in_scope(ctx) or ctx.in_lambda():
             return cst.Name("rngs")
-        return cst.Call(func=ctx.expr_for("flax.nnx.Rngs"), args=[cst.Arg(cst.Integer("0"))])
+        return cst.Call(func=ctx.expr_for(runtime_name("jax", "rng", "default_rngs")))
 
     def _direct(
         self,

@@ -19,7 +19,7 @@ import functools
 
 import libcst as cst
 
-from precision_transpiler.analysis.torch_models import analysis_for
+from precision_transpiler.analysis.torch_models import analysis_for, builder_rngs_in_scope
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.module_variables import variables_as_arrays
@@ -128,17 +128,18 @@ class TorchModules(Rule):
         return new
 
     def _add_rngs(self, ctx: RuleContext, func: cst.FunctionDef, public: bool) -> cst.FunctionDef:
+        """A keyword-only `rngs: nnx.Rngs | None = None`: every builder can be called without one
+        (a factory called in a default argument, a callable handed to code that knows nothing of
+        rngs). Entry points then use `nnx.Rngs(0)`, so `Net()` builds the same model each time;
+        helpers draw from the runtime's seedable process-wide sequence, as torch layers built
+        outside any model draw from torch's global generator."""
         rngs_type = ctx.expr_for("flax.nnx.Rngs")
-        annotation: cst.BaseExpression = rngs_type
-        default = None
-        if public:
-            annotation = cst.BinaryOperation(rngs_type, cst.BitOr(), cst.Name("None"))
-            default = cst.Name("None")
+        annotation = cst.BinaryOperation(rngs_type, cst.BitOr(), cst.Name("None"))
         param = cst.Param(
             name=cst.Name("rngs"),
             annotation=cst.Annotation(annotation),
-            default=default,
-            equal=cst.AssignEqual() if default is not None else cst.MaybeSentinel.DEFAULT,
+            default=cst.Name("None"),
+            equal=cst.AssignEqual(),
         )
         params = func.params
         star = params.star_arg
@@ -150,9 +151,8 @@ class TorchModules(Rule):
             pass  # the existing trailing comma separates it from `*`
         params = params.with_changes(star_arg=star, kwonly_params=kwonly)
         func = func.with_changes(params=params)
-        if public:
-            func = _prepend(func, f"if rngs is None:\n    rngs = {ctx.code(rngs_type)}(0)\n")
-        return func
+        fallback = f"{ctx.code(rngs_type)}(0)" if public else f"{ctx.code(_default_rngs(ctx))}()"
+        return _prepend(func, f"if rngs is None:\n    rngs = {fallback}\n")
 
     # -- self.training -------------------------------------------------------------------------
 
@@ -229,19 +229,17 @@ class TorchModules(Rule):
         params = updated.params
         if params.star_kwarg is not None or _has_param(updated, "rngs"):
             return None
-        node: cst.CSTNode | None = original
-        parent = ctx.parent(node)
-        while isinstance(parent, cst.IfExp | cst.BooleanOperation):
-            node, parent = parent, ctx.parent(parent)
-        if not isinstance(parent, cst.Assign) or parent.value is not node:
+        uses = _mentions_name(updated.body, "rngs")
+        if not uses and not self._factory_lambda(ctx, original):
             return None
-        key = ctx.enclosing_function()
-        factories = analysis_for(ctx).factories.get(key or "", set())
-        names = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
-        if key not in analysis_for(ctx).builders or not names & factories:
-            return None
+        if not uses:
+            default: cst.BaseExpression = cst.Name("None")
+        elif builder_rngs_in_scope(ctx):
+            default = cst.Name("rngs")  # the builder's, unless the caller passes its own
+        else:
+            default = cst.Call(_default_rngs(ctx))
         equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        rngs = cst.Param(cst.Name("rngs"), default=cst.Name("None"), equal=equal)
+        rngs = cst.Param(cst.Name("rngs"), default=default, equal=equal)
         star = params.star_arg if isinstance(params.star_arg, cst.Param) else cst.ParamStar()
         new = updated.with_changes(
             params=params.with_changes(star_arg=star, kwonly_params=[*params.kwonly_params, rngs])
@@ -254,6 +252,21 @@ class TorchModules(Rule):
             new = new.with_changes(whitespace_after_lambda=cst.SimpleWhitespace(" "))
         ctx.record(self.name, original, new)
         return new
+
+    @staticmethod
+    def _factory_lambda(ctx: RuleContext, original: cst.Lambda) -> bool:
+        """`make = LayerNorm if norm else lambda d: None` in a builder, where `make` is called as a
+        layer factory (so with `rngs=rngs`)."""
+        node: cst.CSTNode | None = original
+        parent = ctx.parent(node)
+        while isinstance(parent, cst.IfExp | cst.BooleanOperation):
+            node, parent = parent, ctx.parent(parent)
+        if not isinstance(parent, cst.Assign) or parent.value is not node:
+            return False
+        key = ctx.enclosing_function()
+        factories = analysis_for(ctx).factories.get(key or "", set())
+        names = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
+        return key in analysis_for(ctx).builders and bool(names & factories)
 
     def _array_attribute(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
         if not (
@@ -486,8 +499,8 @@ class TorchModules(Rule):
         walked = self._module_walk(ctx, original, updated, analysis.module_classes, key)
         if walked is not None:
             return walked
-        if key is None or key not in analysis.builders:
-            return None
+        if key is None or key not in analysis.builders or not ctx.in_def_body():
+            return None  # `rngs` is in scope in the builder's body only, not in its defaults
         if any(a.keyword is not None and a.keyword.value == "rngs" for a in updated.args):
             return None
         owner = key.split(".")[0] if "." in key else None
@@ -562,15 +575,25 @@ _TIED_NAMES = frozenset({"weight", "bias"})
 
 
 def _mentions_none(node: cst.CSTNode) -> bool:
+    return _mentions_name(node, "None")
+
+
+def _mentions_name(node: cst.CSTNode, wanted: str) -> bool:
     class _Find(cst.CSTVisitor):
         found = False
 
         def visit_Name(self, name: cst.Name) -> None:
-            self.found = self.found or name.value == "None"
+            self.found = self.found or name.value == wanted
 
     finder = _Find()
     node.visit(finder)
     return finder.found
+
+
+def _default_rngs(ctx: RuleContext) -> cst.BaseExpression:
+    """The runtime's `default_rngs` (runtime/flax/rng.py), for code that builds layers where no
+    builder's `rngs` is in scope."""
+    return ctx.expr_for(runtime_name("jax", "rng", "default_rngs"))
 
 
 def _narrowed_layer(ctx: RuleContext, node: cst.CSTNode, name: str) -> str | None:

@@ -42,7 +42,8 @@ def thread_sibling_rngs(code: str) -> str:
     for function in ast.walk(tree):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or not _has_rngs(function.args):
             continue
-        for node in ast.walk(function):
+        # its body only: defaults and decorators run where the `def` is, without its `rngs`
+        for node in (n for statement in function.body for n in ast.walk(statement)):
             if (
                 not isinstance(node, ast.Call)
                 or id(node) in seen

@@ -19,6 +19,7 @@ from precision_transpiler.runtime.flax.functional import (
     linear,
 )
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.flax.rng import default_rngs
 
 
 def _attention_mask_bias(mask: Any, dtype: Any) -> Any:
@@ -327,7 +328,7 @@ class MultiheadAttention(TorchLayer):
         precision: Any = None,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got {embed_dim} and {num_heads}")
         if embed_dim % num_heads:

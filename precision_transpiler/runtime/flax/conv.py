@@ -13,6 +13,7 @@ from flax import nnx
 from precision_transpiler.runtime.common import _channel_shape, _conv_padding_pairs, _tuple
 from precision_transpiler.runtime.flax.functional import _PADDING_MODES, _add_batch, _promote, _uniform, _value
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.flax.rng import default_rngs
 
 
 def _conv_dimension_numbers(n: int) -> tuple[str, str, str]:
@@ -90,7 +91,7 @@ class _ConvNd(TorchLayer):
         precision: Any = None,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         n = self._n_spatial
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")
@@ -255,7 +256,7 @@ class _ConvTransposeNd(TorchLayer):
         precision: Any = None,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         n = self._n_spatial
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")

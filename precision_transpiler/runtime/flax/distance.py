@@ -15,6 +15,7 @@ from flax import nnx
 from precision_transpiler.runtime.common import _pairwise_distance
 from precision_transpiler.runtime.flax.functional import _ArrayOps, _uniform
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.flax.rng import default_rngs
 
 
 class CosineSimilarity(TorchLayer):
@@ -58,7 +59,7 @@ class Bilinear(TorchLayer):
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         bound = 1.0 / math.sqrt(in1_features)
         shape = (out_features, in1_features, in2_features)
         self.weight = nnx.Param(_uniform(rngs.params(), shape, param_dtype, bound))

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.flax.rng import default_rngs
 
 
 class EmbeddingBag(TorchLayer):
@@ -36,7 +37,7 @@ class EmbeddingBag(TorchLayer):
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
         if max_norm is not None:

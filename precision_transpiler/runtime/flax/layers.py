@@ -13,6 +13,8 @@ import inspect
 import jax.numpy as jnp
 from flax import nnx
 
+from precision_transpiler.runtime.flax.rng import default_rngs
+
 
 def _constructor_signature(cls):
     """`inspect.signature(cls)` as Python gives it for a class without a metaclass `__call__`:
@@ -73,7 +75,7 @@ class Linear(nnx.Linear):
         param_dtype=jnp.float32,
         rngs: nnx.Rngs | None = None,
     ):
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(in_features, out_features, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
 
@@ -91,7 +93,7 @@ class Embedding(nnx.Embed):
         rngs: nnx.Rngs | None = None,
         **kwargs,
     ):
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
         # torch's attributes, for code that reads them (rtdl's `embeddings[0].embedding_dim`)
         self.embedding_dim = embedding_dim
@@ -113,7 +115,7 @@ class Dropout(nnx.Dropout):
     """torch.nn.Dropout(p=0.5)'s signature on nnx.Dropout (deterministic after `model.eval()`)."""
 
     def __init__(self, p: float = 0.5, inplace: bool = False, *, rngs: nnx.Rngs | None = None):
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(rate=p, rngs=rngs)
         self.p = p  # torch's attributes, for code that reads them
         self.inplace = inplace

@@ -20,6 +20,7 @@ from flax import nnx
 from precision_transpiler.runtime.common import _GATES
 from precision_transpiler.runtime.flax.functional import _uniform
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.flax.rng import default_rngs
 
 
 def _matmul_t(x: jax.Array, w: jax.Array, b: Any) -> jax.Array:
@@ -67,7 +68,7 @@ class _RNNBase(TorchLayer):
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if proj_size and self.mode != "LSTM":
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         if proj_size < 0 or (proj_size and proj_size >= hidden_size):
@@ -179,7 +180,7 @@ class RNN(_RNNBase):
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
         self.nonlinearity = nonlinearity
@@ -228,7 +229,7 @@ class _RNNCellBase(TorchLayer):
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
@@ -274,7 +275,7 @@ class RNNCell(_RNNCellBase):
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(
                 f"Invalid nonlinearity selected for RNN. Can be either 'tanh' or 'relu'. Got {nonlinearity}"

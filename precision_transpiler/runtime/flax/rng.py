@@ -31,6 +31,21 @@ from precision_transpiler.runtime.common import _size
 _PROCESS_SEEDS = np.random.default_rng(0)
 
 
+def default_rngs():
+    """The nnx.Rngs of layers built where no model's `rngs` reaches (a layer factory called in a
+    default argument, a layer built at module level, a helper called without one): seeded from the
+    process-wide sequence, so layers built one after another start from different values, as
+    torch's draw from its global generator (`manual_seed` restarts the sequence)."""
+    return nnx.Rngs(int(_PROCESS_SEEDS.integers(2**31)))
+
+
+def manual_seed(seed):
+    """torch.manual_seed for what draws from the process-wide sequence (default_rngs and draws
+    outside any module); returns None where torch returns its generator."""
+    global _PROCESS_SEEDS
+    _PROCESS_SEEDS = np.random.default_rng(int(seed))
+
+
 def random_stream(rngs):
     """The stream a converted module's methods draw torch's random numbers from (torch has one
     global generator; nnx modules keep their own): a fork of the `dropout` stream of the builder's

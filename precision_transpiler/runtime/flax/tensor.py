@@ -34,6 +34,25 @@ def torch_setitem(x, index, value):
     return x
 
 
+def torch_to(x, value, *args, **kwargs):
+    """`x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
+    device held in a variable): a tensor casts to its dtype, a dtype casts, a device (a string,
+    None, a device object) leaves the array as it is (JAX places arrays itself). Anything but an
+    array (a converted module, an object with its own `to`) is passed to its own `to`."""
+    if not isinstance(x, jax.Array | np.ndarray | np.generic):
+        to = getattr(x, "to", None)
+        return x if to is None else to(value, *args, **kwargs)
+    if isinstance(value, jax.Array | np.ndarray | np.generic):
+        return x.astype(value.dtype)
+    if value is None or isinstance(value, str):
+        return x  # a device string
+    try:
+        dtype = jnp.dtype(value)
+    except TypeError:
+        return x  # a device object
+    return x.astype(dtype)
+
+
 def torch_split(tensor, split_size_or_sections, dim=0):
     """torch.split / Tensor.split: pieces of `split_size` elements along `dim` (the last one
     smaller when it does not divide), or pieces of the listed sizes, which must add up to the

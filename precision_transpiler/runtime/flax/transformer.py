@@ -17,6 +17,7 @@ from flax import nnx
 from precision_transpiler.runtime.flax.attention import MultiheadAttention
 from precision_transpiler.runtime.flax.layers import Dropout, Linear, TorchLayer
 from precision_transpiler.runtime.flax.norm import LayerNorm
+from precision_transpiler.runtime.flax.rng import default_rngs
 
 
 def _activation(activation: Any) -> Any:
@@ -52,7 +53,7 @@ class _TransformerLayer(TorchLayer):
         *,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias=bias, batch_first=batch_first, rngs=rngs)
         if self._decoder:
             self.multihead_attn = MultiheadAttention(
@@ -218,7 +219,7 @@ class Transformer(TorchLayer):
         *,
         rngs: nnx.Rngs | None = None,
     ) -> None:
-        rngs = nnx.Rngs(0) if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
+        rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias)
         if custom_encoder is not None:
             self.encoder = custom_encoder
