@@ -505,11 +505,15 @@ class LocalizeTorchImports:
         lines = doc.original.splitlines()
         for item in moved:
             line = next((i for i, text in enumerate(lines, 1) if text.strip() == item.statement), 1)
+            where = (
+                f"moved into {', '.join(item.functions)}, the only code that still uses it"
+                if item.functions
+                else "removed with the optional import around it: nothing converted uses it"
+            )
             doc.note(
                 "note",
                 "import-localized",
-                f"`{item.statement}` moved into {', '.join(item.functions)}, the only code that still uses it: "
-                "the converted module loads without torch",
+                f"`{item.statement}` {where}: the converted module loads without torch",
                 line,
             )
 

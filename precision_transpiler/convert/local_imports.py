@@ -34,27 +34,26 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
     """`module` with its top-level imports of `roots` (top-level packages: torch, torchvision)
     moved into the functions that use what they bind, where nothing at load time uses it."""
     body = list(module.body)
-    candidates = [i for i, stmt in enumerate(body) if _imports_only(stmt, roots)]
+    candidates = [i for i, stmt in enumerate(body) if _imports_only(stmt, roots) or _optional_imports(stmt, roots)]
     if not candidates:
         return module, []
     load_time, in_functions = _uses(body)
     moved: list[Moved] = []
-    wanted: dict[int, list[cst.SimpleStatementLine]] = {}  # id(function) -> imports to put first
+    wanted: dict[int, list[cst.BaseStatement]] = {}  # id(function) -> imports to put first
     drop: set[int] = set()
     for index in candidates:
         stmt = body[index]
-        assert isinstance(stmt, cst.SimpleStatementLine)
-        names = set().union(*(import_bound_names(small) for small in stmt.body))
+        imports = _import_smalls(stmt)
+        names = set().union(*(import_bound_names(small) for small in imports))
         if names & load_time:
             continue
         users = [f for f, used in in_functions if used & names]
-        if not users:
+        if not users and isinstance(stmt, cst.SimpleStatementLine):
             continue  # unused: the import clean-up's business
-        line = stmt.with_changes(leading_lines=[], trailing_whitespace=_marked(stmt.trailing_whitespace))
         for function in users:
-            wanted.setdefault(id(function), []).append(line)
+            wanted.setdefault(id(function), []).append(_moved_form(stmt))
         drop.add(index)
-        text = module.code_for_node(stmt.with_changes(leading_lines=[])).strip()
+        text = module.code_for_node(imports[0]).strip()
         moved.append(Moved(text, tuple(_name(f) for f in users)))
     if not drop:
         return module, []
@@ -66,6 +65,56 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
             lines.pop(0)
         kept[0] = kept[0].with_changes(leading_lines=lines)
     return module.with_changes(body=kept), moved
+
+
+def _optional_imports(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
+    """`try: from torchvision.models.utils import load_state_dict_from_url` / `except ImportError:
+    from torch.utils.model_zoo import load_url as ...` (or `pass`): every branch imports from
+    `roots` only, so the whole statement moves (or, with nothing left using it, goes)."""
+    if not isinstance(stmt, cst.Try):
+        return False
+    blocks = [stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody]
+    statements = [line for block in blocks if block is not None for line in _block_statements(block)]
+    if any(line is None for line in statements):
+        return False
+    smalls = [small for line in statements if line is not None for small in line.body]
+    imports = [small for small in smalls if not isinstance(small, cst.Pass)]
+    return bool(imports) and all(_imports_only(cst.SimpleStatementLine(body=[small]), roots) for small in imports)
+
+
+def _block_statements(block: object) -> list[cst.SimpleStatementLine | None]:
+    """The statements of a try/except block's body (None for a compound statement)."""
+    if isinstance(block, cst.IndentedBlock):
+        return [s if isinstance(s, cst.SimpleStatementLine) else None for s in block.body]
+    if isinstance(block, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=list(block.body))]
+    body = getattr(block, "body", None)
+    return _block_statements(body) if body is not None else [None]
+
+
+def _import_smalls(stmt: cst.BaseStatement) -> list[cst.Import | cst.ImportFrom]:
+    """The import statements of a candidate (an import line, or every branch of an optional one)."""
+    found: list[cst.Import | cst.ImportFrom] = []
+
+    class _Imports(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            found.append(node)
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            found.append(node)
+            return False
+
+    stmt.visit(_Imports())
+    return found
+
+
+def _moved_form(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """The statement as it goes into a function: no blank lines above, marked on its first line."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return stmt.with_changes(leading_lines=[], trailing_whitespace=_marked(stmt.trailing_whitespace))
+    assert isinstance(stmt, cst.Try) and isinstance(stmt.body, cst.IndentedBlock)
+    return stmt.with_changes(leading_lines=[], body=stmt.body.with_changes(header=_marked(stmt.body.header)))
 
 
 def _imports_only(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
@@ -146,7 +195,7 @@ def _name(function: cst.FunctionDef) -> str:
 class _Insert(cst.CSTTransformer):
     """Put the imports first in the functions whose ids `wanted` holds (after a docstring)."""
 
-    def __init__(self, wanted: dict[int, list[cst.SimpleStatementLine]]) -> None:
+    def __init__(self, wanted: dict[int, list[cst.BaseStatement]]) -> None:
         super().__init__()
         self.wanted = wanted
 

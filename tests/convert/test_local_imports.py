@@ -84,3 +84,70 @@ def test_a_model_with_a_download_method_loads_and_verifies_without_torch(to: str
     converted.write_text(result.code)
     verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True))
     assert verdict.passed, verdict.failures
+
+
+OPTIONAL = """import torch.nn as nn
+
+try:
+    from torchvision.models.utils import load_state_dict_from_url
+except ImportError:
+    from torch.utils.model_zoo import load_url as load_state_dict_from_url
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def pretrained(url):
+    net = Net()
+    net.load_state_dict(load_state_dict_from_url(url))
+    return net
+"""
+
+
+def test_an_optional_import_moves_whole_into_its_users() -> None:
+    code, moved = _localize(
+        "try:\n    from torchvision.models.utils import load_state_dict_from_url\nexcept ImportError:\n"
+        "    from torch.hub import load_state_dict_from_url\n\n\ndef f(u):\n    return load_state_dict_from_url(u)\n"
+    )
+    assert moved == ["from torchvision.models.utils import load_state_dict_from_url"]
+    assert code == (
+        f"def f(u):\n    try:  {MARK}\n        from torchvision.models.utils import load_state_dict_from_url\n"
+        "    except ImportError:\n        from torch.hub import load_state_dict_from_url\n"
+        "    return load_state_dict_from_url(u)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "try:\n    import torch\nexcept ImportError:\n    torch = None\n\n\ndef f():\n    return torch\n",  # a fallback
+        "try:\n    import torch\nexcept ImportError:\n    pass\nx = torch\n",  # used at load time
+        "try:\n    import numpy\nexcept ImportError:\n    pass\n\n\ndef f():\n    return numpy\n",  # not torch
+    ],
+    ids=["fallback-value", "load-time", "not-torch"],
+)
+def test_optional_imports_that_must_stay(code: str) -> None:
+    assert _localize(code) == (code, [])
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+@pytest.mark.parametrize("prune", [False, True])
+def test_an_optional_torchvision_import_leaves_the_output_torch_free(to: str, prune: bool, tmp_path: Path) -> None:
+    original = tmp_path / "optional.py"
+    original.write_text(OPTIONAL)
+    pruning = {"entry": "Net()", "prune_to_entry": True} if prune else {}
+    result = transpile(OPTIONAL, to=to, path=str(original), **pruning)
+    notes = [d.message for d in result.diagnostics if d.code == "import-localized"]
+    assert len(notes) == 1 and ("removed" if prune else "moved into pretrained") in notes[0], notes
+    assert torch_imports_at_load(result.code, original) == []
+    assert ("load_state_dict_from_url" in result.code) is not prune
+    converted = tmp_path / f"optional_{to}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True))
+    assert verdict.passed, verdict.failures

@@ -150,6 +150,19 @@ def C(id: str, params: str, body: str, *inputs: Any, **kw: Any) -> Case:
 
 
 CASES = [
+    # -- x.to(value) where the code does not say whether value is a dtype, a device or a tensor:
+    # the runtime decides (a tensor's dtype casts, a device leaves x as it is)
+    C(
+        "to-undecided-value",
+        "x, i",
+        """
+        device = x.device
+        return x.to(i), i.to(x), i.to(device), (x * 2).to(i[0]), x.to(x.dtype)
+        """,
+        F32(3, 4),
+        I64(3, 4),
+        expect=("torch_to(x, i)",),
+    ),
     # -- Tensor.add / Tensor.sub: converted on a receiver known to be a tensor only (a set's
     # `.add`, a regex's `.sub` are not tensor calls)
     C(

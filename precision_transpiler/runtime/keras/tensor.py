@@ -30,6 +30,25 @@ from keras import ops
 from precision_transpiler.runtime.common import _legacy_sizes
 
 
+def torch_to(x, value, *args, **kwargs):
+    """`x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
+    device held in a variable): a tensor casts to its dtype, a dtype casts, a device (a string,
+    None, a device object) leaves the tensor as it is (TensorFlow places tensors itself). Anything
+    but a tensor (a converted module, an object with its own `to`) is passed to its own `to`."""
+    if not (ops.is_tensor(x) or isinstance(x, keras.Variable | np.ndarray | np.generic)):
+        to = getattr(x, "to", None)
+        return x if to is None else to(value, *args, **kwargs)
+    if ops.is_tensor(value) or isinstance(value, keras.Variable | np.ndarray | np.generic):
+        return ops.cast(x, value.dtype)
+    if value is None or isinstance(value, str):
+        return x  # a device string
+    try:
+        dtype = keras.backend.standardize_dtype(value)
+    except (TypeError, ValueError):
+        return x  # a device object
+    return ops.cast(x, dtype)
+
+
 def torch_split(tensor, split_size_or_sections, dim=0):
     """torch.split / Tensor.split: pieces of `split_size` elements along `dim` (the last one
     smaller when it does not divide), or pieces of the listed sizes, which must add up to the
