@@ -1,4 +1,5 @@
-"""torch's containers for converted Flax NNX code: `Sequential`, `ModuleList`, `ModuleDict`.
+"""torch's containers for converted Flax NNX code: `Sequential`, `ModuleList`, `ModuleDict`,
+`ParameterList`, `ParameterDict`.
 
 Their children sit at torch's paths ("0", "1", ... or the given keys) in the nnx graph, so torch's
 `named_modules()` names are the nnx paths that weight transfer (precision_transpiler.weights) and
@@ -8,6 +9,7 @@ torch's.
 
 from typing import Any
 
+import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.flax.layers import TorchLayer
@@ -154,3 +156,63 @@ class ModuleDict(nnx.Dict):
 
     def add_module(self, name: str, module: Any) -> None:
         setattr(self, str(name), module)
+
+
+def _as_param(value: Any) -> Any:
+    """An entry of a ParameterList/ParameterDict: an nnx Variable as it is, anything else wrapped
+    in an nnx.Param (torch wraps plain tensors in a Parameter)."""
+    return value if isinstance(value, nnx.Variable) else nnx.Param(jnp.asarray(value))
+
+
+class ParameterList(nnx.List):
+    """torch.nn.ParameterList on nnx.List: nnx.Params at the paths 0, 1, ... (torch's names `w.0`,
+    `w.1`, so weight transfer pairs them). Indexing gives the Param (it computes as its array),
+    slicing a ParameterList; iteration, len, append/extend as torch's."""
+
+    def __init__(self, values: Any = None, *, rngs: Any = None) -> None:
+        super().__init__([_as_param(v) for v in values or []])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return ParameterList(super().__getitem__(index))
+        return super().__getitem__(index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, _as_param(value))
+
+    def append(self, value: Any) -> "ParameterList":
+        super().append(_as_param(value))
+        return self
+
+    def extend(self, values: Any) -> "ParameterList":
+        for value in values:
+            self.append(value)
+        return self
+
+
+class ParameterDict(nnx.Dict):
+    """torch.nn.ParameterDict on nnx.Dict: nnx.Params under their keys (torch's names `w.key`).
+
+    `pd[key]`, `key in pd`, len, iteration over keys, keys/values/items, update as torch's. Keys are
+    attributes, as in ModuleDict (a key equal to a method name would shadow it)."""
+
+    def __init__(self, parameters: Any = None, *, rngs: Any = None) -> None:
+        super().__init__({str(k): _as_param(v) for k, v in dict(parameters or {}).items()})
+
+    def _has(self, key: Any) -> bool:
+        return isinstance(key, str) and not key.startswith("_pytree__") and key in vars(self)
+
+    def __getitem__(self, key: str) -> Any:
+        if not self._has(key):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self, str(key), _as_param(value))
+
+    def __contains__(self, key: object) -> bool:
+        return self._has(key)
+
+    def update(self, parameters: Any) -> None:
+        for key, value in dict(parameters).items():
+            self[key] = value

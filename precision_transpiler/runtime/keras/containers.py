@@ -1,4 +1,5 @@
-"""torch's containers for converted Keras 3 code: `Sequential`, `ModuleList`, `ModuleDict`.
+"""torch's containers for converted Keras 3 code: `Sequential`, `ModuleList`, `ModuleDict`,
+`ParameterList`, `ParameterDict`.
 
 Keras' own `keras.Sequential` is a Model (input layers, `.layers`, no torch names). These hold
 their children under torch's names ("0", "1", ... or the given keys) in a list or dict Keras
@@ -270,3 +271,95 @@ class ModuleDict(keras.layers.Layer):
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleDict is not callable (torch: it has no forward); index it")
+
+
+def _as_parameter(value: Any) -> Any:
+    """An entry of a ParameterList/ParameterDict: a Keras variable as it is, anything else a
+    trainable variable holding it (torch wraps plain tensors in a Parameter)."""
+    if isinstance(value, keras.Variable):
+        return value
+    value = keras.ops.convert_to_tensor(value)
+    return keras.Variable(initializer=value, dtype=keras.backend.standardize_dtype(value.dtype), trainable=True)
+
+
+class ParameterList(keras.layers.Layer):
+    """torch.nn.ParameterList: trainable variables Keras tracks, held in attributes named "0",
+    "1", ... (torch's names `w.0`, `w.1`, which the module walks and the weight loader read).
+    Indexing (slicing gives a ParameterList), iteration, len, append/extend as torch's."""
+
+    def __init__(self, values: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._torch_count = 0
+        self.extend(values or [])
+        self.built = True
+
+    def __len__(self) -> int:
+        return self._torch_count
+
+    def __iter__(self) -> Any:
+        return iter([getattr(self, str(i)) for i in range(len(self))])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return ParameterList(list(self)[index])
+        return getattr(self, str(range(len(self))[index]))
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        setattr(self, str(range(len(self))[index]), _as_parameter(value))
+
+    def append(self, value: Any) -> "ParameterList":
+        setattr(self, str(self._torch_count), _as_parameter(value))
+        self._torch_count += 1
+        return self
+
+    def extend(self, values: Any) -> "ParameterList":
+        for value in values:
+            self.append(value)
+        return self
+
+
+class ParameterDict(keras.layers.Layer):
+    """torch.nn.ParameterDict: trainable variables by key, held in attributes named by the keys
+    (torch's names `w.key`). `pd[key]`, `key in pd`, len, iteration over keys, keys/values/items,
+    update as torch's; a key that is a Keras layer attribute (`name`, `weights`) is refused."""
+
+    def __init__(self, parameters: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._torch_keys: list[str] = []
+        self.update(parameters or {})
+        self.built = True
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._torch_keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        key = str(key)
+        if key not in self._torch_keys:
+            if hasattr(self, key):
+                raise KeyError(f"ParameterDict key {key!r} is an attribute of Keras layers: rename it")
+            self._torch_keys.append(key)
+        setattr(self, key, _as_parameter(value))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._torch_keys
+
+    def __len__(self) -> int:
+        return len(self._torch_keys)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._torch_keys))
+
+    def keys(self) -> list[str]:
+        return list(self._torch_keys)
+
+    def values(self) -> list[Any]:
+        return [getattr(self, k) for k in self._torch_keys]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, getattr(self, k)) for k in self._torch_keys]
+
+    def update(self, parameters: Any) -> None:
+        for key, value in dict(parameters).items():
+            self[key] = value
