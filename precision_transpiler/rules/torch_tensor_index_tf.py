@@ -12,7 +12,8 @@ advanced indexing selects, and falls back to TensorFlow's own indexing when the 
 to be basic. Where the base is a tensor, a name the function does not bind only to Python
 values (an argument: `deg[row]`) may be a tensor index. A base of unknown kind (an unannotated
 argument) read at an index known to be a tensor (a buffer, a torch call's result) or at a list
-display (`x[:, [-1], :]`: no Python sequence takes a list index) is rewritten too; torch_at
+display (`x[:, [-1], :]`: no Python sequence takes a list index) or at a name the function binds
+only to lists (`row, col = list(), list()`, then appended to) is rewritten too; torch_at
 indexes a base that is no tensor (a list) as Python does. An index that is a mask combined with
 `&`/`|`/`~` from comparisons (`x[(x > -b) & (x < b)]`) is a boolean tensor whatever its
 operands, so its base is a tensor too. Subscripts
@@ -76,6 +77,17 @@ class TorchTensorIndexTf(Rule):
             to="tf",
             vendored=False,
         ),
+        Example(
+            # a name the function binds only to lists is an index array; one bound otherwise is not known
+            "import torch\n\n\ndef f(x, n, k):\n    row, col = list(), []\n    for i in range(n):\n"
+            "        row.append(i)\n    col += [n]\n    j = k + 1\n    return x[:, row], x[col], x[:, j]\n",
+            "import precision_transpiler\n\n\ndef f(x, n, k):\n    row, col = list(), []\n    for i in range(n):\n"
+            "        row.append(i)\n    col += [n]\n    j = k + 1\n"
+            "    return precision_transpiler.runtime.keras.tensor.torch_at(x)[:, row].get(), "
+            "precision_transpiler.runtime.keras.tensor.torch_at(x)[col].get(), x[:, j]\n",
+            to="tf",
+            vendored=False,
+        ),
     )
 
     def applies(self, ctx: RuleContext) -> bool:
@@ -99,7 +111,11 @@ class TorchTensorIndexTf(Rule):
             # a buffer): torch_at reads a base that turns out not to be a tensor as Python does
             if not any(
                 isinstance(e.slice, cst.Index)
-                and (known_tensor(ctx, e.slice.value, original) or isinstance(e.slice.value, cst.List | cst.ListComp))
+                and (
+                    known_tensor(ctx, e.slice.value, original)
+                    or _list_like(e.slice.value)
+                    or (isinstance(e.slice.value, cst.Name) and _list_name(ctx, e.slice.value.value))
+                )
                 for e in original.slice
             ):
                 return None
@@ -137,3 +153,48 @@ class TorchTensorIndexTf(Rule):
         ):
             return True  # a list of indices: an index array to torch, refused by TensorFlow
         return known_tensor(ctx, value, anchor)
+
+
+def _list_like(value: cst.BaseExpression) -> bool:
+    """A list display, a list comprehension or `list(...)`: torch's index arrays."""
+    return isinstance(value, cst.List | cst.ListComp) or (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list"
+    )
+
+
+def _list_name(ctx: RuleContext, name: str) -> bool:
+    """Whether the function around the node binds `name` only to lists (`row, col = list(), list()`
+    then `row.append(i)`: torchfm's pair indices, `x[:, row]`), so a subscript at it is an index
+    array whatever the base."""
+    func = ctx.enclosing_def()
+    if func is None:
+        return False
+    values: list[cst.BaseExpression] = []
+
+    class _Bindings(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                values.extend(_bound(target.target, node.value, name))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.target.value == name:
+                values.append(node.value)
+
+        def visit_For(self, node: cst.For) -> None:
+            values.extend(_bound(node.target, cst.Name("None"), name))
+
+    func.body.visit(_Bindings())
+    return bool(values) and all(_list_like(v) for v in values)
+
+
+def _bound(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> list[cst.BaseExpression]:
+    """The values an assignment binds to `name` (unpacking a tuple display pairwise; an unpacking
+    it cannot pair binds an unknown value)."""
+    if isinstance(target, cst.Name):
+        return [value] if target.value == name else []
+    if isinstance(target, cst.Tuple | cst.List):
+        elements = [e.value for e in target.elements]
+        if isinstance(value, cst.Tuple | cst.List) and len(value.elements) == len(elements):
+            return [v for t, e in zip(elements, value.elements, strict=True) for v in _bound(t, e.value, name)]
+        return [cst.Name("None") for t in elements for _ in _bound(t, value, name)]
+    return []
