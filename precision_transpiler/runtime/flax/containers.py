@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precision_transpiler.runtime.flax.layers import TorchLayer
+from precision_transpiler.runtime.flax.module_api import TorchInternals
 
 
 class Sequential(TorchLayer):
@@ -104,7 +105,7 @@ class Sequential(TorchLayer):
         return x
 
 
-class ModuleList(nnx.List):
+class ModuleList(TorchInternals, nnx.List):
     """torch.nn.ModuleList on nnx.List (flax 0.12 requires nnx.List for lists of modules).
 
     nnx graph paths of the children are the integers 0, 1, ... directly under the list, so
@@ -133,7 +134,7 @@ class ModuleList(nnx.List):
         return ModuleList([*self, *other])
 
 
-class ModuleDict(nnx.Dict):
+class ModuleDict(TorchInternals, nnx.Dict):
     """torch.nn.ModuleDict on nnx.Dict: the keys are the children's nnx path names (torch's names).
 
     Keys are stored as attributes, so a key equal to a method name (e.g. 'keys', 'items') would

@@ -13,6 +13,7 @@ import inspect
 import jax.numpy as jnp
 from flax import nnx
 
+from precision_transpiler.runtime.flax.module_api import TorchInternals
 from precision_transpiler.runtime.flax.rng import default_rngs
 
 
@@ -26,7 +27,7 @@ def _constructor_signature(cls):
     return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
-class TorchLayer(nnx.Module):
+class TorchLayer(TorchInternals, nnx.Module):
     """Base of the runtime's torch layers and of converted module classes: torch code asks a
     layer class for its constructor's parameters (monai's `has_option(norm_type,
     "num_features")` reads `inspect.signature(norm_type)`), which nnx's metaclass hides behind

@@ -384,3 +384,22 @@ def add_module(parent, name, module):
         own(parent, name, module)
     else:
         setattr(parent, name, module)
+
+
+class TorchInternals:
+    """torch's Module internals that model code reads directly (`self._modules.values()` in
+    pytorchcv's containers, `self._parameters`, `self._buffers`): the children and the module's
+    own parameters and buffers by torch name, as fresh dicts (read-only views: registering goes
+    through `add_module`, `register_parameter`, `register_buffer` or attribute assignment)."""
+
+    @property
+    def _modules(self):
+        return dict(named_children(self))
+
+    @property
+    def _parameters(self):
+        return dict(named_parameters(self, recurse=False))
+
+    @property
+    def _buffers(self):
+        return dict(named_buffers(self, recurse=False))

@@ -105,16 +105,29 @@ class _BatchNorm(TorchLayer):
 
     @property
     def weight(self) -> Any:
-        """torch's names for `scale`, `mean` and `var`, for subclasses that read them."""
+        """torch's names for `scale`, `mean` and `var`, for subclasses that read or set them
+        (lightly's SplitBatchNorm registers a `running_mean` of its own size)."""
         return self.scale
+
+    @weight.setter
+    def weight(self, value: Any) -> None:
+        self.scale = _as_state(self, "scale", value)
 
     @property
     def running_mean(self) -> Any:
         return self.mean
 
+    @running_mean.setter
+    def running_mean(self, value: Any) -> None:
+        self.mean = _as_state(self, "mean", value)
+
     @property
     def running_var(self) -> Any:
         return self.var
+
+    @running_var.setter
+    def running_var(self, value: Any) -> None:
+        self.var = _as_state(self, "var", value)
 
     def __call__(self, x: jax.Array, *, use_running_average: bool | None = None) -> jax.Array:
         eval_mode = self.use_running_average if use_running_average is None else use_running_average
@@ -499,3 +512,18 @@ class LocalResponseNorm(TorchLayer):
         c = x.shape[1]
         window = sum(jax.lax.slice_in_dim(sq, i, i + c, axis=1) for i in range(self.size)) / self.size
         return (x.astype(sdt) / (window * self.alpha + self.k) ** self.beta).astype(x.dtype)
+
+
+def _as_state(layer: Any, name: str, value: Any) -> Any:
+    """What `layer.<torch name> = value` stores under the nnx name: a Variable as given, None as
+    nnx data, an array as the value of the Variable already there (its kind kept: a Param stays
+    trainable, a BatchStat does not), or as a new BatchStat."""
+    if isinstance(value, nnx.Variable):
+        return value
+    if value is None:
+        return nnx.data(None)
+    current = getattr(layer, name, None)
+    if isinstance(current, nnx.Variable):
+        current.value = jnp.asarray(value)
+        return current
+    return nnx.BatchStat(jnp.asarray(value))

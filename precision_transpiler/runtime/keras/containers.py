@@ -12,8 +12,10 @@ from typing import Any
 
 import keras
 
+from precision_transpiler.runtime.keras.module_api import TorchInternals
 
-class Sequential(keras.layers.Layer):
+
+class Sequential(TorchInternals, keras.layers.Layer):
     """torch.nn.Sequential: children under the names "0", "1", ... (or an OrderedDict's keys).
 
     Keras' own `keras.Sequential` is a Model (input layers, `.layers`, no torch names). Here children
@@ -111,7 +113,7 @@ class Sequential(keras.layers.Layer):
         return input
 
 
-class ModuleList(keras.layers.Layer):
+class ModuleList(TorchInternals, keras.layers.Layer):
     """torch.nn.ModuleList: an indexable list of layers Keras tracks (torch names "0", "1", ...).
 
     Indexing, slicing (a ModuleList), iteration, len, append/extend/insert/pop, `+` and deletion.
@@ -177,7 +179,7 @@ class ModuleList(keras.layers.Layer):
         raise NotImplementedError("ModuleList is not callable (torch: it has no forward); iterate over it")
 
 
-class ModuleDict(keras.layers.Layer):
+class ModuleDict(TorchInternals, keras.layers.Layer):
     """torch.nn.ModuleDict: layers by string key, tracked by Keras, insertion-ordered.
 
     `md[key]`, `key in md`, len, iteration over keys, keys/values/items, update, pop, clear. Keys

@@ -105,6 +105,25 @@ def _own_variables(module: Any, trainable: bool) -> list[tuple[str, Any]]:
     ]
 
 
+class TorchInternals:
+    """torch's Module internals that model code reads directly (`self._modules.values()` in
+    pytorchcv's containers, `self._parameters`, `self._buffers`): the children and the layer's own
+    parameters and buffers by torch name, as fresh dicts (read-only views: registering goes
+    through `add_module`, `register_parameter`, `register_buffer` or attribute assignment)."""
+
+    @property
+    def _modules(self) -> dict[str, Any]:
+        return dict(named_children(self))
+
+    @property
+    def _parameters(self) -> dict[str, Any]:
+        return dict(_own_variables(self, True))
+
+    @property
+    def _buffers(self) -> dict[str, Any]:
+        return dict(_own_variables(self, False))
+
+
 def named_parameters(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """torch's `Module.named_parameters()`: trainable variables by torch key, each once."""
     seen: set[int] = set()

@@ -51,6 +51,7 @@ from precision_transpiler.runtime.common import (
 from precision_transpiler.runtime.keras.module_api import (
     Buffer,
     Parameter,
+    TorchInternals,
     _child_items,
     _own_variables,
     _untrack_replaced_variable,
@@ -124,7 +125,7 @@ def _holds_state(value: Any) -> bool:
     )
 
 
-class TorchModule(keras.layers.Layer):
+class TorchModule(TorchInternals, keras.layers.Layer):
     """torch.nn.Module for converted classes (see the module docstring): a Keras layer whose
     `call` is the torch `forward`, with torch's module methods, mode and buffers."""
 

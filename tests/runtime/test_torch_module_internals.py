@@ -1,0 +1,75 @@
+"""torch's Module internals that real model code touches, on converted classes and on user
+subclasses of runtime layers: `_modules`, `_parameters`, `_buffers` read directly (pytorchcv's
+containers iterate `self._modules.values()`), and a subclass of a norm layer that registers its
+own `running_mean` / `running_var` (lightly's SplitBatchNorm). Each converts to JAX and Keras,
+builds, takes the torch weights and computes what torch computes, torch-free."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.verify import VerifyOptions, verify_files
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
+
+INTERNALS = """import torch
+import torch.nn as nn
+
+
+class Concurrent(nn.Sequential):
+    def forward(self, x):
+        return torch.cat([m(x) for m in self._modules.values()], dim=1)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.branches = Concurrent()
+        self.branches.add_module("a", nn.Conv2d(3, 4, 1))
+        self.branches.add_module("b", nn.Conv2d(3, 2, 3, padding=1))
+        self.scale = nn.Parameter(torch.ones(1))
+        self.register_buffer("shift", torch.zeros(1))
+
+    def forward(self, x):
+        names = sorted(self._parameters) + sorted(self._buffers) + sorted(self._modules)
+        assert names == ["scale", "shift", "branches"], names
+        return self.branches(x) * self._parameters["scale"] + self._buffers["shift"]
+"""
+
+SPLIT_BATCH_NORM = """import torch
+import torch.nn as nn
+
+
+class SplitBatchNorm(nn.BatchNorm2d):
+    def __init__(self, num_features, num_splits=2, **kw):
+        super().__init__(num_features, **kw)
+        self.num_splits = num_splits
+        self.register_buffer("running_mean", torch.zeros(num_features * self.num_splits))
+        self.register_buffer("running_var", torch.ones(num_features * self.num_splits))
+
+    def forward(self, input):
+        return nn.functional.batch_norm(
+            input, self.running_mean[: self.num_features], self.running_var[: self.num_features],
+            self.weight, self.bias, False, self.momentum, self.eps,
+        )
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+@pytest.mark.parametrize(
+    ("source", "entry", "shape"),
+    [(INTERNALS, "Net()", "float32[2,3,5,5]"), (SPLIT_BATCH_NORM, "SplitBatchNorm(4)", "float32[2,4,3,3]")],
+    ids=["module-internals", "norm-subclass-buffers"],
+)
+def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:
+    original = tmp_path / "model.py"
+    original.write_text(source, encoding="utf-8")
+    result = transpile(source, to=target, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    verdict = verify_files(original, converted, VerifyOptions(entry=entry, inputs=[shape], torch_free=True))
+    assert verdict.passed, verdict.failures
