@@ -51,7 +51,7 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
         if not users and isinstance(stmt, cst.SimpleStatementLine):
             continue  # unused: the import clean-up's business
         for function in users:
-            wanted.setdefault(id(function), []).append(_moved_form(stmt))
+            wanted.setdefault(id(function), []).append((_moved_form(stmt), names))
         drop.add(index)
         text = module.code_for_node(imports[0]).strip()
         moved.append(Moved(text, tuple(_name(f) for f in users)))
@@ -193,9 +193,12 @@ def _name(function: cst.FunctionDef) -> str:
 
 
 class _Insert(cst.CSTTransformer):
-    """Put the imports first in the functions whose ids `wanted` holds (after a docstring)."""
+    """Put each import in the functions whose ids `wanted` holds, in the narrowest block around
+    all the function's uses of what it binds, before the first statement that uses them: a
+    fallback only an `else:` of a version check needs (`else: q = torch.qr(...)`) imports torch
+    only when that branch runs, so building and calling the model never does."""
 
-    def __init__(self, wanted: dict[int, list[cst.BaseStatement]]) -> None:
+    def __init__(self, wanted: dict[int, list[tuple[cst.BaseStatement, set[str]]]]) -> None:
         super().__init__()
         self.wanted = wanted
 
@@ -203,7 +206,63 @@ class _Insert(cst.CSTTransformer):
         imports = self.wanted.get(id(original))
         if not imports or not isinstance(updated.body, cst.IndentedBlock):
             return updated
-        statements = list(updated.body.body)
-        index = 1 if statements and is_docstring(statements[0]) else 0
-        statements[index:index] = imports
-        return updated.with_changes(body=updated.body.with_changes(body=statements))
+        block = updated.body
+        for statement, names in reversed(imports):  # each goes before the first user: keep their order
+            block = _place(block, statement, names, docstring=True)
+        return updated.with_changes(body=block)
+
+
+def _place(
+    block: cst.IndentedBlock, statement: cst.BaseStatement, names: set[str], docstring: bool = False
+) -> cst.IndentedBlock:
+    """`block` with `statement` in the narrowest block around the uses of `names`."""
+    statements = list(block.body)
+    users = [i for i, s in enumerate(statements) if _names(s) & names]
+    start = 1 if docstring and statements and is_docstring(statements[0]) else 0
+    index = max(users[0], start) if users else start
+    if len(users) == 1 and index == users[0]:
+        inner = _place_inside(statements[index], statement, names)
+        if inner is not None:
+            statements[index] = inner
+            return block.with_changes(body=statements)
+    statements.insert(index, statement)
+    return block.with_changes(body=statements)
+
+
+def _place_inside(compound: cst.CSTNode, statement: cst.BaseStatement, names: set[str]) -> cst.CSTNode | None:
+    """`compound` (an if, loop, with or try) with `statement` placed in the one branch that uses
+    `names`, or None where its header uses them, several branches do, or the branch is on one line."""
+    if isinstance(compound, cst.If):
+        if _names(compound.test) & names:
+            return None
+        in_body, in_else = bool(_names(compound.body) & names), bool(_names(compound.orelse) & names)
+        if in_body == in_else:
+            return None
+        if in_body:
+            body = _inside_block(compound.body, statement, names)
+            return None if body is None else compound.with_changes(body=body)
+        orelse = compound.orelse
+        if isinstance(orelse, cst.If):  # elif
+            inner = _place_inside(orelse, statement, names)
+        else:
+            assert isinstance(orelse, cst.Else)
+            body = _inside_block(orelse.body, statement, names)
+            inner = None if body is None else orelse.with_changes(body=body)
+        return None if inner is None else compound.with_changes(orelse=inner)
+    if isinstance(compound, cst.For | cst.While | cst.With):
+        header = (
+            [compound.target, compound.iter]
+            if isinstance(compound, cst.For)
+            else [compound.test]
+            if isinstance(compound, cst.While)
+            else list(compound.items)
+        )
+        if _names(*header) & names or (not isinstance(compound, cst.With) and _names(compound.orelse) & names):
+            return None
+        body = _inside_block(compound.body, statement, names)
+        return None if body is None else compound.with_changes(body=body)
+    return None
+
+
+def _inside_block(block: cst.BaseSuite, statement: cst.BaseStatement, names: set[str]) -> cst.IndentedBlock | None:
+    return _place(block, statement, names) if isinstance(block, cst.IndentedBlock) else None

@@ -151,3 +151,38 @@ def test_an_optional_torchvision_import_leaves_the_output_torch_free(to: str, pr
     converted.write_text(result.code)
     verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True))
     assert verdict.passed, verdict.failures
+
+
+def test_an_import_goes_into_the_one_branch_that_needs_it() -> None:
+    code, moved = _localize(
+        "import torch\n\n\ndef qr(x, new):\n"
+        '    """A version check."""\n'
+        "    y = x\n"
+        "    if new:\n        q = jnp.linalg.qr(y)\n"
+        "    else:\n        for _ in range(1):\n            q = torch.qr(y)\n"
+        "    return q\n"
+    )
+    assert moved == ["import torch"]
+    assert code == (
+        "def qr(x, new):\n"
+        '    """A version check."""\n'
+        "    y = x\n"
+        "    if new:\n        q = jnp.linalg.qr(y)\n"
+        f"    else:\n        for _ in range(1):\n            import torch  {MARK}\n            q = torch.qr(y)\n"
+        "    return q\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "placed"),
+    [
+        ("    if torch.cuda:\n        pass\n", 0),  # used in the test: before the if
+        ("    if a:\n        torch.x\n    else:\n        torch.y\n", 0),  # both branches: before the if
+        ("    a = 1\n    if a: torch.x\n", 1),  # a one-line branch: before that statement
+    ],
+    ids=["in-the-test", "both-branches", "one-line-branch"],
+)
+def test_an_import_stays_before_a_statement_whose_header_or_several_branches_use_it(body: str, placed: int) -> None:
+    code, moved = _localize(f"import torch\n\n\ndef f(a):\n{body}")
+    lines = code.splitlines()[1:]
+    assert moved == ["import torch"] and lines[placed] == f"    import torch  {MARK}", code
