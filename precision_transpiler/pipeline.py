@@ -493,15 +493,42 @@ class LocalizeTorchImports:
     works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
-        if not job.standalone or not doc.mentions("torch"):
+        if not job.standalone:
             return
         from precision_transpiler.convert.local_imports import localize_imports
         from precision_transpiler.verify.load_imports import TORCH_ROOTS
 
-        tree, moved = localize_imports(doc.tree(), TORCH_ROOTS)
-        if not moved:
-            return
-        doc.set_tree(tree)
+        tree, moved = localize_imports(doc.tree(), TORCH_ROOTS) if doc.mentions("torch") else (None, [])
+        if tree is not None and moved:
+            doc.set_tree(tree)
+            self._say_moved(doc, moved)
+        self._say_left(doc, job)
+
+    @staticmethod
+    def _say_left(doc: Document, job: Job) -> None:
+        """A warning at each import that still runs when the converted module loads and needs
+        torch (torch itself, a distribution that requires it, a sibling module that imports it):
+        the output only loads where torch is installed, whatever verification then says."""
+        from pathlib import Path
+
+        from precision_transpiler.verify.load_imports import torch_imports_at_load
+
+        original = Path(job.path) if job.path and not job.path.startswith("<") else None
+        code = doc.code()
+        converted, source = code.splitlines(), doc.original.splitlines()
+        for line, module, why in torch_imports_at_load(code, original):
+            text = converted[line - 1].strip() if 0 < line <= len(converted) else module
+            at = next((i for i, s in enumerate(source, 1) if s.strip() == text), 1)
+            doc.note(
+                "warning",
+                "torch-at-load",
+                f"`{text}` still runs when the converted module loads: {module} is {why}, so the output needs "
+                "torch installed (what still uses it is reported where it is used)",
+                at,
+            )
+
+    @staticmethod
+    def _say_moved(doc: Document, moved: list) -> None:
         lines = doc.original.splitlines()
         for item in moved:
             line = next((i for i, text in enumerate(lines, 1) if text.strip() == item.statement), 1)
