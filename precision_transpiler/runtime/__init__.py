@@ -43,6 +43,7 @@ TARGET_PACKAGES = {"jax": "flax", "tf": "keras", "torch": "torch"}
 POLICY_MODULES = frozenset({"policy", "device", "flax.policy", "keras.policy", "torch.policy"})
 #: The files of `flax/` and `keras/` (the same on both sides; tests/runtime/test_layout.py).
 SUBJECTS = (
+    "autograd",
     "conv",
     "pool",
     "norm",

@@ -116,6 +116,13 @@ def torch_jit_is_scripting() -> bool:
     return False
 
 
+def once_differentiable(fn: Any) -> Any:
+    """torch's `@once_differentiable` on an autograd.Function's backward (no double backward
+    through it): the function as it is; the targets' autograd.py run the backward as a gradient
+    rule."""
+    return fn
+
+
 def torch_jit_is_tracing() -> bool:
     """torch.jit.is_tracing(): converted code is never being traced by torch.jit."""
     return False
