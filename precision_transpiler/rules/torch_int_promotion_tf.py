@@ -139,6 +139,8 @@ class TorchIntPromotionTf(Rule):
                 floats = any(isinstance(a.value, cst.Float) for a in node.args)
                 return not floats and not any(a.keyword is not None and a.keyword.value == "dtype" for a in node.args)
             func = node.func
+            if isinstance(func, cst.Name) and func.value in _integer_functions(ctx):
+                return True  # `safe_one_hot(...)`: a function of the file returning such calls
             if qualified is None and isinstance(func, cst.Attribute) and func.attr.value in _SAME_DTYPE_METHODS:
                 return self._integers(ctx, func.value, anchor)  # `y.flatten()` of an integer grid
             return qualified is None and isinstance(func, cst.Attribute) and func.attr.value in methods
@@ -299,6 +301,41 @@ _VALUE_TYPED = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy",
 
 #: tensor methods that change the dtype: an operand built with one may differ from the other's
 _CAST_METHODS = frozenset({"double", "float", "half", "bfloat16", "int", "long", "short", "bool", "to", "type"})
+
+
+def _integer_functions(ctx: RuleContext) -> frozenset[str]:
+    """Module-level functions of the file whose every `return` is a torch call returning integers,
+    a cast to an integer type or a subscript of one (mixture-of-experts' `safe_one_hot` returns
+    `F.one_hot(...)[..., :n]`), read from the file's `ast`: their calls hold integers too."""
+
+    def build() -> frozenset[str]:
+        import ast
+
+        from precision_transpiler.analysis.torch_models import resolve
+
+        tree, bindings = ctx.module_ast()
+        if tree is None:
+            return frozenset()
+        functions, methods = ctx.mappings.integer_results("torch")
+
+        def integers(node: ast.expr | None) -> bool:
+            while isinstance(node, ast.Subscript):
+                node = node.value
+            if not isinstance(node, ast.Call):
+                return False
+            if resolve(node.func, bindings) in functions:
+                return not any(k.arg == "dtype" for k in node.keywords)
+            return isinstance(node.func, ast.Attribute) and node.func.attr in methods and not node.args
+
+        found = set()
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef):
+                returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+                if returns and all(integers(r.value) for r in returns):
+                    found.add(stmt.name)
+        return frozenset(found)
+
+    return ctx.per_file("torch-int-promotion-functions", build)
 
 
 def _casts(node: cst.BaseExpression) -> bool:

@@ -158,3 +158,39 @@ def test_comparisons_of_cast_tensors_and_tensors_indexed_by_tensors() -> None:
     got = plain_tf(converted["masks"](adjacency.numpy(), 6))
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_array_equal(g, e.numpy())
+
+
+ONE_HOT = """
+import torch
+import torch.nn.functional as F
+
+
+def safe_one_hot(indexes, max_length):
+    max_index = indexes.max() + 1
+    return F.one_hot(indexes, max(max_index + 1, max_length))[..., :max_length]
+
+
+def combine(gates, index):
+    return gates[..., None] * F.one_hot(index, 3) * safe_one_hot(index, 3)
+
+
+def untouched(index):
+    return safe_one_hot(index, 3) * 2
+"""
+
+
+def test_one_hot_and_functions_returning_it_are_integers() -> None:
+    result = transpile(ONE_HOT, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "safe_one_hot(index, 3) * 2" in result.code  # int times int: nothing to promote
+    reference: dict[str, Any] = {}
+    exec(compile(ONE_HOT, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    gates = np.linspace(0.1, 0.9, 6, dtype=np.float32).reshape(2, 3)
+    index = np.array([[0, 2, 1], [1, 1, 0]])
+    for name, args in (("combine", (gates, index)), ("untouched", (index,))):
+        expected = reference[name](*(torch.tensor(a) for a in args)).numpy()
+        got = plain_tf(converted[name](*args))
+        assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
+        np.testing.assert_allclose(got, expected, rtol=1e-6)

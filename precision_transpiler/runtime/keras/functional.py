@@ -371,6 +371,8 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Any:
 
     `num_classes=-1` infers max + 1 from the values, as torch does (needs concrete values, not traced).
     """
+    if ops.is_tensor(num_classes):  # computed from the values (`max(indexes.max() + 1, n)`)
+        num_classes = int(ops.convert_to_numpy(num_classes))
     if num_classes == -1:
         num_classes = int(ops.convert_to_numpy(ops.max(tensor))) + 1
     return ops.one_hot(tensor, num_classes, dtype="int64")
