@@ -150,6 +150,28 @@ def C(id: str, params: str, body: str, *inputs: Any, **kw: Any) -> Case:
 
 
 CASES = [
+    # -- torch.fft: complex results compared as (real, imaginary) pairs
+    C(
+        "fft-family",
+        "x, y",
+        """
+        c = torch.fft.fft(x)
+        r = torch.fft.rfft(x, dim=1, norm="ortho")
+        back = torch.fft.irfft(r, n=x.shape[1], dim=1, norm="ortho")
+        two = torch.fft.fft2(y, norm="forward")
+        inv = torch.fft.ifftn(two, dim=(-2, -1), norm="forward")
+        rn = torch.fft.rfftn(y, s=(4, 6))
+        irn = torch.fft.irfftn(rn, s=(4, 6))
+        r2 = torch.fft.irfft2(torch.fft.rfft2(y))
+        n = torch.fft.ifft2(torch.fft.fftn(y, dim=(0, 2)))
+        shifted = torch.fft.ifftshift(torch.fft.fftshift(y, dim=(1, 2)), dim=(1, 2))
+        return (torch.view_as_real(c), torch.view_as_real(r), back, torch.view_as_real(inv), irn, r2,
+                torch.view_as_real(n), shifted, torch.view_as_real(torch.fft.ifft(c, n=8)))
+        """,
+        F32(3, 6),
+        F32(2, 4, 6),
+        expect=('jnp.fft.rfft(x, axis=1, norm="ortho")',),
+    ),
     # -- x.to(value) where the code does not say whether value is a dtype, a device or a tensor:
     # the runtime decides (a tensor's dtype casts, a device leaves x as it is)
     C(

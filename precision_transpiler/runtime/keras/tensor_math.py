@@ -485,3 +485,145 @@ def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
     perm = _lu_permutation(ops.convert_to_numpy(pivots))
     P = ops.swapaxes(ops.one_hot(ops.convert_to_tensor(perm), m, dtype=LU.dtype), -1, -2)
     return torch_named_result((P, lower, upper), "P L U")
+
+
+# -- torch.fft ----------------------------------------------------------------------------------
+
+
+def _fft_along(x, dim, n, norm, kind):
+    """One transform of `kind` (fft, ifft, rfft, irfft) along `dim` with tf.signal, which works on
+    the last axis: torch's `n` crops or zero-pads the input there (for irfft it is the output
+    length), and torch's norm ("backward" unscaled forward and 1/n inverse, "ortho" 1/sqrt(n)
+    both ways, "forward" 1/n forward) rescales tf.signal's backward-normalised result."""
+    import tensorflow as tf
+
+    x = tf.convert_to_tensor(x)
+    rank = len(x.shape)
+    dim = dim % rank
+    perm = [*[i for i in range(rank) if i != dim], dim]
+    if dim != rank - 1:
+        x = tf.transpose(x, perm)
+    complex_type = tf.complex128 if x.dtype in (tf.float64, tf.complex128) else tf.complex64
+    real_type = tf.float64 if complex_type == tf.complex128 else tf.float32
+    size = x.shape[-1]
+    if kind == "irfft":
+        length = n if n is not None else 2 * (size - 1)
+        y = tf.signal.irfft(tf.cast(x, complex_type), fft_length=[length])
+    elif kind == "rfft":
+        length = n if n is not None else size
+        y = tf.signal.rfft(tf.cast(x, real_type), fft_length=[length])
+    else:
+        length = n if n is not None else size
+        x = tf.cast(x, complex_type)
+        if length < size:
+            x = x[..., :length]
+        elif length > size:
+            x = tf.pad(x, [[0, 0]] * (rank - 1) + [[0, length - size]])
+        y = tf.signal.fft(x) if kind == "fft" else tf.signal.ifft(x)
+    inverse = kind in ("ifft", "irfft")
+    if norm == "ortho":
+        scale = math.sqrt(length) if inverse else 1 / math.sqrt(length)
+    elif norm == "forward":
+        scale = length if inverse else 1 / length
+    else:
+        scale = 1.0
+    if scale != 1.0:
+        y = y * tf.cast(scale, y.dtype)
+    if dim != rank - 1:
+        y = tf.transpose(y, [perm.index(i) for i in range(rank)])
+    return y
+
+
+def _fft_dims(x, s, dim, norm, kind, default_dims):
+    """A transform over several dims: torch's `s` (sizes) and `dim` (default: the last len(s)
+    dims, else `default_dims`), rfft/irfft on the last of them and fft/ifft on the others."""
+    rank = len(x.shape)
+    if dim is None:
+        dim = list(range(rank - len(s), rank)) if s is not None else (default_dims or list(range(rank)))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    sizes = list(s) if s is not None else [None] * len(dims)
+    pairs = list(zip(dims, sizes, strict=True))
+    if kind == "rfft":
+        x = _fft_along(x, pairs[-1][0], pairs[-1][1], norm, "rfft")
+        return _fft_dims(x, None, [d for d, _ in pairs[:-1]] or [], norm, "fft", None) if len(pairs) > 1 else x
+    if kind == "irfft":
+        for d, size in pairs[:-1]:
+            x = _fft_along(x, d, size, norm, "ifft")
+        return _fft_along(x, pairs[-1][0], pairs[-1][1], norm, "irfft")
+    for d, size in pairs:
+        x = _fft_along(x, d, size, norm, kind)
+    return x
+
+
+def torch_fft_fft(input, n=None, dim=-1, norm=None):
+    """torch.fft.fft: complex64 (complex128 from float64) results, real inputs made complex."""
+    return _fft_along(input, dim, n, norm, "fft")
+
+
+def torch_fft_ifft(input, n=None, dim=-1, norm=None):
+    """torch.fft.ifft."""
+    return _fft_along(input, dim, n, norm, "ifft")
+
+
+def torch_fft_rfft(input, n=None, dim=-1, norm=None):
+    """torch.fft.rfft: the n // 2 + 1 non-negative frequencies of a real signal."""
+    return _fft_along(input, dim, n, norm, "rfft")
+
+
+def torch_fft_irfft(input, n=None, dim=-1, norm=None):
+    """torch.fft.irfft: a real signal of length n (default 2 * (size - 1))."""
+    return _fft_along(input, dim, n, norm, "irfft")
+
+
+def torch_fft_fft2(input, s=None, dim=(-2, -1), norm=None):
+    """torch.fft.fft2."""
+    return _fft_dims(input, s, dim, norm, "fft", None)
+
+
+def torch_fft_ifft2(input, s=None, dim=(-2, -1), norm=None):
+    """torch.fft.ifft2."""
+    return _fft_dims(input, s, dim, norm, "ifft", None)
+
+
+def torch_fft_rfft2(input, s=None, dim=(-2, -1), norm=None):
+    """torch.fft.rfft2."""
+    return _fft_dims(input, s, dim, norm, "rfft", None)
+
+
+def torch_fft_irfft2(input, s=None, dim=(-2, -1), norm=None):
+    """torch.fft.irfft2."""
+    return _fft_dims(input, s, dim, norm, "irfft", None)
+
+
+def torch_fft_fftn(input, s=None, dim=None, norm=None):
+    """torch.fft.fftn: over `dim`, the last len(s) dims, or all."""
+    return _fft_dims(input, s, dim, norm, "fft", None)
+
+
+def torch_fft_ifftn(input, s=None, dim=None, norm=None):
+    """torch.fft.ifftn."""
+    return _fft_dims(input, s, dim, norm, "ifft", None)
+
+
+def torch_fft_rfftn(input, s=None, dim=None, norm=None):
+    """torch.fft.rfftn."""
+    return _fft_dims(input, s, dim, norm, "rfft", None)
+
+
+def torch_fft_irfftn(input, s=None, dim=None, norm=None):
+    """torch.fft.irfftn."""
+    return _fft_dims(input, s, dim, norm, "irfft", None)
+
+
+def torch_fft_fftshift(input, dim=None):
+    """torch.fft.fftshift: rolls each dim (all without `dim`) by half its size."""
+    dims = range(len(input.shape)) if dim is None else ([dim] if isinstance(dim, int) else dim)
+    dims = list(dims)
+    return ops.roll(input, [input.shape[d] // 2 for d in dims], axis=dims)
+
+
+def torch_fft_ifftshift(input, dim=None):
+    """torch.fft.ifftshift: fftshift undone (rolls by minus half, rounded down)."""
+    dims = range(len(input.shape)) if dim is None else ([dim] if isinstance(dim, int) else dim)
+    dims = list(dims)
+    return ops.roll(input, [-(input.shape[d] // 2) for d in dims], axis=dims)
