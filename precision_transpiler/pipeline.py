@@ -359,6 +359,40 @@ class PolicyNotApplied:
 # -- torch models converted to Flax NNX or Keras ------------------------------------------------
 
 
+class ResolveFeatureDetection:
+    """A feature-detection `try: import torch.fft ... except ImportError:` whose guarded code the
+    rules converted becomes that code (convert/feature_detection.py): the converted module does
+    not import torch for it, and the fallback for an older torch goes, with what was said of it."""
+
+    name = "resolve-feature-detection"
+    label = None
+    works_on = "tree"
+
+    def run(self, doc: Document, job: Job) -> None:
+        if not doc.mentions("ImportError"):
+            return
+        from precision_transpiler.convert.feature_detection import resolve_feature_detection
+        from precision_transpiler.verify.load_imports import TORCH_ROOTS
+
+        tree, resolved = resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original)
+        if not resolved:
+            return
+        doc.set_tree(tree)
+        for item in resolved:
+            span = item.fallback_lines
+            if span is not None:
+                doc.diagnostics[:] = [
+                    d for d in doc.diagnostics if not (span[0] <= d.line <= span[1] and d.severity != "note")
+                ]
+            doc.note(
+                "note",
+                "feature-detection-resolved",
+                f"the code `{item.imports[0]}` guards converted: the `try` keeps only that code, and its "
+                "ImportError fallback for an older torch is dropped",
+                item.line,
+            )
+
+
 class DropOrphanedImports:
     """Imports the conversion left unused (their users were rewritten) go (convert/cleanup.py)."""
 
@@ -609,6 +643,7 @@ PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
     ("tf", "tf"): (UnvendorRuntime, KerasPolicy, VendorRuntime),
     ("jax", "jax"): (UnvendorRuntime, FlaxPolicy, VendorRuntime),
     ("torch", "jax"): (
+        ResolveFeatureDetection,
         DropOrphanedImports,
         InlineSiblings,
         ThreadSiblingRngs,
@@ -616,7 +651,14 @@ PLANS: dict[tuple[str, str], tuple[type[Stage], ...]] = {
         FlaxModelPolicy,
         VendorRuntime,
     ),
-    ("torch", "tf"): (DropOrphanedImports, InlineSiblings, LocalizeTorchImports, KerasModelPolicy, VendorRuntime),
+    ("torch", "tf"): (
+        ResolveFeatureDetection,
+        DropOrphanedImports,
+        InlineSiblings,
+        LocalizeTorchImports,
+        KerasModelPolicy,
+        VendorRuntime,
+    ),
 }
 OTHERWISE: tuple[type[Stage], ...] = (PolicyNotApplied, VendorRuntime)
 

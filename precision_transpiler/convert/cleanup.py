@@ -1,6 +1,7 @@
 """Remove imports that conversion made unused.
 
-The engine removes unused imports of the source framework. Model conversion also drops code
+The engine removes unused imports of the source framework (stages after it may leave more: a
+resolved feature-detection `try`, convert/feature_detection.py). Model conversion also drops code
 that used *other* imports (torchvision's `from ._api import register_model, WeightsEnum`,
 `from ..utils import _log_api_usage_once`): an imported name that the original file used and
 the converted file no longer uses is removed from its import; an import the original did not use
@@ -39,6 +40,8 @@ def _imported_locals(code: str) -> set[str]:
     for node in python_ast(code).body:
         if isinstance(node, ast.ImportFrom):
             names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
     return names
 
 
@@ -137,6 +140,17 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
                 if len(keep) == 1
                 else (updated_node.with_changes(names=keep))
             )
+
+        def leave_Import(self, original_node: cst.Import, updated_node: cst.Import) -> cst.Import | cst.RemovalSentinel:
+            # `import torch` whose last users were converted after the engine ran (a resolved
+            # feature-detection `try`, dropped code)
+            keep = [a for a in updated_node.names if _local(a) not in orphaned]
+            if len(keep) == len(updated_node.names):
+                return updated_node
+            if not keep:
+                return cst.RemovalSentinel.REMOVE
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated_node.with_changes(names=keep)
 
         def leave_SimpleStatementLine(
             self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

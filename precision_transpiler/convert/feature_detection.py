@@ -1,0 +1,178 @@
+"""Feature-detection imports of the source framework resolve to the path the conversion took.
+
+Model code probes its torch release with an import guarded by `except ImportError`:
+
+    try:
+        import torch.fft                       # torch >= 1.7
+        def rfft(x): return torch.fft.rfft(x)
+    except ImportError:
+        def rfft(x): return torch.rfft(x, 1)   # older torch
+
+    try:
+        from torch.nn.functional import scaled_dot_product_attention
+        HAS_SDPA = True
+    except ImportError:
+        HAS_SDPA = False
+
+Once the rules have converted the guarded code, the import is all that still needs torch: left
+in place, the converted module imports torch whenever it is installed, and carries a fallback
+for a torch it will never run on. Where the rest of the `try` body no longer uses what the
+guarded imports bind (and nothing else in the module does, or another import binds it too), the
+statement becomes that rest: the path the converted code takes; the ImportError fallback goes,
+with a note, and the diagnostics about its code go with it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from precision_transpiler.syntax import dotted_name, import_bound_names
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A feature-detection `try` replaced by its body: the guarded imports (as written) and the
+    source lines of the dropped fallback, found in the original text."""
+
+    imports: tuple[str, ...]
+    fallback_lines: tuple[int, int] | None
+    line: int = 1  # the `try` in the original
+
+
+def resolve_feature_detection(
+    module: cst.Module, roots: frozenset[str], original: str
+) -> tuple[cst.Module, list[Resolved]]:
+    """`module` with its module-level feature-detection tries of `roots` imports resolved."""
+    body = list(module.body)
+    resolved: list[Resolved] = []
+    out: list[cst.BaseStatement] = []
+    for index, stmt in enumerate(body):
+        kept = _resolve(stmt, roots, body[:index] + body[index + 1 :])
+        if kept is None:
+            out.append(stmt)
+            continue
+        statements, imports = kept
+        texts = tuple(module.code_for_node(i).strip() for i in imports)
+        span, line = _fallback_lines(original, texts)
+        resolved.append(Resolved(texts, span, line))
+        if statements:
+            statements[0] = statements[0].with_changes(
+                leading_lines=[*stmt.leading_lines, *statements[0].leading_lines]
+            )
+        out.extend(statements)
+    if not resolved:
+        return module, []
+    return module.with_changes(body=out), resolved
+
+
+def _resolve(
+    stmt: cst.BaseStatement, roots: frozenset[str], others: Sequence[cst.BaseStatement]
+) -> tuple[list[cst.BaseStatement], list[cst.CSTNode]] | None:
+    """(the statements that replace `stmt`, the guarded imports) or None when it stays."""
+    if not isinstance(stmt, cst.Try) or not stmt.handlers or stmt.finalbody is not None:
+        return None
+    if not all(_catches_import_error(h) for h in stmt.handlers) or not isinstance(stmt.body, cst.IndentedBlock):
+        return None
+    guarded: list[cst.CSTNode] = []
+    rest: list[cst.BaseStatement] = []
+    for line in stmt.body.body:
+        if isinstance(line, cst.SimpleStatementLine) and all(_imports_root(s, roots) for s in line.body):
+            guarded.extend(line.body)
+            continue
+        rest.append(line)
+    if not guarded:
+        return None
+    bound = set().union(*(import_bound_names(node) for node in guarded))
+    if _mentions(rest, bound):
+        return None  # the converted body still uses what the import binds
+    elsewhere = _mentions(others, bound - _bound_by_imports(others))
+    if elsewhere:
+        return None  # the rest of the module still reads a name only this import binds
+    if stmt.orelse is not None and isinstance(stmt.orelse.body, cst.IndentedBlock):
+        rest.extend(stmt.orelse.body.body)
+    first = stmt.body.body[0]
+    if rest and rest[0] is not first:  # the first line was an import: its comments stay
+        rest[0] = rest[0].with_changes(leading_lines=[*first.leading_lines, *rest[0].leading_lines])
+    return rest, guarded
+
+
+def _catches_import_error(handler: cst.ExceptHandler) -> bool:
+    kind = handler.type
+    if kind is None:
+        return False
+    names = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+    return all(isinstance(n, cst.Name) and n.value in _IMPORT_ERRORS for n in names)
+
+
+def _imports_root(node: cst.BaseSmallStatement, roots: frozenset[str]) -> bool:
+    if isinstance(node, cst.Import):
+        return all((dotted_name(a.name) or "").split(".")[0] in roots for a in node.names)
+    if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
+        return (dotted_name(node.module) or "").split(".")[0] in roots and not isinstance(node.names, cst.ImportStar)
+    return False
+
+
+def _bound_by_imports(statements: Sequence[cst.BaseStatement]) -> set[str]:
+    found: set[str] = set()
+    for stmt in statements:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import | cst.ImportFrom):
+                    found |= import_bound_names(small)
+    return found
+
+
+def _mentions(nodes: Sequence[cst.CSTNode], names: set[str]) -> bool:
+    if not names:
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or node.value in names
+
+    for node in nodes:
+        node.visit(_Find())
+    return found
+
+
+def _fallback_lines(original: str, imports: tuple[str, ...]) -> tuple[tuple[int, int] | None, int]:
+    """The source lines of the ImportError handlers of the original's module-level `try` that
+    guards these imports (matched by their text), for dropping what was said about them, and
+    the line of that `try`."""
+    try:
+        tree = ast.parse(original)
+    except SyntaxError:
+        return None, 1
+    wanted = {_normal(text) for text in imports}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Try) and stmt.handlers:
+            guarded = {ast.unparse(n) for n in stmt.body if isinstance(n, ast.Import | ast.ImportFrom)}
+            if wanted <= guarded:
+                first, last = stmt.handlers[0], stmt.handlers[-1]
+                return (first.lineno, last.end_lineno or last.lineno), stmt.lineno
+    return None, 1
+
+
+def _normal(text: str) -> str:
+    try:
+        return ast.unparse(ast.parse(text))
+    except SyntaxError:
+        return text

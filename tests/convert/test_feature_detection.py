@@ -1,0 +1,95 @@
+"""Feature-detection imports of torch resolve to the path the conversion took
+(convert/feature_detection.py): the guarded code stays, the import and its ImportError fallback
+go, and the converted module loads without torch. No-op cases: what still needs the import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.convert.feature_detection import resolve_feature_detection
+from precision_transpiler.verify import VerifyOptions, verify_files
+from precision_transpiler.verify.load_imports import TORCH_ROOTS, torch_imports_at_load
+
+ROOTS = TORCH_ROOTS
+
+SOURCE = """import torch
+from torch import nn
+
+try:
+    from torch.nn.functional import scaled_dot_product_attention
+    HAS_SDPA = True
+except ImportError:
+    scaled_dot_product_attention = None
+    HAS_SDPA = False
+
+try:
+    # torch 1.7 and newer
+    import torch.fft
+
+    def spectrum(x):
+        return torch.fft.rfft(x, dim=-1).abs()
+except ImportError:
+    def spectrum(x):
+        return torch.rfft(x, 1)[..., 0]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        q = self.fc(x)
+        if HAS_SDPA:
+            q = scaled_dot_product_attention(q, q, q)
+        return spectrum(q)
+"""
+
+
+def _resolve(code: str) -> tuple[str, list[str]]:
+    module, resolved = resolve_feature_detection(cst.parse_module(code), ROOTS, code)
+    return module.code, [r.imports[0] for r in resolved]
+
+
+def test_a_converted_guard_keeps_its_code_and_loses_its_fallback() -> None:
+    code, resolved = _resolve(
+        "try:\n    # new\n    import torch.fft\n\n    def f(x):\n        return jnp.fft.rfft(x)\nexcept ImportError:\n"
+        "    def f(x):\n        return torch.rfft(x, 1)\n"
+    )
+    assert resolved == ["import torch.fft"]
+    assert code == "# new\n\ndef f(x):\n    return jnp.fft.rfft(x)\n"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "try:\n    import torch.fft\n    y = torch.fft.rfft\nexcept ImportError:\n    y = None\n",  # still used
+        "try:\n    import torch.fft\n    y = 1\nexcept Exception:\n    y = None\n",  # not only ImportError
+        "try:\n    import numpy\n    y = 1\nexcept ImportError:\n    y = None\n",  # not torch
+        "try:\n    from torch import sdpa\n    y = 1\nexcept ImportError:\n    sdpa = None\nz = sdpa\n",  # elsewhere
+        "try:\n    import torch.fft\n    y = 1\nexcept ImportError:\n    y = None\nfinally:\n    z = 2\n",  # finally
+    ],
+    ids=["still-used", "broad-handler", "not-torch", "read-elsewhere", "finally"],
+)
+def test_guards_that_must_stay(code: str) -> None:
+    assert _resolve(code) == (code, [])
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_the_converted_model_loads_and_verifies_without_torch(tmp_path: Path, target: str) -> None:
+    original = tmp_path / "detect.py"
+    original.write_text(SOURCE, encoding="utf-8")
+    result = transpile(SOURCE, to=target, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]  # the fallback's went with it
+    notes = [d.line for d in result.diagnostics if d.code == "feature-detection-resolved"]
+    assert notes == [4, 11]
+    assert torch_imports_at_load(result.code, original) == []
+    assert "torch.rfft" not in result.code and "# torch 1.7 and newer" in result.code
+    converted = tmp_path / f"detect_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,8]"], torch_free=True))
+    assert verdict.passed, verdict.failures
