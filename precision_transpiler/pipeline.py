@@ -371,8 +371,8 @@ class ResolveFeatureDetection:
     def run(self, doc: Document, job: Job) -> None:
         if not doc.mentions("ImportError"):
             return
+        from precision_transpiler.analysis.load_imports import TORCH_ROOTS
         from precision_transpiler.convert.feature_detection import resolve_feature_detection
-        from precision_transpiler.verify.load_imports import TORCH_ROOTS
 
         tree, resolved = resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original)
         if not resolved:
@@ -529,8 +529,8 @@ class LocalizeTorchImports:
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
             return
+        from precision_transpiler.analysis.load_imports import TORCH_ROOTS
         from precision_transpiler.convert.local_imports import localize_imports
-        from precision_transpiler.verify.load_imports import TORCH_ROOTS
 
         tree, moved = localize_imports(doc.tree(), TORCH_ROOTS) if doc.mentions("torch") else (None, [])
         if tree is not None and moved:
@@ -540,26 +540,11 @@ class LocalizeTorchImports:
 
     @staticmethod
     def _say_left(doc: Document, job: Job) -> None:
-        """A warning at each import that still runs when the converted module loads and needs
-        torch (torch itself, a distribution that requires it, a sibling module that imports it):
-        the output only loads where torch is installed, whatever verification then says."""
-        from pathlib import Path
+        from precision_transpiler.convert.local_imports import torch_at_load
 
-        from precision_transpiler.verify.load_imports import torch_imports_at_load
-
-        original = Path(job.path) if job.path and not job.path.startswith("<") else None
-        code = doc.code()
-        converted, source = code.splitlines(), doc.original.splitlines()
-        for line, module, why in torch_imports_at_load(code, original):
-            text = converted[line - 1].strip() if 0 < line <= len(converted) else module
-            at = next((i for i, s in enumerate(source, 1) if s.strip() == text), 1)
-            doc.note(
-                "warning",
-                "torch-at-load",
-                f"`{text}` still runs when the converted module loads: {module} is {why}, so the output needs "
-                "torch installed (what still uses it is reported where it is used)",
-                at,
-            )
+        original = job.path if job.path and not job.path.startswith("<") else None
+        for line, message in torch_at_load(doc.code(), doc.original, original):
+            doc.note("warning", "torch-at-load", message, line)
 
     @staticmethod
     def _say_moved(doc: Document, moved: list) -> None:

@@ -67,6 +67,31 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
     return module.with_changes(body=kept), moved
 
 
+def torch_at_load(code: str, original: str, path: str | None) -> list[tuple[int, str]]:
+    """(line in the original, message) for each import of converted `code` that still runs when
+    it loads and needs torch (torch itself, a distribution that requires it, a sibling module
+    that imports it; analysis/load_imports.py): what localize_imports could not move, said where
+    it is, since the output then only loads where torch is installed whatever verification says."""
+    from pathlib import Path
+
+    from precision_transpiler.analysis.load_imports import torch_imports_at_load
+
+    converted, source = code.splitlines(), original.splitlines()
+    found = []
+    for line, module, why in torch_imports_at_load(code, Path(path) if path else None):
+        text = converted[line - 1].strip() if 0 < line <= len(converted) else module
+        at = next((i for i, s in enumerate(source, 1) if s.strip() == text), 1)
+        because = "" if why == "torch" else f": {module} is {why},"
+        found.append(
+            (
+                at,
+                f"`{text}` still runs when the converted module loads{because} so the output needs torch "
+                "installed (what still uses it is reported where it is used)",
+            )
+        )
+    return found
+
+
 def _optional_imports(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
     """`try: from torchvision.models.utils import load_state_dict_from_url` / `except ImportError:
     from torch.utils.model_zoo import load_url as ...` (or `pass`): every branch imports from

@@ -32,7 +32,9 @@ ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 #: `int` and `ints` (an int or a sequence of ints) reject literals that cannot be one, so that
 #: `s.split(",")` on a string is never read as a tensor split.
 #: `known_tensor` only matches what tensor inference proves is a tensor (analysis/tensors.py).
-PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "known_tensor", "int", "ints", "display"})
+#: `undecided` matches what is neither a literal nor a framework symbol nor dtype- or device-like (so
+#: `x.to(value)`'s fallback leaves `x.to("cuda")` and `x.to(device)` to the device op).
+PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "known_tensor", "undecided", "int", "ints", "display"})
 _BIND_SCALARS = (str, int, float, bool, type(None))
 #: values of an op's `returns:` (what its result holds when that is not its input's dtype)
 OP_RESULTS = frozenset({"int", "bool"})

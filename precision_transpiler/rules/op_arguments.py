@@ -76,6 +76,10 @@ def kind_mismatch(
                 receiver = method and isinstance(anchor, cst.Call) and name in receiver_params(match.pattern)
                 return KindMismatch(f"argument {ctx.code(node)!r} is not known to be a tensor", receiver)
             continue
+        if kind == "undecided":
+            if ctx.is_dtype_like(node) or ctx.is_device_like(node) or _strict_kind_problem(ctx, node, "tensor"):
+                return KindMismatch(f"argument {ctx.code(node)!r} is a literal, a dtype or a device")
+            continue
         if kind in STRICT_KINDS:
             if name in match.defaulted:
                 continue

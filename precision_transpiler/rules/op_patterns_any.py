@@ -57,11 +57,11 @@ class OpPatterns(Rule):
             diagnostics=("device",),
         ),
         Example(
+            # what `spec` is the code does not say: the runtime's torch_to decides when it runs
             "import torch\ny = x.to(spec)\n",
-            "# ptranspile: unsupported: .to(...) call could not be converted to jax: "
-            "no pattern matches its arguments\ny = x.to(spec)\n",
+            "import precision_transpiler\ny = precision_transpiler.runtime.flax.tensor.torch_to(x, spec)\n",
             to="jax",
-            diagnostics=("unsupported",),
+            vendored=False,
         ),
         Example(
             "import torch\nm = torch.finfo(torch.float16).max\n",

@@ -68,7 +68,7 @@ class VerifyOptions:
     # modules beside the converted file that are not written yet, by name: their text (the
     # runtime module of `--runtime module`, when verification runs before anything is written)
     modules: dict[str, str] = field(default_factory=dict)
-    # fail a conversion from torch whose output imports torch when loaded (verify/load_imports.py);
+    # fail a conversion from torch whose output imports torch when loaded (analysis/load_imports.py);
     # off: such imports are said in the notes
     torch_free: bool = False
 
@@ -323,9 +323,9 @@ def _compare_models(
 
 def _torch_at_load(verdict: VerificationResult, code: str, original: Path, converted: Path, fail: bool) -> None:
     """A conversion from torch that imports torch (or a package built on it) when loaded runs
-    only where torch is installed (verify/load_imports.py): said in the notes, and with
+    only where torch is installed (analysis/load_imports.py): said in the notes, and with
     `VerifyOptions.torch_free` it does not pass, however well it agrees."""
-    from precision_transpiler.verify.load_imports import torch_imports_at_load
+    from precision_transpiler.analysis.load_imports import torch_imports_at_load
 
     for line, module, why in torch_imports_at_load(code, original):
         message = (

@@ -10,9 +10,9 @@ import libcst as cst
 import pytest
 
 from precision_transpiler import transpile
+from precision_transpiler.analysis.load_imports import TORCH_ROOTS, torch_imports_at_load
 from precision_transpiler.convert.feature_detection import resolve_feature_detection
 from precision_transpiler.verify import VerifyOptions, verify_files
-from precision_transpiler.verify.load_imports import TORCH_ROOTS, torch_imports_at_load
 
 ROOTS = TORCH_ROOTS
 

@@ -12,9 +12,9 @@ import libcst as cst
 import pytest
 
 from precision_transpiler import transpile
+from precision_transpiler.analysis.load_imports import TORCH_ROOTS, torch_imports_at_load
 from precision_transpiler.convert.local_imports import MARK, localize_imports
 from precision_transpiler.verify import VerifyOptions, verify_files
-from precision_transpiler.verify.load_imports import TORCH_ROOTS, torch_imports_at_load
 
 ZOO = """import torch
 import torch.nn as nn

@@ -51,6 +51,8 @@ NOT_NUMERIC = {
     "torch.nn.Sequential": "container: computes only what its layers do (paths and API in test_*_runtime.py)",
     "torch.nn.ModuleList": "container: holds layers, has no forward of its own (paths in test_*_runtime.py)",
     "torch.nn.ModuleDict": "container: holds layers, has no forward of its own (paths in test_*_runtime.py)",
+    "torch.nn.ParameterList": "container: holds parameters, no forward (verified in test_parameter_containers.py)",
+    "torch.nn.ParameterDict": "container: holds parameters, no forward (verified in test_parameter_containers.py)",
 }
 
 #: torch layer symbol -> (constructor args, constructor kwargs, input shape); a tuple of shapes is

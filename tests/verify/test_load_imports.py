@@ -1,5 +1,5 @@
 """Verification says when a conversion from torch imports torch when loaded, and fails it with
-`torch_free` (verify/load_imports.py): such an output runs only where torch is installed."""
+`torch_free` (analysis/load_imports.py): such an output runs only where torch is installed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from precision_transpiler.analysis.load_imports import torch_imports_at_load
 from precision_transpiler.verify import VerifyOptions, verify_files
-from precision_transpiler.verify.load_imports import torch_imports_at_load
 
 ORIGINAL = """import torch.nn as nn
 

@@ -35,7 +35,7 @@ def torch_setitem(x, index, value):
 
 
 def torch_to(x, value, *args, **kwargs):
-    """`x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
+    """torch's `x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
     device held in a variable): a tensor casts to its dtype, a dtype casts, a device (a string,
     None, a device object) leaves the array as it is (JAX places arrays itself). Anything but an
     array (a converted module, an object with its own `to`) is passed to its own `to`."""

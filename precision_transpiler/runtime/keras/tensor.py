@@ -31,7 +31,7 @@ from precision_transpiler.runtime.common import _legacy_sizes
 
 
 def torch_to(x, value, *args, **kwargs):
-    """`x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
+    """torch's `x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
     device held in a variable): a tensor casts to its dtype, a dtype casts, a device (a string,
     None, a device object) leaves the tensor as it is (TensorFlow places tensors itself). Anything
     but a tensor (a converted module, an object with its own `to`) is passed to its own `to`."""
