@@ -146,13 +146,15 @@ def _walk(model: Any) -> tuple[list[_Target], set[str]]:
     visit(model, "", model, ())
     # A buffer of a child read into a parent attribute (`self.degrees = linear.degrees`) is not
     # registered by torch there (only Parameters are): it is a key once, under its deepest name.
-    deepest: dict[int, str] = {}
+    # A module shared under two names (performer's `proj_updater.instance` is its `net`) has its
+    # buffers under both in torch's state_dict: every name of the deepest owner stays.
+    deepest: dict[int, _Target] = {}
     for target in targets:
         if _is_buffer(target.variable):
             known = deepest.get(id(target.variable))
-            if known is None or target.torch_key.count(".") > known.count("."):
-                deepest[id(target.variable)] = target.torch_key
-    targets = [t for t in targets if not _is_buffer(t.variable) or deepest[id(t.variable)] == t.torch_key]
+            if known is None or target.torch_key.count(".") > known.torch_key.count("."):
+                deepest[id(target.variable)] = target
+    targets = [t for t in targets if not _is_buffer(t.variable) or deepest[id(t.variable)].module is t.module]
     # Rule 1 (a variable already named as in torch) wins over a renaming rule for the same key.
     by_key: dict[str, _Target] = {}
     for target in targets:
