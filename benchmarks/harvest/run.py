@@ -19,6 +19,7 @@ and a new converter commit starts a new column of results.
 
     python benchmarks/harvest/run.py [--split look|held_back|all] [--packages a,b] [--targets jax,tf]
                                      [--sample N --seed S] [--results FILE.json] [--markdown OUT.md]
+                                     [--same-as EARLIER.json]  # the cases an earlier run ran
 """
 
 from __future__ import annotations
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, default=CASES, help="the folder of case files")
     parser.add_argument("--results", type=Path, default=HERE / "results" / "run.json")
     parser.add_argument("--markdown", type=Path)
+    parser.add_argument(
+        "--same-as", type=Path, metavar="RESULTS", help="only the cases an earlier results file ran (a before/after)"
+    )
     args = parser.parse_args(argv)
     from tests.real_models import import_torchvision
 
@@ -214,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     commit = converter_commit()
     data = json.loads(args.results.read_text(encoding="utf-8")) if args.results.exists() else {}
     pairs = select(args.split, {p for p in args.packages.split(",") if p}, args.sample, args.seed, args.cases)
+    if args.same_as:
+        earlier = json.loads(args.same_as.read_text(encoding="utf-8"))
+        ran = {name.split("|")[0] for column in earlier.values() for name in column}
+        pairs = [(d, c) for d, c in select("all", set(), 0, 0, args.cases) if c["class"] in ran]
     results: list[Result] = []
     for document, case in pairs:
         key = f"{document['package']}=={document['version']}@{commit}"

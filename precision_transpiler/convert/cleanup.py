@@ -118,7 +118,7 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
         def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
             # `from torch import nn  # ptranspile: skip` stays as written (rewrite/skips.py)
             return not (
-                any(isinstance(small, cst.ImportFrom) for small in node.body)
+                any(isinstance(small, cst.Import | cst.ImportFrom) for small in node.body)
                 and marker_in(cst.Module([]).code_for_node(node.with_changes(leading_lines=()))) == "skip"
             )
 

@@ -30,7 +30,8 @@ class TorchCopyKeras(Rule):
         Example(
             "import copy\nimport torch\n\n\ndef clones(layer, n):\n"
             "    c = copy.deepcopy\n    return [c(layer) for _ in range(n)]\n",
-            "import copy\nimport precision_transpiler\n\n\ndef clones(layer, n):\n"
+            # `import copy` goes with its last use (convert/cleanup.py)
+            "import precision_transpiler\n\n\ndef clones(layer, n):\n"
             "    c = precision_transpiler.runtime.keras.module_api.torch_deepcopy\n"
             "    return [c(layer) for _ in range(n)]\n",
             to="tf",
