@@ -158,6 +158,9 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
         layers=not args.no_layers,
         timing=max(0, getattr(args, "time", 0) or 0),
         max_input_mb=float(pick(args.max_input_mb, "max-input-mb")),
+        # the conversion's target: an output that imports only its runtime module beside it
+        # names no framework the verifier could detect it by
+        target=getattr(args, "to", None) or None,
     )
     for name, value in (("--tolerance", options.tolerance), ("--fp32-tolerance", options.fp32_tolerance)):
         if value is not None and value < 0:

@@ -230,8 +230,8 @@ class TorchModules(Rule):
         if params.star_kwarg is not None or _has_param(updated, "rngs"):
             return None
         uses = _mentions_name(updated.body, "rngs")
-        if not uses and not self._factory_lambda(ctx, original):
-            return None
+        if not uses and not self._factory_lambda(ctx, original) and not _builds_modules(ctx, original.body):
+            return None  # `key=lambda x: x[0]`: no layer factory, left as written
         if not uses:
             default: cst.BaseExpression = cst.Name("None")
         elif builder_rngs_in_scope(ctx):
@@ -588,6 +588,26 @@ def _mentions_name(node: cst.CSTNode, wanted: str) -> bool:
     finder = _Find()
     node.visit(finder)
     return finder.found
+
+
+def _builds_modules(ctx: RuleContext, body: cst.BaseExpression) -> bool:
+    """Whether a lambda's body builds a torch layer or a module class of the file (`lambda:
+    nn.ReLU(inplace=inplace)`, pytorchcv's activation factories): callers that build layers pass
+    it `rngs=`, so it takes one even when its layer does not."""
+    analysis = analysis_for(ctx)
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False  # a nested lambda is its own factory
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            qualified = ctx.qualified_name(node.func)
+            found = found or qualified in ctx.mappings.layers or dotted_name(node.func) in analysis.module_classes
+
+    body.visit(_Find())
+    return found
 
 
 def _default_rngs(ctx: RuleContext) -> cst.BaseExpression:

@@ -31,6 +31,11 @@ def make_norm(eps=1e-5):
     return lambda channels: nn.BatchNorm2d(channels, eps=eps)
 
 
+def lambda_relu(inplace=True):
+    """pytorchcv's activation factories: a lambda building a layer that takes no rngs."""
+    return lambda: nn.ReLU(inplace=inplace)
+
+
 def _helper_conv(channels):
     return nn.Conv2d(channels, channels, 1)
 
@@ -46,6 +51,7 @@ class Block(nn.Module):
         act=nn.ReLU(),
         gate=lambda c: nn.GroupNorm(2, c),
         proj=functools.partial(nn.Conv2d, kernel_size=1),
+        activation=lambda_relu(),
     ):
         super().__init__()
         self.conv = nn.Conv2d(channels, channels, 3, padding=1)
@@ -53,9 +59,11 @@ class Block(nn.Module):
         self.gate = gate(channels)
         self.proj = proj(channels, channels)
         self.act = act
+        self.act2 = activation()
+        self.order = sorted([3, 1], key=lambda v: -v)  # no layer: left as written
 
     def forward(self, x):
-        return self.proj(self.gate(self.act(self.norm(self.conv(x)))))
+        return self.proj(self.gate(self.act2(self.act(self.norm(self.conv(x))))))
 
 
 class Net(nn.Module):

@@ -296,3 +296,20 @@ def test_failed_verification_writes_the_reports_but_not_the_output(tmp_path: Pat
     assert json.loads(report.read_text())["passed"] is False and "report-data" in page.read_text()
     stdout = run_cli(str(original), "--to", "torch", "--policy", "mixed", "--verify", *ENTRY, "--tolerance", "1e-12")
     assert stdout.code == 1 and stdout.out == "", stdout.out[:200]  # nor printed, without -o
+
+
+def test_an_output_that_imports_only_its_runtime_module_verifies(tmp_path: Path) -> None:
+    """A converted file may import nothing but the runtime module written beside it (no `keras`,
+    no `flax`): the conversion's --to tells verification what it is."""
+    source = tmp_path / "act.py"
+    source.write_text(
+        "from torch import nn\n\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(4, 4, 1)\n        self.act = nn.ReLU()\n\n"
+        "    def forward(self, x):\n        return self.act(self.conv(x))\n"
+    )
+    out = tmp_path / "act_tf.py"
+    run = run_cli(
+        str(source), "--to", "tf", "-o", str(out), "--verify", "--entry", "Block()", "--input", "float32[1,4,3,3]"
+    )
+    assert run.code == 0, run.err
+    assert not [ln for ln in out.read_text().splitlines() if ln.startswith(("import keras", "import tensorflow"))]
