@@ -11,6 +11,7 @@ either is the user's business (a re-export) and stays.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -99,6 +100,16 @@ def _ast_names(code: str) -> tuple[set[str], dict[str, int]]:
     return set(counts), counts
 
 
+def _kept(names: Sequence[cst.ImportAlias], orphaned: set[str]) -> list[cst.ImportAlias] | None:
+    """The aliases of an import that stay (None: all of them), the last without its comma."""
+    keep = [a for a in names if _local(a) not in orphaned]
+    if len(keep) == len(names):
+        return None
+    if keep:
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return keep
+
+
 def drop_orphaned_imports(original: str, converted: str) -> str:
     try:
         before, _ = _ast_names(original)
@@ -129,12 +140,9 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
                 updated_node.module is not None and dotted_name(updated_node.module) == "__future__"
             ):
                 return updated_node
-            keep = [a for a in updated_node.names if _local(a) not in orphaned]
-            if len(keep) == len(updated_node.names):
-                return updated_node
-            if not keep:
-                return cst.RemovalSentinel.REMOVE
-            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            keep = _kept(updated_node.names, orphaned)
+            if keep is None or not keep:
+                return updated_node if keep is None else cst.RemovalSentinel.REMOVE
             return (
                 updated_node.with_changes(names=keep, lpar=None, rpar=None)
                 if len(keep) == 1
@@ -144,12 +152,9 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
         def leave_Import(self, original_node: cst.Import, updated_node: cst.Import) -> cst.Import | cst.RemovalSentinel:
             # `import torch` whose last users were converted after the engine ran (a resolved
             # feature-detection `try`, dropped code)
-            keep = [a for a in updated_node.names if _local(a) not in orphaned]
-            if len(keep) == len(updated_node.names):
-                return updated_node
-            if not keep:
-                return cst.RemovalSentinel.REMOVE
-            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            keep = _kept(updated_node.names, orphaned)
+            if keep is None or not keep:
+                return updated_node if keep is None else cst.RemovalSentinel.REMOVE
             return updated_node.with_changes(names=keep)
 
         def leave_SimpleStatementLine(

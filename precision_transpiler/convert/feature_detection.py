@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from precision_transpiler.convert.local_imports import _names
 from precision_transpiler.syntax import dotted_name, import_bound_names
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
@@ -129,28 +130,8 @@ def _bound_by_imports(statements: Sequence[cst.BaseStatement]) -> set[str]:
 
 
 def _mentions(nodes: Sequence[cst.CSTNode], names: set[str]) -> bool:
-    if not names:
-        return False
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> bool:
-            return False
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-            return False
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            found = found or node.value in names
-
-    for node in nodes:
-        node.visit(_Find())
-    return found
+    """Whether the nodes read any of `names` (imports aside: convert/local_imports.py's walk)."""
+    return bool(names) and bool(_names(list(nodes)) & names)
 
 
 def _fallback_lines(original: str, imports: tuple[str, ...]) -> tuple[tuple[int, int] | None, int]:

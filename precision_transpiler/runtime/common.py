@@ -116,6 +116,28 @@ def torch_jit_is_scripting() -> bool:
     return False
 
 
+class TorchFunctionCtx:
+    """torch's `ctx` of an autograd.Function, what `forward` saves for `backward`: the part both
+    targets share (runtime/flax/autograd.py and runtime/keras/autograd.py derive their
+    FunctionCtx from it)."""
+
+    def __init__(self) -> None:
+        self.saved_tensors: tuple[Any, ...] = ()
+        self.needs_input_grad: tuple[bool, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tuple(tensors)
+
+    def mark_non_differentiable(self, *outputs: Any) -> None:
+        """Accepted: such outputs get no gradient of their own on either target."""
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        """Accepted: converted code does not change arrays in place."""
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Accepted: gradients reaching `backward` are arrays here."""
+
+
 def once_differentiable(fn: Any) -> Any:
     """torch's `@once_differentiable` on an autograd.Function's backward (no double backward
     through it): the function as it is; the targets' autograd.py run the backward as a gradient

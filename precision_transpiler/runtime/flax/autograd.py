@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from precision_transpiler.runtime.common import TorchFunctionCtx
+
 
 def _is_array(value):
     return isinstance(value, jax.Array | np.ndarray)
@@ -31,13 +33,9 @@ def _arrays_only(value):
 
 
 @jax.tree_util.register_pytree_node_class
-class FunctionCtx:
-    """torch's `ctx` of an autograd.Function: what `forward` saves for `backward` (a pytree: its
-    array attributes are the residuals of the custom_vjp, the others static data)."""
-
-    def __init__(self):
-        self.saved_tensors = ()
-        self.needs_input_grad = ()
+class FunctionCtx(TorchFunctionCtx):
+    """torch's `ctx` of an autograd.Function as a pytree: its array attributes are the residuals
+    of the custom_vjp, the others static data."""
 
     def tree_flatten(self):
         items = sorted(vars(self).items())
@@ -54,18 +52,6 @@ class FunctionCtx:
         for name, value in zip(names, children, strict=True):
             setattr(ctx, name, value)
         return ctx
-
-    def save_for_backward(self, *tensors):
-        self.saved_tensors = tuple(tensors)
-
-    def mark_non_differentiable(self, *outputs):
-        """Accepted: JAX gives such outputs the zero cotangents torch gives."""
-
-    def mark_dirty(self, *tensors):
-        """Accepted: converted code does not change arrays in place."""
-
-    def set_materialize_grads(self, value):
-        """Accepted: gradients reaching `backward` are always arrays here (zeros, not None)."""
 
 
 class Function:

@@ -191,28 +191,16 @@ class ParameterList(nnx.List):
         return self
 
 
-class ParameterDict(nnx.Dict):
-    """torch.nn.ParameterDict on nnx.Dict: nnx.Params under their keys (torch's names `w.key`).
-
-    `pd[key]`, `key in pd`, len, iteration over keys, keys/values/items, update as torch's. Keys are
-    attributes, as in ModuleDict (a key equal to a method name would shadow it)."""
+class ParameterDict(ModuleDict):
+    """torch.nn.ParameterDict: nnx.Params under their keys (torch's names `w.key`), looked up as
+    ModuleDict's entries are. `pd[key]`, `key in pd`, len, iteration over keys, keys/values/items,
+    update as torch's."""
 
     def __init__(self, parameters: Any = None, *, rngs: Any = None) -> None:
         super().__init__({str(k): _as_param(v) for k, v in dict(parameters or {}).items()})
 
-    def _has(self, key: Any) -> bool:
-        return isinstance(key, str) and not key.startswith("_pytree__") and key in vars(self)
-
-    def __getitem__(self, key: str) -> Any:
-        if not self._has(key):
-            raise KeyError(key)
-        return getattr(self, key)
-
     def __setitem__(self, key: str, value: Any) -> None:
         setattr(self, str(key), _as_param(value))
-
-    def __contains__(self, key: object) -> bool:
-        return self._has(key)
 
     def update(self, parameters: Any) -> None:
         for key, value in dict(parameters).items():

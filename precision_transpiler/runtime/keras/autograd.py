@@ -13,29 +13,16 @@ The Flax counterpart is runtime/flax/autograd.py (`jax.custom_vjp`).
 import numpy as np
 import tensorflow as tf
 
+from precision_transpiler.runtime.common import TorchFunctionCtx
+
 
 def _is_tensor(value):
     return isinstance(value, tf.Tensor | tf.Variable | np.ndarray) or tf.is_tensor(value)
 
 
-class FunctionCtx:
-    """torch's `ctx` of an autograd.Function: what `forward` saves for `backward`."""
-
-    def __init__(self):
-        self.saved_tensors = ()
-        self.needs_input_grad = ()
-
-    def save_for_backward(self, *tensors):
-        self.saved_tensors = tuple(tensors)
-
-    def mark_non_differentiable(self, *outputs):
-        """Accepted: TensorFlow gives such outputs no gradient of their own either."""
-
-    def mark_dirty(self, *tensors):
-        """Accepted: converted code does not change tensors in place."""
-
-    def set_materialize_grads(self, value):
-        """Accepted: gradients reaching `backward` are tensors here."""
+class FunctionCtx(TorchFunctionCtx):
+    """torch's `ctx` of an autograd.Function (runtime/common.py's): what `forward` saves for
+    `backward`, held by the gradient function's closure."""
 
 
 class Function:
