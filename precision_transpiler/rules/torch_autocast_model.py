@@ -36,7 +36,7 @@ from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext, string_value
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_module
-from precision_transpiler.syntax import all_nodes, dotted_name
+from precision_transpiler.syntax import all_nodes, dotted_name, is_docstring
 
 _SHIMS = {target: runtime_module(target, "modules") for target in ("jax", "tf")}
 _MATMUL = {"jax": "jax.numpy.matmul", "tf": "keras.ops.matmul"}
@@ -197,7 +197,7 @@ class TorchAutocast(Rule):
         if not calls:
             return None
         body = list(updated.body)
-        head = body[:1] if body and _is_docstring(body[0]) else []
+        head = body[:1] if body and is_docstring(body[0]) else []
         inner: list[cst.BaseStatement] = body[len(head) :] or [cst.SimpleStatementLine([cst.Pass()])]
         block = cst.IndentedBlock(body=inner).visit(_OpWrapper(ctx))
         for call in reversed(calls):  # the outermost decorator is the outermost region
@@ -291,12 +291,3 @@ def _instance(ctx: RuleContext, node: cst.CSTNode) -> str | None:
             return None
         current = parent
     return None
-
-
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )

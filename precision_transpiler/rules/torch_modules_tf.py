@@ -34,7 +34,7 @@ from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.module_variables import variables_as_arrays
 from precision_transpiler.rules.module_walks import module_walk
 from precision_transpiler.runtime import runtime_module
-from precision_transpiler.syntax import dotted_name
+from precision_transpiler.syntax import dotted_name, is_docstring
 
 _SHIMS = runtime_module("tf", "modules")
 _WALKS = runtime_module("tf", "module_api")
@@ -153,7 +153,7 @@ class TorchModulesKeras(Rule):
         mapping = ", ".join(f'"{name}_": "{name}"' for name in used)
         line = cst.parse_statement(f"_torch_renamed = {{{mapping}}}  # Keras owns these names\n")
         body = list(updated.body.body)
-        at = 1 if body and _is_docstring(body[0]) else 0
+        at = 1 if body and is_docstring(body[0]) else 0
         body.insert(at, line)
         following = body[at + 1] if at + 1 < len(body) else None
         if isinstance(following, cst.FunctionDef) and not following.leading_lines:
@@ -386,12 +386,3 @@ def _attributes(node: cst.CSTNode) -> list[cst.Attribute]:
 
     node.visit(_V())
     return found
-
-
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
