@@ -57,3 +57,18 @@ def load_script(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def convert_and_verify(tmp_path: Path, source: str, target: str, entry: str, inputs: list[str], name: str = "model"):
+    """Write `source`, convert it to `target` (no error diagnostics allowed), write the output
+    beside it and verify it torch-free against the original: the verdict, for the test to assert."""
+    from precision_transpiler import transpile
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    original = tmp_path / f"{name}.py"
+    original.write_text(source, encoding="utf-8")
+    result = transpile(source, to=target, path=str(original))
+    assert not [d for d in result.diagnostics if d.severity == "error"], result.diagnostics
+    converted = tmp_path / f"{name}_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    return verify_files(original, converted, VerifyOptions(entry=entry, inputs=inputs, torch_free=True))

@@ -156,7 +156,11 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 raise where.error(
                     symbols.lines.get(symbol, data.line), f"symbols.{symbol}", "expected framework: target"
                 )
-            result.layer_symbols.setdefault(str(symbol), {}).update({str(k): str(v) for k, v in per_fw.items()})
+            entry = {str(k): str(v) for k, v in per_fw.items()}
+            positional = entry.pop("positional", None)
+            if positional is not None:
+                result.symbol_positional[str(symbol)] = positional
+            result.layer_symbols.setdefault(str(symbol), {}).update(entry)
     _namespaces(result, data, where)
     layers = data.get("layers")
     if layers is None and (symbols is not None or params is not None or "unsupported" in data):

@@ -162,6 +162,9 @@ class MappingSet:
     layer_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: other torch symbols with a direct counterpart: symbol -> framework -> target symbol
     layer_symbols: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: symbol -> the torch keyword its counterparts take as their first positional argument
+    #: (`nn.Parameter(data=t)` -> `nnx.Param(t)`: Flax names it `value`)
+    symbol_positional: dict[str, str] = field(default_factory=dict)
     #: layers with no counterpart and why (the layer tables' `unsupported:`): symbol -> framework
     #: (or "*" for every framework) -> reason
     layer_unsupported: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -14,6 +14,7 @@ For Keras (`--to tf`) every layer is a torch-signature shim (runtime/keras/) and
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -93,6 +94,9 @@ class TorchLayers(Rule):
                 )
                 return None
             new = updated.with_changes(func=ctx.expr_for(direct))
+            positional = ctx.mappings.symbol_positional.get(qualified or "")
+            if positional is not None:
+                new = new.with_changes(args=_first_positional(new.args, positional))
             ctx.record(self.name, original, new)
             return new
         ctx.consume([original.func])
@@ -311,3 +315,15 @@ def _attributes_read(ctx: RuleContext) -> frozenset[str]:
         return frozenset(n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load))
 
     return ctx.per_file("attributes-read", build)
+
+
+def _first_positional(args: Sequence[cst.Arg], keyword: str) -> list[cst.Arg]:
+    """`nn.Parameter(data=t, requires_grad=False)` -> `(t, requires_grad=False)`: the counterpart
+    names its first parameter otherwise (`nnx.Param(value)`), so torch's keyword would be refused."""
+    if any(a.keyword is None and a.star == "" for a in args):
+        return list(args)
+    given = [a for a in args if a.keyword is not None and a.keyword.value == keyword]
+    if not given:
+        return list(args)
+    first = given[0].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+    return _commas([first, *(a for a in args if a is not given[0])])

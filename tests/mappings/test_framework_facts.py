@@ -77,6 +77,7 @@ def test_integer_results_come_from_returns_and_integer_casts() -> None:
 def test_a_table_op_with_returns_int_is_promoted_by_the_keras_rule(tmp_path: Path) -> None:
     """Adding `returns: int` to an op in a table is all it takes for torch -> Keras to promote
     its result meeting a float as torch does."""
+
     def table(returns: str) -> Path:
         folder = tmp_path / (returns or "plain")
         folder.mkdir()

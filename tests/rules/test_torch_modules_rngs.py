@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from precision_transpiler import transpile
-from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.helpers import convert_and_verify
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
 
@@ -83,15 +83,7 @@ class Net(nn.Module):
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
 def test_factories_defaults_and_lambdas_build_and_verify(tmp_path: Path, target: str) -> None:
-    original = tmp_path / "factories.py"
-    original.write_text(FACTORIES, encoding="utf-8")
-    result = transpile(FACTORIES, to=target, path=str(original))
-    assert not [d for d in result.diagnostics if d.severity == "error"], result.diagnostics
-    converted = tmp_path / f"factories_{target}.py"
-    converted.write_text(result.code, encoding="utf-8")
-    ast.parse(result.code)
-    options = VerifyOptions(entry="Net()", inputs=["float32[2,4,6,6]"], torch_free=True)
-    verdict = verify_files(original, converted, options)
+    verdict = convert_and_verify(tmp_path, FACTORIES, target, "Net()", ["float32[2,4,6,6]"], name="factories")
     assert verdict.passed, verdict
 
 
