@@ -9,6 +9,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHVISION_SHIM = REPO / "tests" / "torchvision_shim"
@@ -57,6 +60,20 @@ def load_script(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def on_both_targets(test: Any) -> Any:
+    """Mark a test that converts to JAX and to Keras (parameter `target`) and runs the result
+    against torch: it needs all three frameworks."""
+    marks = (
+        pytest.mark.parametrize("target", ["jax", "tf"]),
+        pytest.mark.needs_tf,
+        pytest.mark.needs_jax,
+        pytest.mark.needs_torch,
+    )
+    for mark in marks:
+        test = mark(test)
+    return test
 
 
 def convert_and_verify(tmp_path: Path, source: str, target: str, entry: str, inputs: list[str], name: str = "model"):

@@ -52,8 +52,13 @@ class Code:
 
 #: what a parameter that wraps a layer or a function gets (variants 1 and 2)
 INNER_LAYER = Code(f"nn.Linear({16}, {16})")
-#: what a parameter that makes norm layers or activations gets (variant 1, then variant 2)
-NORM_MAKERS = (Code("nn.BatchNorm2d"), Code("nn.LayerNorm"))
+#: what a parameter that makes norm layers or activations gets (variants 1, 2, then 3: a plain
+#: function, for code that tells a maker from a built layer with `inspect.isfunction`)
+NORM_MAKERS = (
+    Code("nn.BatchNorm2d"),
+    Code("nn.LayerNorm"),
+    Code("lambda *args, **kwargs: nn.BatchNorm2d(*args, **kwargs)"),
+)
 ACTIVATION_MAKER = Code("nn.ReLU")
 _CALLABLE_HINTS = ("Module", "Callable", "Type[", "type[")
 
@@ -221,6 +226,7 @@ def guess_value(name: str, annotation: Any = inspect.Parameter.empty, variant: i
         if variant == 2 and _optional(text):
             return None  # no norm layer at all
         return NORM_MAKERS[variant - 1] if variant else NO_GUESS  # called with the channels: a norm class
+    variant = min(variant, 2)  # variant 3 differs from 2 in the norm maker only
     if words & _ACTIVATION and (maker or variant == 2) and "inplace" not in words:
         return (NO_GUESS, ACTIVATION_MAKER, "relu")[variant]
     if "_".join(tokens) in _MODULE_WORDS or (words & _MODULE_WORDS and maker):
@@ -309,7 +315,7 @@ def _assign(params: list[inspect.Parameter], variant: int, shrink: bool, how: st
             value = guess_value(p.name, p.annotation, variant)
             if value is NO_GUESS:
                 return None
-            if variant == 2 and guess_value(p.name, p.annotation, 0) is NO_GUESS:
+            if variant >= 2 and guess_value(p.name, p.annotation, 0) is NO_GUESS:
                 blind.append(p.name)
             if p.kind == p.POSITIONAL_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and positional_open):
                 args.append(value)
@@ -330,7 +336,13 @@ def constructor_candidates(cls: type) -> list[Assignment]:
     values for parameters no rule names. Empty when some required parameter has no guess at all
     (the class's arguments are not guessable)."""
     params = _parameters(cls)
-    plans = [(0, False, "rules"), (0, True, "rules+shrink"), (1, True, "alternative"), (2, True, "last resort")]
+    plans = [
+        (0, False, "rules"),
+        (0, True, "rules+shrink"),
+        (1, True, "alternative"),
+        (2, True, "last resort"),
+        (3, True, "last resort"),
+    ]
     seen: set[str] = set()
     found: list[Assignment] = []
     for variant, shrink, how in plans:
@@ -371,7 +383,7 @@ def int_spec(high: int, *shape: int) -> str:
 def _conv_shapes(layer: nn.Module) -> list[str]:
     channels = layer.in_channels  # type: ignore[attr-defined]
     rank = len(layer.kernel_size)  # type: ignore[attr-defined]
-    sides = {1: (16, 64), 2: (16, 32, 64, 128), 3: (8, 16)}.get(rank, (8,))
+    sides = {1: (16, 64), 2: (16, 32, 64, 128, 224), 3: (8, 16)}.get(rank, (8,))
     return [float_spec(1, channels, *([side] * rank)) for side in sides]
 
 
@@ -456,6 +468,24 @@ def _fallback_shapes(module: nn.Module) -> list[str]:
     return [*shapes, *generic, float_spec(2)]  # last: a vector (timesteps, noise levels)
 
 
+_SIZE_ATTRIBUTES = ("in_size", "input_size", "image_size", "img_size", "resolution")
+
+
+def _size_hint(module: nn.Module, layer: nn.Module) -> list[str]:
+    """The image size a whole network says it takes (`self.in_size = (224, 224)`, `image_size`):
+    its final pooling may need exactly that. Only for a first 2-d convolution."""
+    if not isinstance(layer, nn.Conv2d | nn.ConvTranspose2d):
+        return []
+    for name in _SIZE_ATTRIBUTES:
+        value = getattr(module, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = (value, value)
+        if isinstance(value, tuple | list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+            if all(4 <= v <= 512 for v in value):
+                return [float_spec(1, layer.in_channels, *value)]
+    return []
+
+
 def forward_arguments(module: nn.Module) -> list[str] | None:
     """The names of `forward`'s required arguments, None when it takes only `*args` (one input)."""
     try:
@@ -507,6 +537,7 @@ def input_candidates(
     argument of forward by its name (`other_argument`)."""
     layer = layer if layer is not None else first_layer(module)
     firsts = layer_shapes(layer) if layer is not None else []
+    firsts += [s for s in (_size_hint(module, layer) if layer is not None else []) if s not in firsts]
     firsts += [s for s in _fallback_shapes(module) if s not in firsts]
     names = forward_arguments(module)
     vocab = getattr(layer, "num_embeddings", None)

@@ -7,8 +7,9 @@ and records how far it got:
 
     converted        the converter reported no error
     imported         the converted file imported, and neither it nor anything it ran imported
-                     torch (or torchvision, or the original package: a converted model that still
-                     needs torch is a failure however close its numbers are)
+                     torch (or torchvision, or the original package when its distribution
+                     requires torch: a converted model that still needs torch is a failure
+                     however close its numbers are)
     built            the entry expression built the converted model
     weights loaded   it took the original's weights
     verified         its outputs matched the original's within the fp32 tolerance
@@ -47,6 +48,7 @@ import yaml  # noqa: E402 - after the repository is on the path
 
 from benchmarks.corpus import Case, Outcome, failure_stage, run_case  # noqa: E402
 from benchmarks.harvest.harvest import CASES, DEFAULT_SITE, FIRST_CONTACT, in_split, load_packages  # noqa: E402
+from precision_transpiler.analysis.load_imports import torch_distribution  # noqa: E402
 
 STAGES = ("converted", "imported", "built", "weights loaded", "verified")
 #: corpus.failure_stage -> the first of STAGES that was not reached
@@ -143,7 +145,10 @@ def run_one(document: dict[str, Any], case: dict[str, Any], target: str) -> Resu
     """Convert and verify one case for one target (see the module docstring)."""
     result = Result(document["package"], str(document["version"]), case["class"], target)
     corpus_case = Case(case["class"], document["import"], case["file"], case["entry"], list(case["inputs"]))
-    forbidden = TORCH_LIKE | {document["import"]}
+    # the original package counts as torch when its distribution requires torch, as for the
+    # verifier's torch-free check (analysis/load_imports.py): ncps, a torch and Keras package,
+    # may stay imported for its pure-Python helpers (`ncps.wirings`)
+    forbidden = TORCH_LIKE | ({document["import"]} if torch_distribution(document["import"]) else set())
     try:
         with limit(CASE_LIMIT_S), watch_imports(forbidden) as seen:
             outcome = run_case(corpus_case, target, "fp32")

@@ -162,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(counts.values())
         hit = sum(n for name, n in counts.items() if _covered(name, covered))
         distinct_hit = sum(1 for name in counts if _covered(name, covered))
-        lines.append(
-            f"| {kind} | {total} | {hit} | {hit / max(total, 1):.1%} | {len(counts)} | {distinct_hit} |"
-        )
+        lines.append(f"| {kind} | {total} | {hit} | {hit / max(total, 1):.1%} | {len(counts)} | {distinct_hit} |")
         for name, n in counts.items():
             if _covered(name, covered):
                 continue

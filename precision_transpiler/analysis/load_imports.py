@@ -79,7 +79,7 @@ def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None) -> str |
     if level == 0 and module.split(".")[0] in TORCH_ROOTS:
         return "torch"
     if level == 0:
-        dist = _torch_distribution(module.split(".")[0])
+        dist = torch_distribution(module.split(".")[0])
         if dist is not None:
             return f"a package built on torch (the {dist} distribution requires it)"
     if package_dir is not None:
@@ -106,7 +106,7 @@ def _module_file(module: str, level: int, package_dir: Path) -> Path | None:
 
 
 @cache
-def _torch_distribution(root: str) -> str | None:
+def torch_distribution(root: str) -> str | None:
     """The installed distribution providing top-level package `root` if it requires torch."""
     from importlib import metadata
 

@@ -383,7 +383,10 @@ def vendor_tree(module: cst.Module, text: str | None = None) -> tuple[cst.Module
     # an import a policy's helpers made (marked, so that stripping the policy removes it) gives
     # way to the copied definitions' own, which stays when the policy is stripped (in the place
     # the fp32 conversion has it: re-converting to fp32 gives that file exactly)
-    existing = _bound_names(module, marked=False)
+    # only the imports above the copies count: a file whose own `from flax import nnx` comes after
+    # a `try:` block (which ends the leading imports) gets the copies' imports again above them
+    leading = cst.Module(body=module.body[: _after_leading_imports(module.body)])
+    existing = _bound_names(leading, marked=False)
     module = _drop_marked_imports(module, set(needed_imports) - existing)
     imports = [_statement(stmt) for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
     rebound = {symbol for _, symbol in keys} & _module_bindings(module)

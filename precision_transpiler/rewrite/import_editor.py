@@ -254,6 +254,26 @@ class ImportEditor(cst.CSTTransformer):
             body = [cst.SimpleStatementLine([cst.Pass()])]
         return updated_node.with_changes(body=body)
 
+    def leave_Try(
+        self, original_node: cst.Try, updated_node: cst.Try
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
+        """`try: import torch / except ImportError: raise ...` whose imports all went: a `try`
+        whose body only passes never runs its handlers, so it goes, its `else` and `finally`
+        bodies staying in its place."""
+        if not (_only_passes(updated_node.body) and not _only_passes(original_node.body)):
+            return updated_node
+        kept = [
+            stmt
+            for block in (updated_node.orelse, updated_node.finalbody)
+            if block is not None
+            for stmt in block.body.body
+            if not _only_passes(cst.IndentedBlock(body=[stmt]))
+        ]
+        if not kept:
+            return cst.RemovalSentinel.REMOVE
+        kept[0] = kept[0].with_changes(leading_lines=updated_node.leading_lines)
+        return cst.FlattenSentinel(kept)
+
     def leave_SimpleStatementSuite(
         self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
     ) -> cst.SimpleStatementSuite:
@@ -350,3 +370,13 @@ def module_code(module: cst.Module, texts: dict[int, str]) -> str:
     if module.has_trailing_newline:
         return code or newline
     return code[: -len(newline)] if code.endswith(newline) else code
+
+
+def _only_passes(block: cst.BaseSuite) -> bool:
+    """Whether a block holds nothing but `pass` statements."""
+    statements = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    return all(
+        isinstance(stmt, cst.SimpleStatementLine | cst.SimpleStatementSuite)
+        and all(isinstance(small, cst.Pass) for small in stmt.body)
+        for stmt in statements
+    )

@@ -15,10 +15,12 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 
 import libcst as cst
 
+from precision_transpiler.analysis.containers import filled_containers, is_empty_container
 from precision_transpiler.analysis.torch_models import analysis_for, builder_rngs_in_scope
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
@@ -206,7 +208,7 @@ class TorchModules(Rule):
         other value of an attribute that a torch op's result is assigned to elsewhere
         (`self.m = matrix` from an argument, `self.m = torch.eye(n)` when it is None)."""
         if not (isinstance(updated.value, cst.Name) and updated.value.value == "None"):
-            return self._array_attribute(ctx, original, updated)
+            return self._container_attribute(ctx, original, updated) or self._array_attribute(ctx, original, updated)
         if not any(
             isinstance(t.target, cst.Attribute)
             and isinstance(t.target.value, cst.Name)
@@ -227,9 +229,11 @@ class TorchModules(Rule):
         """`normalization = LayerNorm if normalize else lambda: None` (zuko's MLP): the name is a
         layer factory, so its calls pass `rngs=rngs`; the lambda takes (and ignores) it too."""
         params = updated.params
-        if params.star_kwarg is not None or _has_param(updated, "rngs"):
+        if _has_param(updated, "rngs"):
             return None
         uses = _mentions_name(updated.body, "rngs")
+        if params.star_kwarg is not None and not uses:
+            return None  # `lambda **kw: helper(**kw)`: a caller's rngs passes through `kw`
         if not uses and not self._factory_lambda(ctx, original) and not _builds_modules(ctx, original.body):
             return None  # `key=lambda x: x[0]`: no layer factory, left as written
         if not uses:
@@ -267,6 +271,25 @@ class TorchModules(Rule):
         factories = analysis_for(ctx).factories.get(key or "", set())
         names = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
         return key in analysis_for(ctx).builders and bool(names & factories)
+
+    def _container_attribute(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
+        """`self._params = {}` filled later with Parameters (analysis/containers.py) ->
+        `nnx.data({})`: nnx refuses a static dict that comes to hold Variables or Modules."""
+        if len(updated.targets) != 1 or not isinstance(target := original.targets[0].target, cst.Attribute):
+            return None
+        if not (isinstance(target.value, cst.Name) and target.value.value == "self"):
+            return None
+        if not is_empty_container(ast.parse(ctx.code(original.value).strip(), mode="eval").body):
+            return None
+        key = ctx.enclosing_function()
+        owner = key.split(".")[0] if key and "." in key else None
+        if owner is None or target.attr.value not in filled_containers(ctx).get(owner, frozenset()):
+            return None
+        if owner not in analysis_for(ctx).module_classes:
+            return None
+        new = updated.with_changes(value=cst.Call(func=ctx.expr_for("flax.nnx.data"), args=[cst.Arg(updated.value)]))
+        ctx.record(self.name, original, new)
+        return new
 
     def _array_attribute(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
         if not (

@@ -266,3 +266,44 @@ def test_norm_and_activation_makers_are_torch_nn_classes():
     assert guess_value("sample_shape") == ()
     attempt = harvest_class(Normed, {"Normed": Normed, "nn": nn}, "Normed")
     assert (attempt.status, attempt.entry) == ("runnable", "Normed(8, nn.BatchNorm2d, nn.ReLU)")
+
+
+class FunctionNormed(nn.Module):
+    """pytorchcv's way: a norm maker must be a plain function (`inspect.isfunction`), called by keyword."""
+
+    def __init__(self, in_channels, normalization):
+        super().__init__()
+        import inspect
+
+        assert inspect.isfunction(normalization)
+        self.conv = nn.Conv2d(in_channels, in_channels, 3, padding=1)
+        self.bn = normalization(num_features=in_channels)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_a_norm_maker_may_be_a_function():
+    assert guess_value("normalization", variant=3) == NORM_MAKERS[2]
+    attempt = harvest_class(FunctionNormed, {"FunctionNormed": FunctionNormed, "nn": nn}, "FunctionNormed")
+    assert attempt.status == "runnable", attempt.detail
+    assert attempt.entry == "FunctionNormed(16, lambda *args, **kwargs: nn.BatchNorm2d(*args, **kwargs))"
+
+
+class WholeNet(nn.Module):
+    """A whole network whose final pooling needs the image size it states (`in_size`)."""
+
+    def __init__(self, in_size=(160, 160)):
+        super().__init__()
+        self.in_size = in_size
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 3, stride=4, padding=1), nn.AvgPool2d(10))
+        self.fc = nn.Linear(4 * 4 * 4, 2)
+
+    def forward(self, x):
+        return self.fc(self.features(x).flatten(1))
+
+
+def test_a_network_stating_its_image_size_is_fed_that_size():
+    assert ["float32[1,3,160,160]"] in input_candidates(WholeNet())
+    attempt = harvest_class(WholeNet, {"WholeNet": WholeNet}, "WholeNet")
+    assert (attempt.status, attempt.inputs) == ("runnable", ["float32[1,3,160,160]"])

@@ -20,7 +20,7 @@ def f(x, d, s):
     x.share_memory_()
     b = s.strip().split(",")
     c = d.items()
-    rank = dist.get_rank()
+    rank = dist.new_group()
     return a, b, c, x.float(), x.sparse_mask(h), rank
 """
 
@@ -35,7 +35,7 @@ def test_unmapped_tensor_methods_are_reported_at_their_position(to: str) -> None
     assert any(r.startswith("m.py:9:5: unsupported: x.share_memory_(...)") for r in reported), reported
     # outside models: the reason is said with the symbol
     assert any(
-        r.startswith("m.py:12:12: unsupported: torch.distributed.get_rank has no mapping")
+        r.startswith("m.py:12:12: unsupported: torch.distributed.new_group has no mapping")
         and "distributed training" in r
         for r in reported
     ), reported

@@ -52,6 +52,7 @@ class Block(nn.Module):
         gate=lambda c: nn.GroupNorm(2, c),
         proj=functools.partial(nn.Conv2d, kernel_size=1),
         activation=lambda_relu(),
+        bn=lambda *args, **kwargs: nn.BatchNorm2d(*args, **kwargs),
     ):
         super().__init__()
         self.conv = nn.Conv2d(channels, channels, 3, padding=1)
@@ -60,10 +61,11 @@ class Block(nn.Module):
         self.proj = proj(channels, channels)
         self.act = act
         self.act2 = activation()
+        self.bn = bn(num_features=channels)  # a maker taking **kwargs: rngs comes before them
         self.order = sorted([3, 1], key=lambda v: -v)  # no layer: left as written
 
     def forward(self, x):
-        return self.proj(self.gate(self.act2(self.act(self.norm(self.conv(x))))))
+        return self.bn(self.proj(self.gate(self.act2(self.act(self.norm(self.conv(x)))))))
 
 
 class Net(nn.Module):

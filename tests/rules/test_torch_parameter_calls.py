@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from precision_transpiler import transpile
-from tests.helpers import convert_and_verify
+from tests.helpers import convert_and_verify, on_both_targets
 
 SOURCE = """import torch
 import torch.nn as nn
@@ -44,10 +44,7 @@ def test_parameter_call_forms_no_op_and_keyword(target: str) -> None:
     assert "(torch.ones(1))" not in code and "ones(1))" in code  # positional: unchanged form
 
 
-@pytest.mark.needs_torch
-@pytest.mark.needs_jax
-@pytest.mark.needs_tf
-@pytest.mark.parametrize("target", ["jax", "tf"])
+@on_both_targets
 def test_parameter_call_forms_build_and_verify(tmp_path: Path, target: str) -> None:
     verdict = convert_and_verify(tmp_path, SOURCE, target, "Scaled(3)", ["float32[2,3]"], name="scaled")
     assert verdict.passed, verdict

@@ -295,11 +295,13 @@ class Round:
         again (`from ...aggr import Aggregation as aggr_Aggregation`). A name left imported
         before stays imported: library code checks identity against its own classes
         (diffusers' `register_to_config` against configuration_utils' ConfigMixin)."""
+        # copied by name, or along with another (kornia's BaseError, the base of a ShapeError copied before)
+        copied = set(self.report.inlined) | self.report.copied
         for name, local in sibling.wanted:
-            if local in self.defined and sibling.qualified(name) in self.report.inlined:
+            if local in self.defined and sibling.qualified(name) in copied:
                 self.remove(index, local)
                 self.redirected = True
-            elif local != name and name in self.defined and sibling.qualified(name) in self.report.inlined:
+            elif local != name and name in self.defined and sibling.qualified(name) in copied:
                 self.remove(index, local)
                 self.blocks.append(f"{local} = {name}")
                 self.defined.add(local)

@@ -114,3 +114,48 @@ def test_copies_are_converted_by_the_pipeline(tmp_path: Path) -> None:
     assert MARKER.format(module="pkg.layers") in result.code
     assert "class Block(" in result.code
     assert any(d.code == "siblings-inlined" and "pkg.layers.Block" in d.message for d in result.diagnostics)
+
+
+def test_a_base_copied_along_with_a_class_is_not_imported_again(tmp_path: Path) -> None:
+    """kornia's checks: `ShapeError(BaseError)` is copied with its base; a helper copied later
+    imports `BaseError` from the same module, which must bind the copy, not the original."""
+    write_package(
+        tmp_path,
+        {
+            "pkg/exceptions.py": """
+                import torch
+
+                class BaseError(Exception):
+                    pass
+
+                class ShapeError(BaseError, ValueError):
+                    def __init__(self, message, shape: torch.Size = None):
+                        super().__init__(message)
+            """,
+            "pkg/check.py": """
+                import torch
+                from pkg.exceptions import BaseError
+
+                def check(x: torch.Tensor, ok: bool):
+                    if not ok:
+                        raise BaseError("failed")
+                    return x
+            """,
+            "pkg/model.py": """
+                import torch
+                from torch import nn
+                from pkg.exceptions import ShapeError
+                from pkg.check import check
+
+                class Net(nn.Module):
+                    def forward(self, x):
+                        if x.dim() != 2:
+                            raise ShapeError("2-d")
+                        return check(x, True)
+            """,
+        },
+    )
+    model = tmp_path / "pkg/model.py"
+    code, _ = inline_siblings(str(model), model.read_text(), unchanged)
+    assert "import BaseError" not in code and code.count("class BaseError(") == 1
+    ast.parse(code)
