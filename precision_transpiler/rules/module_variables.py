@@ -10,7 +10,7 @@ rule's `wrap`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -52,3 +52,25 @@ def variables_as_arrays(
             args[index] = after.with_changes(value=wrap(after.value))
             changed = True
     return updated.with_changes(args=args) if changed else None
+
+
+def bind_register_buffer(
+    args: Sequence[cst.Arg],
+) -> tuple[cst.BaseExpression, cst.BaseExpression, list[cst.Arg]] | None:
+    """`register_buffer(name, tensor, persistent=True)` bound by torch's signature, positional or
+    by keyword (lightly's `register_buffer("bank", tensor=..., persistent=False)`): (name,
+    tensor, [persistent as a keyword]); None for star-arguments or what does not bind."""
+    if any(a.star for a in args):
+        return None
+    names = ("name", "tensor", "persistent")
+    bound: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(args):
+        key = arg.keyword.value if arg.keyword is not None else (names[position] if position < 3 else None)
+        if key not in names or key in bound:
+            return None
+        bound[key] = arg.value
+    if "name" not in bound or "tensor" not in bound:
+        return None
+    equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    extra = [cst.Arg(bound["persistent"], keyword=cst.Name("persistent"), equal=equal)] if "persistent" in bound else []
+    return bound["name"], bound["tensor"], extra

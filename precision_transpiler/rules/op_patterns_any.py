@@ -189,11 +189,47 @@ class OpPatterns(Rule):
             return None
         target = function_reference(ctx, qualified)
         if target is None:
-            return None
+            new = self._reference_lambda(ctx, original, qualified)
+            if new is None:
+                return None
+            ctx.consume([original])
+            ctx.record(self.name, original, new)
+            return new
         new = ctx.expr_for(target)
         ctx.consume([original])
         ctx.record(self.name, original, new)
         return new
+
+    def _reference_lambda(
+        self, ctx: RuleContext, original: cst.Name | cst.Attribute, qualified: str
+    ) -> cst.Lambda | None:
+        """`partial(torch.cat, dim=-1)`: a torch function passed around whose target call takes
+        its arguments otherwise (`jnp.concatenate(tensors, axis=dim)`): a lambda with the torch
+        parameters of the op's one call pattern, its body the converted call
+        (`lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim)`). None when no single
+        function pattern names it or the call does not convert."""
+        found = [
+            (op, pattern)
+            for op, pattern in _index(ctx.mappings, ctx.source).get(("function", qualified), ())
+            if not pattern.emit_only and pattern.method_name is None
+        ]
+        if len(found) != 1:
+            return None
+        op, pattern = found[0]
+        holders = [p for p in pattern.placeholders.values() if not p.variadic and not p.keywords]
+        if len(holders) != len(pattern.placeholders) or any(p.optional and p.default is None for p in holders):
+            return None
+        names = [p.keyword or p.name for p in holders]  # torch's own keywords: callers may use them
+        text = ", ".join(n if p.default is None else f"{n}={p.default}" for n, p in zip(names, holders, strict=True))
+        args = ", ".join(f"{n}={n}" for n in names)
+        call = cst.parse_expression(f"{qualified}({args})")
+        match = match_pattern(pattern, call, lambda node: qualified if node is call.func else None, frozenset())
+        if match is None:
+            return None
+        body = self._emit(ctx, op, match, original)
+        if body is None:
+            return None
+        return cst.ensure_type(cst.parse_expression(f"lambda {text}: None"), cst.Lambda).with_changes(body=body)
 
     def leave_Comparison(
         self, ctx: RuleContext, original: cst.Comparison, updated: cst.Comparison

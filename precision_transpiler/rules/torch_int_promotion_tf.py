@@ -35,6 +35,7 @@ from precision_transpiler.analysis.masks import bool_tensor, combined_mask
 from precision_transpiler.analysis.tensors import Where, known_tensor, maybe_tensor_name, torch_value
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.module_variables import bind_register_buffer
 from precision_transpiler.syntax import operator_symbol
 
 #: the operators rewritten; the function applying each with torch's promotion is the Keras
@@ -379,6 +380,12 @@ def _untyped_buffer(ctx: RuleContext, node: cst.Attribute, anchor: cst.CSTNode) 
         class _Calls(cst.CSTVisitor):
             def visit_Call(self, call: cst.Call) -> None:
                 nonlocal found
+                if any(
+                    a.keyword is not None and a.keyword.value == "dtype" and _integer_dtype(ctx, a.value)
+                    for a in call.args
+                ):
+                    found = True  # `torch.zeros(1, dtype=torch.long)`: integers, whatever the function
+                    return
                 if ctx.qualified_name(call.func) not in _VALUE_TYPED:
                     return
                 keywords = {a.keyword.value for a in call.args if a.keyword is not None}
@@ -389,6 +396,12 @@ def _untyped_buffer(ctx: RuleContext, node: cst.Attribute, anchor: cst.CSTNode) 
         return found
 
     return any(may_be_int(v) for v in registered)
+
+
+def _integer_dtype(ctx: RuleContext, node: cst.BaseExpression) -> bool:
+    """`torch.long`, `torch.int32`, ...: a torch integer dtype symbol."""
+    entry = ctx.mappings.symbol_to_dtype.get(ctx.qualified_name(node) or "")
+    return entry is not None and entry[1].startswith(("int", "uint"))
 
 
 def _literals(node: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -408,15 +421,12 @@ def _attribute_values(cls: cst.CSTNode) -> dict[tuple[str, str], list[cst.BaseEx
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value == "register_buffer"
-                and len(node.args) >= 2
-                and isinstance(node.args[0].value, cst.SimpleString)
-            ):
-                name = node.args[0].value.evaluated_value
+            registers = isinstance(func, cst.Attribute) and func.attr.value == "register_buffer"
+            bound = bind_register_buffer(node.args) if registers else None
+            if bound is not None and isinstance(bound[0], cst.SimpleString):
+                name = bound[0].evaluated_value
                 if isinstance(name, str):
-                    found.setdefault(("buffer", name), []).append(node.args[1].value)
+                    found.setdefault(("buffer", name), []).append(bound[1])
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:

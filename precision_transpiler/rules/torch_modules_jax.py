@@ -24,7 +24,7 @@ from precision_transpiler.analysis.containers import filled_containers, is_empty
 from precision_transpiler.analysis.torch_models import analysis_for, builder_rngs_in_scope
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.module_variables import variables_as_arrays
+from precision_transpiler.rules.module_variables import bind_register_buffer, variables_as_arrays
 from precision_transpiler.rules.module_walks import module_walk
 from precision_transpiler.runtime import runtime_module, runtime_name
 from precision_transpiler.syntax import dotted_name
@@ -481,19 +481,20 @@ class TorchModules(Rule):
             and isinstance(call.func.value, cst.Name)
             and call.func.value.value == "self"
             and call.func.attr.value == "register_buffer"
-            and len(call.args) >= 2
-            and call.args[0].keyword is None
-            and isinstance(call.args[0].value, cst.SimpleString)
         ):
             return None
-        name = call.args[0].value.evaluated_value
+        bound = bind_register_buffer(call.args)
+        if bound is None or not isinstance(bound[0], cst.SimpleString):
+            return None
+        name = bound[0].evaluated_value
         if not isinstance(name, str) or not name.isidentifier():
             return None
-        if _mentions_none(call.args[1].value):
+        if _mentions_none(bound[1]):
             # `register_buffer("scale", t if use_scale else None)`: the runtime's register_buffer
             # keeps a None out of the module's state, as torch keeps it out of the state dict
             return None
-        rest = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[1:]]
+        rest = [cst.Arg(bound[1]), *bound[2]]
+        rest = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in rest]
         args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in rest[:-1]]
         value = cst.Call(func=ctx.expr_for(runtime_name("jax", "module_api", "Buffer")), args=[*args, rest[-1]])
         target = cst.AssignTarget(cst.Attribute(cst.Name("self"), cst.Name(name)))

@@ -505,3 +505,23 @@ _NUMPY_OPS = (
     *("sum", "take", "take_along_axis", "where", "zeros_like"),
 )
 _NN_OPS = ("log_softmax", "one_hot", "relu", "softplus")
+
+
+def torch_calculate_fan_in_and_fan_out(tensor: Any) -> tuple[int, int]:
+    """torch.nn.init._calculate_fan_in_and_fan_out, from the shape torch gives the tensor
+    ((out, in, *kernel)): initialisers compute a scale from it (LeCun, variance scaling).
+    Converted, initial values are the torch weights loaded later; this keeps the code running."""
+    shape = tuple(tensor.shape)
+    if len(shape) < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def torch_calculate_correct_fan(tensor: Any, mode: str) -> int:
+    """torch.nn.init._calculate_correct_fan: the fan `mode` ("fan_in" / "fan_out") names."""
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = torch_calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out

@@ -1,0 +1,56 @@
+"""torch functions passed around as values (rules/op_references.py, op-pattern's `_reference`).
+
+`act = F.relu` becomes the target function itself when an op maps a one-tensor call of it to a
+one-argument call (`jax.nn.relu`). A function whose target call takes its arguments otherwise
+(`partial(torch.cat, dim=-1)`: `jnp.concatenate(tensors, axis=dim)`) becomes a lambda with torch's
+parameters and the converted call as its body, so it is called as the original was, by position
+or by torch's keywords. Names that are not torch's stay as written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from precision_transpiler import transpile
+from tests.helpers import convert_and_verify, on_both_targets
+
+SOURCE = """from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def cat(parts, dim=0):  # the user's own: not torch's
+    return parts[0]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = F.relu
+
+    def forward(self, x):
+        y = self.act(self.lin(x))
+        a, b = map(partial(torch.cat, dim=-1), ((x, y), (y, x)))
+        join = torch.cat
+        c = join(tensors=[a, b], dim=0)
+        return c + cat([c])
+"""
+
+
+def test_references_become_functions_or_lambdas() -> None:
+    jax_code = transpile(SOURCE, to="jax").code
+    assert "self.act = jax.nn.relu" in jax_code
+    assert "partial(lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim), dim=-1)" in jax_code
+    assert "join = lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim)" in jax_code
+    assert "return c + cat([c])" in jax_code and "def cat(parts, dim=0):" in jax_code
+    tf_code = transpile(SOURCE, to="tf").code
+    assert "lambda tensors, dim=0: keras.ops.concatenate(tensors, axis=dim)" in tf_code
+
+
+@on_both_targets
+def test_passed_torch_functions_verify(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, SOURCE, target, "Net()", ["float32[2,4]"], name="refs")
+    assert verdict.passed, verdict
