@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +77,7 @@ class Assignment:
     @property
     def needs_nn(self) -> bool:
         """Whether a value is code that names `nn` (the module must bind it to torch.nn)."""
-        return any(isinstance(v, Code) for v in (*self.args, *(v for _, v in self.kwargs)))
+        return any(isinstance(v, Code) and "nn." in v.text for v in (*self.args, *(v for _, v in self.kwargs)))
 
     def expression(self, name: str) -> str:
         """The call expression: `Name(1, 2, key=3)`; every value is a literal, so the expression
@@ -302,7 +303,36 @@ def _parameters(cls: type) -> list[inspect.Parameter]:
     return list(signature.parameters.values())
 
 
-def _assign(params: list[inspect.Parameter], variant: int, shrink: bool, how: str) -> Assignment | None:
+def _resolved(annotation: Any, cls: type) -> Any:
+    """A string annotation (PEP 563) evaluated in the namespace of the module defining `cls`."""
+    if not isinstance(annotation, str):
+        return annotation
+    module = sys.modules.get(getattr(cls, "__module__", ""))
+    try:
+        return eval(annotation, dict(vars(module))) if module is not None else annotation
+    except Exception:
+        return annotation
+
+
+def config_value(annotation: Any, owner: type) -> Any:
+    """A configuration object for a parameter annotated with a class of plain settings
+    (`config: MoonViTConfig`, a dataclass): that class built by the same rules, its large
+    defaults shrunk (`MoonViTConfig(hidden_size=32, num_hidden_layers=1)`). Written as code
+    naming the class, so it builds where the module binds that name. NO_GUESS otherwise."""
+    annotation = _resolved(annotation, owner)
+    if not isinstance(annotation, type) or annotation.__module__ in ("builtins", "typing"):
+        return NO_GUESS
+    if issubclass(annotation, nn.Module | torch.Tensor) or annotation.__module__.split(".")[0] == "torch":
+        return NO_GUESS
+    settings = _assign(_parameters(annotation), 0, True, "config")
+    if settings is None or any(isinstance(v, Code) for v in (*settings.args, *(v for _, v in settings.kwargs))):
+        return NO_GUESS
+    return Code(settings.expression(annotation.__name__))
+
+
+def _assign(
+    params: list[inspect.Parameter], variant: int, shrink: bool, how: str, owner: type | None = None
+) -> Assignment | None:
     """One assignment for one variant; None when a required parameter has no guess."""
     args: list[Any] = []
     kwargs: list[tuple[str, Any]] = []
@@ -313,6 +343,8 @@ def _assign(params: list[inspect.Parameter], variant: int, shrink: bool, how: st
             continue
         if p.default is p.empty:
             value = guess_value(p.name, p.annotation, variant)
+            if value is NO_GUESS and owner is not None:
+                value = config_value(p.annotation, owner)
             if value is NO_GUESS:
                 return None
             if variant >= 2 and guess_value(p.name, p.annotation, 0) is NO_GUESS:
@@ -346,7 +378,7 @@ def constructor_candidates(cls: type) -> list[Assignment]:
     seen: set[str] = set()
     found: list[Assignment] = []
     for variant, shrink, how in plans:
-        assignment = _assign(params, variant, shrink, how)
+        assignment = _assign(params, variant, shrink, how, owner=cls)
         if assignment is None:
             continue
         key = repr((assignment.args, assignment.kwargs))  # values may be lists (unhashable)
@@ -366,6 +398,7 @@ def unguessable(cls: type) -> list[str]:
         if p.default is p.empty
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         and all(guess_value(p.name, p.annotation, v) is NO_GUESS for v in (0, 1, 2))
+        and config_value(p.annotation, cls) is NO_GUESS
     ]
 
 

@@ -5,6 +5,7 @@ parametric layer, the trivial test, and one class harvested end to end. Real tor
 from __future__ import annotations
 
 import ast
+import dataclasses
 import random
 import textwrap
 from typing import Literal
@@ -307,3 +308,37 @@ def test_a_network_stating_its_image_size_is_fed_that_size():
     assert ["float32[1,3,160,160]"] in input_candidates(WholeNet())
     attempt = harvest_class(WholeNet, {"WholeNet": WholeNet}, "WholeNet")
     assert (attempt.status, attempt.inputs) == ("runnable", ["float32[1,3,160,160]"])
+
+
+@dataclasses.dataclass
+class TinyConfig:
+    """Plain settings a module takes whole (`config: TinyConfig`), defaults large."""
+
+    hidden_size: int = 1152
+    num_hidden_layers: int = 27
+    num_attention_heads: int = 16
+    layer_norm_eps: float = 1e-6
+
+
+class Configured(nn.Module):
+    def __init__(self, config: TinyConfig):
+        super().__init__()
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.blocks = nn.ModuleList(
+            nn.Linear(config.hidden_size, config.hidden_size) for _ in range(config.num_hidden_layers)
+        )
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(self.norm(x))
+        return x
+
+
+def test_a_config_parameter_gets_its_class_built_by_the_rules_and_shrunk():
+    namespace = {"Configured": Configured, "TinyConfig": TinyConfig}
+    attempt = harvest_class(Configured, namespace, "Configured")
+    assert attempt.status == "runnable", attempt.detail
+    assert attempt.entry == "Configured(TinyConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2))"
+    assert attempt.inputs[0].endswith(",32]")
+    unbound = harvest_class(Configured, {"Configured": Configured}, "Configured")  # the name is not bound there
+    assert unbound.status == "not buildable"

@@ -306,3 +306,12 @@ def test_shims_are_copyable_alone(module: str, name: str) -> None:
         with namespace["torch_autocast"](None, "bfloat16", enabled=True):
             assert len(namespace["_TORCH_AUTOCAST_STACK"]) == 1
         assert namespace["_TORCH_AUTOCAST_STACK"] == []
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_autocast_is_available_for_any_device(to: str) -> None:
+    """`torch.amp.is_autocast_available(x.device.type)` guards an autocast region (kornia's
+    SigLIP): the runtime's autocast takes any device, so the guard holds."""
+    source = "import torch\n\n\ndef ok(x):\n    return torch.amp.is_autocast_available(x.device.type)\n"
+    result = transpile(source, to=to)
+    assert result.code.rstrip().endswith("return True") and not result.unsupported

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.analysis.load_imports import torch_distribution
 from precision_transpiler.convert.class_reach import used_names
 from precision_transpiler.convert.module_imports import module_imports_as_names, module_namespaces
 from precision_transpiler.convert.siblings.extract import (
@@ -182,7 +183,14 @@ class Sibling:
             "torch" not in self.text
             and not RUNS_GENERATED_CODE.search(self.text)
             and not imports_inside(self.text, self.name)
+            and not self.torch_package()
         )
+
+    def torch_package(self) -> bool:
+        """Whether the module's top-level package is a distribution that requires torch (kornia):
+        importing any module of it runs the package's `__init__`, which imports torch, so what
+        the output needs from it is copied, however plain (analysis/load_imports.py)."""
+        return torch_distribution(self.name.split(".")[0]) is not None
 
     def qualified(self, name: str) -> str:
         return f"{self.name}.{name}"
@@ -319,6 +327,8 @@ class Round:
             for n, _ in candidates
             if uses_torch(sibling.text, n, sibling.name, sibling.tree, torch_names, self.locate)
         }
+        if sibling.torch_package():  # left imported, it would import torch when the output loads
+            needed |= {n for n, _ in candidates}
         for name, local in candidates:
             if name in needed:
                 take.append((name, local))

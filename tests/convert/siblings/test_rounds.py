@@ -159,3 +159,49 @@ def test_a_base_copied_along_with_a_class_is_not_imported_again(tmp_path: Path) 
     code, _ = inline_siblings(str(model), model.read_text(), unchanged)
     assert "import BaseError" not in code and code.count("class BaseError(") == 1
     ast.parse(code)
+
+
+def test_plain_modules_of_a_package_that_requires_torch_are_copied(tmp_path: Path, monkeypatch) -> None:
+    """kornia's `models/kimi_vl/config.py` holds dataclasses and imports no torch, but importing
+    it runs `kornia/__init__.py`, which does: a package whose distribution requires torch has
+    what the output needs copied, however plain; another package's plain module stays imported."""
+    from precision_transpiler.analysis import load_imports
+
+    files = {
+        "config.py": """
+            from dataclasses import dataclass
+
+            @dataclass
+            class Cfg:
+                width: int = 4
+        """,
+        "model.py": """
+            import torch
+            from torch import nn
+            from {pkg}.config import Cfg
+
+            class Net(nn.Module):
+                def __init__(self, cfg: Cfg):
+                    super().__init__()
+                    self.lin = nn.Linear(cfg.width, cfg.width)
+        """,
+    }
+    for pkg, requires in (("torchy", "Requires-Dist: torch\n"), ("plainy", "")):
+        write_package(tmp_path, {f"{pkg}/{name}": text.replace("{pkg}", pkg) for name, text in files.items()})
+        info = tmp_path / f"{pkg}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {pkg}\nVersion: 1.0\n{requires}")
+        (info / "top_level.txt").write_text(f"{pkg}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    load_imports.torch_distribution.cache_clear()
+    load_imports._distributions.cache_clear()
+    try:
+        torchy = tmp_path / "torchy/model.py"
+        code, _ = inline_siblings(str(torchy), torchy.read_text(), unchanged)
+        assert "class Cfg:" in code and "from torchy.config import" not in code
+        plainy = tmp_path / "plainy/model.py"
+        code, _ = inline_siblings(str(plainy), plainy.read_text(), unchanged)
+        assert "from plainy.config import Cfg" in code and "class Cfg:" not in code
+    finally:
+        load_imports.torch_distribution.cache_clear()
+        load_imports._distributions.cache_clear()
