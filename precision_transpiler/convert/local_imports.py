@@ -94,17 +94,32 @@ def torch_at_load(code: str, original: str, path: str | None) -> list[tuple[int,
 
 def _optional_imports(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
     """`try: from torchvision.models.utils import load_state_dict_from_url` / `except ImportError:
-    from torch.utils.model_zoo import load_url as ...` (or `pass`): every branch imports from
-    `roots` only, so the whole statement moves (or, with nothing left using it, goes)."""
-    if not isinstance(stmt, cst.Try):
+    from torch.utils.model_zoo import load_url as ...` (or `pass`), or a version switch `if
+    TORCH_VERSION >= (1, 11): from torch.ao.quantization import fuse_modules / else: ...`: every
+    branch imports from `roots` only, so the whole statement moves (or, with nothing left using
+    it, goes)."""
+    if isinstance(stmt, cst.If):
+        blocks = _if_blocks(stmt)  # `if TORCH_VERSION >= (1, 11): from torch.ao... / else: ...`
+    elif isinstance(stmt, cst.Try):
+        blocks = [stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody]
+    else:
         return False
-    blocks = [stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody]
     statements = [line for block in blocks if block is not None for line in _block_statements(block)]
     if any(line is None for line in statements):
         return False
     smalls = [small for line in statements if line is not None for small in line.body]
     imports = [small for small in smalls if not isinstance(small, cst.Pass)]
     return bool(imports) and all(_imports_only(cst.SimpleStatementLine(body=[small]), roots) for small in imports)
+
+
+def _if_blocks(stmt: cst.If) -> list[cst.BaseSuite]:
+    """The blocks of an `if` / `elif` / `else` chain."""
+    blocks: list[cst.BaseSuite] = [stmt.body]
+    rest = stmt.orelse
+    while rest is not None:
+        blocks.append(rest.body)
+        rest = rest.orelse if isinstance(rest, cst.If) else None
+    return blocks
 
 
 def _block_statements(block: object) -> list[cst.SimpleStatementLine | None]:
@@ -138,7 +153,7 @@ def _moved_form(stmt: cst.BaseStatement) -> cst.BaseStatement:
     """The statement as it goes into a function: no blank lines above, marked on its first line."""
     if isinstance(stmt, cst.SimpleStatementLine):
         return stmt.with_changes(leading_lines=[], trailing_whitespace=_marked(stmt.trailing_whitespace))
-    assert isinstance(stmt, cst.Try) and isinstance(stmt.body, cst.IndentedBlock)
+    assert isinstance(stmt, cst.Try | cst.If) and isinstance(stmt.body, cst.IndentedBlock)
     return stmt.with_changes(leading_lines=[], body=stmt.body.with_changes(header=_marked(stmt.body.header)))
 
 

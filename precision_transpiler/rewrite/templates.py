@@ -145,6 +145,11 @@ def _match(
     return _normal(tpl) == _normal(node)
 
 
+#: (alias, keyword): NumPy's names that torch's argument parser accepts for its own (`x.sum(axis=1,
+#: keepdims=True)` is `x.sum(dim=1, keepdim=True)`), matched where a pattern names the keyword
+_KEYWORD_ALIASES = (("axis", "dim"), ("keepdims", "keepdim"))
+
+
 def _arg_keyword(pattern: Pattern, arg: cst.Arg) -> str | None:
     if arg.keyword is not None:
         return arg.keyword.value
@@ -172,6 +177,9 @@ def _match_args(
     # positional arguments fill the pattern's arguments in order, up to a `{*name}`
     positional_slots = var_index if var_index is not None else len(params) - (kw_index is not None)
     index_of = {kw: i for i, a in enumerate(params) if (kw := _arg_keyword(pattern, a)) is not None}
+    for alias, name in _KEYWORD_ALIASES:  # torch takes NumPy's spelling too: `x.sum(axis=1)`
+        if name in index_of and alias not in index_of:
+            index_of[alias] = index_of[name]
     assigned: dict[int, cst.Arg] = {}
     rest: list[cst.Arg] = []  # for `{*name}`
     extra: list[cst.Arg] = []  # for `{**name}`

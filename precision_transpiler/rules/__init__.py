@@ -38,6 +38,7 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("torch-inplace-init", "torch_inplace_init_model"),
     ("torch-data-assign", "torch_data_assign_model"),
     ("torch-int-promotion-tf", "torch_int_promotion_tf"),
+    ("torch-matmul-tf", "torch_matmul_tf"),
     # Layers and modules: constructors through the layer table, then the classes around them.
     ("torch-layer", "torch_layers_model"),
     # torch modules read as values (`getattr(nn, name)`, `vars(torch.nn.modules.activation)`)

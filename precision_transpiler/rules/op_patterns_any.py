@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from precision_transpiler.analysis.torch_models import random_source, warn_process_random
+from precision_transpiler.analysis.torch_models import analysis_for, random_source, warn_process_random
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import (
     NOT_LITERAL,
@@ -553,11 +553,22 @@ def _not_a_tensor_call(ctx: RuleContext, call: cst.Call) -> bool:
     if info is None:
         return False
     min_args, takes_strings = info
-    if _not_a_tensor(func.value):
+    if _not_a_tensor(func.value) or _layer_attribute(ctx, func.value):
         return True
     if not any(a.star for a in call.args) and len(call.args) < min_args:
         return True
     return not takes_strings and any(isinstance(a.value, STRINGS) for a in call.args)
+
+
+def _layer_attribute(ctx: RuleContext, receiver: cst.BaseExpression) -> bool:
+    """`self.skip` where the class assigns it a torch layer (`nn.quantized.FloatFunctional()`,
+    whose `add`/`mul` are the layer's own methods, not tensor ones)."""
+    if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)):
+        return False
+    key = ctx.enclosing_function()
+    if receiver.value.value != "self" or key is None or "." not in key:
+        return False
+    return receiver.attr.value in analysis_for(ctx).layer_attrs.get(key.split(".")[0], {})
 
 
 def _method_info(mappings: MappingSet, source: str) -> dict[str, tuple[int, bool]]:

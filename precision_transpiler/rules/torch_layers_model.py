@@ -179,11 +179,6 @@ class TorchLayers(Rule):
     def leave_Name(self, ctx: RuleContext, original: cst.Name, updated: cst.Name) -> cst.BaseExpression | None:
         return self._reference(ctx, original, updated)
 
-    def leave_Attribute(
-        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
-    ) -> cst.BaseExpression | None:
-        return self._reference(ctx, original, updated)
-
     def _reference(
         self, ctx: RuleContext, original: cst.Name | cst.Attribute, updated: cst.Name | cst.Attribute
     ) -> cst.BaseExpression | None:
@@ -222,7 +217,9 @@ class TorchLayers(Rule):
         here (`TorchModule.__init__`), and tensor types are left to the op tables (`torch.Tensor.add`)."""
         qualified = ctx.qualified_name(original)
         direct = ctx.mappings.layer_symbols.get(qualified or "", {}).get(ctx.target)
-        if direct is None or direct in _TYPES_ONLY:
+        if direct is None:
+            return self._layer_method(ctx, original, qualified)
+        if direct in _TYPES_ONLY:
             return None
         whole = ctx.qualified_name(ctx.parent(original))
         if whole is None or whole in ctx.mappings.layers or whole in ctx.mappings.layer_symbols:
@@ -238,6 +235,40 @@ class TorchLayers(Rule):
         new = ctx.expr_for(direct).with_changes(lpar=original.lpar, rpar=original.rpar)
         ctx.record(self.name, original, new)
         return new
+
+    def _layer_method(
+        self, ctx: RuleContext, original: cst.Name | cst.Attribute, qualified: str | None
+    ) -> cst.BaseExpression | None:
+        """`nn.Embedding.__init__(self, ...)`, `nn.Embedding.forward(self, x)` in a subclass of the
+        layer (loralib's LoRA layers): the class the base became, its method under the target's
+        name (`forward` is Flax's `__call__`, Keras' `call`; `train`/`eval` are TorchModule's, as
+        torch's Module.train is every layer's)."""
+        spec = ctx.mappings.layers.get(qualified or "")
+        target = spec.targets.get(ctx.target) if spec is not None else None
+        parent = ctx.parent(original)
+        if target is None or not isinstance(parent, cst.Attribute) or parent.value is not original:
+            return None
+        if not isinstance(ctx.parent(parent), cst.Call):
+            return None
+        method = parent.attr.value
+        if method in ("train", "eval"):
+            symbol = runtime_name(ctx.target, "modules", "TorchModule")
+        else:
+            symbol = target.class_symbol
+        renamed = {"forward": "__call__" if ctx.target == "jax" else "call"}.get(method, method)
+        ctx.consume([original, parent])
+        new = ctx.expr_for(symbol).with_changes(lpar=original.lpar, rpar=original.rpar)
+        ctx.record(self.name, original, new)
+        self.__dict__.setdefault("_renamed_methods", {})[id(parent)] = renamed  # one rule object per file
+        return new
+
+    def leave_Attribute(
+        self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression | None:
+        renamed = self.__dict__.get("_renamed_methods", {}).pop(id(original), None)
+        if renamed is not None:
+            return updated.with_changes(attr=cst.Name(renamed))
+        return self._reference(ctx, original, updated)
 
 
 #: counterparts of torch's tensor classes that are types to annotate and check against, not to call

@@ -112,26 +112,31 @@ class TorchModulesKeras(Rule):
         self, ctx: RuleContext, original: cst.ClassDef, updated: cst.ClassDef
     ) -> cst.BaseStatement | None:
         """A module class deriving from a torch layer (and from no module class of the file)
-        gets `TorchModule` as a last base; one whose attributes were renamed says so
+        gets `TorchModule` as a base after the layer's; one whose attributes were renamed says so
         (`_torch_renamed`)."""
         analysis = analysis_for(ctx)
         if original.name.value not in analysis.module_classes:
             return None
         updated = self._declare_renamed(ctx, original, updated)
-        layer_base = False
-        for arg in original.bases:
+        last_layer = -1
+        for index, arg in enumerate(original.bases):
             qualified = ctx.qualified_name(arg.value)
             if ctx.mappings.frameworks["torch"].is_module_base(qualified):
                 return updated
             if dotted_name(arg.value) in analysis.module_classes:
                 return updated
             if qualified is not None and qualified in ctx.mappings.layers:
-                layer_base = True
-        if not layer_base or any(a.keyword is not None or a.star for a in updated.bases):
+                last_layer = index
+        if last_layer < 0 or any(a.keyword is not None or a.star for a in updated.bases):
             return updated
+        # right after the last layer base, before plain mixins (`class Embedding(nn.Embedding,
+        # LoRALayer)`): the layer's `super().__init__(dtype=...)` then reaches TorchModule and
+        # Keras, never the mixin's `__init__`, as torch's Module.__init__ ends the chain
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         bases = list(updated.bases)
-        bases[-1] = bases[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        bases.append(cst.Arg(ctx.expr_for(f"{_SHIMS}.TorchModule")))
+        module = cst.Arg(ctx.expr_for(f"{_SHIMS}.TorchModule"), comma=bases[last_layer].comma)
+        bases[last_layer] = bases[last_layer].with_changes(comma=comma)
+        bases.insert(last_layer + 1, module)
         new = updated.with_changes(bases=bases)
         ctx.record(self.name, original.name, new.name)
         return new

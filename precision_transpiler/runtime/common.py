@@ -525,3 +525,20 @@ def torch_calculate_correct_fan(tensor: Any, mode: str) -> int:
         raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
     fan_in, fan_out = torch_calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
+
+
+class TorchInit:
+    """torch's `reset_parameters()` on the runtime's layers (`nn.Linear.reset_parameters(self)` in
+    a subclass, loralib's LoRA layers): a layer drew its initial values from torch's
+    distributions when it was built, so they stay; trained values come from the torch weights
+    (`ptranspile weights`)."""
+
+    def reset_parameters(self) -> None:
+        return None
+
+
+# torch.nn.common_types' annotation aliases (`kernel_size: _size_3_t`), as plain types: torch
+# code imports them for annotations only, which must not keep torch imported
+torch_size_t = int | tuple[int, ...]
+torch_size_opt_t = int | None | tuple[int | None, ...]
+torch_ratio_t = float | tuple[float, ...]

@@ -15,6 +15,7 @@ from precision_transpiler import transpile
 from precision_transpiler.analysis.load_imports import TORCH_ROOTS, torch_imports_at_load
 from precision_transpiler.convert.local_imports import MARK, localize_imports
 from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.helpers import convert_and_verify, on_both_targets
 
 ZOO = """import torch
 import torch.nn as nn
@@ -188,3 +189,38 @@ def test_an_import_stays_before_a_statement_whose_header_or_several_branches_use
     code, moved = _localize(f"import torch\n\n\ndef f(a):\n{body}")
     lines = code.splitlines()[1:]
     assert moved == ["import torch"] and lines[placed] == f"    import torch  {MARK}", code
+
+
+VERSION_SWITCH = """import torch
+from torch import nn
+
+TORCH_VERSION = tuple(int(v) for v in torch.__version__.split(".")[:2])
+if TORCH_VERSION >= (1, 11):
+    from torch.ao.quantization import fuse_modules
+else:
+    from torch.quantization import fuse_modules
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def convert(self):
+        fuse_modules(self, [["lin"]], inplace=True)
+"""
+
+
+@on_both_targets
+def test_a_version_switch_between_torch_imports_moves_whole(tmp_path: Path, target: str) -> None:
+    """pytorchvideo's `if TORCH_VERSION >= (1, 11): from torch.ao.quantization import fuse_modules
+    / else: from torch.quantization import ...`, used by a deploy-time method only: the whole
+    `if` moves into that method, so the model loads and verifies without torch."""
+    code = transpile(VERSION_SWITCH, to=target).code
+    method = code.index("    def convert(self):")
+    assert code.index("if TORCH_VERSION >= (1, 11):") > method
+    verdict = convert_and_verify(tmp_path, VERSION_SWITCH, target, "Block()", ["float32[2,4]"], name="switch")
+    assert verdict.passed, verdict

@@ -300,6 +300,19 @@ CASES = [
         expect=("isinstance(x, nnx.Param)",),
     ),
     C(
+        # one process, pre-0.4 wrappers, autocast's availability: torch's answers outside any group
+        "single-process",
+        "x",
+        """
+        world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+        rank = torch.distributed.get_rank(group=None) if torch.distributed.is_initialized() else 0
+        cast = 2.0 if torch.amp.is_autocast_available("cpu") and torch.distributed.is_available() else 3.0
+        return torch.autograd.Variable(x, requires_grad=False) * world + rank + cast
+        """,
+        F32(3, 4),
+        expect=("1 if False else 1", "0 if False else 0", "2.0 if True and True else 3.0"),
+    ),
+    C(
         # the Annotated Transformer's positional encoding: `x + self.pe[:, :n].requires_grad_(False)`;
         # converted arrays carry no autograd flag, so `requires_grad_` on a tensor is the tensor
         "requires-grad-set",

@@ -53,6 +53,15 @@ NOT_NUMERIC = {
     "torch.nn.ModuleDict": "container: holds layers, has no forward of its own (paths in test_*_runtime.py)",
     "torch.nn.ParameterList": "container: holds parameters, no forward (verified in test_parameter_containers.py)",
     "torch.nn.ParameterDict": "container: holds parameters, no forward (verified in test_parameter_containers.py)",
+    **{
+        symbol: "no forward: its arithmetic methods are verified in test_float_functional.py"
+        for symbol in (
+            "torch.nn.quantized.FloatFunctional",
+            "torch.ao.nn.quantized.FloatFunctional",
+            "torch.nn.quantized.modules.functional_modules.FloatFunctional",
+            "torch.ao.nn.quantized.modules.functional_modules.FloatFunctional",
+        )
+    },
 }
 
 #: torch layer symbol -> (constructor args, constructor kwargs, input shape); a tuple of shapes is

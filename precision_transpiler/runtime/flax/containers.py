@@ -205,3 +205,26 @@ class ParameterDict(ModuleDict):
     def update(self, parameters: Any) -> None:
         for key, value in dict(parameters).items():
             self[key] = value
+
+
+def torch_tree_flatten(tree: Any) -> tuple[list[Any], Any]:
+    """torch.utils._pytree.tree_flatten: (leaves, spec), the spec JAX's treedef."""
+    import jax
+
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return leaves, treedef
+
+
+def torch_tree_unflatten(leaves: Any, spec: Any) -> Any:
+    """torch.utils._pytree.tree_unflatten(leaves, spec): torch's argument order (JAX's is the
+    other way round)."""
+    import jax
+
+    return jax.tree_util.tree_unflatten(spec, list(leaves))
+
+
+def torch_tree_map(fn: Any, tree: Any, *rest: Any) -> Any:
+    """torch.utils._pytree.tree_map."""
+    import jax
+
+    return jax.tree_util.tree_map(fn, tree, *rest)

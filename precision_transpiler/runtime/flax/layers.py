@@ -13,6 +13,7 @@ import inspect
 import jax.numpy as jnp
 from flax import nnx
 
+from precision_transpiler.runtime.common import TorchInit
 from precision_transpiler.runtime.flax.module_api import TorchInternals
 from precision_transpiler.runtime.flax.rng import default_rngs
 
@@ -27,7 +28,7 @@ def _constructor_signature(cls):
     return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
-class TorchLayer(TorchInternals, nnx.Module):
+class TorchLayer(TorchInternals, TorchInit, nnx.Module):
     """Base of the runtime's torch layers and of converted module classes: torch code asks a
     layer class for its constructor's parameters (monai's `has_option(norm_type,
     "num_features")` reads `inspect.signature(norm_type)`), which nnx's metaclass hides behind
@@ -48,6 +49,36 @@ class Identity(TorchLayer):
         return x
 
 
+class FloatFunctional(TorchLayer):
+    """torch.nn.quantized.FloatFunctional: the float arithmetic a model marks for quantization
+    (`self.skip_add.add(x, y)`, pytorchvideo's blocks), plain arithmetic here (a converted model
+    runs in floating point; quantizing is the target's business)."""
+
+    def __init__(self, *, rngs=None):
+        pass
+
+    def add(self, x, y):
+        return x + y
+
+    def add_scalar(self, x, y):
+        return x + y
+
+    def mul(self, x, y):
+        return x * y
+
+    def mul_scalar(self, x, y):
+        return x * y
+
+    def add_relu(self, x, y):
+        return jnp.maximum(x + y, 0)
+
+    def matmul(self, x, y):
+        return jnp.matmul(x, y)
+
+    def cat(self, x, dim=0):
+        return jnp.concatenate(x, axis=dim)
+
+
 class Flatten(TorchLayer):
     """torch.nn.Flatten(start_dim=1, end_dim=-1): flattens a range of dims (not the batch)."""
 
@@ -61,7 +92,7 @@ class Flatten(TorchLayer):
         return x.reshape((*x.shape[:start], -1, *x.shape[end + 1 :]))
 
 
-class Linear(nnx.Linear):
+class Linear(TorchInit, nnx.Linear):
     """torch.nn.Linear's signature on nnx.Linear, for code that passes the class around
     (`layer=nn.Linear`); direct calls are converted to nnx.Linear itself."""
 
@@ -80,7 +111,7 @@ class Linear(nnx.Linear):
         super().__init__(in_features, out_features, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
 
 
-class Embedding(nnx.Embed):
+class Embedding(TorchInit, nnx.Embed):
     """torch.nn.Embedding's signature on nnx.Embed (padding_idx only matters for training)."""
 
     def __init__(

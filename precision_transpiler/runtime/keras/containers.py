@@ -365,3 +365,19 @@ class ParameterDict(keras.layers.Layer):
     def update(self, parameters: Any) -> None:
         for key, value in dict(parameters).items():
             self[key] = value
+
+
+def torch_tree_flatten(tree: Any) -> tuple[list[Any], Any]:
+    """torch.utils._pytree.tree_flatten: (leaves, spec), the spec the structure itself (what
+    `keras.tree.pack_sequence_as` refills)."""
+    return keras.tree.flatten(tree), tree
+
+
+def torch_tree_unflatten(leaves: Any, spec: Any) -> Any:
+    """torch.utils._pytree.tree_unflatten(leaves, spec)."""
+    return keras.tree.pack_sequence_as(spec, list(leaves))
+
+
+def torch_tree_map(fn: Any, tree: Any, *rest: Any) -> Any:
+    """torch.utils._pytree.tree_map."""
+    return keras.tree.map_structure(fn, tree, *rest)

@@ -13,11 +13,12 @@ from typing import Any
 import keras
 from keras import ops
 
+from precision_transpiler.runtime.common import TorchInit
 from precision_transpiler.runtime.keras.functional import _cast, _dropout, _keras_dtype, _linear, _uniform
 from precision_transpiler.runtime.keras.module_api import _untrack_replaced_variable
 
 
-class Linear(keras.layers.Layer):
+class Linear(TorchInit, keras.layers.Layer):
     """torch.nn.Linear: `weight` (out, in) as torch (Keras Dense: `kernel` (in, out)), y = x W^T + b.
     Assigning another layer's parameter (`lm_head.weight = wte.weight`: both hold torch's
     layout) shares that variable, as torch shares the Parameter."""
@@ -48,7 +49,7 @@ class Linear(keras.layers.Layer):
         return _linear(ops.cast(input, dt), ops.cast(self.weight, dt), _cast(self.bias, dt))
 
 
-class Embedding(keras.layers.Layer):
+class Embedding(TorchInit, keras.layers.Layer):
     """torch.nn.Embedding: `weight` (num, dim) ~ N(0, 1) with the `padding_idx` row zeroed.
 
     As in torch, the `padding_idx` row receives no gradient. `max_norm` (in-place renormalisation) is
@@ -129,6 +130,37 @@ class Identity(keras.layers.Layer):
 
     def call(self, input: Any) -> Any:
         return input
+
+
+class FloatFunctional(keras.layers.Layer):
+    """torch.nn.quantized.FloatFunctional: the float arithmetic a model marks for quantization
+    (`self.skip_add.add(x, y)`, pytorchvideo's blocks), plain arithmetic here (a converted model
+    runs in floating point; quantizing is the target's business)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.built = True
+
+    def add(self, x: Any, y: Any) -> Any:
+        return ops.add(x, y)
+
+    def add_scalar(self, x: Any, y: Any) -> Any:
+        return ops.add(x, y)
+
+    def mul(self, x: Any, y: Any) -> Any:
+        return ops.multiply(x, y)
+
+    def mul_scalar(self, x: Any, y: Any) -> Any:
+        return ops.multiply(x, y)
+
+    def add_relu(self, x: Any, y: Any) -> Any:
+        return ops.relu(ops.add(x, y))
+
+    def matmul(self, x: Any, y: Any) -> Any:
+        return ops.matmul(x, y)
+
+    def cat(self, x: Any, dim: int = 0) -> Any:
+        return ops.concatenate(x, axis=dim)
 
 
 class Flatten(keras.layers.Layer):

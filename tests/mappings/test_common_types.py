@@ -1,0 +1,38 @@
+"""torch.nn.common_types' annotation aliases (`kernel_size: _size_3_t`, pytorchvideo) become plain
+types of the runtime (mappings/layers/torch_nn.yaml `symbols:`, runtime/common.py), so an import
+made for annotations no longer keeps torch imported when the model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from tests.helpers import convert_and_verify, on_both_targets
+
+SOURCE = """from torch import nn
+from torch.nn.common_types import _size_1_t, _size_2_opt_t, _ratio_any_t
+
+
+class Conv(nn.Module):
+    def __init__(self, kernel: _size_1_t = 3, pool: _size_2_opt_t = None, scale: _ratio_any_t = 1.0):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 2, kernel)
+
+    def forward(self, x):
+        return self.conv(x)
+"""
+
+
+@pytest.mark.parametrize("to", ["jax", "tf"])
+def test_aliases_are_plain_types(to: str) -> None:
+    result = transpile(SOURCE, to=to)
+    assert "common_types" not in result.code and not result.unsupported
+    assert "kernel: torch_size_t = 3, pool: torch_size_opt_t = None, scale: torch_ratio_t = 1.0" in result.code
+
+
+@on_both_targets
+def test_annotated_module_verifies_without_torch(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, SOURCE, target, "Conv()", ["float32[1,2,8]"], name="typed")
+    assert verdict.passed, verdict
