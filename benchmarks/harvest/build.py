@@ -186,6 +186,11 @@ def _try_inputs(model: nn.Module, attempt: Attempt, built_s: float, deadline: fl
         if not any(True for _ in tensors_in(output)):
             attempt.failed("no tensor output", f"{specs}: forward returned {type(output).__name__}")
             continue
+        if all(t.numel() == 0 for t in tensors_in(output)):
+            # an input from a layer the forward does not use (`x[..., 1:2]` of a 1-wide input):
+            # nothing to compare, so another candidate is tried
+            attempt.failed("no tensor output", f"{specs}: forward returned only empty tensors")
+            continue
         if built_s + forward_s >= RUNNABLE_S:
             attempt.failed("too slow", f"build {built_s:.2f} s + forward {forward_s:.2f} s")
             return None

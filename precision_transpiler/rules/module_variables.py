@@ -39,6 +39,7 @@ def variables_as_arrays(
         return None
     args = list(updated.args)
     changed = False
+    aliases: dict[str, bool] | None = None
     for index, (before, after) in enumerate(zip(original.args, updated.args, strict=True)):
         value = before.value
         if (
@@ -51,7 +52,58 @@ def variables_as_arrays(
         ):
             args[index] = after.with_changes(value=wrap(after.value))
             changed = True
+        elif isinstance(value, cst.Name) and before.star == "" and isinstance(after.value, cst.Name):
+            # `weight, bias = self.weight, self.bias` then `rearrange(bias, ...)` (g-mlp-pytorch)
+            aliases = _variable_aliases(ctx, names) if aliases is None else aliases
+            if aliases.get(value.value):
+                args[index] = after.with_changes(value=wrap(after.value))
+                changed = True
     return updated.with_changes(args=args) if changed else None
+
+
+def _variable_aliases(ctx: RuleContext, names: set[str]) -> dict[str, bool]:
+    """Local name -> whether every binding of it in the function being converted is
+    `self.<one of names>` (`bias = self.bias`, `weight, bias = self.weight, self.bias`); a name
+    also bound otherwise (a parameter, a loop, another value) maps to False."""
+    function = ctx.enclosing_def()
+    if function is None:
+        return {}
+    found: dict[str, bool] = {}
+    for param in (*function.params.params, *function.params.kwonly_params, *function.params.posonly_params):
+        found[param.name.value] = False
+
+    def bind(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if isinstance(target, cst.Name):
+            ok = (
+                isinstance(value, cst.Attribute)
+                and isinstance(value.value, cst.Name)
+                and value.value.value == "self"
+                and value.attr.value in names
+            )
+            found[target.value] = found.get(target.value, True) and ok
+        elif isinstance(target, cst.Tuple | cst.List):
+            values = value.elements if isinstance(value, cst.Tuple | cst.List) else None
+            if values is not None and len(values) != len(target.elements):
+                values = None
+            for i, element in enumerate(target.elements):
+                bind(element.value, values[i].value if values is not None else None)
+
+    class _Bindings(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                bind(t.target, node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            bind(node.target, None)
+
+        def visit_For(self, node: cst.For) -> None:
+            bind(node.target, None)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            bind(node.target, node.value)
+
+    function.body.visit(_Bindings())
+    return found
 
 
 def bind_register_buffer(

@@ -50,6 +50,8 @@ class TorchInplaceInit(Rule):
     ) -> cst.BaseStatement | cst.RemovalSentinel | None:
         if len(original.body) == 1 and isinstance(original.body[0], cst.AugAssign):
             return self._scaled_data(ctx, original, original.body[0])
+        if len(original.body) == 1 and isinstance(original.body[0], cst.Assign):
+            return self._filled_data(ctx, original, original.body[0])
         if len(original.body) != 1 or not isinstance(original.body[0], cst.Expr):
             return None
         call = original.body[0].value
@@ -94,6 +96,20 @@ class TorchInplaceInit(Rule):
         in-place methods on `.data` there, dropped with a note."""
         target = statement.target
         if not (isinstance(target, cst.Attribute) and target.attr.value == "data"):
+            return None
+        if not in_initialiser(ctx):
+            return None
+        return self._drop(ctx, original, statement)
+
+    def _filled_data(
+        self, ctx: RuleContext, original: cst.SimpleStatementLine, statement: cst.Assign
+    ) -> cst.BaseStatement | None:
+        """`self.scale.data[:] = init`, `conv.bias.data[:] = -2` in an initialiser (demucs'
+        LayerScale): a parameter's values set while building, dropped with a note as the
+        in-place methods on `.data` are (an array of the target cannot be assigned into)."""
+        if len(statement.targets) != 1 or not isinstance(target := statement.targets[0].target, cst.Subscript):
+            return None
+        if not (isinstance(target.value, cst.Attribute) and target.value.attr.value == "data"):
             return None
         if not in_initialiser(ctx):
             return None

@@ -342,3 +342,20 @@ def test_a_config_parameter_gets_its_class_built_by_the_rules_and_shrunk():
     assert attempt.inputs[0].endswith(",32]")
     unbound = harvest_class(Configured, {"Configured": Configured}, "Configured")  # the name is not bound there
     assert unbound.status == "not buildable"
+
+
+class Sliced(nn.Module):
+    """Its first layer is not what the forward reads (torchdyn's Lorenz system): a 1-wide input
+    slices to nothing, a wider one computes."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Linear(1, 1)
+
+    def forward(self, x):
+        return x[..., 1:2] * x[..., 2:]
+
+
+def test_an_input_giving_only_empty_outputs_is_not_taken():
+    attempt = harvest_class(Sliced, {"Sliced": Sliced}, "Sliced")
+    assert attempt.status == "runnable" and attempt.inputs != ["float32[1,1]"], attempt.inputs
