@@ -55,32 +55,56 @@ def variables_as_arrays(
         elif isinstance(value, cst.Name) and before.star == "" and isinstance(after.value, cst.Name):
             # `weight, bias = self.weight, self.bias` then `rearrange(bias, ...)` (g-mlp-pytorch)
             aliases = _variable_aliases(ctx, names) if aliases is None else aliases
-            if aliases.get(value.value):
+            kind = aliases.get(value.value)
+            if kind == "variable":
                 args[index] = after.with_changes(value=wrap(after.value))
                 changed = True
+            elif kind == "mixed":  # `bias = bias[:, :n]` on one path: a variable or an array
+                convert = _AS_ARRAY.get(ctx.target)
+                if convert is not None:
+                    args[index] = after.with_changes(value=cst.Call(ctx.expr_for(convert), [cst.Arg(after.value)]))
+                    changed = True
     return updated.with_changes(args=args) if changed else None
 
 
-def _variable_aliases(ctx: RuleContext, names: set[str]) -> dict[str, bool]:
-    """Local name -> whether every binding of it in the function being converted is
-    `self.<one of names>` (`bias = self.bias`, `weight, bias = self.weight, self.bias`); a name
-    also bound otherwise (a parameter, a loop, another value) maps to False."""
+#: what takes a variable or an array and gives the array, per target
+_AS_ARRAY = {"jax": "jax.numpy.asarray", "tf": "tensorflow.convert_to_tensor"}
+
+
+def _variable_aliases(ctx: RuleContext, names: set[str]) -> dict[str, str | None]:
+    """Local name -> "variable" when every binding of it in the function being converted is
+    `self.<one of names>` (`bias = self.bias`, `weight, bias = self.weight, self.bias`), "mixed"
+    when others only index it (`bias = bias[:, :n]` on one path: then it may be an array), None
+    for a name also bound otherwise (a parameter, a loop, another value)."""
     function = ctx.enclosing_def()
     if function is None:
         return {}
-    found: dict[str, bool] = {}
+    found: dict[str, str | None] = {}
     for param in (*function.params.params, *function.params.kwonly_params, *function.params.posonly_params):
-        found[param.name.value] = False
+        found[param.name.value] = None
+
+    def kind(name: str, value: cst.BaseExpression | None) -> str | None:
+        if (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == "self"
+            and value.attr.value in names
+        ):
+            return "variable"
+        if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and value.value.value == name:
+            return "indexed"
+        return None
 
     def bind(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         if isinstance(target, cst.Name):
-            ok = (
-                isinstance(value, cst.Attribute)
-                and isinstance(value.value, cst.Name)
-                and value.value.value == "self"
-                and value.attr.value in names
-            )
-            found[target.value] = found.get(target.value, True) and ok
+            new = kind(target.value, value)
+            old = found.get(target.value, "unbound")
+            if old is None or new is None:
+                found[target.value] = None
+            elif old == "unbound":
+                found[target.value] = "variable" if new == "variable" else None
+            elif new == "indexed" or old == "mixed":
+                found[target.value] = "mixed"
         elif isinstance(target, cst.Tuple | cst.List):
             values = value.elements if isinstance(value, cst.Tuple | cst.List) else None
             if values is not None and len(values) != len(target.elements):
