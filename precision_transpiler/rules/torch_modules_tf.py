@@ -3,8 +3,8 @@
 * `class Net(nn.Module)` -> `class Net(TorchModule)` (through the `symbols:` of the layer table;
   `TorchModule` is a `keras.layers.Layer` with torch's Module behaviour, runtime/keras/modules.py).
   A class deriving from a torch layer (`class Stage(nn.Sequential)`, `class LayerNorm2d(nn.LayerNorm)`)
-  derives from its torch-signature Keras shim and gets `TorchModule` as a second base, so it has
-  torch's module methods, mode and buffers too.
+  derives from its torch-signature Keras shim and gets `TorchModule` as the base right after it
+  (before any plain mixin), so it has torch's module methods, mode and buffers too.
 * `def forward` -> `def call` (Keras calls `call`), and `self.forward(...)` /
   `super().forward(...)` in module classes and `Net.forward(self, x)` -> `.call(...)`;
   `TorchModule.forward` calls `call`, so `model.forward(x)` from outside still works.
