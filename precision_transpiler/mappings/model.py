@@ -41,6 +41,10 @@ class FrameworkInfo:
     model_calls: tuple[str, ...] = ()  # calls that build a whole model from layers
     sequential_calls: tuple[str, ...] = ()  # calls that build a sequential container
     operators: dict[str, str] = field(default_factory=dict)  # "+" -> function with torch's promotion
+    #: keyword -> the keyword it stands for in this framework's calls (torch's `axis` for `dim`)
+    keyword_aliases: dict[str, str] = field(default_factory=dict)
+    #: the function that makes an array of a variable or an array (`jnp.asarray`)
+    as_array: str | None = None
     #: internal namespace -> the public one that re-exports its classes (`torch.nn.modules` ->
     #: `torch.nn`: `nn.modules.PReLU` and `torch.nn.modules.activation.PReLU` are `torch.nn.PReLU`)
     reexports: dict[str, str] = field(default_factory=dict)

@@ -278,7 +278,18 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
         _unknown_keys(
             where,
             spec,
-            ("display", "roots", "imports", "companions", *_SYMBOL_LISTS, "operators", "reexports", "import_helpers"),
+            (
+                "display",
+                "roots",
+                "imports",
+                "companions",
+                *_SYMBOL_LISTS,
+                "operators",
+                "reexports",
+                "import_helpers",
+                "keyword_aliases",
+                "as_array",
+            ),
             ctx,
         )
         roots = _str_list(where, spec, "roots", ctx)
@@ -303,6 +314,17 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
             raise where.error(
                 spec.lines.get("reexports", spec.line), f"{ctx}reexports", "expected namespace: namespace pairs"
             )
+        aliases = spec.get("keyword_aliases", LineDict())
+        if not isinstance(aliases, LineDict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k.isidentifier() and v.isidentifier()
+            for k, v in aliases.items()
+        ):
+            raise where.error(
+                spec.lines.get("keyword_aliases", spec.line), f"{ctx}keyword_aliases", "expected keyword: keyword pairs"
+            )
+        as_array = spec.get("as_array")
+        if as_array is not None and not (isinstance(as_array, str) and is_qualified(as_array)):
+            raise where.error(spec.lines.get("as_array", spec.line), f"{ctx}as_array", "expected a qualified function")
         display = spec.get("display", name)
         helpers = _import_helpers(where, spec, ctx) if "import_helpers" in spec else {}
         result.frameworks[name] = FrameworkInfo(
@@ -313,6 +335,8 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
             tuple(companions),
             **lists,
             operators=dict(operators),
+            keyword_aliases=dict(aliases),
+            as_array=as_array,
             reexports=dict(reexports),
             import_helpers=helpers,
         )

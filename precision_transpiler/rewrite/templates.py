@@ -54,6 +54,8 @@ class Match:
     #: `**mapping` arguments of a call whose pattern names its keywords but takes no `{**name}`
     #: (`torch.zeros(n, **dd)`, dd holding device and dtype): the rule forwards what the target takes
     spread: list[cst.Arg] = field(default_factory=list)
+    #: keyword -> the pattern keyword it stands for (the source framework's `keyword_aliases`)
+    keyword_aliases: Mapping[str, str] = field(default_factory=dict)
 
     def is_synthetic(self, name: str) -> bool:
         """Whether the binding of `name` is made up (a default, a tuple of several arguments),
@@ -75,10 +77,15 @@ def is_qualified(dotted: str, roots: frozenset[str]) -> bool:
 
 
 def match_pattern(
-    pattern: Pattern, node: cst.CSTNode, qualified_name: QualifiedNameOf, roots: frozenset[str]
+    pattern: Pattern,
+    node: cst.CSTNode,
+    qualified_name: QualifiedNameOf,
+    roots: frozenset[str],
+    keyword_aliases: Mapping[str, str] | None = None,
 ) -> Match | None:
-    """Match `node` (an original, metadata-carrying node) against `pattern`."""
-    match = Match(pattern, {}, [])
+    """Match `node` (an original, metadata-carrying node) against `pattern`; `keyword_aliases`:
+    the keywords the source framework takes for others (torch's `axis` for `dim`)."""
+    match = Match(pattern, {}, [], keyword_aliases=keyword_aliases or {})
     if _match(pattern, pattern.expr, node, match, qualified_name, roots):
         return match
     return None
@@ -145,11 +152,6 @@ def _match(
     return _normal(tpl) == _normal(node)
 
 
-#: (alias, keyword): NumPy's names that torch's argument parser accepts for its own (`x.sum(axis=1,
-#: keepdims=True)` is `x.sum(dim=1, keepdim=True)`), matched where a pattern names the keyword
-_KEYWORD_ALIASES = (("axis", "dim"), ("keepdims", "keepdim"))
-
-
 def _arg_keyword(pattern: Pattern, arg: cst.Arg) -> str | None:
     if arg.keyword is not None:
         return arg.keyword.value
@@ -177,7 +179,7 @@ def _match_args(
     # positional arguments fill the pattern's arguments in order, up to a `{*name}`
     positional_slots = var_index if var_index is not None else len(params) - (kw_index is not None)
     index_of = {kw: i for i, a in enumerate(params) if (kw := _arg_keyword(pattern, a)) is not None}
-    for alias, name in _KEYWORD_ALIASES:  # torch takes NumPy's spelling too: `x.sum(axis=1)`
+    for alias, name in m.keyword_aliases.items():  # torch takes NumPy's spelling too: `x.sum(axis=1)`
         if name in index_of and alias not in index_of:
             index_of[alias] = index_of[name]
     assigned: dict[int, cst.Arg] = {}

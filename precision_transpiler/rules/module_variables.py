@@ -60,15 +60,11 @@ def variables_as_arrays(
                 args[index] = after.with_changes(value=wrap(after.value))
                 changed = True
             elif kind == "mixed":  # `bias = bias[:, :n]` on one path: a variable or an array
-                convert = _AS_ARRAY.get(ctx.target)
+                convert = ctx.mappings.frameworks[ctx.target].as_array
                 if convert is not None:
                     args[index] = after.with_changes(value=cst.Call(ctx.expr_for(convert), [cst.Arg(after.value)]))
                     changed = True
     return updated.with_changes(args=args) if changed else None
-
-
-#: what takes a variable or an array and gives the array, per target
-_AS_ARRAY = {"jax": "jax.numpy.asarray", "tf": "tensorflow.convert_to_tensor"}
 
 
 def _variable_aliases(ctx: RuleContext, names: set[str]) -> dict[str, str | None]:

@@ -245,9 +245,10 @@ class OpPatterns(Rule):
 
     def _rewrite(self, ctx: RuleContext, original: cst.CSTNode) -> cst.BaseExpression | None:
         roots = ctx.mappings.all_roots
+        aliases = ctx.mappings.frameworks[ctx.source].keyword_aliases
         foreign = False
         for op, pattern in _candidates(ctx.mappings, ctx.source, original, ctx):
-            match = match_pattern(pattern, original, ctx.qualified_name, roots)
+            match = match_pattern(pattern, original, ctx.qualified_name, roots, aliases)
             if match is None:
                 continue
             mismatch = kind_mismatch(ctx, op, match, method=pattern.method_name is not None, anchor=original)

@@ -397,7 +397,9 @@ def _value(
     """The table's value of the in-place call (None when reported as unsupported)."""
     roots = ctx.mappings.all_roots
     for op, pattern in entries:
-        match = match_pattern(pattern, call, ctx.qualified_name, roots)
+        match = match_pattern(
+            pattern, call, ctx.qualified_name, roots, ctx.mappings.frameworks[ctx.source].keyword_aliases
+        )
         if match is None or kind_mismatch(ctx, op, match, method=True) is not None:
             continue
         value = state.op_rule._emit(ctx, op, match, call)

@@ -1,6 +1,7 @@
-"""torch's NumPy-style keywords (rewrite/templates.py `_KEYWORD_ALIASES`): torch's argument
-parser takes `axis` for `dim` and `keepdims` for `keepdim` (`mask.sum(axis=1)`, pytorchvideo),
-so the op patterns match them as the names they alias. A keyword no pattern names stays a
+"""torch's NumPy-style keywords (`keyword_aliases` in mappings/frameworks.yaml, matched by
+rewrite/templates.py): torch's argument parser takes `axis` for `dim` and `keepdims` for
+`keepdim` (`mask.sum(axis=1)`, pytorchvideo), so the op patterns match them as the names they
+alias. A keyword no pattern names stays a
 mismatch (reported), and `axis` of a pattern that names `axis` itself is its own."""
 
 from __future__ import annotations
