@@ -98,6 +98,8 @@ def _parse_shim_module(path: Path, name: str) -> _ShimModule:
             for target in node.targets:
                 assert isinstance(target, ast.Name)
                 tops[target.id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            tops[node.target.id] = node
     linkable = set(tops) | set(shim_imports)
     definitions: dict[str, _Definition] = {}
     for order, (top_name, node) in enumerate(tops.items()):

@@ -65,6 +65,7 @@ SUBJECTS = (
     "embedding",
     "margin_losses",
     "padding",
+    "parametrize",
     "recurrent",
     "reshape",
     "rng",

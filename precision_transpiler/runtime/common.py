@@ -15,6 +15,7 @@ a Keras output (convert/vendor.py follows the `from precision_transpiler.runtime
 """
 
 import collections.abc
+import itertools
 import math
 from typing import Any
 
@@ -424,6 +425,92 @@ def run_load_state_dict_pre_hooks(named: Any, state_dict: Any, strict: bool) -> 
             args = (state_dict, f"{name}." if name else "", {}, strict, [], [], [])
             hook(module, *args) if with_module else hook(*args)
     return state_dict
+
+
+class TorchHookHandle:
+    """torch's `RemovableHandle` of a forward hook: `handle.remove()` takes the hook off."""
+
+    def __init__(self, module: Any, key: int) -> None:
+        self.module, self.key = module, key
+
+    def remove(self) -> None:
+        for attribute in ("_torch_forward_pre_hooks", "_torch_forward_hooks"):
+            hooks = self.module.__dict__.get(attribute, ())
+            object.__setattr__(self.module, attribute, tuple(h for h in hooks if h[0] != self.key))
+
+
+#: layer class -> its subclass whose calls run the forward hooks (one per class, as torch's
+#: parametrize makes one class per parametrized class)
+_HOOKED_CLASSES: dict[type, type] = {}
+_HOOK_KEYS = itertools.count()
+
+
+def _hooked_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """A hooked module's call, as torch's `Module._call_impl`: the pre-hooks may replace the
+    positional arguments (a tuple, or one value), the forward hooks the output (None keeps it)."""
+    for _, hook, with_kwargs in self.__dict__.get("_torch_forward_pre_hooks", ()):
+        result = hook(self, args, kwargs) if with_kwargs else hook(self, args)
+        if result is not None:
+            if with_kwargs:
+                args, kwargs = result
+            else:
+                args = result if isinstance(result, tuple) else (result,)
+    output = super(_HOOKED_CLASSES[_hooked_base(type(self))], self).__call__(*args, **kwargs)
+    for _, hook, with_kwargs in self.__dict__.get("_torch_forward_hooks", ()):
+        result = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+        if result is not None:
+            output = result
+    return output
+
+
+def _hooked_base(cls: type) -> type:
+    """The class a hooked class was made from (the class itself when it is not one)."""
+    return getattr(cls, "_torch_hooked_base", cls)
+
+
+def _add_forward_hook(module: Any, attribute: str, hook: Any, prepend: bool, with_kwargs: bool) -> TorchHookHandle:
+    """Hold `hook` on the module (outside the frameworks' tracking: a hook is often a bound
+    method of the parent) and give the module its hooked class (same name)."""
+    cls = type(module)
+    if not hasattr(cls, "_torch_hooked_base"):
+        if cls not in _HOOKED_CLASSES:
+            namespace = {"__call__": _hooked_call, "_torch_hooked_base": cls, "__module__": cls.__module__}
+            _HOOKED_CLASSES[cls] = type(cls.__name__, (cls,), {**namespace, "__qualname__": cls.__qualname__})
+        object.__setattr__(module, "__class__", _HOOKED_CLASSES[cls])
+    key = next(_HOOK_KEYS)
+    entry = ((key, hook, with_kwargs),)
+    hooks = module.__dict__.get(attribute, ())
+    object.__setattr__(module, attribute, entry + hooks if prepend else hooks + entry)
+    return TorchHookHandle(module, key)
+
+
+def register_forward_pre_hook(module: Any, hook: Any, *, prepend: bool = False, with_kwargs: bool = False) -> Any:
+    """torch's `module.register_forward_pre_hook(hook)`: `hook(module, args)` runs before each call
+    of the module and may return new arguments. Works on any layer of the target (a Flax
+    `nnx.Linear`, a runtime layer, a converted module); returns a handle with `remove()`."""
+    return _add_forward_hook(module, "_torch_forward_pre_hooks", hook, prepend, with_kwargs)
+
+
+def register_forward_hook(
+    module: Any, hook: Any, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+) -> Any:
+    """torch's `module.register_forward_hook(hook)`: `hook(module, args, output)` runs after each
+    call of the module and may return a new output (feature extraction, output rescaling)."""
+    return _add_forward_hook(module, "_torch_forward_hooks", hook, prepend, with_kwargs)
+
+
+def _torch_visible(module: Any, name: str) -> bool:
+    """Whether a module's attribute is one of torch's names (module walks, state dicts): not
+    private, or a private name the class says torch uses (spectral norm's `_u`, `_v`:
+    `_torch_variable_names`)."""
+    return not name.startswith("_") or name in getattr(type(module), "_torch_variable_names", ())
+
+
+def _spectral_dim(module: Any, dim: Any) -> int:
+    """torch's default axis of a spectral norm: 1 for transposed convolutions, else 0."""
+    if dim is not None:
+        return int(dim)
+    return 1 if "ConvTranspose" in type(module).__name__ else 0
 
 
 def _lu_permutation(pivots: Any) -> Any:

@@ -23,6 +23,7 @@ RUNTIME = Path(__file__).resolve().parents[2] / "precision_transpiler" / "runtim
 # what a framework-free definition may use besides builtins and other framework-free definitions
 FREE_MODULES = {
     *("math", "numpy", "typing", "collections", "dataclasses", "functools", "contextlib", "os", "re", "weakref"),
+    "itertools",  # runtime/common.py: forward hooks' handle keys
     *("platform", "subprocess", "logging"),  # runtime/device.py asks the machine
     *("copy", "fnmatch"),  # runtime/policy.py: output classes copied item by item, override path globs
 }
@@ -100,6 +101,8 @@ def _definitions(path: Path) -> dict[str, _Definition]:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     defs[target.id] = _Definition(node, aliases)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defs[node.target.id] = _Definition(node, aliases)
     free = set(common)
     while True:
         more = {
@@ -161,10 +164,17 @@ def test_shared_modules_are_framework_free(shared: str) -> None:
     }
     assert runtime <= {f"{PACKAGE}.{m}" for m in SHARED}, "a framework-free module takes only framework-free names"
     assert set(_definitions(RUNTIME / f"{shared}.py")) == {
-        n.name if isinstance(n, ast.FunctionDef | ast.ClassDef) else n.targets[0].id  # type: ignore[attr-defined]
+        n.name if isinstance(n, ast.FunctionDef | ast.ClassDef) else _assigned(n)
         for n in tree.body
-        if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Assign)
+        if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign)
     }
+
+
+def _assigned(node: ast.Assign | ast.AnnAssign) -> str:
+    """The name a module-level assignment binds (plain or annotated)."""
+    target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+    assert isinstance(target, ast.Name)
+    return target.id
 
 
 @pytest.mark.parametrize("module", _modules())

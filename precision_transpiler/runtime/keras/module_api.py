@@ -17,6 +17,8 @@ from typing import Any
 import keras
 import numpy as np
 
+from precision_transpiler.runtime.common import _torch_visible
+
 
 def _untrack_replaced_variable(layer: Any, name: str, value: Any) -> None:
     """Before `layer.<name> = value`: a variable the attribute held and `value` replaces leaves
@@ -101,7 +103,7 @@ def _own_variables(module: Any, trainable: bool) -> list[tuple[str, Any]]:
     return [
         (_torch_name(module, name), value)
         for name, value in vars(module).items()
-        if isinstance(value, keras.Variable) and bool(value.trainable) == trainable and not name.startswith("_")
+        if isinstance(value, keras.Variable) and bool(value.trainable) == trainable and _torch_visible(module, name)
     ]
 
 
