@@ -32,10 +32,14 @@ def sets_parameter_data(ctx: FileView, call: cst.Call, *, statement: bool = Fals
         isinstance(func, cst.Attribute)
         and func.attr.value.endswith("_")
         and isinstance(func.value, cst.Attribute)
-        and func.value.attr.value == "data"
         and (statement or isinstance(ctx.parent(call), cst.Expr))
     ):
         return False
+    if func.value.attr.value != "data":
+        # `self.dt_proj.bias.copy_(inv_dt)` in a constructor (mambapy): a layer's parameter set
+        # while building, through an attribute of an attribute (a plain `self.x.copy_(v)` stays
+        # an update of the module's own variable)
+        return in_initialiser(ctx) and isinstance(func.value.value, cst.Attribute)
     return func.attr.value == "copy_" or in_initialiser(ctx)
 
 

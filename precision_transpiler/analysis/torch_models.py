@@ -224,6 +224,8 @@ def _module_classes(
                 q = resolve(base, bindings)
                 if q is not None and is_layer_symbol(q):
                     result.layer_bases[cls.name] = q
+                elif dotted(base) in result.layer_bases:  # `class WSLinear(Linear)`, Linear(nn.Linear) here
+                    result.layer_bases[cls.name] = result.layer_bases[dotted(base)]  # type: ignore[index]
                 if (
                     is_module_base(q)
                     or is_layer_symbol(q)

@@ -6,6 +6,7 @@ not the op (`s.split(",")` on a string is no tensor split). Used by op-pattern
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import libcst as cst
@@ -115,6 +116,8 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
         if qualified is not None and ctx.mappings.framework_of(qualified) is not None:
             # `torch.device(...)`: not `<tensor>.device`; `torch.utils.data`: not `<tensor>.data`
             return "is a framework module or symbol, not a tensor"
+        if qualified is not None and _root_name(node) in _module_imports(ctx):
+            return "is an imported module, not a tensor"  # `esm.data.Alphabet`: not `<tensor>.data`
         if isinstance(node, cst.Name) and node.value == "self" and _in_module_class(ctx):
             return "is the module itself, not a tensor"  # `self.device`, `self.data`, `self.T`
         return None
@@ -132,6 +135,31 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
     if ctx.dtype_of(node) is not None:
         return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
     return None
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    """The name a dotted chain starts from (`a` of `a.b.c`)."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _module_imports(ctx: RuleContext) -> frozenset[str]:
+    """The names the file binds with `import X` / `import X.Y as Z` statements: modules, never
+    tensors (a `from X import y` may bind either, and is not counted)."""
+
+    def build() -> frozenset[str]:
+        tree, _ = ctx.module_ast()
+        if tree is None:
+            return frozenset()
+        return frozenset(
+            alias.asname or alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        )
+
+    return ctx.per_file("module-imports", build)
 
 
 def _in_module_class(ctx: RuleContext) -> bool:

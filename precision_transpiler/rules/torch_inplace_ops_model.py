@@ -165,6 +165,8 @@ class TorchInplaceOps(Rule):
         if sets_parameter_data(ctx, original):
             return None  # `w.data.copy_(values)`, `w.data.mul_(s)` in an initialiser: the init rule's
         where = Where.of(ctx, original)
+        if _self_data(receiver):
+            receiver = receiver.value  # type: ignore[attr-defined]  # `self.scale.data.clamp_(0, 4)`: the parameter
         if method in _INIT and where.kind == "" and not fresh:
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
         if (fresh or isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation)) and (
@@ -511,6 +513,18 @@ def _receiver_problem(
     return (
         f"{shown}.{method}(...) on {ctx.code(receiver)[:40]}: only a plain name, a basic index of one, "
         "or an attribute of self can be assigned back"
+    )
+
+
+def _self_data(receiver: cst.BaseExpression) -> bool:
+    """`self.<name>.data`: the module's parameter or buffer itself, outside autograd (CLIP's
+    `self.logit_scale.data.clamp_(0, 4.6052)` in a forward pass), assigned back as the attribute."""
+    return (
+        isinstance(receiver, cst.Attribute)
+        and receiver.attr.value == "data"
+        and isinstance(receiver.value, cst.Attribute)
+        and isinstance(receiver.value.value, cst.Name)
+        and receiver.value.value.value == "self"
     )
 
 

@@ -581,8 +581,9 @@ class TorchModules(Rule):
 
 def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpression, str] | None:
     """(target layer, name, source layer, source name) of weight tying, `a.weight = b.weight`
-    (`self.transformer.wte.weight = self.lm_head.weight`, a bias alike), or None. The module's own
-    attributes (`self.weight = ...`) are not ties of two layers."""
+    (`self.transformer.wte.weight = self.lm_head.weight`, a bias alike, the module's own
+    parameter onto a layer: `self.decoder.bias = self.bias`), or None. Assigning the module's own
+    attributes (`self.weight = ...`) is not a tie of two layers."""
     if len(assign.targets) != 1:
         return None
     target, value = assign.targets[0].target, assign.value
@@ -590,7 +591,9 @@ def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpressio
         return None
     if target.attr.value not in _TIED_NAMES or value.attr.value not in _TIED_NAMES:
         return None
-    if any(isinstance(side.value, cst.Name) and side.value.value == "self" for side in (target, value)):
+    if isinstance(target.value, cst.Name) and target.value.value == "self":
+        return None  # `self.weight = emb.weight`: the module's own attribute
+    if not isinstance(target.value, cst.Name | cst.Attribute | cst.Subscript):
         return None
     return target.value, target.attr.value, value.value, value.attr.value
 

@@ -624,6 +624,10 @@ class TorchInit:
         return None
 
 
+# torch.Size as a value (an annotation, `isinstance(s, torch.Size)`): a shape is a tuple of ints
+# (`torch.Size(sizes)` calls are tuple(sizes): mappings/ops/tensor_ops.yaml)
+TorchSize = tuple
+
 # torch.nn.common_types' annotation aliases (`kernel_size: _size_3_t`), as plain types: torch
 # code imports them for annotations only, which must not keep torch imported
 torch_size_t = int | tuple[int, ...]

@@ -98,7 +98,11 @@ class _Target:
 
 
 def _rules_for(module: Any) -> dict[str, Rule]:
+    """The torch-name rules of a layer, by class name along the MRO; a converted module class
+    keeps torch's names whatever it is called (a user's `RMSNorm(TorchModule)`)."""
     for cls in type(module).__mro__:
+        if any(base.__name__ == "TorchModule" for base in cls.__mro__):
+            continue
         rules = TORCH_PARAM_RULES.get(cls.__name__)
         if rules is not None:
             return rules

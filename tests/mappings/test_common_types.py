@@ -36,3 +36,30 @@ def test_aliases_are_plain_types(to: str) -> None:
 def test_annotated_module_verifies_without_torch(tmp_path: Path, target: str) -> None:
     verdict = convert_and_verify(tmp_path, SOURCE, target, "Conv()", ["float32[1,2,8]"], name="typed")
     assert verdict.passed, verdict
+
+
+SIZE = """import torch
+from torch import Size, nn
+
+
+class Net(nn.Module):
+    def __init__(self, shape=(16,)):
+        super().__init__()
+        self.shape = torch.Size(shape)
+        assert isinstance(self.shape, torch.Size)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        out_shape: Size = x.shape[:-1] + self.shape
+        return self.fc(x).reshape(out_shape)
+"""
+
+
+@on_both_targets
+def test_torch_size_as_a_value_is_a_tuple(tmp_path: Path, target: str) -> None:
+    """`torch.Size` in an annotation or an isinstance check is the runtime's `TorchSize`
+    (tuple); a call `torch.Size(s)` is `tuple(s)`."""
+    code = transpile(SIZE, to=target).code
+    assert "isinstance(self.shape, TorchSize)" in code and "self.shape = tuple(shape)" in code
+    verdict = convert_and_verify(tmp_path, SIZE, target, "Net()", ["float32[2,16]"], name="sized")
+    assert verdict.passed, verdict

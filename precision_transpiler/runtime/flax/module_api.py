@@ -155,8 +155,11 @@ def buffers(module, recurse: bool = True):
 def _torch_param_names(module):
     """The torch-name table's entry for a layer: its class's, or the nearest base class's, by
     name along the MRO (nnx's layers, the runtime's torch-signature layers copied into converted
-    files and converted subclasses all match); {} for a class that keeps torch's names."""
+    files and converted subclasses all match; converted module classes, which keep torch's
+    names, never do); {} for a class that keeps torch's names."""
     for cls in type(module).__mro__:
+        if any(base.__name__ == "TorchModule" for base in cls.__mro__):
+            continue  # a converted module class keeps torch's names, whatever it is called (`RMSNorm`)
         names = _TORCH_PARAM_NAMES.get(cls.__name__)
         if names is not None:
             return names
@@ -238,6 +241,8 @@ def torch_tie(target, name: str, source, source_name: str):
     variable = getattr(source, source_attribute)
     if not isinstance(variable, nnx.Variable) or target_layout == source_layout:
         setattr(target, target_attribute, variable if variable is not None else nnx.data(None))
+        if target_attribute == "bias" and isinstance(getattr(target, "use_bias", None), bool):
+            target.use_bias = variable is not None  # nnx's layers check their flag against the bias
         return
     if source_layout != "same":
         value = _to_torch_layout(variable[...], source_layout)
