@@ -7,9 +7,11 @@ convert/siblings/ keeps only what is reachable: its class-level statements, dund
 framework entry points (`forward`, Keras' `call`), and the methods whose names the converted
 code or the kept code use as attributes (`self.dtype`, `cls._get_signature_keys`,
 `super().to`), as plain names or as strings (`getattr(self, "forward_chunk")`), up to a fixed
-point. Name-based, so it over-approximates (any `.to(` keeps `to`) and never drops what a plain
-attribute access reaches. The left-out methods are named in a comment in the class, so a
-dynamic call of one fails visibly, not silently.
+point. A `torch.autograd.Function` subclass keeps all its methods: torch calls `setup_context`,
+`backward`, `jvp` and `vmap` itself, so nothing names them. Name-based, so it over-approximates
+(any `.to(` keeps `to`) and never drops what a plain attribute access reaches. The left-out
+methods are named in a comment in the class, so a dynamic call of one fails visibly, not
+silently.
 """
 
 from __future__ import annotations
@@ -54,8 +56,30 @@ def _is_method(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
 
 
+def _is_static_forward(stmt: ast.stmt) -> bool:
+    return (
+        _is_method(stmt)
+        and stmt.name == "forward"  # type: ignore[attr-defined]
+        and any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in stmt.decorator_list)  # type: ignore[attr-defined]
+    )
+
+
+def is_autograd_function(cls: ast.ClassDef) -> bool:
+    """Whether `cls` looks like a torch.autograd.Function subclass: a base named `...Function`
+    (`Function`, `torch.autograd.Function`, `InplaceFunction`) or a static `forward`, which a
+    subclass of a local Function subclass has and an nn.Module never does."""
+    for base in cls.bases:
+        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+        if name.endswith("Function"):
+            return True
+    return any(_is_static_forward(stmt) for stmt in cls.body)
+
+
 def kept_members(cls: ast.ClassDef, attributes: set[str]) -> list[ast.stmt]:
-    """The statements of `cls`'s body that stay: everything but methods no one reaches."""
+    """The statements of `cls`'s body that stay: everything but methods no one reaches (an
+    autograd Function's methods are all reached by torch's autograd once the class is)."""
+    if is_autograd_function(cls):
+        return list(cls.body)
     local = {n.id for stmt in cls.body if not _is_method(stmt) for n in ast.walk(stmt) if isinstance(n, ast.Name)}
     return [
         stmt

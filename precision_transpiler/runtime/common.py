@@ -17,6 +17,7 @@ a Keras output (convert/vendor.py follows the `from precision_transpiler.runtime
 import collections.abc
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -118,25 +119,75 @@ def torch_jit_is_scripting() -> bool:
 
 
 class TorchFunctionCtx:
-    """torch's `ctx` of an autograd.Function, what `forward` saves for `backward`: the part both
-    targets share (runtime/flax/autograd.py and runtime/keras/autograd.py derive their
-    FunctionCtx from it)."""
+    """torch's `ctx` of an autograd.Function, what `forward` (or `setup_context`) saves for
+    `backward`: the part both targets share (runtime/flax/autograd.py and
+    runtime/keras/autograd.py derive their FunctionCtx from it)."""
 
     def __init__(self) -> None:
         self.saved_tensors: tuple[Any, ...] = ()
         self.needs_input_grad: tuple[bool, ...] = ()
+        self._pt_marked_ids: tuple[int, ...] = ()
+        self._pt_non_differentiable: tuple[int, ...] = ()
+        self._pt_materialize = True
 
     def save_for_backward(self, *tensors: Any) -> None:
         self.saved_tensors = tuple(tensors)
 
     def mark_non_differentiable(self, *outputs: Any) -> None:
-        """Accepted: such outputs get no gradient of their own on either target."""
+        """Remembered by identity (the outputs are the very objects `forward` returns): the
+        gradient reaching `backward` for such an output is zero (None without materialized
+        gradients), as torch gives them none."""
+        self._pt_marked_ids = self._pt_marked_ids + tuple(id(o) for o in outputs)
 
     def mark_dirty(self, *tensors: Any) -> None:
         """Accepted: converted code does not change arrays in place."""
 
     def set_materialize_grads(self, value: bool) -> None:
-        """Accepted: gradients reaching `backward` are arrays here."""
+        """With False, torch hands `backward` None for an output with no gradient: here for the
+        outputs marked non-differentiable (the others always get an array)."""
+        self._pt_materialize = bool(value)
+
+    def _pt_note_outputs(self, output: Any) -> None:
+        """Turn the outputs marked non-differentiable into their positions in `output`, data that
+        survives the trip to `backward` (an object's identity would not under jax tracing)."""
+        outputs = output if isinstance(output, tuple | list) else (output,)
+        marked = set(self._pt_marked_ids)
+        self._pt_non_differentiable = tuple(i for i, o in enumerate(outputs) if id(o) in marked)
+        self._pt_marked_ids = ()
+
+    def _pt_upstream(self, grads: tuple[Any, ...], zeros: Callable[[int, Any], Any]) -> tuple[Any, ...]:
+        """The gradients `backward` receives: those of the outputs marked non-differentiable
+        become `zeros(position, grad)` (None where materializing is off), as in torch, where no
+        gradient flows into such an output."""
+        return tuple(
+            (zeros(i, g) if self._pt_materialize else None) if i in self._pt_non_differentiable else g
+            for i, g in enumerate(grads)
+        )
+
+
+class TorchFunctionBase:
+    """What both targets' `Function` share: torch's two ways to write the forward. The old one is
+    `forward(ctx, *args)`; torch >= 2.0 also takes `forward(*args)` without ctx plus
+    `setup_context(ctx, inputs, output)`, and picks by whether the class overrides
+    `setup_context`."""
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        """Not overridden: `forward` takes ctx itself (torch's check is the same)."""
+        raise NotImplementedError("setup_context is not overridden: forward takes ctx")
+
+    @classmethod
+    def _pt_forward(cls, ctx: TorchFunctionCtx, args: list[Any]) -> Any:
+        """Run the subclass's forward in whichever form it has, so that `ctx` holds what
+        `backward` needs either way."""
+        setup = getattr(cls.setup_context, "__func__", cls.setup_context)
+        if setup is TorchFunctionBase.__dict__["setup_context"].__func__:
+            output = cls.forward(ctx, *args)  # type: ignore[attr-defined]
+        else:
+            output = cls.forward(*args)  # type: ignore[attr-defined]
+            cls.setup_context(ctx, tuple(args), output)
+        ctx._pt_note_outputs(output)
+        return output
 
 
 def once_differentiable(fn: Any) -> Any:

@@ -2,7 +2,8 @@
 (torch's `once_differentiable` is runtime/common.py's).
 
 torch model code defines its own gradients with `class F(torch.autograd.Function)`: a static
-`forward(ctx, *args)` that may `ctx.save_for_backward(...)` and set attributes on `ctx`, a static
+`forward(ctx, *args)` that may `ctx.save_for_backward(...)` and set attributes on `ctx` (or, from
+torch 2.0, a static `forward(*args)` plus `setup_context(ctx, inputs, output)` doing that), a static
 `backward(ctx, *grads)` returning one gradient per input (None where there is none), used as
 `F.apply(*args)`. Converted, the class derives from this `Function`, whose `apply` runs the
 converted `forward` as a `jax.custom_vjp` function and the converted `backward` as its rule: the
@@ -19,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from precision_transpiler.runtime.common import TorchFunctionCtx
+from precision_transpiler.runtime.common import TorchFunctionBase, TorchFunctionCtx
 
 
 def _is_array(value):
@@ -54,10 +55,11 @@ class FunctionCtx(TorchFunctionCtx):
         return ctx
 
 
-class Function:
-    """torch.autograd.Function: subclasses define static `forward(ctx, ...)` and `backward(ctx,
-    *grads)`; `apply(*args)` runs them as a `jax.custom_vjp` function of the array arguments
-    (other arguments are constants of the call, as torch gives them no gradient)."""
+class Function(TorchFunctionBase):
+    """torch.autograd.Function: subclasses define static `forward(ctx, ...)` (or `forward(...)` and
+    `setup_context(ctx, inputs, output)`) and `backward(ctx, *grads)`; `apply(*args)` runs them as
+    a `jax.custom_vjp` function of the array arguments (other arguments are constants of the
+    call, as torch gives them no gradient)."""
 
     @classmethod
     def apply(cls, *args):
@@ -73,7 +75,7 @@ class Function:
 
         def run(ctx, arrays):
             ctx.needs_input_grad = tuple(i in inexact for i in range(len(args)))
-            return cls.forward(ctx, *full(arrays))
+            return cls._pt_forward(ctx, full(arrays))
 
         @jax.custom_vjp
         def function(*arrays):
@@ -82,11 +84,18 @@ class Function:
         def forward(*arrays):
             ctx = FunctionCtx()
             ctx._pt_inputs = tuple((a.shape, a.dtype) for a in arrays)
-            return run(ctx, arrays), ctx
+            output = run(ctx, arrays)
+            outputs = output if isinstance(output, tuple | list) else (output,)
+            ctx._pt_outputs = tuple((o.shape, o.dtype) for o in outputs)
+            return output, ctx
 
         def backward(ctx, grads):
             shapes = ctx._pt_inputs
-            given = cls.backward(ctx, *(grads if isinstance(grads, tuple) else (grads,)))
+            grads = ctx._pt_upstream(
+                grads if isinstance(grads, tuple | list) else (grads,),
+                lambda i, _: jnp.zeros(*ctx._pt_outputs[i]),
+            )
+            given = cls.backward(ctx, *grads)
             given = given if isinstance(given, tuple) else (given,)
             by_arg = dict(enumerate(given))
             out = []

@@ -2,7 +2,8 @@
 (torch's `once_differentiable` is runtime/common.py's).
 
 torch model code defines its own gradients with `class F(torch.autograd.Function)`: a static
-`forward(ctx, *args)` that may `ctx.save_for_backward(...)` and set attributes on `ctx`, a static
+`forward(ctx, *args)` that may `ctx.save_for_backward(...)` and set attributes on `ctx` (or, from
+torch 2.0, a static `forward(*args)` plus `setup_context(ctx, inputs, output)` doing that), a static
 `backward(ctx, *grads)` returning one gradient per input (None where there is none), used as
 `F.apply(*args)`. Converted, the class derives from this `Function`, whose `apply` runs the
 converted `forward` under `tf.custom_gradient` with the converted `backward` as its gradient: the
@@ -13,7 +14,7 @@ The Flax counterpart is runtime/flax/autograd.py (`jax.custom_vjp`).
 import numpy as np
 import tensorflow as tf
 
-from precision_transpiler.runtime.common import TorchFunctionCtx
+from precision_transpiler.runtime.common import TorchFunctionBase, TorchFunctionCtx
 
 
 def _is_tensor(value):
@@ -25,10 +26,11 @@ class FunctionCtx(TorchFunctionCtx):
     `backward`, held by the gradient function's closure."""
 
 
-class Function:
-    """torch.autograd.Function: subclasses define static `forward(ctx, ...)` and `backward(ctx,
-    *grads)`; `apply(*args)` runs them under `tf.custom_gradient` over the tensor arguments
-    (other arguments are constants of the call, as torch gives them no gradient)."""
+class Function(TorchFunctionBase):
+    """torch.autograd.Function: subclasses define static `forward(ctx, ...)` (or `forward(...)` and
+    `setup_context(ctx, inputs, output)`) and `backward(ctx, *grads)`; `apply(*args)` runs them
+    under `tf.custom_gradient` over the tensor arguments (other arguments are constants of the
+    call, as torch gives them no gradient)."""
 
     @classmethod
     def apply(cls, *args):
@@ -43,10 +45,10 @@ class Function:
             ctx.needs_input_grad = tuple(
                 i in positions and tf.as_dtype(values[i].dtype).is_floating for i in range(len(args))
             )
-            out = cls.forward(ctx, *values)
+            out = cls._pt_forward(ctx, values)
 
             def gradient(*upstream, variables=None):
-                given = cls.backward(ctx, *upstream)
+                given = cls.backward(ctx, *ctx._pt_upstream(upstream, lambda _, g: tf.zeros_like(g)))
                 given = given if isinstance(given, tuple) else (given,)
                 by_arg = dict(enumerate(given))
                 grads = [
