@@ -20,6 +20,11 @@ for a torch it will never run on. Where the rest of the `try` body no longer use
 guarded imports bind (and nothing else in the module does, or another import binds it too), the
 statement becomes that rest: the path the converted code takes; the ImportError fallback goes,
 with a note, and the diagnostics about its code go with it.
+
+The inverse, an optional accelerator guarded by `except ImportError` with torch's own layer as
+the fallback (`try: from apex.normalization import FusedLayerNorm` ... `except ImportError: from
+torch.nn import LayerNorm`), takes the fallback: the converted module can never use a torch
+extension, and the fallback's torch imports convert like any other.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ class Resolved:
     imports: tuple[str, ...]
     fallback_lines: tuple[int, int] | None
     line: int = 1  # the `try` in the original
+    #: "torch-fallback": an optional accelerator's `try` replaced by its torch fallback (then
+    #: `imports` are the accelerator's imports and `fallback_lines` the dropped `try` body)
+    kind: str = "feature"
 
 
 def resolve_feature_detection(
@@ -56,7 +64,14 @@ def resolve_feature_detection(
     for index, stmt in enumerate(body):
         kept = _resolve(stmt, roots, body[:index] + body[index + 1 :])
         if kept is None:
-            out.append(stmt)
+            fallback = _torch_fallback(stmt, roots, module, original, body[:index] + body[index + 1 :])
+            if fallback is None:
+                out.append(stmt)
+                continue
+            statements, record = fallback
+            resolved.append(record)
+            statements[0] = statements[0].with_changes(leading_lines=stmt.leading_lines)
+            out.extend(statements)
             continue
         statements, imports = kept
         texts = tuple(module.code_for_node(i).strip() for i in imports)
@@ -101,6 +116,79 @@ def _resolve(
     if rest and rest[0] is not first:  # the first line was an import: its comments stay
         rest[0] = rest[0].with_changes(leading_lines=[*first.leading_lines, *rest[0].leading_lines])
     return rest, guarded
+
+
+def _torch_fallback(
+    stmt: cst.BaseStatement,
+    roots: frozenset[str],
+    module: cst.Module,
+    original: str,
+    others: Sequence[cst.BaseStatement],
+) -> tuple[list[cst.BaseStatement], Resolved] | None:
+    """An optional accelerator with torch's own layer as the fallback (fair-esm's
+    `try: from apex.normalization import FusedLayerNorm ... class ESM1bLayerNorm(...)` /
+    `except ImportError: from torch.nn import LayerNorm as ESM1bLayerNorm`): a torch extension
+    the converted module can never use, so the module takes the fallback (the handler's torch
+    imports, which the rules convert or drop), and the accelerator's code goes. Only where the
+    handler is nothing but imports of `roots`, each name it binds the `try` body binds too, the
+    body's other names are not read outside it, and the body imports something else."""
+    if not isinstance(stmt, cst.Try) or stmt.orelse is not None or stmt.finalbody is not None:
+        return None
+    if not stmt.handlers or not all(_catches_import_error(h) for h in stmt.handlers):
+        return None
+    if len(stmt.handlers) != 1 or not isinstance(stmt.body, cst.IndentedBlock):
+        return None
+    handler = stmt.handlers[0].body
+    if not isinstance(handler, cst.IndentedBlock):
+        return None
+    fallback: list[cst.BaseSmallStatement] = []
+    for line in handler.body:
+        if not (isinstance(line, cst.SimpleStatementLine) and all(_imports_root(s, roots) for s in line.body)):
+            return None
+        fallback.extend(line.body)
+    accelerator = [
+        small
+        for line in stmt.body.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for small in line.body
+        if isinstance(small, cst.Import | cst.ImportFrom) and not _imports_root(small, roots)
+    ]
+    provided = set().union(*(import_bound_names(node) for node in fallback)) if fallback else set()
+    defined = _body_names(stmt.body.body)
+    if not accelerator or not fallback or not provided <= defined or _mentions(others, defined - provided):
+        return None
+    texts = tuple(module.code_for_node(i).strip() for i in accelerator)
+    span = _try_body_lines(original, texts)
+    record = Resolved(texts, span, span[0] if span else 1, kind="torch-fallback")
+    return list(handler.body), record
+
+
+def _body_names(lines: Sequence[cst.BaseStatement]) -> set[str]:
+    """The names a `try` body binds: its imports' and its classes' and functions'."""
+    names: set[str] = set()
+    for line in lines:
+        if isinstance(line, cst.ClassDef | cst.FunctionDef):
+            names.add(line.name.value)
+        elif isinstance(line, cst.SimpleStatementLine):
+            for small in line.body:
+                if isinstance(small, cst.Import | cst.ImportFrom):
+                    names |= import_bound_names(small)
+    return names
+
+
+def _try_body_lines(original: str, imports: tuple[str, ...]) -> tuple[int, int] | None:
+    """The source lines of the original's module-level `try` body holding these imports."""
+    try:
+        tree = ast.parse(original)
+    except SyntaxError:
+        return None
+    wanted = {_normal(text) for text in imports}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Try) and stmt.handlers:
+            guarded = {ast.unparse(n) for n in stmt.body if isinstance(n, ast.Import | ast.ImportFrom)}
+            if wanted <= guarded:
+                return stmt.lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno
+    return None
 
 
 def _catches_import_error(handler: cst.ExceptHandler) -> bool:

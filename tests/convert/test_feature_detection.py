@@ -93,3 +93,54 @@ def test_the_converted_model_loads_and_verifies_without_torch(tmp_path: Path, ta
     converted.write_text(result.code, encoding="utf-8")
     verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,8]"], torch_free=True))
     assert verdict.passed, verdict.failures
+
+
+ACCELERATOR = """import torch
+import torch.nn as nn
+
+try:
+    from apex.normalization import FusedLayerNorm as _FusedLayerNorm
+
+    class FastNorm(_FusedLayerNorm):
+        def forward(self, x):
+            with torch.cuda.device(x.device):
+                return super().forward(x)
+
+except ImportError:
+    from torch.nn import LayerNorm as FastNorm
+
+
+class Block(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.norm = FastNorm(dim)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.fc(self.norm(x))
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_an_optional_accelerator_takes_the_torch_fallback(tmp_path: Path, target: str) -> None:
+    """fair-esm's `try: from apex... class ESM1bLayerNorm(FusedLayerNorm)` / `except ImportError:
+    from torch.nn import LayerNorm as ESM1bLayerNorm`: the converted module takes torch's layer,
+    and what was said of the accelerator's code goes with it."""
+    original = tmp_path / "fused.py"
+    original.write_text(ACCELERATOR, encoding="utf-8")
+    result = transpile(ACCELERATOR, to=target, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert [d.line for d in result.diagnostics if d.code == "feature-detection-resolved"] == [4]
+    assert torch_imports_at_load(result.code, original) == [] and "apex" not in result.code
+    converted = tmp_path / f"fused_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    options = VerifyOptions(entry="Block()", inputs=["float32[2,16]"], torch_free=True)
+    assert verify_files(original, converted, options).passed
+
+
+def test_an_accelerator_whose_names_are_read_elsewhere_stays() -> None:
+    code = (
+        "try:\n    from apex import Fused\n\n    class Norm(Fused):\n        pass\n"
+        "except ImportError:\n    from torch.nn import LayerNorm as Norm\nbase = Fused\n"
+    )
+    assert _resolve(code) == (code, [])
