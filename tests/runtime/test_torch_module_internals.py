@@ -57,12 +57,28 @@ class SplitBatchNorm(nn.BatchNorm2d):
         )
 """
 
+EMBEDDING_SUBCLASS = """import torch.nn as nn
+import torch.nn.functional as F
+
+
+class PosEmb(nn.Embedding):
+    # fair-esm's LearnedPositionalEmbedding hands torch's whole signature to F.embedding
+    def forward(self, idx):
+        return F.embedding(
+            idx, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+        )
+"""
+
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
 @pytest.mark.parametrize(
     ("source", "entry", "shape"),
-    [(INTERNALS, "Net()", "float32[2,3,5,5]"), (SPLIT_BATCH_NORM, "SplitBatchNorm(4)", "float32[2,4,3,3]")],
-    ids=["module-internals", "norm-subclass-buffers"],
+    [
+        (INTERNALS, "Net()", "float32[2,3,5,5]"),
+        (SPLIT_BATCH_NORM, "SplitBatchNorm(4)", "float32[2,4,3,3]"),
+        (EMBEDDING_SUBCLASS, "PosEmb(10, 4, padding_idx=1)", "int64[2,5]<10"),
+    ],
+    ids=["module-internals", "norm-subclass-buffers", "embedding-subclass-attributes"],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:
     original = tmp_path / "model.py"

@@ -128,9 +128,17 @@ class Embedding(TorchInit, nnx.Embed):
         rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
         super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
         # torch's attributes, for code that reads them (rtdl's `embeddings[0].embedding_dim`)
+        self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.padding_idx = padding_idx
-        self.max_norm = args[0] if args else kwargs.get("max_norm")
+        # the rest of torch's signature, which subclasses hand to F.embedding (fair-esm's
+        # LearnedPositionalEmbedding): max_norm, norm_type, scale_grad_by_freq, sparse
+        names = ("max_norm", "norm_type", "scale_grad_by_freq", "sparse")
+        defaults = dict(zip(names, (None, 2.0, False, False), strict=True))
+        for name, value in zip(names, args, strict=False):
+            defaults[name] = value
+        for name in names:
+            setattr(self, name, kwargs.get(name, defaults[name]))
 
     @property
     def weight(self):

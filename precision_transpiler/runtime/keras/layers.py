@@ -82,6 +82,9 @@ class Embedding(TorchInit, keras.layers.Layer):
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.padding_idx = padding_idx
+        # the rest of torch's signature, which subclasses hand to F.embedding (fair-esm)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         self.weight = self.add_weight(
             shape=(num_embeddings, embedding_dim),
             initializer=keras.initializers.RandomNormal(0.0, 1.0),
