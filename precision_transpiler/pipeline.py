@@ -162,7 +162,9 @@ class SplitInplaceChains:
 class StaticImports:
     """Library helpers that import a module named by a string (monai's `optional_import`,
     `importlib.import_module`) become the import statements they perform when the module is
-    the source framework's (convert/import_helpers.py), so the tables convert what they bind."""
+    the source framework's (convert/import_helpers.py), so the tables convert what they bind.
+    Star imports of the file's package get the imports they bring spelled out on their line
+    (`math`, `nn` through geffnet's `from .efficientnet_builder import *`), as copied siblings do."""
 
     name = "static-imports"
     label = None
@@ -171,6 +173,12 @@ class StaticImports:
     def run(self, doc: Document, job: Job) -> None:
         if job.to not in ("jax", "tf") or (job.sources is not None and "torch" not in job.sources):
             return  # within one framework (a policy alone) the helpers stay as written
+        if job.standalone:  # (a sibling's text comes spelled out: convert/siblings/rounds.py)
+            from precision_transpiler.convert.siblings.resolve import expand_file_star_imports
+
+            if (expanded := expand_file_star_imports(doc.source, job.path)) != doc.source:
+                doc.source = expanded
+                doc.set_code(expanded)
         source = job.table.frameworks["torch"]
         if not source.import_helpers or "import" not in doc.source:
             return

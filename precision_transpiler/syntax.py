@@ -15,6 +15,12 @@ _EMPTY = cst.Module([])
 IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 
 
+def is_dunder(name: str) -> bool:
+    """`__name__`, `__file__`: what Python sets on every module. Never a name to import from a
+    module: imported, it would replace the importing module's own (its `__name__`)."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
 def code_of(node: cst.CSTNode) -> str:
     """Source text of a node (without the surrounding file's formatting context)."""
     return _EMPTY.code_for_node(node)

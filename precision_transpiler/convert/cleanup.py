@@ -52,9 +52,12 @@ def _local(alias: cst.ImportAlias) -> str:
     return (dotted_name(alias.name) or "").split(".")[0]
 
 
-def _drop_orphaned_constants(before: set[str], module: cst.Module) -> cst.Module:
+def _drop_orphaned_constants(before: dict[str, int], module: cst.Module) -> cst.Module:
     """Private module-level constants (`_COMMON_META = {...}`) that only dropped code used,
-    repeatedly (`_COMMON_META_V1 = {**_COMMON_META, ...}` frees `_COMMON_META` in turn)."""
+    repeatedly (`_COMMON_META_V1 = {**_COMMON_META, ...}` frees `_COMMON_META` in turn).
+    `before` counts the names of the original: a constant the original never read itself
+    (`_DTYPES = (torch.float32, ...)`, `_selection = _Selection(__name__)`) is there for the
+    modules that import it, and a sibling converted for copying must keep it for them."""
     while True:
         smaller = _drop_orphaned_constants_once(before, module)
         if len(smaller.body) == len(module.body):
@@ -62,7 +65,7 @@ def _drop_orphaned_constants(before: set[str], module: cst.Module) -> cst.Module
         module = smaller
 
 
-def _drop_orphaned_constants_once(before: set[str], module: cst.Module) -> cst.Module:
+def _drop_orphaned_constants_once(before: dict[str, int], module: cst.Module) -> cst.Module:
     counts: dict[str, int] = {}
 
     class _Count(cst.CSTVisitor):
@@ -83,7 +86,7 @@ def _drop_orphaned_constants_once(before: set[str], module: cst.Module) -> cst.M
                 len(targets) == 1
                 and isinstance(targets[0], cst.Name)
                 and targets[0].value.startswith("_")
-                and targets[0].value in before
+                and before.get(targets[0].value, 0) > 1
                 and counts.get(targets[0].value, 0) == 1
             ):
                 continue
@@ -112,7 +115,7 @@ def _kept(names: Sequence[cst.ImportAlias], orphaned: set[str]) -> list[cst.Impo
 
 def drop_orphaned_imports(original: str, converted: str) -> str:
     try:
-        before, _ = _ast_names(original)
+        before, before_counts = _ast_names(original)
         after, counts = _ast_names(converted)
     except (SyntaxError, ValueError):
         return converted
@@ -121,7 +124,7 @@ def drop_orphaned_imports(original: str, converted: str) -> str:
     if not (private or ((before - after) & imported)):
         return converted  # nothing this step would change: skip the LibCST pass
     module = cst.parse_module(converted)
-    module = _drop_orphaned_constants(before, module)
+    module = _drop_orphaned_constants(before_counts, module)
     after = _used_names(module)
     orphaned = before - after
 

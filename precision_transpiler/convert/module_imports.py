@@ -21,7 +21,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.convert.import_lines import char_column, line_offsets, lone_statement, render, splice_spans
-from precision_transpiler.syntax import IMPORTS_TORCH
+from precision_transpiler.syntax import IMPORTS_TORCH, is_dunder
 
 #: (level, dotted module or None) -> (its file or None, its absolute dotted name)
 Locate = Callable[[int, str | None], tuple[Path | None, str]]
@@ -56,6 +56,14 @@ def module_imports_as_names(code: str, locate: Locate) -> str:
             if key in renames:
                 continue
             symbol = chain[length - 1]
+            if is_dunder(symbol):
+                # an attribute of the module object, not a definition: `from m import __name__`
+                # would rebind the output's own `__name__`. The module's name is known; others stay
+                if symbol != "__name__":
+                    complete = False
+                else:
+                    renames[key] = f'"{module}"'
+                continue
             local = symbol if symbol not in taken else f"{alias}_{symbol}"
             taken.add(local)
             renames[key] = local
@@ -401,7 +409,7 @@ class _Rewrite(cst.CSTTransformer):
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         chain = _chain(original_node)
         local = self.renames.get(chain) if chain is not None else None
-        return cst.Name(local) if local is not None else updated_node
+        return cst.parse_expression(local) if local is not None else updated_node  # a name or a literal
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

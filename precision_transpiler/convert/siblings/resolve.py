@@ -22,11 +22,14 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.convert.import_lines import char_column
 from precision_transpiler.files import ReadError, read_source
-from precision_transpiler.syntax import IMPORTS_TORCH
+from precision_transpiler.syntax import IMPORTS_TORCH, is_dunder
 
 #: `locate(level, module)`: the file and dotted name of `from <level dots><module> import ...`
 Locate = Callable[[int, str | None], tuple[Path | None, str]]
+
+_STAR_IMPORT = re.compile(r"\bimport[ \t]*\*")
 
 _FROM_LINE = re.compile(r"^\f*from\b.*$", re.MULTILINE)
 
@@ -394,6 +397,20 @@ def expand_star_imports(text: str, tree: ast.Module, path: Path, module_name: st
     return "".join(lines) if changed else text
 
 
+def expand_file_star_imports(text: str, path: str) -> str:
+    """`expand_star_imports` for the file being converted (`path`, when it is a module of a
+    package): the rules then know what `math` and `nn` are where only a star import binds them."""
+    file = Path(path)
+    if _STAR_IMPORT.search(text) is None or not file.is_file() or not package_of(file):
+        return text
+    try:
+        tree = parsed_source(text)
+    except SyntaxError:
+        return text
+    parts = package_of(file) + ([] if file.name == "__init__.py" else [file.stem])
+    return expand_star_imports(text, tree, file, ".".join(parts))
+
+
 def absolute_import(node: ast.stmt, name: str, module_name: str, package: bool = False) -> str:
     """The import of `name` only, with a relative module made absolute."""
     if isinstance(node, ast.Import):
@@ -446,3 +463,105 @@ def imports_a_sibling(file: Path, code: str, locate: Locate) -> bool:
         sibling is not None and sibling.resolve() != file.resolve()
         for sibling, _ in (locate(level, name or None) for level, name in imports if level or name)
     )
+
+
+def package_imports_torch(path: Path) -> bool:
+    """Whether importing the module at `path` runs a package `__init__.py` that imports torch,
+    itself or through the modules of its package it imports (geffnet's `__init__.py` is
+    `from .gen_efficientnet import *`): a module free of torch is then no lighter to import."""
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        if _init_imports_torch(folder / "__init__.py"):
+            return True
+        folder = folder.parent
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _init_imports_torch(init: Path) -> bool:
+    try:
+        text = read_source(init)
+        tree = parsed_source(text)
+    except (ReadError, SyntaxError, ValueError):
+        return False
+    if IMPORTS_TORCH.search(text):
+        return True
+    top = package_of(init)[:1]
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or not (node.level or (node.module or "").split(".")[0] in top):
+            continue
+        found = (
+            relative_module_file(init, node.level, node.module)[0]
+            if node.level
+            else package_module_file(init, node.module or "")[0]
+        )
+        try:
+            if found is not None and found != init and IMPORTS_TORCH.search(read_source(found)):
+                return True
+        except ReadError:
+            continue
+    return False
+
+
+def star_imports_as_names(code: str, file: Path, locate: Locate) -> tuple[str, list[str]]:
+    """`code` (the output) with each top-level star import of a module `locate` finds (a sibling,
+    a torch library) spelled out as the names the output uses of what it exports (its `__all__`,
+    else its public names, through the package's star imports): `from .config import *` becomes
+    `from .config import is_exportable`, which the rounds then copy like any named import. A name
+    the module itself imports is imported from where it comes. A star import of which the output
+    uses nothing goes: left, it would run the module (and torch) for nothing. Also returns the
+    modules of star imports that cannot be read, which stay as written."""
+    if _STAR_IMPORT.search(code) is None:
+        return code, []
+    tree = ast.parse(code)
+    stars = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) and node.module != "__future__"
+    ]
+    if not stars:
+        return code, []
+    bound = top_level_names(tree) | set(top_level_definitions(tree)) | set(single_imports(tree.body))
+    used = dict.fromkeys(
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound
+    )
+    lines = code.splitlines(keepends=True)
+    unresolved: list[str] = []
+    for node in reversed(stars):  # bottom up: the line numbers above stay right
+        path, name = locate(node.level, node.module)
+        if path is None or path.resolve() == file.resolve():
+            continue
+        try:
+            star_tree = parsed_source(read_source(path))
+        except (ReadError, SyntaxError, ValueError):
+            unresolved.append(f"{'.' * node.level}{node.module or ''}")
+            continue
+        exported = _star_names(path, name.split(".")[0])
+        taken = [n for n in used if n in exported and not is_dunder(n)]
+        imports = single_imports(star_tree.body)
+        package = path.name == "__init__.py"
+        spelled = [absolute_import(imports[n], n, name, package) for n in taken if n in imports]
+        own = [n for n in taken if n not in imports]
+        if own:
+            spelled.insert(0, f"from {'.' * node.level}{node.module or ''} import {', '.join(own)}")
+        _replace_statement(lines, node, spelled)
+    return "".join(lines), unresolved[::-1]
+
+
+def _replace_statement(lines: list[str], node: ast.stmt, spelled: list[str]) -> None:
+    """Put the top-level statements `spelled` where `node` is in `lines`, each on a line of its
+    own (the rounds read import lines alone): its own lines, or above the rest of a line it
+    shares (`from .m import *; import math`, as `expand_star_imports` writes)."""
+    line = lines[node.lineno - 1]
+    start = char_column(line, node.col_offset)
+    end = char_column(line, node.end_col_offset or 0)
+    after = line[end:].lstrip(" \t")
+    if node.end_lineno == node.lineno and (line[:start].strip() or after.startswith(";")):
+        if after.startswith(";"):  # the star import first
+            rest = line[:start] + after[1:].lstrip(" \t")
+        else:  # after another statement
+            rest = line[:start].rstrip().removesuffix(";").rstrip() + line[end:]
+        lines[node.lineno - 1] = "".join(f"{statement}\n" for statement in spelled) + rest
+        return
+    text = "".join(f"{line[:start]}{statement}\n" for statement in spelled)
+    lines[node.lineno - 1 : node.end_lineno or node.lineno] = [text] if text else []

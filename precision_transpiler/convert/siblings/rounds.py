@@ -40,8 +40,10 @@ from precision_transpiler.convert.siblings.resolve import (
     import_bindings,
     imports_a_sibling,
     locator,
+    package_imports_torch,
     parsed_source,
     reexport_sources,
+    star_imports_as_names,
     top_level_definitions,
     top_level_names,
 )
@@ -150,6 +152,9 @@ def one_round(
     locate = locator(file, mapped)
     code = module_imports_as_names(code, locate)  # `made_module.MADE` -> `MADE`, imported by name
     code = module_namespaces(code, locate)  # `vars(aggr)` of `import pkg.aggr as aggr`: a namespace
+    code, unresolved = star_imports_as_names(code, file, locate)  # `from .config import *`: the names used
+    for module in unresolved:
+        report_unresolved_star(file, module, report)
     if not imports_a_sibling(file, code, locate):
         return code  # no import of a sibling: nothing to do, without parsing a large file
     parsed = ast.parse(code)
@@ -157,6 +162,24 @@ def one_round(
     for index, found in enumerate(state.lone):
         state.take(index, found)
     return state.finish()
+
+
+def report_unresolved_star(file: Path, module: str, report: SiblingReport) -> None:
+    """Say where the original file star-imports `module`, whose names could not be read: the
+    import stays as written, and runs that module (and what it imports) when the output loads."""
+    line, col = 1, 1
+    try:
+        for node in parsed_source(read_source(file)).body:
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                line, col = node.lineno, node.col_offset + 1
+                if module.endswith(node.module or "."):
+                    break
+    except (ReadError, SyntaxError):
+        pass
+    message = f"`from {module} import *` left as written: the names it binds could not be read from its module"
+    entry = (str(file), line, col, "warning", "star-import-not-resolved", message)
+    if entry not in report.diagnostics:
+        report.diagnostics.append(entry)
 
 
 @dataclass
@@ -187,10 +210,11 @@ class Sibling:
         )
 
     def torch_package(self) -> bool:
-        """Whether the module's top-level package is a distribution that requires torch (kornia):
-        importing any module of it runs the package's `__init__`, which imports torch, so what
-        the output needs from it is copied, however plain (analysis/load_imports.py)."""
-        return torch_distribution(self.name.split(".")[0]) is not None
+        """Whether the module's top-level package is a distribution that requires torch (kornia),
+        or a package `__init__.py` above it imports torch (geffnet's): importing any module of
+        it runs that `__init__`, so what the output needs from it is copied, however plain
+        (analysis/load_imports.py)."""
+        return torch_distribution(self.name.split(".")[0]) is not None or package_imports_torch(self.path)
 
     def qualified(self, name: str) -> str:
         return f"{self.name}.{name}"
@@ -362,6 +386,7 @@ class Round:
         )
         if piece is None:  # it needs a global set under `if`/`try`: left imported, reported
             report.skipped += [sibling.qualified(name) for name in names]
+            self.report_left(sibling, names)
             return
         if report.lines + piece.count("\n") + 1 > self.budget:
             report.over_budget += [sibling.qualified(name) for name in names]
@@ -387,6 +412,21 @@ class Round:
         for line, col, severity, code_, message in diagnostics:
             if any(start <= line <= end for start, end in ranges) and severity in ("error", "unsupported", "warning"):
                 report.diagnostics.append((str(sibling.path), line, col, severity, code_, message))
+
+    def report_left(self, sibling: Sibling, names: list[str]) -> None:
+        """Names that had to be copied (their module runs torch when imported) but could not be
+        are reported where they are defined: the import left in the output loads torch."""
+        defined = top_level_definitions(sibling.tree)
+        for name in names:
+            node = defined.get(name)
+            if node is None:
+                continue
+            message = (
+                f"`{name}` left imported from {sibling.name}, not converted: it needs a global that module sets "
+                "under `if`/`try` from a relative import, so the output imports the module (and torch) when it loads"
+            )
+            entry = (str(sibling.path), node.lineno, node.col_offset + 1, "unsupported", "sibling-not-copied", message)
+            self.report.diagnostics.append(entry)
 
     def finish(self) -> str:
         """The output with the imports copies replace dropped and the round's block put in."""
