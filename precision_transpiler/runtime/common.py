@@ -244,6 +244,25 @@ class enable_grad:
         return False
 
 
+class torch_kernel_choice(enable_grad):
+    """torch's kernel selection regions (`torch.backends.cuda.sdp_kernel(enable_flash=...)`,
+    `torch.nn.attention.sdpa_kernel(SDPBackend.MATH)`, `torch.backends.cudnn.flags(...)`): the
+    target framework picks its own kernels, so the region runs its body as it is (the kernels
+    torch offers compute the same attention)."""
+
+
+class TorchSDPBackend:
+    """torch.nn.attention.SDPBackend's members, for `sdpa_kernel(...)` arguments (which the
+    target ignores: it picks its own kernels)."""
+
+    ERROR = -1
+    MATH = 0
+    FLASH_ATTENTION = 1
+    EFFICIENT_ATTENTION = 2
+    CUDNN_ATTENTION = 3
+    OVERRIDEABLE = 4
+
+
 # Active regions, innermost last: the compute dtype of an enabled region, None for a disabled one.
 # Module-level (like torch's thread-local autocast state) so that `torch_autocast_call` sees the
 # region its op runs in, whichever function the region was opened in.
