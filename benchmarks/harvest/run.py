@@ -1,9 +1,9 @@
 """The run stage of the harvested corpus: convert and verify every frozen case, stage by stage.
 
 harvest.py freezes what a package offers (benchmarks/harvest/cases/<package>.yaml); this converts
-each runnable case to JAX and Keras at fp32 with what the entry reaches (`--prune-to-entry`, the
-way benchmarks/corpus.py does: `transpile(..., entry=, prune_to_entry=True)` then `verify_files`)
-and records how far it got:
+each runnable case to JAX and Keras at fp32 (or under `--policy mixed`, ...) with what the entry
+reaches (`--prune-to-entry`, the way benchmarks/corpus.py does: `transpile(..., entry=,
+prune_to_entry=True)` then `verify_files`) and records how far it got:
 
     converted        the converter reported no error
     imported         the converted file imported, and neither it nor anything it ran imported
@@ -12,14 +12,15 @@ and records how far it got:
                      however close its numbers are)
     built            the entry expression built the converted model
     weights loaded   it took the original's weights
-    verified         its outputs matched the original's within the fp32 tolerance
+    verified         its outputs matched the original's within the policy's tolerance
 
 Results go to a JSON file keyed by package version and converter commit
-(`timm==1.0.31@1e7a56d`), written after every case, so a stopped run resumes where it stopped
-and a new converter commit starts a new column of results.
+(`timm==1.0.31@1e7a56d`, `.../mixed` under another policy), written after every case, so a
+stopped run resumes where it stopped and a new converter commit starts a new column of results.
 
     python benchmarks/harvest/run.py [--split look|held_back|all] [--packages a,b] [--targets jax,tf]
-                                     [--sample N --seed S] [--results FILE.json] [--markdown OUT.md]
+                                     [--policy fp32|mixed|bf16|fp16] [--sample N --seed S]
+                                     [--results FILE.json] [--markdown OUT.md]
                                      [--same-as EARLIER.json]  # the cases an earlier run ran
 """
 
@@ -141,8 +142,8 @@ def limit(seconds: int) -> Any:
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_one(document: dict[str, Any], case: dict[str, Any], target: str) -> Result:
-    """Convert and verify one case for one target (see the module docstring)."""
+def run_one(document: dict[str, Any], case: dict[str, Any], target: str, policy: str = "fp32") -> Result:
+    """Convert and verify one case for one target under one policy (see the module docstring)."""
     result = Result(document["package"], str(document["version"]), case["class"], target)
     corpus_case = Case(case["class"], document["import"], case["file"], case["entry"], list(case["inputs"]))
     # the original package counts as torch when its distribution requires torch, as for the
@@ -151,9 +152,9 @@ def run_one(document: dict[str, Any], case: dict[str, Any], target: str) -> Resu
     forbidden = TORCH_LIKE | ({document["import"]} if torch_distribution(document["import"]) else set())
     try:
         with limit(CASE_LIMIT_S), watch_imports(forbidden) as seen:
-            outcome = run_case(corpus_case, target, "fp32")
+            outcome = run_case(corpus_case, target, policy)
     except CaseTimeout:
-        outcome = Outcome(case["class"], target, "fp32", first_problem=f"over {CASE_LIMIT_S} s")
+        outcome = Outcome(case["class"], target, policy, first_problem=f"over {CASE_LIMIT_S} s")
         outcome.converted = True  # unknown where: counted as failing at import (see _FIRST_MISSED)
     result.max_rel_err, result.transpile_s, result.verify_s = outcome.max_rel_err, outcome.transpile_s, outcome.verify_s
     result.problem = outcome.first_problem
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("look", "held_back", FIRST_CONTACT, "all"), default="look")
     parser.add_argument("--packages", default="", help="only these distributions (comma-separated)")
     parser.add_argument("--targets", default="jax,tf")
+    parser.add_argument(
+        "--policy", default="fp32", choices=("fp32", "mixed", "bf16", "fp16"), help="the precision policy (fp32)"
+    )
     parser.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded random sample of N cases")
     parser.add_argument("--seed", type=int, default=0, metavar="S")
     parser.add_argument("--site", default=DEFAULT_SITE)
@@ -229,13 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [(d, c) for d, c in select("all", set(), 0, 0, args.cases) if c["class"] in ran]
     results: list[Result] = []
     for document, case in pairs:
-        key = f"{document['package']}=={document['version']}@{commit}"
+        policy = "" if args.policy == "fp32" else f"/{args.policy}"
+        key = f"{document['package']}=={document['version']}@{commit}{policy}"
         column = data.setdefault(key, {})
         for target in args.targets.split(","):
             name = f"{case['class']}|{target}"
             if name not in column:
                 started = time.perf_counter()
-                column[name] = asdict(run_one(document, case, target))
+                column[name] = asdict(run_one(document, case, target, args.policy))
                 took = time.perf_counter() - started
                 stage = f"not {column[name]['stage']}" if column[name]["stage"] else "verified"
                 print(f"{name}: {stage} ({took:.1f} s) {column[name]['problem'][:120]}", file=sys.stderr, flush=True)
@@ -243,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.results.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
             results.append(Result(**column[name]))
     text = table(results)
-    print(f"Harvested corpus run, converter {commit}, {len(pairs)} cases\n\n{text}", end="")
+    print(f"Harvested corpus run, converter {commit}, policy {args.policy}, {len(pairs)} cases\n\n{text}", end="")
     if args.markdown:
         args.markdown.write_text(text, encoding="utf-8")
     return 0
