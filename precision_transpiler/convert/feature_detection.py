@@ -70,7 +70,8 @@ def resolve_feature_detection(
                 continue
             statements, record = fallback
             resolved.append(record)
-            statements[0] = statements[0].with_changes(leading_lines=stmt.leading_lines)
+            if statements:
+                statements[0] = statements[0].with_changes(leading_lines=stmt.leading_lines)
             out.extend(statements)
             continue
         statements, imports = kept
@@ -160,7 +161,17 @@ def _torch_fallback(
     texts = tuple(module.code_for_node(i).strip() for i in accelerator)
     span = _try_body_lines(original, texts)
     record = Resolved(texts, span, span[0] if span else 1, kind="torch-fallback")
-    return list(handler.body), record
+    # the fallback imports the rest of the module still reads (none, when `--prune-to-entry`
+    # left out their users)
+    kept = [line for line in handler.body if _mentions(others, _line_names(line))]
+    return kept, record
+
+
+def _line_names(line: cst.BaseStatement) -> set[str]:
+    """The names an import line binds."""
+    if not isinstance(line, cst.SimpleStatementLine):
+        return set()
+    return set().union(*(import_bound_names(s) for s in line.body if isinstance(s, cst.Import | cst.ImportFrom)))
 
 
 def _body_names(lines: Sequence[cst.BaseStatement]) -> set[str]:

@@ -144,3 +144,12 @@ def test_an_accelerator_whose_names_are_read_elsewhere_stays() -> None:
         "except ImportError:\n    from torch.nn import LayerNorm as Norm\nbase = Fused\n"
     )
     assert _resolve(code) == (code, [])
+
+
+def test_an_unread_torch_fallback_goes_too() -> None:
+    """With `--prune-to-entry` the fallback's users may be left out: nothing of the `try` stays."""
+    head = "try:\n    from apex import Fused\n\n    class Norm(Fused):\n        pass\nexcept ImportError:\n"
+    code, resolved = _resolve(head + "    from torch.nn import LayerNorm as Norm\nx = 1\n")
+    assert (code, resolved) == ("x = 1\n", ["from apex import Fused"])
+    code, _ = _resolve(head + "    from torch.nn import LayerNorm as Norm\nx = Norm\n")
+    assert code == "from torch.nn import LayerNorm as Norm\nx = Norm\n"
