@@ -69,6 +69,25 @@ class PosEmb(nn.Embedding):
         )
 """
 
+MODULE_DICT_SUBCLASS = """import torch
+import torch.nn as nn
+
+
+class MixedConv(nn.ModuleDict):
+    # geffnet's MixedConv2d: a ModuleDict with attributes of its own, iterated for its modules
+    def __init__(self, channels=4, kernels=(1, 3)):
+        super().__init__()
+        self.splits = [channels // len(kernels)] * len(kernels)
+        self.in_channels = channels
+        for i, k in enumerate(kernels):
+            self.add_module(str(i), nn.Conv2d(self.splits[i], self.splits[i], k, padding=k // 2))
+
+    def forward(self, x):
+        parts = torch.split(x, self.splits, 1)
+        assert len(self) == len(self.splits) and list(self.keys()) == ["0", "1"]
+        return torch.cat([conv(parts[i]) for i, conv in enumerate(self.values())], 1)
+"""
+
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
 @pytest.mark.parametrize(
@@ -77,8 +96,9 @@ class PosEmb(nn.Embedding):
         (INTERNALS, "Net()", "float32[2,3,5,5]"),
         (SPLIT_BATCH_NORM, "SplitBatchNorm(4)", "float32[2,4,3,3]"),
         (EMBEDDING_SUBCLASS, "PosEmb(10, 4, padding_idx=1)", "int64[2,5]<10"),
+        (MODULE_DICT_SUBCLASS, "MixedConv()", "float32[1,4,6,6]"),
     ],
-    ids=["module-internals", "norm-subclass-buffers", "embedding-subclass-attributes"],
+    ids=["module-internals", "norm-subclass-buffers", "embedding-subclass-attributes", "module-dict-attributes"],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:
     original = tmp_path / "model.py"

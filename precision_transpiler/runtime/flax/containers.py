@@ -153,10 +153,33 @@ class ModuleDict(TorchInternals, nnx.Dict):
         return getattr(self, key)
 
     def __contains__(self, key: object) -> bool:
-        return self._has(key)
+        return self._has(key) and isinstance(vars(self)[key], self._entries)
 
     def add_module(self, name: str, module: Any) -> None:
         setattr(self, str(name), module)
+
+    # torch's ModuleDict holds modules only (ParameterDict parameters): a subclass's own
+    # attributes (geffnet's MixedConv2d sets `self.splits`, `self.in_channels`) are not entries,
+    # as nnx.Dict would take them
+    _entries: Any = nnx.Module
+
+    def _module_keys(self) -> list[str]:
+        return [k for k, v in vars(self).items() if not k.startswith("_pytree__") and isinstance(v, self._entries)]
+
+    def keys(self) -> Any:
+        return self._module_keys()
+
+    def values(self) -> Any:
+        return [getattr(self, k) for k in self._module_keys()]
+
+    def items(self) -> Any:
+        return [(k, getattr(self, k)) for k in self._module_keys()]
+
+    def __iter__(self) -> Any:
+        return iter(self._module_keys())
+
+    def __len__(self) -> int:
+        return len(self._module_keys())
 
 
 def _as_param(value: Any) -> Any:
@@ -195,6 +218,8 @@ class ParameterDict(ModuleDict):
     """torch.nn.ParameterDict: nnx.Params under their keys (torch's names `w.key`), looked up as
     ModuleDict's entries are. `pd[key]`, `key in pd`, len, iteration over keys, keys/values/items,
     update as torch's."""
+
+    _entries = nnx.Variable
 
     def __init__(self, parameters: Any = None, *, rngs: Any = None) -> None:
         super().__init__({str(k): _as_param(v) for k, v in dict(parameters or {}).items()})
