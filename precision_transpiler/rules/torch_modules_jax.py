@@ -21,6 +21,7 @@ import functools
 import libcst as cst
 
 from precision_transpiler.analysis.containers import filled_containers, is_empty_container
+from precision_transpiler.analysis.tensors import attribute_kind
 from precision_transpiler.analysis.torch_models import analysis_for, builder_rngs_in_scope
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
@@ -201,12 +202,18 @@ class TorchModules(Rule):
         ctx.record(self.name, original, new)
         return new
 
-    def leave_Assign(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Assign | None:
+    def leave_Assign(
+        self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign
+    ) -> cst.BaseSmallStatement | None:
         """`self.proj = None` in a module class -> `self.proj = nnx.data(None)`: nnx makes an
         attribute first set to None static, and refuses a submodule assigned to it later
         (torchvision's RegNet sets `self.proj = None`, then a block when shapes differ). So is any
         other value of an attribute that a torch op's result is assigned to elsewhere
         (`self.m = matrix` from an argument, `self.m = torch.eye(n)` when it is None)."""
+        marked = _variable_metadata(ctx, original, updated)
+        if marked is not None:
+            ctx.record(self.name, original, marked)
+            return marked
         if not (isinstance(updated.value, cst.Name) and updated.value.value == "None"):
             return self._container_attribute(ctx, original, updated) or self._array_attribute(ctx, original, updated)
         if not any(
@@ -577,6 +584,36 @@ class TorchModules(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
+
+
+def _variable_metadata(ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Expr | None:
+    """`self.A_log._no_weight_decay = True` (mambapy: a mark for the optimiser on a parameter)
+    -> `self.A_log.set_metadata("_no_weight_decay", True)`: an nnx Variable takes other
+    attributes as metadata only. Torch's own tensor attributes (`data`, `grad`, ...) are the
+    other rules'."""
+    if len(original.targets) != 1:
+        return None
+    target = original.targets[0].target
+    if not (
+        isinstance(target, cst.Attribute)
+        and isinstance(target.value, cst.Attribute)
+        and isinstance(target.value.value, cst.Name)
+        and target.value.value.value == "self"
+        and target.attr.value not in _TENSOR_ATTRIBUTES
+    ):
+        return None
+    if attribute_kind(ctx, target.value, original) != "variable":
+        return None
+    new_target = updated.targets[0].target
+    assert isinstance(new_target, cst.Attribute)
+    name = cst.Arg(
+        cst.SimpleString(f'"{target.attr.value}"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    )
+    func = cst.Attribute(new_target.value, cst.Name("set_metadata"))
+    return cst.Expr(cst.Call(func, [name, cst.Arg(updated.value)]))
+
+
+_TENSOR_ATTRIBUTES = frozenset({"data", "grad", "requires_grad", "value", "shape", "dtype", "device", "T"})
 
 
 def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpression, str] | None:

@@ -1,0 +1,38 @@
+"""An attribute set on a parameter or buffer (`self.A_log._no_weight_decay = True`, mambapy's mark
+for the optimiser) is Variable metadata on Flax (`self.A_log.set_metadata(...)`: an nnx Variable
+refuses other attributes) and an attribute of the Keras variable (rules/torch_modules_jax.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from precision_transpiler import transpile
+from tests.helpers import convert_and_verify, on_both_targets
+
+SOURCE = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.A_log = nn.Parameter(torch.zeros(d))
+        self.A_log._no_weight_decay = True
+        self.fc = nn.Linear(d, d)
+        self.fc.note = "kept"  # a layer's attribute, not a parameter's: stays as written
+
+    def forward(self, x):
+        return self.fc(x) * torch.exp(self.A_log)
+"""
+
+
+def test_flax_sets_metadata() -> None:
+    code = transpile(SOURCE, to="jax").code
+    assert 'self.A_log.set_metadata("_no_weight_decay", True)' in code
+    assert 'self.fc.note = "kept"' in code
+
+
+@on_both_targets
+def test_marked_parameters_verify(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, SOURCE, target, "Net()", ["float32[2,8]"], name="marked")
+    assert verdict.passed, verdict
