@@ -88,6 +88,24 @@ class MixedConv(nn.ModuleDict):
         return torch.cat([conv(parts[i]) for i, conv in enumerate(self.values())], 1)
 """
 
+DROPPED_BIAS = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    # spikingjelly's BatchNormThroughTime: `bn.bias = None` drops the parameter, as torch does
+    def __init__(self, c: int = 4, steps: int = 2):
+        super().__init__()
+        self.bns = nn.ModuleList(nn.BatchNorm1d(c) for _ in range(steps))
+        for bn in self.bns:
+            bn.bias = None
+        self.conv = nn.Conv1d(c, c, 3, padding=1)
+        self.conv.bias = None
+
+    def forward(self, x):
+        return self.conv(self.bns[1](self.bns[0](x)))
+"""
+
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
 @pytest.mark.parametrize(
@@ -97,8 +115,15 @@ class MixedConv(nn.ModuleDict):
         (SPLIT_BATCH_NORM, "SplitBatchNorm(4)", "float32[2,4,3,3]"),
         (EMBEDDING_SUBCLASS, "PosEmb(10, 4, padding_idx=1)", "int64[2,5]<10"),
         (MODULE_DICT_SUBCLASS, "MixedConv()", "float32[1,4,6,6]"),
+        (DROPPED_BIAS, "Net()", "float32[2,4,5]"),
     ],
-    ids=["module-internals", "norm-subclass-buffers", "embedding-subclass-attributes", "module-dict-attributes"],
+    ids=[
+        "module-internals",
+        "norm-subclass-buffers",
+        "embedding-subclass-attributes",
+        "module-dict-attributes",
+        "dropped-bias",
+    ],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:
     original = tmp_path / "model.py"

@@ -20,6 +20,7 @@ from precision_transpiler.runtime.keras.functional import (
     _keras_dtype,
     _uniform,
 )
+from precision_transpiler.runtime.keras.module_api import ReplacesVariables
 from precision_transpiler.runtime.padding import _pad_nd
 
 
@@ -116,7 +117,7 @@ def _conv_transpose_nd(
     return y[0] if unbatched else y
 
 
-class _ConvNd(keras.layers.Layer):
+class _ConvNd(ReplacesVariables, keras.layers.Layer):
     """Shared body of Conv1d/Conv2d: torch's arguments and OI* `weight` on channels-first inputs."""
 
     _n_spatial = 2
@@ -201,7 +202,7 @@ class Conv3d(_ConvNd):
     _n_spatial = 3
 
 
-class _ConvTransposeNd(keras.layers.Layer):
+class _ConvTransposeNd(ReplacesVariables, keras.layers.Layer):
     """Shared body of ConvTranspose1d/2d: torch's arguments and (in, out/groups, *k) `weight`."""
 
     _n_spatial = 2

@@ -30,6 +30,16 @@ def _untrack_replaced_variable(layer: Any, name: str, value: Any) -> None:
         layer._untrack_variable(old)
 
 
+class ReplacesVariables:
+    """A layer whose variables may be replaced by assignment, as torch's parameters are
+    (`bn.bias = None` drops the parameter, `conv.weight = other` shares one): the replaced
+    variable leaves Keras' tracking (`_untrack_replaced_variable`)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _untrack_replaced_variable(self, name, value)
+        super().__setattr__(name, value)
+
+
 # Attributes of Keras layers that hold sublayers or variables under another name (Keras' own
 # bookkeeping): a module walk skips them.
 _KERAS_INTERNAL = frozenset(

@@ -11,6 +11,7 @@ from keras import ops
 
 from precision_transpiler.runtime.common import _channel_shape
 from precision_transpiler.runtime.keras.functional import _keras_dtype, _stats_dtype
+from precision_transpiler.runtime.keras.module_api import ReplacesVariables
 
 
 def _batch_norm_stats(x: Any) -> tuple[Any, Any, Any]:
@@ -121,7 +122,7 @@ def _running_update(stat: Any, value: Any, factor: Any) -> None:
     stat.assign(ops.cast((1.0 - factor) * old + factor * value, stat.dtype))
 
 
-class _BatchNorm(keras.layers.Layer):
+class _BatchNorm(ReplacesVariables, keras.layers.Layer):
     """Shared body of BatchNorm1d/2d with torch's statistics (Keras BatchNormalization differs).
 
     `momentum` is the weight of the new batch (Keras: 0.99, the decay of the old statistics); the
