@@ -63,3 +63,30 @@ def test_torch_size_as_a_value_is_a_tuple(tmp_path: Path, target: str) -> None:
     assert "isinstance(self.shape, TorchSize)" in code and "self.shape = tuple(shape)" in code
     verdict = convert_and_verify(tmp_path, SIZE, target, "Net()", ["float32[2,16]"], name="sized")
     assert verdict.passed, verdict
+
+
+FINAL = """import torch
+from torch import nn
+
+
+class Attn(nn.Module):
+    fused_attn: torch.jit.Final[bool]
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.fused_attn = False
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+@on_both_targets
+def test_torchscript_final_is_typing_final(tmp_path: Path, target: str) -> None:
+    """timm-style `fused_attn: torch.jit.Final[bool]` is Python's `typing.Final`: the annotation
+    no longer keeps torch imported."""
+    code = transpile(FINAL, to=target).code
+    assert "fused_attn: typing.Final[bool]" in code
+    verdict = convert_and_verify(tmp_path, FINAL, target, "Attn()", ["float32[2,8]"], name="final")
+    assert verdict.passed, verdict
