@@ -6,6 +6,9 @@ library does not: einops' `repeat(self.cls, "1 1 d -> b 1 d", b=b)` asks the arg
 a backend and finds none. Such arguments are passed as their arrays; how a target spells that
 (`self.cls[...]` in Flax, `self.cls.value` in Keras, which applies Keras' autocast) is the
 rule's `wrap`.
+
+Also, for Flax, what else touches a module's variables in attribute form: an attribute set on
+one (`variable_metadata`) and a tuple assignment target holding some (`in_store_target`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from precision_transpiler.analysis.tensors import attribute_kind
 from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 
@@ -146,3 +150,43 @@ def bind_register_buffer(
     equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
     extra = [cst.Arg(bound["persistent"], keyword=cst.Name("persistent"), equal=equal)] if "persistent" in bound else []
     return bound["name"], bound["tensor"], extra
+
+
+def in_store_target(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    """Whether an element of a tuple or list display is part of an assignment or loop target."""
+    while isinstance(node, cst.Element | cst.StarredElement | cst.Tuple | cst.List):
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.For) and parent.target is node):
+            return True
+        node = parent  # type: ignore[assignment]
+    return False
+
+
+def variable_metadata(ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Expr | None:
+    """`self.A_log._no_weight_decay = True` (mambapy: a mark for the optimiser on a parameter)
+    -> `self.A_log.set_metadata("_no_weight_decay", True)`: an nnx Variable takes other
+    attributes as metadata only. Torch's own tensor attributes (`data`, `grad`, ...) are the
+    other rules'."""
+    if len(original.targets) != 1:
+        return None
+    target = original.targets[0].target
+    if not (
+        isinstance(target, cst.Attribute)
+        and isinstance(target.value, cst.Attribute)
+        and isinstance(target.value.value, cst.Name)
+        and target.value.value.value == "self"
+        and target.attr.value not in _TENSOR_ATTRIBUTES
+    ):
+        return None
+    if attribute_kind(ctx, target.value, original) != "variable":
+        return None
+    new_target = updated.targets[0].target
+    assert isinstance(new_target, cst.Attribute)
+    name = cst.Arg(
+        cst.SimpleString(f'"{target.attr.value}"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    )
+    func = cst.Attribute(new_target.value, cst.Name("set_metadata"))
+    return cst.Expr(cst.Call(func, [name, cst.Arg(updated.value)]))
+
+
+_TENSOR_ATTRIBUTES = frozenset({"data", "grad", "requires_grad", "value", "shape", "dtype", "device", "T"})

@@ -21,11 +21,15 @@ import functools
 import libcst as cst
 
 from precision_transpiler.analysis.containers import filled_containers, is_empty_container
-from precision_transpiler.analysis.tensors import attribute_kind
 from precision_transpiler.analysis.torch_models import analysis_for, builder_rngs_in_scope
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
-from precision_transpiler.rules.module_variables import bind_register_buffer, variables_as_arrays
+from precision_transpiler.rules.module_variables import (
+    bind_register_buffer,
+    in_store_target,
+    variable_metadata,
+    variables_as_arrays,
+)
 from precision_transpiler.rules.module_walks import module_walk
 from precision_transpiler.runtime import runtime_module, runtime_name
 from precision_transpiler.syntax import dotted_name
@@ -210,7 +214,7 @@ class TorchModules(Rule):
         (torchvision's RegNet sets `self.proj = None`, then a block when shapes differ). So is any
         other value of an attribute that a torch op's result is assigned to elsewhere
         (`self.m = matrix` from an argument, `self.m = torch.eye(n)` when it is None)."""
-        marked = _variable_metadata(ctx, original, updated)
+        marked = variable_metadata(ctx, original, updated)
         if marked is not None:
             ctx.record(self.name, original, marked)
             return marked
@@ -442,6 +446,8 @@ class TorchModules(Rule):
             return None  # a write, an index, `self.buf.shape`, `self.buf.mul_(...)`: leave to others
         if isinstance(parent, cst.AugAssign | cst.AnnAssign) and parent.target is original:
             return None
+        if isinstance(parent, cst.Element) and in_store_target(ctx, parent):
+            return None  # `self.sin, self.cos = self._build(...)` (timm's rotary embedding): a write
         if isinstance(parent, cst.Comparison) and any(
             isinstance(c.operator, cst.Is | cst.IsNot) for c in parent.comparisons
         ):
@@ -584,36 +590,6 @@ class TorchModules(Rule):
         if new is not None:
             ctx.record(self.name, original, new)
         return new
-
-
-def _variable_metadata(ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> cst.Expr | None:
-    """`self.A_log._no_weight_decay = True` (mambapy: a mark for the optimiser on a parameter)
-    -> `self.A_log.set_metadata("_no_weight_decay", True)`: an nnx Variable takes other
-    attributes as metadata only. Torch's own tensor attributes (`data`, `grad`, ...) are the
-    other rules'."""
-    if len(original.targets) != 1:
-        return None
-    target = original.targets[0].target
-    if not (
-        isinstance(target, cst.Attribute)
-        and isinstance(target.value, cst.Attribute)
-        and isinstance(target.value.value, cst.Name)
-        and target.value.value.value == "self"
-        and target.attr.value not in _TENSOR_ATTRIBUTES
-    ):
-        return None
-    if attribute_kind(ctx, target.value, original) != "variable":
-        return None
-    new_target = updated.targets[0].target
-    assert isinstance(new_target, cst.Attribute)
-    name = cst.Arg(
-        cst.SimpleString(f'"{target.attr.value}"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    )
-    func = cst.Attribute(new_target.value, cst.Name("set_metadata"))
-    return cst.Expr(cst.Call(func, [name, cst.Arg(updated.value)]))
-
-
-_TENSOR_ATTRIBUTES = frozenset({"data", "grad", "requires_grad", "value", "shape", "dtype", "device", "T"})
 
 
 def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpression, str] | None:

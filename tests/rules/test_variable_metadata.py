@@ -36,3 +36,37 @@ def test_flax_sets_metadata() -> None:
 def test_marked_parameters_verify(tmp_path: Path, target: str) -> None:
     verdict = convert_and_verify(tmp_path, SOURCE, target, "Net()", ["float32[2,8]"], name="marked")
     assert verdict.passed, verdict
+
+
+TUPLE_TARGET = """import torch
+from torch import nn
+
+
+class Rope(nn.Module):
+    # timm's RotaryEmbeddingCat: buffers that may be None, set together from a tuple
+    def __init__(self, d: int = 8, steps=None):
+        super().__init__()
+        self.d = d
+        if steps is None:
+            self.register_buffer("sin", None, persistent=False)
+            self.register_buffer("cos", None, persistent=False)
+        else:
+            self.register_buffer("sin", torch.zeros(steps, d), persistent=False)
+            self.register_buffer("cos", torch.ones(steps, d), persistent=False)
+
+    def _build(self, steps):
+        t = torch.arange(steps, dtype=torch.float32)[:, None] * torch.ones(self.d)
+        return torch.sin(t), torch.cos(t)
+
+    def forward(self, x):
+        self.sin, self.cos = self._build(x.shape[1])
+        return x * self.cos + x * self.sin
+"""
+
+
+@on_both_targets
+def test_buffers_in_a_tuple_target_are_written(tmp_path: Path, target: str) -> None:
+    code = transpile(TUPLE_TARGET, to=target).code
+    assert "self.sin, self.cos = self._build(" in code
+    verdict = convert_and_verify(tmp_path, TUPLE_TARGET, target, "Rope()", ["float32[2,5,8]"], name="rope")
+    assert verdict.passed, verdict
