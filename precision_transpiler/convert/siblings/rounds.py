@@ -73,6 +73,8 @@ BUDGET = 60000
 
 #: Non-model helpers are copied in only below this many lines (with what they use).
 SMALL_HELPER = 200
+#: the severities of a copied definition's diagnostics that the converting file reports
+_SAID = ("error", "unsupported", "warning")
 
 
 @dataclass
@@ -410,7 +412,10 @@ class Round:
             self.remove(index, local)
             report.inlined.append(sibling.qualified(name))
         for line, col, severity, code_, message in diagnostics:
-            if any(start <= line <= end for start, end in ranges) and severity in ("error", "unsupported", "warning"):
+            # an error of the whole sibling (an internal error at 1:1: its code was copied as it
+            # was, unconverted) is said wherever it is
+            whole = severity == "error" and not any(start <= line <= end for start, end in ranges)
+            if whole or (any(start <= line <= end for start, end in ranges) and severity in _SAID):
                 report.diagnostics.append((str(sibling.path), line, col, severity, code_, message))
 
     def report_left(self, sibling: Sibling, names: list[str]) -> None:
