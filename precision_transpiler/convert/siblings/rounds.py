@@ -270,6 +270,17 @@ class Round:
             and sibling.qualified(name) not in self.known
             and sibling.qualified(name) not in kept
         ]
+        hidden = [
+            name
+            for name, local in sibling.wanted
+            if name not in top_level_definitions(sibling.tree)
+            and local not in self.defined
+            and sibling.qualified(name) not in kept
+            and _bound_under_block(sibling.tree, name) is not None
+        ]
+        if hidden:  # bound only under `if`/`try` there: left imported, and said
+            self.report.skipped += [sibling.qualified(name) for name in hidden]
+            self.report_left(sibling, hidden)
         if not candidates:
             return
         if self.report.lines >= self.budget:
@@ -424,12 +435,19 @@ class Round:
         defined = top_level_definitions(sibling.tree)
         for name in names:
             node = defined.get(name)
-            if node is None:
-                continue
             message = (
                 f"`{name}` left imported from {sibling.name}, not converted: it needs a global that module sets "
                 "under `if`/`try` from a relative import, so the output imports the module (and torch) when it loads"
             )
+            if node is None:
+                node = _bound_under_block(sibling.tree, name)
+                message = (
+                    f"`{name}` left imported from {sibling.name}, not converted: that module binds it only under "
+                    "`if`/`try` (an optional accelerator, a version switch), so the output imports the module (and "
+                    "torch) when it loads"
+                )
+            if node is None:
+                continue
             entry = (str(sibling.path), node.lineno, node.col_offset + 1, "unsupported", "sibling-not-copied", message)
             self.report.diagnostics.append(entry)
 
@@ -447,3 +465,22 @@ class Round:
         if not self.blocks:
             return insert_imports(code, tree, imports)
         return insert_block(code, tree, imports, "\n\n\n".join(self.blocks))
+
+
+def _bound_under_block(tree: ast.Module, name: str) -> ast.stmt | None:
+    """The module-level `if`/`try` statement whose blocks bind `name` (fair-esm's
+    `try: ... class ESM1bLayerNorm(...) except ImportError: from torch.nn import LayerNorm as
+    ESM1bLayerNorm`), or None."""
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.If | ast.Try):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name == name:
+                return stmt
+            if isinstance(node, ast.Import | ast.ImportFrom) and any(
+                (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
+            ):
+                return stmt
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+                return stmt
+    return None

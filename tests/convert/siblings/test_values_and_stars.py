@@ -283,3 +283,36 @@ def test_a_value_that_cannot_be_copied_is_reported_where_it_is_defined(tmp_path:
     assert "from .ops import run" in code
     found = [(Path(p).name, line, col, sev, code_) for p, line, col, sev, code_, _ in report.diagnostics]
     assert found == [("ops.py", 9, 1, "unsupported", "sibling-not-copied")]
+
+
+def test_a_name_bound_only_under_try_is_reported_where_it_is_bound(tmp_path: Path) -> None:
+    """fair-esm's `ESM1bLayerNorm`, bound by an optional accelerator's `try` or its torch
+    fallback: there is no definition to copy, so the import stays and that is said at the `try`."""
+    write_package(
+        tmp_path,
+        {
+            "apk/__init__.py": "import torch\n",
+            "apk/modules.py": """
+                import torch
+
+                try:
+                    from apex.normalization import FusedLayerNorm as _Fused
+
+                    class FastNorm(_Fused):
+                        pass
+
+                except ImportError:
+                    from torch.nn import LayerNorm as FastNorm
+
+
+                def helper(x):
+                    return torch.relu(x)
+            """,
+            "apk/model.py": "from .modules import FastNorm, helper\n\n\ndef g(x):\n    return helper(FastNorm(4)(x))\n",
+        },
+    )
+    model = tmp_path / "apk/model.py"
+    code, report = inline_siblings(str(model), model.read_text(), unchanged)
+    assert "from .modules import FastNorm" in code and "def helper" in code
+    found = [(Path(p).name, line, sev, code_) for p, line, _, sev, code_, _ in report.diagnostics]
+    assert ("modules.py", 3, "unsupported", "sibling-not-copied") in found
