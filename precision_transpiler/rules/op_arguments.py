@@ -18,6 +18,7 @@ from precision_transpiler.mappings.model import OpSpec
 from precision_transpiler.mappings.patterns import Pattern
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.templates import Match
+from precision_transpiler.syntax import dotted_name
 
 
 def receiver_params(pattern: Pattern) -> set[str]:
@@ -116,7 +117,7 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
         if qualified is not None and ctx.mappings.framework_of(qualified) is not None:
             # `torch.device(...)`: not `<tensor>.device`; `torch.utils.data`: not `<tensor>.data`
             return "is a framework module or symbol, not a tensor"
-        if qualified is not None and _root_name(node) in _module_imports(ctx):
+        if qualified is not None and (dotted_name(node) or "").split(".")[0] in _module_imports(ctx):
             return "is an imported module, not a tensor"  # `esm.data.Alphabet`: not `<tensor>.data`
         if isinstance(node, cst.Name) and node.value == "self" and _in_module_class(ctx):
             return "is the module itself, not a tensor"  # `self.device`, `self.data`, `self.T`
@@ -135,13 +136,6 @@ def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) 
     if ctx.dtype_of(node) is not None:
         return "is a dtype"  # `x.view(torch.float16)` reinterprets bits: not a reshape
     return None
-
-
-def _root_name(node: cst.BaseExpression) -> str | None:
-    """The name a dotted chain starts from (`a` of `a.b.c`)."""
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
 
 
 def _module_imports(ctx: RuleContext) -> frozenset[str]:

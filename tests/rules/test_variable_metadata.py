@@ -1,6 +1,7 @@
 """An attribute set on a parameter or buffer (`self.A_log._no_weight_decay = True`, mambapy's mark
 for the optimiser) is Variable metadata on Flax (`self.A_log.set_metadata(...)`: an nnx Variable
-refuses other attributes) and an attribute of the Keras variable (rules/torch_modules_jax.py)."""
+refuses other attributes) and an attribute of the Keras variable; buffers assigned together from
+a tuple are written, not read (rules/module_variables.py)."""
 
 from __future__ import annotations
 

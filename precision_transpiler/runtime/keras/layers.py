@@ -15,10 +15,10 @@ from keras import ops
 
 from precision_transpiler.runtime.common import TorchInit
 from precision_transpiler.runtime.keras.functional import _cast, _dropout, _keras_dtype, _linear, _uniform
-from precision_transpiler.runtime.keras.module_api import _untrack_replaced_variable
+from precision_transpiler.runtime.keras.module_api import ReplacesVariables
 
 
-class Linear(TorchInit, keras.layers.Layer):
+class Linear(TorchInit, ReplacesVariables, keras.layers.Layer):
     """torch.nn.Linear: `weight` (out, in) as torch (Keras Dense: `kernel` (in, out)), y = x W^T + b.
     Assigning another layer's parameter (`lm_head.weight = wte.weight`: both hold torch's
     layout) shares that variable, as torch shares the Parameter."""
@@ -40,16 +40,12 @@ class Linear(TorchInit, keras.layers.Layer):
         self.bias = self.add_weight(shape=(out_features,), initializer=_uniform(bound), name="bias") if bias else None
         self.built = True
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        _untrack_replaced_variable(self, name, value)
-        super().__setattr__(name, value)
-
     def call(self, input: Any) -> Any:
         dt = self.compute_dtype
         return _linear(ops.cast(input, dt), ops.cast(self.weight, dt), _cast(self.bias, dt))
 
 
-class Embedding(TorchInit, keras.layers.Layer):
+class Embedding(TorchInit, ReplacesVariables, keras.layers.Layer):
     """torch.nn.Embedding: `weight` (num, dim) ~ N(0, 1) with the `padding_idx` row zeroed.
 
     As in torch, the `padding_idx` row receives no gradient. `max_norm` (in-place renormalisation) is
@@ -97,10 +93,6 @@ class Embedding(TorchInit, keras.layers.Layer):
             rows = ops.expand_dims(ops.arange(num_embeddings), 1)
             self.weight.assign(ops.where(rows == padding_idx, ops.zeros((), self.weight.dtype), self.weight))
         self.built = True
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        _untrack_replaced_variable(self, name, value)
-        super().__setattr__(name, value)
 
     def call(self, input: Any) -> Any:
         out = ops.take(ops.cast(self.weight, self.compute_dtype), input, axis=0)
