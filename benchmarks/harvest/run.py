@@ -74,6 +74,7 @@ class Result:
     target: str
     stage: str = ""  # the first stage not reached ("" when verified)
     imports_torch: str = ""  # what the converted code imported that needs torch
+    unsupported: int = 0  # constructs the conversion reported unsupported
     max_rel_err: float | None = None
     transpile_s: float = 0.0
     verify_s: float = 0.0
@@ -81,6 +82,13 @@ class Result:
 
     def reached(self, stage: str) -> bool:
         return not self.stage or STAGES.index(stage) < STAGES.index(self.stage)
+
+    @property
+    def unreported(self) -> bool:
+        """Converted without an error, failed later, and the conversion reported nothing
+        unsupported: the converter should have said so (never silently wrong). Stricter than the
+        wild corpus' count: a wrong number or a torch import with nothing reported counts too."""
+        return self.stage not in ("", "converted") and not self.unsupported
 
 
 def converter_commit() -> str:
@@ -158,6 +166,7 @@ def run_one(document: dict[str, Any], case: dict[str, Any], target: str, policy:
         outcome.converted = True  # unknown where: counted as failing at import (see _FIRST_MISSED)
     result.max_rel_err, result.transpile_s, result.verify_s = outcome.max_rel_err, outcome.transpile_s, outcome.verify_s
     result.problem = outcome.first_problem
+    result.unsupported = outcome.unsupported
     result.stage = _FIRST_MISSED[failure_stage(outcome)] if not outcome.verified else ""
     if seen:
         result.imports_torch = ", ".join(seen)
@@ -183,8 +192,12 @@ def select(
 
 
 def table(results: list[Result]) -> str:
-    """Per package and target: cases, and how many reached each stage."""
-    rows = ["| package | to | cases | " + " | ".join(STAGES) + " | imports torch |", "|---|---|---|" + "---|" * 6]
+    """Per package and target: cases, how many reached each stage, how many failed with the torch
+    rule, and how many failed with nothing reported unsupported while converting."""
+    rows = [
+        "| package | to | cases | " + " | ".join(STAGES) + " | imports torch | unreported |",
+        "|---|---|---|" + "---|" * 7,
+    ]
     groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         groups.setdefault((r.package, r.target), []).append(r)
@@ -192,13 +205,16 @@ def table(results: list[Result]) -> str:
     for (package, target), group in sorted(groups.items()):
         reached = [sum(r.reached(s) for r in group) for s in STAGES]
         torch_count = sum(bool(r.imports_torch) for r in group)
-        rows.append(f"| {package} | {target} | {len(group)} | " + " | ".join(map(str, reached)) + f" | {torch_count} |")
+        silent = sum(r.unreported for r in group)
+        cells = " | ".join(map(str, reached))
+        rows.append(f"| {package} | {target} | {len(group)} | {cells} | {torch_count} | {silent} |")
         totals.update({f"{target} {s}": n for s, n in zip(STAGES, reached, strict=True)})
         totals[f"{target} cases"] += len(group)
+        totals[f"{target} unreported"] += silent
     for target in sorted({r.target for r in results}):
         cases = totals[f"{target} cases"]
         cells = " | ".join(f"{totals[f'{target} {s}']} ({totals[f'{target} {s}'] / cases:.0%})" for s in STAGES)
-        rows.append(f"| **all** | {target} | {cases} | {cells} | |")
+        rows.append(f"| **all** | {target} | {cases} | {cells} | | {totals[f'{target} unreported']} |")
     return "\n".join(rows) + "\n"
 
 
