@@ -22,6 +22,10 @@ stopped run resumes where it stopped and a new converter commit starts a new col
                                      [--policy fp32|mixed|bf16|fp16] [--sample N --seed S]
                                      [--results FILE.json] [--markdown OUT.md]
                                      [--same-as EARLIER.json]  # the cases an earlier run ran
+    python benchmarks/harvest/run.py --vendored     # the CI slice: benchmarks/harvest/vendored.yaml
+
+`--vendored` runs every case of the packages copied into benchmarks/harvest/vendored/ from those
+copies, with none of the harvest's packages installed (the test-suite runs it).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ _FIRST_MISSED = {
     "other": "imported",  # not located: counted as failing early rather than late
 }
 CASE_LIMIT_S = 300
+VENDORED = HERE / "vendored"
 TORCH_LIKE = {"torch", "torchvision", "torchaudio"}
 
 
@@ -150,14 +155,18 @@ def limit(seconds: int) -> Any:
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_one(document: dict[str, Any], case: dict[str, Any], target: str, policy: str = "fp32") -> Result:
+def run_one(
+    document: dict[str, Any], case: dict[str, Any], target: str, policy: str = "fp32", vendored: bool = False
+) -> Result:
     """Convert and verify one case for one target under one policy (see the module docstring)."""
     result = Result(document["package"], str(document["version"]), case["class"], target)
     corpus_case = Case(case["class"], document["import"], case["file"], case["entry"], list(case["inputs"]))
     # the original package counts as torch when its distribution requires torch, as for the
     # verifier's torch-free check (analysis/load_imports.py): ncps, a torch and Keras package,
-    # may stay imported for its pure-Python helpers (`ncps.wirings`)
-    forbidden = TORCH_LIKE | ({document["import"]} if torch_distribution(document["import"]) else set())
+    # may stay imported for its pure-Python helpers (`ncps.wirings`); the vendored copies carry
+    # no distribution metadata, and are torch code
+    requires_torch = vendored or torch_distribution(document["import"])
+    forbidden = TORCH_LIKE | ({document["import"]} if requires_torch else set())
     try:
         with limit(CASE_LIMIT_S), watch_imports(forbidden) as seen:
             outcome = run_case(corpus_case, target, policy)
@@ -235,14 +244,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--same-as", type=Path, metavar="RESULTS", help="only the cases an earlier results file ran (a before/after)"
     )
+    parser.add_argument(
+        "--vendored", action="store_true", help="the CI slice: the cases of the packages in benchmarks/harvest/vendored"
+    )
     args = parser.parse_args(argv)
     from tests.real_models import import_torchvision
 
     import_torchvision()  # the project's work-around, before any package imports torchvision
-    sys.path.append(args.site)  # after the pinned stack
+    packages = {p for p in args.packages.split(",") if p}
+    if args.vendored:  # the copies first, whatever else is installed
+        sys.path.insert(0, str(VENDORED))
+        spec = yaml.safe_load((HERE / "vendored.yaml").read_text(encoding="utf-8"))
+        packages, args.split = {item["distribution"] for item in spec["packages"]}, "all"
+    else:
+        sys.path.append(args.site)  # after the pinned stack
     commit = converter_commit()
     data = json.loads(args.results.read_text(encoding="utf-8")) if args.results.exists() else {}
-    pairs = select(args.split, {p for p in args.packages.split(",") if p}, args.sample, args.seed, args.cases)
+    pairs = select(args.split, packages, args.sample, args.seed, args.cases)
     if args.same_as:
         earlier = json.loads(args.same_as.read_text(encoding="utf-8"))
         ran = {name.split("|")[0] for column in earlier.values() for name in column}
@@ -256,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             name = f"{case['class']}|{target}"
             if name not in column:
                 started = time.perf_counter()
-                column[name] = asdict(run_one(document, case, target, args.policy))
+                column[name] = asdict(run_one(document, case, target, args.policy, args.vendored))
                 took = time.perf_counter() - started
                 stage = f"not {column[name]['stage']}" if column[name]["stage"] else "verified"
                 print(f"{name}: {stage} ({took:.1f} s) {column[name]['problem'][:120]}", file=sys.stderr, flush=True)

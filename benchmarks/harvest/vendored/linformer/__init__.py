@@ -1,0 +1,1 @@
+from linformer.linformer import LinformerLM, Linformer, LinformerSelfAttention

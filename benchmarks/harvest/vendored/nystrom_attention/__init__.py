@@ -1,0 +1,2 @@
+from nystrom_attention.nystrom_attention import NystromAttention, Nystromformer
+Nystromer = Nystromformer

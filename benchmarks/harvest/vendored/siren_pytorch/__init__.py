@@ -1,0 +1,1 @@
+from siren_pytorch.siren_pytorch import Sine, Siren, SirenNet, SirenWrapper
