@@ -76,6 +76,7 @@ class Outcome:
     policy: str
     converted: bool = False
     unsupported: int = 0
+    torch_at_load: int = 0  # warnings that the output still imports torch when it loads
     verified: bool = False
     max_rel_err: float | None = None
     tolerance: float | None = None
@@ -151,6 +152,7 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0, runtime: str
     outcome.converted = not result.errors
     unsupported = [d for d in result.diagnostics if d.severity == "unsupported"]
     outcome.unsupported = len(unsupported)
+    outcome.torch_at_load = sum(d.code == "torch-at-load" for d in result.diagnostics)
     problems = [*result.errors, *unsupported]
     if problems:
         outcome.first_problem = _short(problems[0].format().replace(str(original.parent) + "/", ""))

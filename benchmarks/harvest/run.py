@@ -80,6 +80,7 @@ class Result:
     stage: str = ""  # the first stage not reached ("" when verified)
     imports_torch: str = ""  # what the converted code imported that needs torch
     unsupported: int = 0  # constructs the conversion reported unsupported
+    torch_at_load: int = 0  # imports it warned would still need torch when the output loads
     max_rel_err: float | None = None
     transpile_s: float = 0.0
     verify_s: float = 0.0
@@ -92,7 +93,10 @@ class Result:
     def unreported(self) -> bool:
         """Converted without an error, failed later, and the conversion reported nothing
         unsupported: the converter should have said so (never silently wrong). Stricter than the
-        wild corpus' count: a wrong number or a torch import with nothing reported counts too."""
+        wild corpus' count: a wrong number or a torch import with nothing reported counts too (a
+        torch import the conversion warned of is reported)."""
+        if self.stage == "imported" and self.imports_torch and self.torch_at_load:
+            return False
         return self.stage not in ("", "converted") and not self.unsupported
 
 
@@ -175,7 +179,7 @@ def run_one(
         outcome.converted = True  # unknown where: counted as failing at import (see _FIRST_MISSED)
     result.max_rel_err, result.transpile_s, result.verify_s = outcome.max_rel_err, outcome.transpile_s, outcome.verify_s
     result.problem = outcome.first_problem
-    result.unsupported = outcome.unsupported
+    result.unsupported, result.torch_at_load = outcome.unsupported, outcome.torch_at_load
     result.stage = _FIRST_MISSED[failure_stage(outcome)] if not outcome.verified else ""
     if seen:
         result.imports_torch = ", ".join(seen)

@@ -33,6 +33,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("op-pattern", "op_patterns_any"),
     # `p.requires_grad = False` and the `requires_grad_(...)` calls op-pattern left (not tensors)
     ("torch-requires-grad", "torch_requires_grad_model"),
+    # `getattr(t, mode)` on a tensor with a computed name: torch's method, looked up when it runs
+    ("torch-dynamic-method", "torch_dynamic_methods_model"),
     # Keras-only arithmetic fixes (torch's promotion of bools and integers).
     ("torch-bool-arith-tf", "torch_bool_arith_tf"),
     ("torch-inplace-init", "torch_inplace_init_model"),

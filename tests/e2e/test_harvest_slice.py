@@ -51,6 +51,10 @@ def test_a_failure_with_nothing_reported_is_counted_as_unreported() -> None:
     unconverted = run.Result("p", "1", "p.C", "tf", stage="converted")
     verified = run.Result("p", "1", "p.D", "tf")
     assert [r.unreported for r in (silent, reported, unconverted, verified)] == [True, False, False, False]
+    # a torch import the conversion warned would run at load is reported; one it did not warn of is not
+    warned = run.Result("p", "1", "p.E", "jax", stage="imported", imports_torch="torch", torch_at_load=1)
+    unwarned = run.Result("p", "1", "p.F", "jax", stage="imported", imports_torch="torch")
+    assert (warned.unreported, unwarned.unreported) == (False, True)
     table = run.table([silent, reported, unconverted, verified])
     assert "| p | jax | 2 | 2 | 2 | 0 | 0 | 0 | 0 | 1 |" in table
     assert "| p | tf | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 0 |" in table

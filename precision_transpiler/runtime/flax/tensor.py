@@ -227,3 +227,57 @@ def torch_legacy_tensor(*args, dtype=jnp.float32):
     (`torch.Tensor(mean)`) a tensor of it in the constructor's dtype."""
     sizes = _legacy_sizes(args)
     return jnp.asarray(args[0], dtype=dtype) if sizes is None else jnp.zeros(sizes, dtype)
+
+
+def torch_getattr(obj, name, *default):
+    """`getattr(x, name)` where `x` may be a tensor and the name is one the code computes
+    (`fn = getattr(t, mode); fn(dim=-1, keepdim=True)`, x-transformers' masked reductions): on an
+    array, torch's method of that name, with torch's arguments (`dim`, `keepdim`, torch's
+    unbiased `std`/`var`, `max`/`min` with their indices); the attributes an array shares with a
+    torch tensor (`shape`, `dtype`, `ndim`, `T`) as they are; any other name is refused, since
+    jax.numpy's method of that name takes other arguments (`size` is not a method, `view`
+    reinterprets bits). Anything but an array is the builtin getattr."""
+    if not isinstance(obj, jax.Array | np.ndarray):
+        return getattr(obj, name, *default)
+    reductions = {
+        "mean": jnp.mean,
+        "sum": jnp.sum,
+        "prod": jnp.prod,
+        "amax": jnp.max,
+        "amin": jnp.min,
+        "all": jnp.all,
+        "any": jnp.any,
+        "nansum": jnp.nansum,
+        "nanmean": jnp.nanmean,
+        "logsumexp": jax.scipy.special.logsumexp,
+        "argmax": jnp.argmax,
+        "argmin": jnp.argmin,
+    }
+    if name in reductions:
+        reduce = reductions[name]
+
+        def method(dim=None, keepdim=False, *, dtype=None):
+            axis = tuple(dim) if isinstance(dim, list | tuple) else dim
+            out = reduce(obj, axis=axis, keepdims=keepdim)
+            return out if dtype is None else out.astype(dtype)
+
+        return method
+    if name in ("std", "var"):
+        spread = jnp.std if name == "std" else jnp.var
+
+        def deviation(dim=None, unbiased=True, keepdim=False, *, correction=None):
+            axis = tuple(dim) if isinstance(dim, list | tuple) else dim
+            ddof = correction if correction is not None else int(bool(unbiased))
+            return spread(obj, axis=axis, ddof=ddof, keepdims=keepdim)
+
+        return deviation
+    if name in ("max", "min"):
+        pick = torch_max if name == "max" else torch_min
+        return lambda dim=None, keepdim=False: pick(obj, dim, keepdim)
+    if name in ("shape", "dtype", "ndim", "T"):
+        return getattr(obj, name)
+    raise NotImplementedError(
+        f"getattr(tensor, {name!r}): the converted code looks this torch method up by a name it computes, "
+        "and the runtime converts only torch's reductions (mean, sum, prod, amax, amin, all, any, std, var, "
+        "max, min, argmax, argmin, logsumexp) and shape attributes that way"
+    )

@@ -526,3 +526,64 @@ def torch_legacy_tensor(*args, dtype="float32"):
     (`torch.Tensor(mean)`) a tensor of it in the constructor's dtype."""
     sizes = _legacy_sizes(args)
     return ops.convert_to_tensor(args[0], dtype=dtype) if sizes is None else ops.zeros(sizes, dtype)
+
+
+def torch_getattr(obj, name, *default):
+    """`getattr(x, name)` where `x` may be a tensor and the name is one the code computes
+    (`fn = getattr(t, mode); fn(dim=-1, keepdim=True)`, x-transformers' masked reductions): on a
+    tensor, torch's method of that name, with torch's arguments (`dim`, `keepdim`, torch's
+    unbiased `std`/`var`, `max`/`min` with their indices); the attributes a tensor shares with a
+    torch tensor (`shape`, `dtype`, `ndim`) as they are; any other name is refused, since
+    TensorFlow tensors have no such methods. Anything but a tensor is the builtin getattr."""
+    if not (ops.is_tensor(obj) or isinstance(obj, keras.Variable | np.ndarray)):
+        return getattr(obj, name, *default)
+    reductions = {
+        "mean": ops.mean,
+        "sum": ops.sum,
+        "prod": ops.prod,
+        "amax": ops.max,
+        "amin": ops.min,
+        "all": ops.all,
+        "any": ops.any,
+        "logsumexp": ops.logsumexp,
+    }
+    if name in reductions:
+        reduce = reductions[name]
+
+        def method(dim=None, keepdim=False, *, dtype=None):
+            axis = tuple(dim) if isinstance(dim, list | tuple) else dim
+            out = reduce(obj, axis=axis, keepdims=keepdim)
+            return out if dtype is None else ops.cast(out, dtype)
+
+        return method
+    if name in ("argmax", "argmin"):
+        index = ops.argmax if name == "argmax" else ops.argmin
+
+        def position(dim=None, keepdim=False):
+            flat = obj if dim is not None else ops.reshape(obj, (-1,))
+            out = ops.cast(index(flat, axis=-1 if dim is None else dim, keepdims=keepdim), "int64")
+            return ops.reshape(out, [1] * len(obj.shape)) if dim is None and keepdim else out
+
+        return position
+    if name in ("std", "var"):
+
+        def deviation(dim=None, unbiased=True, keepdim=False, *, correction=None):
+            axis = tuple(dim) if isinstance(dim, list | tuple) else dim
+            ddof = correction if correction is not None else int(bool(unbiased))
+            x = ops.convert_to_tensor(obj)
+            centre = ops.mean(x, axis=axis, keepdims=True)
+            count = math.prod(x.shape) // math.prod(centre.shape)
+            out = ops.sum(ops.square(x - centre), axis=axis, keepdims=keepdim) / max(count - ddof, 1)
+            return ops.sqrt(out) if name == "std" else out
+
+        return deviation
+    if name in ("max", "min"):
+        pick = torch_max if name == "max" else torch_min
+        return lambda dim=None, keepdim=False: pick(obj, dim, keepdim)
+    if name in ("shape", "dtype", "ndim"):
+        return getattr(obj, name) if name != "ndim" else len(obj.shape)
+    raise NotImplementedError(
+        f"getattr(tensor, {name!r}): the converted code looks this torch method up by a name it computes, "
+        "and the runtime converts only torch's reductions (mean, sum, prod, amax, amin, all, any, std, var, "
+        "max, min, argmax, argmin, logsumexp) and shape attributes that way"
+    )
