@@ -65,3 +65,38 @@ def test_the_containers_index_slice_and_name_like_torch() -> None:
     holder = nnx.Dict({"p": params, "t": table})
     paths = sorted(".".join(map(str, path)) for path, v in nnx.iter_graph(holder) if isinstance(v, nnx.Param))
     assert paths == ["p.0", "p.1", "p.2", "t.k", "t.m"]
+
+
+NESTED = """import torch
+from torch import nn
+from torch.nn import Parameter, ParameterList
+
+
+class Nested(nn.Module):
+    def __init__(self, dim=4, depth=2):
+        super().__init__()
+        weights = []
+        for _ in range(depth):
+            weights.append(ParameterList([Parameter(torch.randn(dim, dim * 2)), Parameter(torch.randn(dim * 2, dim))]))
+        self.weights = ParameterList(weights)
+
+    def forward(self, x):
+        for w1, w2 in self.weights:
+            x = (x @ w1).relu() @ w2 + x
+        return x
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_parameter_list_of_parameter_lists_holds_them_as_torch_does(tmp_path: Path, target: str) -> None:
+    """titans' per-layer weights: torch keeps a Module entry of a ParameterList as a submodule
+    (`weights.1.0`), it does not wrap it in a Parameter."""
+    original = tmp_path / "nested.py"
+    original.write_text(NESTED, encoding="utf-8")
+    result = transpile(NESTED, to=target, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    converted = tmp_path / f"nested_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    options = VerifyOptions(entry="Nested()", inputs=["float32[2,4]"], torch_free=True)
+    verdict = verify_files(original, converted, options)
+    assert verdict.passed, verdict.failures

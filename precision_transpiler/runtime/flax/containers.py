@@ -183,9 +183,10 @@ class ModuleDict(TorchInternals, nnx.Dict):
 
 
 def _as_param(value: Any) -> Any:
-    """An entry of a ParameterList/ParameterDict: an nnx Variable as it is, anything else wrapped
-    in an nnx.Param (torch wraps plain tensors in a Parameter)."""
-    return value if isinstance(value, nnx.Variable) else nnx.Param(jnp.asarray(value))
+    """An entry of a ParameterList/ParameterDict: an nnx Variable or a module (a ParameterList of
+    ParameterLists, titans' per-layer weights: torch registers a Module entry as a submodule) as
+    it is, anything else wrapped in an nnx.Param (torch wraps plain tensors in a Parameter)."""
+    return value if isinstance(value, nnx.Variable | nnx.Module) else nnx.Param(jnp.asarray(value))
 
 
 class ParameterList(nnx.List):

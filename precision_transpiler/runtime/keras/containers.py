@@ -276,9 +276,11 @@ class ModuleDict(TorchInternals, keras.layers.Layer):
 
 
 def _as_parameter(value: Any) -> Any:
-    """An entry of a ParameterList/ParameterDict: a Keras variable as it is, anything else a
-    trainable variable holding it (torch wraps plain tensors in a Parameter)."""
-    if isinstance(value, keras.Variable):
+    """An entry of a ParameterList/ParameterDict: a Keras variable or a layer (a ParameterList of
+    ParameterLists, titans' per-layer weights: torch registers a Module entry as a submodule) as
+    it is, anything else a trainable variable holding it (torch wraps plain tensors in a
+    Parameter)."""
+    if isinstance(value, keras.Variable | keras.layers.Layer):
         return value
     value = keras.ops.convert_to_tensor(value)
     return keras.Variable(initializer=value, dtype=keras.backend.standardize_dtype(value.dtype), trainable=True)
