@@ -168,13 +168,15 @@ def installed_module_file(module: str, mapped: frozenset[str]) -> tuple[Path | N
                 except OSError:
                     return None, module
                 # torch code only: a library that merely mentions torch stays imported; a
-                # package's `__init__.py` that re-exports its own modules (torch_einops_utils'
-                # `from torch_einops_utils.stable_softmax import cross_entropy`) is followed there
-                # (torchvision's `models/mobilenet.py` is `from .mobilenetv2 import *` only)
+                # package's `__init__.py` that re-exports modules of its distribution
+                # (torch_einops_utils' `from torch_einops_utils.stable_softmax import
+                # cross_entropy`, timm's deprecated `timm.models.layers` re-exporting
+                # `timm.layers`) is followed there (torchvision's `models/mobilenet.py` is `from
+                # .mobilenetv2 import *` only)
                 torch_code = IMPORTS_TORCH.search(text) is not None
                 if not torch_code:
                     init = candidate.name == "__init__.py"
-                    package = module if init else module.rsplit(".", 1)[0]
+                    package = parts[0] if init else module.rsplit(".", 1)[0]
                     star = "" if init else r"[^\n]*import[ \t]+\*"  # a module: star re-exports only
                     own = re.compile(rf"^[ \t]*from[ \t]+(?:\.|{re.escape(package)}\.){star}", re.MULTILINE)
                     torch_code = own.search(text) is not None

@@ -103,6 +103,9 @@ def test_torch_libraries_of_other_distributions_are_found_on_the_search_path(
         {
             "torchlib/nn.py": "import torch\n\n\nclass Sequential(torch.nn.Module):\n    pass\n",
             "torchlib/__init__.py": "from torchlib.nn import Sequential\n",
+            # timm's deprecated `timm.models.layers`: re-exports another package of its distribution
+            "torchlib/old/layers/__init__.py": "from torchlib.nn import Sequential\nimport warnings\n",
+            "torchlib/old/__init__.py": "",
             "plainlib/util.py": "def helper():\n    return 1\n",
         },
     )
@@ -111,6 +114,8 @@ def test_torch_libraries_of_other_distributions_are_found_on_the_search_path(
     assert installed_module_file("torchlib.nn", mapped) == (tmp_path / "torchlib/nn.py", "torchlib.nn")
     # a package whose `__init__.py` re-exports its own modules is followed there
     assert installed_module_file("torchlib", mapped) == (tmp_path / "torchlib/__init__.py", "torchlib")
+    old = installed_module_file("torchlib.old.layers", mapped)
+    assert old == (tmp_path / "torchlib/old/layers/__init__.py", "torchlib.old.layers")
     assert installed_module_file("plainlib.util", mapped) == (None, "plainlib.util")  # no torch: stays imported
     assert installed_module_file("torchlib.nn", frozenset({"torchlib"})) == (None, "torchlib.nn")  # mapped
     assert installed_module_file("json", mapped) == (None, "json")  # the standard library
