@@ -360,6 +360,11 @@ class TorchInplaceOps(Rule):
             and attribute_kind(ctx, base, line) != "unknown"
         ):
             return None  # `d[k][i] = v`, `self.cache[k] = v`, `self.layers[i] = m`: not known to be a tensor
+        elif attribute_kind(ctx, base, line) == "variable":
+            # a buffer or parameter (`self.cached_freqs[:n] = freqs`, rotary-embedding-torch's
+            # cache): the runtime's variables take item assignment as torch's do (an nnx.Variable
+            # sets `.at[index]` of its value, the Keras Parameter and Buffer assign theirs)
+            return None
         framework, at = (
             ("JAX arrays", "name.at[index]") if ctx.target == "jax" else ("TensorFlow tensors", "torch_at(name)[index]")
         )

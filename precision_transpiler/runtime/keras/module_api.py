@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from precision_transpiler.runtime.common import _torch_visible
+from precision_transpiler.runtime.keras.tensor import torch_at
 
 
 def _untrack_replaced_variable(layer: Any, name: str, value: Any) -> None:
@@ -282,6 +283,11 @@ class _Sized:
 
     def __iter__(self) -> Any:
         return iter([self.value[i] for i in range(len(self))])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """`buf[:n] = v` / `param[i] += v`, as on a torch tensor (rotary-embedding-torch fills a
+        slice of its cache buffer in forward): the variable takes its value with `index` set."""
+        self.assign(torch_at(self.value)[index].set(value))
 
 
 class Parameter(_Sized, keras.Variable):
