@@ -392,17 +392,7 @@ class ResolveFeatureDetection:
                 doc.diagnostics[:] = [
                     d for d in doc.diagnostics if not (span[0] <= d.line <= span[1] and d.severity != "note")
                 ]
-            if item.kind == "torch-fallback":
-                message = (
-                    f"`{item.imports[0]}` is an optional accelerator of torch the converted module cannot use: "
-                    "it takes the ImportError fallback, torch's own layer"
-                )
-            else:
-                message = (
-                    f"the code `{item.imports[0]}` guards converted: the `try` keeps only that code, and its "
-                    "ImportError fallback for an older torch is dropped"
-                )
-            doc.note("note", "feature-detection-resolved", message, item.line)
+            doc.note("note", "feature-detection-resolved", item.message, item.line)
 
 
 class DropOrphanedImports:

@@ -25,6 +25,12 @@ The inverse, an optional accelerator guarded by `except ImportError` with torch'
 the fallback (`try: from apex.normalization import FusedLayerNorm` ... `except ImportError: from
 torch.nn import LayerNorm`), takes the fallback: the converted module can never use a torch
 extension, and the fallback's torch imports convert like any other.
+
+So does a torch feature the target has no counterpart for, probed the same way (titans' `try:
+from torch.nn.attention.flex_attention import flex_attention ... except ImportError: pass`, with
+`flex_attention = None` above): its import is still torch's once the rules ran, so the converted
+module takes the path of a torch without that feature, the handler, where the handler imports
+no torch and raises nothing. What uses the feature elsewhere stays reported where it is.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from precision_transpiler.convert.local_imports import _names
-from precision_transpiler.syntax import dotted_name, import_bound_names
+from precision_transpiler.syntax import all_nodes, dotted_name, import_bound_names
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 
@@ -50,8 +56,28 @@ class Resolved:
     fallback_lines: tuple[int, int] | None
     line: int = 1  # the `try` in the original
     #: "torch-fallback": an optional accelerator's `try` replaced by its torch fallback (then
-    #: `imports` are the accelerator's imports and `fallback_lines` the dropped `try` body)
+    #: `imports` are the accelerator's imports and `fallback_lines` the dropped `try` body);
+    #: "unconverted-feature": a torch feature without a counterpart, replaced by its handler
+    #: (`imports` the torch imports left, `fallback_lines` the dropped `try` body)
     kind: str = "feature"
+
+    @property
+    def message(self) -> str:
+        """What the note where the `try` stood says."""
+        if self.kind == "torch-fallback":
+            return (
+                f"`{self.imports[0]}` is an optional accelerator of torch the converted module cannot use: "
+                "it takes the ImportError fallback, torch's own layer"
+            )
+        if self.kind == "unconverted-feature":
+            return (
+                f"`{self.imports[0]}` has no counterpart in the target: the converted module takes its "
+                "ImportError path, as torch without that feature would"
+            )
+        return (
+            f"the code `{self.imports[0]}` guards converted: the `try` keeps only that code, and its "
+            "ImportError fallback for an older torch is dropped"
+        )
 
 
 def resolve_feature_detection(
@@ -65,6 +91,7 @@ def resolve_feature_detection(
         kept = _resolve(stmt, roots, body[:index] + body[index + 1 :])
         if kept is None:
             fallback = _torch_fallback(stmt, roots, module, original, body[:index] + body[index + 1 :])
+            fallback = fallback or _unconverted_feature(stmt, roots, module, original)
             if fallback is None:
                 out.append(stmt)
                 continue
@@ -167,6 +194,41 @@ def _torch_fallback(
     return kept, record
 
 
+def _unconverted_feature(
+    stmt: cst.BaseStatement, roots: frozenset[str], module: cst.Module, original: str
+) -> tuple[list[cst.BaseStatement], Resolved] | None:
+    """A module-level `try` whose body still imports torch after the rules ran (a feature
+    without a counterpart: flex attention) and whose one ImportError handler imports no torch
+    and raises nothing: the handler's statements (`pass` gone), and the record."""
+    if not isinstance(stmt, cst.Try) or stmt.orelse is not None or stmt.finalbody is not None:
+        return None
+    if len(stmt.handlers) != 1 or not _catches_import_error(stmt.handlers[0]):
+        return None
+    handler = stmt.handlers[0].body
+    if not isinstance(stmt.body, cst.IndentedBlock) or not isinstance(handler, cst.IndentedBlock):
+        return None
+    left = [
+        small
+        for line in stmt.body.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for small in line.body
+        if isinstance(small, cst.Import | cst.ImportFrom) and _imports_root(small, roots)
+    ]
+    inside = all_nodes(handler)
+    if not left or any(isinstance(n, cst.Raise) for n in inside):
+        return None
+    if any(isinstance(n, cst.Import | cst.ImportFrom) and _imports_root(n, roots) for n in inside):
+        return None
+    texts = tuple(module.code_for_node(i).strip() for i in left)
+    span = _try_body_lines(original, texts)
+    record = Resolved(texts, span, span[0] if span else 1, kind="unconverted-feature")
+    return [line for line in handler.body if not _only_pass(line)], record
+
+
+def _only_pass(line: cst.BaseStatement) -> bool:
+    return isinstance(line, cst.SimpleStatementLine) and all(isinstance(s, cst.Pass) for s in line.body)
+
+
 def _line_names(line: cst.BaseStatement) -> set[str]:
     """The names an import line binds."""
     if not isinstance(line, cst.SimpleStatementLine):
@@ -193,13 +255,21 @@ def _try_body_lines(original: str, imports: tuple[str, ...]) -> tuple[int, int] 
         tree = ast.parse(original)
     except SyntaxError:
         return None
-    wanted = {_normal(text) for text in imports}
+    # by module: the conversion may have dropped names of an import nothing reads
+    wanted = {_imported_module(text) for text in imports}
     for stmt in tree.body:
         if isinstance(stmt, ast.Try) and stmt.handlers:
-            guarded = {ast.unparse(n) for n in stmt.body if isinstance(n, ast.Import | ast.ImportFrom)}
+            imports_here = [n for n in stmt.body if isinstance(n, ast.Import | ast.ImportFrom)]
+            guarded = {_imported_module(ast.unparse(n)) for n in imports_here}
             if wanted <= guarded:
                 return stmt.lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno
     return None
+
+
+def _imported_module(text: str) -> str:
+    """`from a.b import c, d` -> "from a.b"; `import a.b as x` -> "import a.b"."""
+    normal = _normal(text)
+    return normal.split(" import ")[0] if normal.startswith("from ") else normal.split(" as ")[0]
 
 
 def _catches_import_error(handler: cst.ExceptHandler) -> bool:

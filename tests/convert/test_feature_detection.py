@@ -67,16 +67,35 @@ def test_a_converted_guard_keeps_its_code_and_loses_its_fallback() -> None:
 @pytest.mark.parametrize(
     "code",
     [
-        "try:\n    import torch.fft\n    y = torch.fft.rfft\nexcept ImportError:\n    y = None\n",  # still used
         "try:\n    import torch.fft\n    y = 1\nexcept Exception:\n    y = None\n",  # not only ImportError
         "try:\n    import numpy\n    y = 1\nexcept ImportError:\n    y = None\n",  # not torch
-        "try:\n    from torch import sdpa\n    y = 1\nexcept ImportError:\n    sdpa = None\nz = sdpa\n",  # elsewhere
         "try:\n    import torch.fft\n    y = 1\nexcept ImportError:\n    y = None\nfinally:\n    z = 2\n",  # finally
+        # a torch the module requires (ncps): the handler raises, so the feature is not optional
+        "try:\n    import torch.fft\n    y = torch.fft.rfft\nexcept ImportError:\n    raise ImportWarning('no')\n",
+        # the handler's path needs torch too
+        "try:\n    import torch.fft\n    y = torch.fft.rfft\nexcept ImportError:\n    import torch\n    y = 1\n",
     ],
-    ids=["still-used", "broad-handler", "not-torch", "read-elsewhere", "finally"],
+    ids=["broad-handler", "not-torch", "finally", "handler-raises", "handler-imports-torch"],
 )
 def test_guards_that_must_stay(code: str) -> None:
     assert _resolve(code) == (code, [])
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("try:\n    import torch.fft\n    y = torch.fft.rfft\nexcept ImportError:\n    y = None\n", "y = None\n"),
+        (
+            "f = None\n\ntry:\n    from torch import flex\n    f = flex\nexcept ImportError:\n    pass\nz = f\n",
+            "f = None\nz = f\n",
+        ),
+    ],
+    ids=["still-used", "pass-handler"],
+)
+def test_a_torch_import_the_rules_left_takes_its_import_error_path(code: str, expected: str) -> None:
+    """A torch import still there once the rules ran has no counterpart in the target (titans'
+    flex attention): the module takes the path of a torch without that feature."""
+    assert _resolve(code) == (expected, [code.split("try:\n    ")[1].split("\n")[0]])
 
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
@@ -153,3 +172,49 @@ def test_an_unread_torch_fallback_goes_too() -> None:
     assert (code, resolved) == ("x = 1\n", ["from apex import Fused"])
     code, _ = _resolve(head + "    from torch.nn import LayerNorm as Norm\nx = Norm\n")
     assert code == "from torch.nn import LayerNorm as Norm\nx = Norm\n"
+
+
+FLEX = """import torch
+from torch import nn
+
+flex_attention = None
+
+try:
+    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    if torch.cuda.is_available():
+        flex_attention = torch.compile(flex_attention)
+except ImportError:
+    pass
+
+
+class Attn(nn.Module):
+    def __init__(self, dim=8, use_flex=False):
+        super().__init__()
+        assert not (use_flex and flex_attention is None)
+        self.use_flex = use_flex
+        self.qkv = nn.Linear(dim, dim * 3)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        if self.use_flex:
+            return flex_attention(q, k, v)
+        return nn.functional.scaled_dot_product_attention(q, k, v)
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_torch_feature_without_counterpart_takes_its_fallback_and_loads_without_torch(
+    tmp_path: Path, target: str
+) -> None:
+    """titans' flex attention: the converted module binds `flex_attention = None` as torch
+    without the feature does, loads without torch, and what still uses the feature is reported."""
+    original = tmp_path / "flex.py"
+    original.write_text(FLEX, encoding="utf-8")
+    result = transpile(FLEX, to=target, path=str(original))
+    assert [d.line for d in result.diagnostics if d.code == "feature-detection-resolved"] == [6]
+    assert all(d.line > 12 for d in result.unsupported), [d.format() for d in result.unsupported]
+    assert torch_imports_at_load(result.code, original) == []
+    converted = tmp_path / f"flex_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    options = VerifyOptions(entry="Attn()", inputs=["float32[1,4,8]"], torch_free=True)
+    assert verify_files(original, converted, options).passed
