@@ -531,10 +531,11 @@ class LocalizeTorchImports:
     def run(self, doc: Document, job: Job) -> None:
         if not job.standalone:
             return
-        from precision_transpiler.analysis.load_imports import TORCH_ROOTS
-        from precision_transpiler.convert.local_imports import localize_imports
+        from precision_transpiler.convert.local_imports import localize_imports, torch_roots
 
-        tree, moved = localize_imports(doc.tree(), TORCH_ROOTS) if doc.mentions("torch") else (None, [])
+        original = job.path if job.path and not job.path.startswith("<") else None
+        roots = torch_roots(doc.code(), original)
+        tree, moved = localize_imports(doc.tree(), roots) if doc.mentions("torch") else (None, [])
         if tree is not None and moved:
             doc.set_tree(tree)
             self._say_moved(doc, moved)

@@ -30,6 +30,18 @@ class Moved:
     functions: tuple[str, ...]
 
 
+def torch_roots(code: str, path: str | None) -> frozenset[str]:
+    """torch's own top-level packages, and those of the torch packages `code` imports at load
+    (spikingjelly's Triton kernels, imported for a branch that only a GPU precision setting
+    takes, and its logger): what `localize_imports` may move into the functions using it."""
+    from pathlib import Path
+
+    from precision_transpiler.analysis.load_imports import TORCH_ROOTS, torch_imports_at_load
+
+    found = torch_imports_at_load(code, Path(path) if path else None)
+    return TORCH_ROOTS | {module.split(".")[0] for _, module, _ in found if module and not module.startswith(".")}
+
+
 def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Module, list[Moved]]:
     """`module` with its top-level imports of `roots` (top-level packages: torch, torchvision)
     moved into the functions that use what they bind, where nothing at load time uses it."""

@@ -365,6 +365,8 @@ def _attribute_uses(tree: ast.Module, aliases: set[str]) -> dict[str, set[tuple[
         if not (isinstance(node, ast.Name) and node.id in aliases):
             continue
         parent = parents.get(id(node))
+        if isinstance(node.ctx, ast.Store) and _class_scope(node, parents):
+            continue  # a class attribute of that name (a dataclass field `surrogate: str`) shadows nothing here
         if isinstance(parent, ast.alias) or not isinstance(parent, ast.Attribute) or not isinstance(node.ctx, ast.Load):
             spoiled.add(node.id)
             continue
@@ -378,6 +380,18 @@ def _attribute_uses(tree: ast.Module, aliases: set[str]) -> dict[str, set[tuple[
             continue
         uses.setdefault(node.id, set()).add(tuple(chain))
     return {alias: chains for alias, chains in uses.items() if alias not in spoiled}
+
+
+def _class_scope(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether the nearest scope around `node` is a class body."""
+    current = parents.get(id(node))
+    while current is not None:
+        if isinstance(current, ast.ClassDef):
+            return True
+        if isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.comprehension):
+            return False
+        current = parents.get(id(current))
+    return False
 
 
 def _split(module: str, chain: tuple[str, ...], locate: Locate) -> tuple[str, int | None]:

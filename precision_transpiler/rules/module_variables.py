@@ -13,6 +13,7 @@ one (`variable_metadata`) and a tuple assignment target holding some (`in_store_
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Sequence
 
 import libcst as cst
@@ -190,3 +191,46 @@ def variable_metadata(ctx: RuleContext, original: cst.Assign, updated: cst.Assig
 
 
 _TENSOR_ATTRIBUTES = frozenset({"data", "grad", "requires_grad", "value", "shape", "dtype", "device", "T"})
+
+
+def parameter_argument(ctx: RuleContext, original: cst.Attribute) -> bool:
+    """Whether `self.<parameter>` is an argument that must reach the call as its array (Flax):
+    JAX's jitted functions (`jax.nn.sigmoid`, what `torch.sigmoid(self.w)` becomes) refuse an
+    nnx.Param (JAX no longer converts `__jax_array__` objects while tracing), and so does any
+    such function inside a helper of the file the parameter is handed to (spikingjelly's
+    `plif_multi_step(x_seq, v, self.w, ...)`). So: an argument of a torch function (not an
+    in-place one, not `torch.nn.init`, not a layer or `nn.Parameter`) or of a function the file
+    defines, outside constructors and initialisers (which may fill the parameter in place).
+    Attributes that may hold None are left as written."""
+    key = ctx.enclosing_function() or ""
+    owner, _, method = key.partition(".")
+    if not method or method == "__init__" or "init" in method or "reset" in method:
+        return False
+    analysis = analysis_for(ctx)
+    name = original.attr.value
+    if name not in analysis.params.get(owner, set()) or name in analysis.nullable_buffers.get(owner, set()):
+        return False
+    arg = ctx.parent(original)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or arg.star or call.func is original:  # type: ignore[union-attr]
+        return False
+    qualified = ctx.qualified_name(call.func)
+    if qualified is not None:
+        last = qualified.rsplit(".", 1)[-1]
+        return (
+            qualified.startswith("torch.")
+            and not qualified.startswith(("torch.nn.init.", "torch.nn.Parameter", "torch.nn.parameter"))
+            and not last.endswith("_")
+            and not last[:1].isupper()
+        )
+    return isinstance(call.func, cst.Name) and call.func.value in _file_functions(ctx)
+
+
+def _file_functions(ctx: RuleContext) -> frozenset[str]:
+    """Names of the functions the file defines at module level (classes aside)."""
+
+    def build() -> frozenset[str]:
+        tree, _ = ctx.module_ast()
+        return frozenset(s.name for s in getattr(tree, "body", ()) if isinstance(s, ast.FunctionDef))
+
+    return ctx.per_file("module-functions", build)

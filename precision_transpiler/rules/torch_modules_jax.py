@@ -27,6 +27,7 @@ from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.module_variables import (
     bind_register_buffer,
     in_store_target,
+    parameter_argument,
     variable_metadata,
     variables_as_arrays,
 )
@@ -404,6 +405,10 @@ class TorchModules(Rule):
         parent = ctx.parent(original)
         if isinstance(parent, cst.Assign | cst.AnnAssign) and parent.value is original:
             return None  # `out.weight = emb.weight`: tying shares the variable, not its value
+        if isinstance(parent, cst.AssignTarget | cst.Del) or (
+            isinstance(parent, cst.Element) and in_store_target(ctx, parent)
+        ):
+            return None  # `self.cache.weight, self.cache.logabsdet = ...` (nflows): a write, not a read
         new = cst.Call(
             func=ctx.expr_for(runtime_name("jax", "module_api", "torch_parameter")),
             args=[
@@ -439,6 +444,8 @@ class TorchModules(Rule):
         (`self.buf[...]`, `self.buf[0]`) stay as they are."""
         key = ctx.enclosing_function()
         owner = key.split(".")[0] if key and "." in key else None
+        if owner is not None and parameter_argument(ctx, original):  # `torch.sigmoid(self.w)`
+            return self._as_array(ctx, original, updated)
         if owner is None or original.attr.value not in analysis_for(ctx).buffers.get(owner, ()):
             return None
         parent = ctx.parent(original)
@@ -461,6 +468,9 @@ class TorchModules(Rule):
             )
             ctx.record(self.name, original, call)
             return call
+        return self._as_array(ctx, original, updated)
+
+    def _as_array(self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute) -> cst.Subscript:
         new = cst.Subscript(
             value=updated, slice=[cst.SubscriptElement(cst.Index(cst.Ellipsis()))], lpar=updated.lpar, rpar=updated.rpar
         )

@@ -149,6 +149,29 @@ def test_a_chain_inside_an_f_string_is_renamed_too(tmp_path: Path) -> None:
     assert edited == 'from fpkg.nets.made import MADE\n\nNAME = f"{MADE.__name__}"\nM = MADE\n'
 
 
+def test_a_class_attribute_of_the_same_name_does_not_keep_the_module_import(tmp_path: Path) -> None:
+    """spikingjelly: `from .. import surrogate` and `surrogate.Sigmoid()` beside a dataclass field
+    `surrogate: str`: the field binds a class attribute, not the module-level name."""
+    package = tmp_path / "spkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "surrogate.py").write_text("import torch\n\n\nclass Sigmoid(torch.nn.Module):\n    pass\n")
+    code = (
+        "from . import surrogate\n\n\ndef make(f=surrogate.Sigmoid()):\n    return f\n\n\n"
+        "class Config:\n    surrogate: str = 'sigmoid'\n"
+    )
+
+    def locate(level: int, name: str | None) -> tuple[Path | None, str]:
+        parts = (name or "").split(".")[0 if level else 1 :]
+        base = package.joinpath(*[p for p in parts if p])
+        found = next((c for c in (base.with_suffix(".py"), base / "__init__.py") if c.is_file()), None)
+        return found, "spkg." + ".".join(p for p in parts if p)
+
+    edited = module_imports_as_names(code, locate)
+    assert edited.startswith("from spkg.surrogate import Sigmoid\n") and "f=Sigmoid()" in edited, edited
+    assert "surrogate: str = 'sigmoid'" in edited
+
+
 def test_a_statement_on_an_import_line_stays_in_the_leading_imports() -> None:
     """`from einops import rearrange; has_einops = True` (a helper's import written out): copies
     go after the whole line, not between the import and the rest of the imports' run."""

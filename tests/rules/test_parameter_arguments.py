@@ -1,0 +1,89 @@
+"""rules/module_variables.py `parameter_argument`: on Flax, a parameter handed to a torch function
+(`torch.sigmoid(self.w)` -> `jax.nn.sigmoid`, a jitted function that refuses an nnx.Param) or to
+a helper of the file is passed as its array; in-place initialisers and constructors keep the
+parameter itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from tests.helpers import convert_and_verify, on_both_targets
+
+SOURCE = """import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def gate(x, w):
+    return x * torch.sigmoid(w)
+
+
+class Gated(nn.Module):
+    def __init__(self, d: int = 4):
+        super().__init__()
+        self.w = nn.Parameter(torch.full((d,), 0.5))
+        self.scale = nn.Parameter(torch.ones(1))
+        nn.init.constant_(self.scale, 2.0)
+
+    def forward(self, x):
+        return torch.sigmoid(self.w) * x + gate(x, self.w) + F.softplus(self.scale)
+"""
+
+
+@on_both_targets
+def test_parameters_handed_to_functions_verify(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, SOURCE, target, "Gated()", ["float32[2,4]"], name="gated")
+    assert verdict.passed, verdict
+
+
+@pytest.mark.parametrize("needle", ["jax.nn.sigmoid(self.w[...])", "gate(x, self.w[...])", "softplus(self.scale[...])"])
+def test_the_flax_output_passes_arrays(needle: str) -> None:
+    code = transpile(SOURCE, to="jax").code
+    assert needle in code, code
+
+
+def test_initialisers_and_in_place_calls_keep_the_parameter() -> None:
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.w = nn.Parameter(torch.zeros(3))\n"
+        "        nn.init.normal_(self.w)\n\n    def reset_parameters(self):\n"
+        "        nn.init.zeros_(self.w)\n\n    def forward(self, x):\n        return x + self.w\n"
+    )
+    code = transpile(source, to="jax").code
+    assert "self.w[...]" not in code, code
+
+
+CACHE = """import torch
+from torch import nn
+
+
+class Cache:
+    def __init__(self):
+        self.weight = None
+        self.bias = None
+
+
+class Lin(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.w = nn.Parameter(torch.eye(d))
+        self.cache = Cache()
+
+    def forward(self, x):
+        if self.cache.weight is None:
+            self.cache.weight, self.cache.bias = self.w * 2, self.w.sum()
+        return x @ self.cache.weight + self.cache.bias
+"""
+
+
+@on_both_targets
+def test_weight_attributes_written_in_a_tuple_target_stay_writes(tmp_path: Path, target: str) -> None:
+    """nflows' linear cache: `self.cache.weight, self.cache.logabsdet = ...` on an object the
+    converter cannot tell is a layer is a write; read, it is the runtime's `torch_parameter`."""
+    code = transpile(CACHE, to=target).code
+    assert "self.cache.weight, self.cache.bias = " in code
+    verdict = convert_and_verify(tmp_path, CACHE, target, "Lin()", ["float32[2,4]"], name="cache")
+    assert verdict.passed, verdict
