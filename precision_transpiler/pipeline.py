@@ -534,8 +534,8 @@ class LocalizeTorchImports:
         from precision_transpiler.convert.local_imports import localize_imports, torch_roots
 
         original = job.path if job.path and not job.path.startswith("<") else None
-        roots = torch_roots(doc.code(), original)
-        tree, moved = localize_imports(doc.tree(), roots) if doc.mentions("torch") else (None, [])
+        roots = torch_roots(doc.code(), original) if doc.mentions("import") else frozenset()
+        tree, moved = localize_imports(doc.tree(), roots) if roots else (None, [])
         if tree is not None and moved:
             doc.set_tree(tree)
             self._say_moved(doc, moved)

@@ -224,3 +224,36 @@ def test_a_version_switch_between_torch_imports_moves_whole(tmp_path: Path, targ
     assert code.index("if TORCH_VERSION >= (1, 11):") > method
     verdict = convert_and_verify(tmp_path, VERSION_SWITCH, target, "Block()", ["float32[2,4]"], name="switch")
     assert verdict.passed, verdict
+
+
+def test_imports_of_a_package_built_on_torch_move_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spikingjelly's Triton kernels, imported for a branch only a GPU precision setting takes:
+    a distribution that requires torch counts as torch (`torch_roots`), so its import moves into
+    the function that uses it and the module loads without it."""
+    from precision_transpiler.analysis import load_imports
+
+    site = tmp_path / "site"
+    (site / "kernellib").mkdir(parents=True)
+    kernels = "import torch\n\ntry:\n    import tritonish\n\n    def fused(x):\n        return x\n"
+    kernels += "except ImportError:\n    fused = None\n"
+    (site / "kernellib" / "__init__.py").write_text(kernels)  # bound under `try`: left imported
+    info = site / "kernellib-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kernellib\nVersion: 1.0\nRequires-Dist: torch\n")
+    (info / "top_level.txt").write_text("kernellib\n")
+    monkeypatch.syspath_prepend(str(site))
+    load_imports.torch_distribution.cache_clear()
+    load_imports._distributions.cache_clear()
+    try:
+        source = (
+            "import torch\nfrom kernellib import fused\n\n\ndef step(x, fast=False):\n"
+            "    if fast:\n        return fused(x)\n    return torch.relu(x)\n"
+        )
+        original = tmp_path / "step.py"
+        original.write_text(source)
+        result = transpile(source, to="jax", path=str(original))
+        assert torch_imports_at_load(result.code, original) == [], result.code
+        assert "from kernellib import fused  " + MARK in result.code, result.code
+    finally:
+        load_imports.torch_distribution.cache_clear()
+        load_imports._distributions.cache_clear()
