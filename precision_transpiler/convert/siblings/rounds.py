@@ -14,6 +14,7 @@ method.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ from precision_transpiler.convert.siblings.splice import (
     left_out_comment,
     output_imports,
     postpone_annotations,
+    rename_names,
     rename_shadowing_helpers,
     resolve_clashes,
     restore_left_out,
@@ -182,6 +184,23 @@ def report_unresolved_star(file: Path, module: str, report: SiblingReport) -> No
     entry = (str(file), line, col, "warning", "star-import-not-resolved", message)
     if entry not in report.diagnostics:
         report.diagnostics.append(entry)
+
+
+class _Merged(dict):
+    """Bindings handed to resolve_clashes: what it adds also goes to `bound`, the round's own."""
+
+    def __init__(self, own: dict[str, str], bound: dict[str, str]) -> None:
+        super().__init__(own)
+        self._bound = bound
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
+        self._bound[key] = value
+
+    def setdefault(self, key: str, default: str) -> str:  # type: ignore[override]
+        if key not in self:
+            self[key] = default
+        return self[key]
 
 
 @dataclass
@@ -334,6 +353,29 @@ class Round:
                 self.remove(index, local)
                 self.redirected = True
 
+    def bound_or_defined(self) -> dict[str, str]:
+        """`self.bound`, with the names the output defines itself (not as copies) as bindings no
+        import is: a copy importing `apply_rotary_pos_emb` from local_attention beside
+        performer's own `apply_rotary_pos_emb` imports it under a name of its own. Grows
+        `self.bound` with what the copy imports (resolve_clashes)."""
+        copied = {q.rsplit(".", 1)[-1] for q in self.report.inlined}
+        own = {n: f"# {n} is defined in the output" for n in self.defined if n not in self.bound and n not in copied}
+        merged = _Merged(own, self.bound)
+        merged.update(self.bound)
+        return merged
+
+    def rename_clashing(self, piece: str, take: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+        """A definition taken under another local name (`apply_rotary_pos_emb as
+        apply_rotary_pos_emb_local_attention_rotary`, see `bound_or_defined`) whose own name the
+        output defines already: copied under the local name, so it replaces nothing."""
+        renames = {name: local for name, local in take if local != name and name in self.defined}
+        if not renames:
+            return piece, take
+        piece = rename_names(piece, renames)
+        for name, fresh in renames.items():
+            piece = re.sub(rf"^((?:async\s+)?(?:def|class)\s+){re.escape(name)}\b", rf"\g<1>{fresh}", piece, flags=re.M)
+        return piece, [(renames.get(name, name), local) for name, local in take]
+
     def rebind_copied(self, index: int, sibling: Sibling) -> None:
         """Names of the import copied in an earlier round: the import goes (it would bind the
         original above the copy), and a second name for a copy is bound to it, not copied
@@ -409,7 +451,8 @@ class Round:
             if isinstance(cls, ast.ClassDef) and left_out_comment(piece, cls):
                 report.trimmed[cls.name] = (sibling.path, sibling.name)
         piece = rename_shadowing_helpers(piece, set(names), self.bound, sibling.name)
-        piece, imports = resolve_clashes(piece, imports, self.bound)
+        piece, take = self.rename_clashing(piece, take)
+        piece, imports = resolve_clashes(piece, imports, self.bound_or_defined())
         renamed = top_level_definitions(parsed_source(piece))  # a helper renamed is copied under its new name
         classes = [n for n, node in renamed.items() if isinstance(node, ast.ClassDef)]
         # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy

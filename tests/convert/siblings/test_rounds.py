@@ -205,3 +205,63 @@ def test_plain_modules_of_a_package_that_requires_torch_are_copied(tmp_path: Pat
     finally:
         load_imports.torch_distribution.cache_clear()
         load_imports._distributions.cache_clear()
+
+
+CLASH = {
+    "pkg/rotary.py": """
+        import torch
+
+        def apply_rotary(q, freqs):
+            return q * freqs.cos() + q.flip(-1) * freqs.sin()
+    """,
+    "pkg/local.py": """
+        import torch
+        from torch import nn
+
+        from pkg.rotary import apply_rotary
+
+        class Local(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                return apply_rotary(self.fc(x), x)
+    """,
+    "pkg/model.py": """
+        import torch
+        from torch import nn
+
+        from pkg.local import Local
+
+        def apply_rotary(q, k):
+            return q + k
+
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.local = Local(d)
+
+            def forward(self, x):
+                return apply_rotary(self.local(x), x)
+    """,
+}
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_copy_importing_a_name_the_file_defines_gets_its_own(tmp_path: Path, target: str) -> None:
+    """performer-pytorch defines `apply_rotary_pos_emb` and imports LocalAttention, whose module
+    imports another `apply_rotary_pos_emb` from local_attention.rotary: the copy takes that one
+    under a name of its own, and the file's own function stays the file's."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    write_package(tmp_path, CLASH)
+    model = tmp_path / "pkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert "def apply_rotary_pkg_rotary(q, freqs):" in result.code, result.code
+    assert "return apply_rotary_pkg_rotary(self.fc(x), x)" in result.code
+    assert "def apply_rotary(q, k):" in result.code
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
