@@ -30,12 +30,14 @@ def variables_as_arrays(
     wrap: Callable[[cst.BaseExpression], cst.BaseExpression],
 ) -> cst.Call | None:
     """`updated` with each argument that is `self.<parameter or buffer>` wrapped, when the call
-    goes to an imported function no table knows (`RuleContext.is_foreign_call`); None when
-    nothing changes. Only attributes the class assigns a `nn.Parameter` (and nothing else) or
-    registers as a buffer qualify: one that may hold None is left as written."""
+    goes to an imported function no table knows (`RuleContext.is_foreign_call`) or to a function
+    of the file outside initialisers (denoising-diffusion-pytorch's `normalize_weight(self.weight)`,
+    which packs it with einops); None when nothing changes. Only attributes the class assigns a
+    `nn.Parameter` (and nothing else) or registers as a buffer qualify: one that may hold None is
+    left as written."""
     key = ctx.enclosing_function()
     owner = key.split(".")[0] if key and "." in key else None
-    if owner is None or not ctx.is_foreign_call(original):
+    if owner is None or not (ctx.is_foreign_call(original) or _helper_call(ctx, original, key or "")):
         return None
     analysis = analysis_for(ctx)
     names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
@@ -223,6 +225,15 @@ def parameter_argument(ctx: RuleContext, original: cst.Attribute) -> bool:
             and not last.endswith("_")
             and not last[:1].isupper()
         )
+    return isinstance(call.func, cst.Name) and call.func.value in _file_functions(ctx)
+
+
+def _helper_call(ctx: RuleContext, call: cst.Call, key: str) -> bool:
+    """A call of a function the file defines, from a method that is no constructor or
+    initialiser (which may fill the variable in place)."""
+    method = key.partition(".")[2]
+    if not method or method == "__init__" or "init" in method or "reset" in method:
+        return False
     return isinstance(call.func, cst.Name) and call.func.value in _file_functions(ctx)
 
 

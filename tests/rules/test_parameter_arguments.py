@@ -87,3 +87,35 @@ def test_weight_attributes_written_in_a_tuple_target_stay_writes(tmp_path: Path,
     assert "self.cache.weight, self.cache.bias = " in code
     verdict = convert_and_verify(tmp_path, CACHE, target, "Lin()", ["float32[2,4]"], name="cache")
     assert verdict.passed, verdict
+
+
+PACKED = """import math
+
+import torch
+import torch.nn.functional as F
+from einops import pack, unpack
+from torch import nn
+
+
+def normalize_weight(weight, eps=1e-4):
+    weight, ps = pack([weight], "o *")
+    normed = F.normalize(weight, dim=-1, eps=eps) * math.sqrt(weight.numel() / weight.shape[0])
+    return unpack(normed, ps, "o *")[0]
+
+
+class Linear(nn.Module):
+    def __init__(self, dim_in=4, dim_out=3):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim_out, dim_in))
+
+    def forward(self, x):
+        return F.linear(x, normalize_weight(self.weight))
+"""
+
+
+@on_both_targets
+def test_a_parameter_handed_to_a_helper_of_the_file_reaches_einops_as_an_array(tmp_path: Path, target: str) -> None:
+    """denoising-diffusion-pytorch's magnitude-preserving Linear: `normalize_weight(self.weight)`
+    packs the weight with einops, which knows arrays, not Flax or Keras variables."""
+    verdict = convert_and_verify(tmp_path, PACKED, target, "Linear()", ["float32[2,4]"], name="packed")
+    assert verdict.passed, verdict
