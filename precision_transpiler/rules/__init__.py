@@ -49,6 +49,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     ("torch-module-keras", "torch_modules_tf"),
     ("torch-tensor-index-tf", "torch_tensor_index_tf"),
     ("torch-zoo", "torch_zoo_model"),
+    # torch symbols without a counterpart left in annotations (`Callable[..., Optimizer]`)
+    ("torch-annotations", "torch_annotations_model"),
 )
 
 
