@@ -234,14 +234,24 @@ def _helper_call(ctx: RuleContext, call: cst.Call, key: str) -> bool:
     method = key.partition(".")[2]
     if not method or method == "__init__" or "init" in method or "reset" in method:
         return False
-    return isinstance(call.func, cst.Name) and call.func.value in _file_functions(ctx)
+    func = call.func
+    while isinstance(func, cst.Attribute):  # `functional.plif_step(...)` of `from .. import functional`
+        func = func.value
+    return isinstance(func, cst.Name) and func.value in _file_functions(ctx)
 
 
 def _file_functions(ctx: RuleContext) -> frozenset[str]:
-    """Names of the functions the file defines at module level (classes aside)."""
+    """Names of the functions the file defines at module level (classes aside), and the names
+    its relative imports bind (the package's own functions and modules: spikingjelly's `from ..
+    import functional`), whose code the conversion copies in beside the file's."""
 
     def build() -> frozenset[str]:
         tree, _ = ctx.module_ast()
-        return frozenset(s.name for s in getattr(tree, "body", ()) if isinstance(s, ast.FunctionDef))
+        body = getattr(tree, "body", ())
+        names = {s.name for s in body if isinstance(s, ast.FunctionDef)}
+        for stmt in body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.level:
+                names |= {a.asname or a.name for a in stmt.names if a.name != "*"}
+        return frozenset(names)
 
     return ctx.per_file("module-functions", build)

@@ -119,3 +119,30 @@ def test_a_parameter_handed_to_a_helper_of_the_file_reaches_einops_as_an_array(t
     packs the weight with einops, which knows arrays, not Flax or Keras variables."""
     verdict = convert_and_verify(tmp_path, PACKED, target, "Linear()", ["float32[2,4]"], name="packed")
     assert verdict.passed, verdict
+
+
+@on_both_targets
+def test_a_parameter_handed_to_a_function_of_the_package_is_an_array(tmp_path: Path, target: str) -> None:
+    """spikingjelly's PLIF neuron: `functional.plif_step(x, v, self.w, ...)` of `from .. import
+    functional`, whose copy applies `torch.sigmoid(w)` (a jitted function on JAX)."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+    from tests.convert.siblings.packages import write_package
+
+    write_package(
+        tmp_path,
+        {
+            "pkg/functional.py": "import torch\n\n\ndef step(x, w):\n    return x * torch.sigmoid(w)\n",
+            "pkg/model.py": (
+                "import torch\nfrom torch import nn\n\nfrom . import functional\n\n\n"
+                "class Neuron(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.w = nn.Parameter(torch.tensor(0.3))\n\n    def forward(self, x):\n"
+                "        return functional.step(x, self.w)\n"
+            ),
+        },
+    )
+    model = tmp_path / "pkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    converted = tmp_path / f"neuron_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Neuron()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
