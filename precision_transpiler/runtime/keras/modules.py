@@ -97,6 +97,25 @@ def _var_keyword_extras(layer: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return extras
 
 
+def _masks_by_keyword(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Keras fills a `mask` (or `<input>_mask`) argument of `call` that is None with the inputs'
+    Keras mask, passed as a keyword: one given positionally as None (x-clip's `attn(x, mask,
+    rotary_pos_emb)` with no mask) then reaches `call` twice. So positional arguments from the
+    first such parameter on go by keyword (moved into `kwargs`); the rest are returned."""
+    parameters = list(layer._call_signature.parameters.values())
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return args
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    first = next(
+        (i for i, name in enumerate(positional[: len(args)]) if name == "mask" or name.endswith("_mask")), None
+    )
+    if first is None or first == 0:
+        return args
+    for name, value in zip(positional[first:], args[first:], strict=False):
+        kwargs.setdefault(name, value)
+    return args[:first]
+
+
 def _mixes_tensors(value: Any) -> bool:
     """A tuple, list or dict whose leaves are tensors and other values (None aside)."""
     if not isinstance(value, tuple | list | dict):
@@ -181,6 +200,7 @@ class TorchModule(TorchInternals, keras.layers.Layer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("training") is None and _call_training() is None:
             kwargs["training"] = self._torch_training  # the outermost call: this module's mode
+        args = _masks_by_keyword(self, args, kwargs)
         hidden = _var_keyword_extras(self, kwargs)
         if not hidden:
             return super().__call__(*args, **kwargs)

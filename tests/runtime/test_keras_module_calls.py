@@ -1,0 +1,60 @@
+"""runtime/keras/modules.py `TorchModule.__call__`: arguments reach `call` as torch passes them,
+around Keras' own handling of `mask` arguments (Keras fills a `mask` that is None with the
+inputs' Keras mask, as a keyword)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import convert_and_verify
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_tf]
+
+SOURCE = """import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.qkv = nn.Linear(dim, dim * 3)
+
+    def forward(self, x, mask=None, rotary_pos_emb=None):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        sim = q @ k.transpose(-1, -2)
+        if mask is not None:
+            sim = sim.masked_fill(~mask[:, None, :], -1e9)
+        if rotary_pos_emb is not None:
+            sim = sim * rotary_pos_emb
+        return sim.softmax(dim=-1) @ v
+
+
+class PreNorm(nn.Module):
+    def __init__(self, dim, fn):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fn = fn
+
+    def forward(self, x, *args, **kwargs):
+        return self.fn(self.norm(x), *args, **kwargs)
+
+
+class Block(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.attn = PreNorm(dim, Attention(dim))
+
+    def forward(self, x, mask=None):
+        return self.attn(x, mask, None) + self.attn(x, None, 2.0)
+"""
+
+
+@pytest.mark.parametrize("inputs", [["float32[1,4,8]"], ["float32[1,4,8]", "bool[1,4]"]])
+def test_a_mask_passed_positionally_reaches_call_once(tmp_path: Path, inputs: list[str]) -> None:
+    """x-clip's `attn(x, mask, rotary_pos_emb)` through PreNorm's `*args`: with no mask, Keras
+    added `mask=None` as a keyword beside the positional one (`got multiple values for argument
+    'mask'`)."""
+    verdict = convert_and_verify(tmp_path, SOURCE, "tf", "Block()", inputs, name="masked")
+    assert verdict.passed, verdict
