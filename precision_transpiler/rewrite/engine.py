@@ -26,6 +26,7 @@ from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rewrite.import_editor import edit_imports
 from precision_transpiler.rewrite.imports import ImportNamer
 from precision_transpiler.rewrite.names import NameResolver
+from precision_transpiler.rewrite.placement import fit_fstring_expression, fit_position
 from precision_transpiler.rewrite.positions import PositionFinder
 from precision_transpiler.rewrite.skips import scan_skips
 from precision_transpiler.syntax import code_of
@@ -235,10 +236,14 @@ class Transpiler(cst.CSTTransformer):
             result = handler(ctx, original_node, updated)
             if result is not None:
                 updated = with_valid_args(result) if isinstance(result, cst.Call) else result
+                if isinstance(updated, cst.BaseExpression) and len(self.stack) > 1:
+                    updated = fit_position(self.stack[-2], original_node, updated)
                 replaced = True
                 break
         if not replaced and isinstance(original_node, cst.Name | cst.Attribute | cst.Call):
             self._check_unconverted(original_node)
+        if isinstance(original_node, cst.FormattedStringExpression):
+            updated = self._fit_fstring(original_node, updated)
         if isinstance(original_node, _STATEMENTS):
             updated = self._attach_markers(original_node, updated)
         if updated is not original_node:
@@ -247,6 +252,26 @@ class Transpiler(cst.CSTTransformer):
             self._flush_orphans()
         self.stack.pop()
         return updated
+
+    def _fit_fstring(self, original: cst.FormattedStringExpression, updated: cst.CSTNode) -> cst.CSTNode:
+        """The `{}` of an f-string whose expression a rule converted, written so that Python 3.11
+        reads it (rewrite/placement.py); the user's expression, reported, when it cannot be."""
+        if not isinstance(updated, cst.FormattedStringExpression) or updated.expression.deep_equals(
+            original.expression
+        ):
+            return updated  # LibCST rebuilds every node it leaves: the same code is no conversion
+        enclosing = [n for n in self.stack[:-1] if isinstance(n, cst.FormattedString)]
+        fitted = fit_fstring_expression(updated, enclosing)
+        if fitted is not None:
+            return fitted
+        self.add_candidate(
+            original.expression,
+            f"{code_of(original.expression)} inside an f-string: its conversion "
+            f"`{code_of(updated.expression)}` cannot be written inside these quotes before Python 3.12 "
+            "(give the value a name before the f-string)",
+            "unsupported-construct",
+        )
+        return updated.with_changes(expression=original.expression)
 
     def parent_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The parent of a node on the current path from the root (None if not on it)."""

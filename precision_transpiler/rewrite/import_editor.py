@@ -21,6 +21,7 @@ Contract:
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from collections.abc import Iterable, Sequence
@@ -50,6 +51,8 @@ def used_names(code: str) -> set[str]:
                 value = tok.string.strip("\"'")
                 if value.isidentifier():
                     names.add(value)
+            if kind == tokenize.STRING:
+                names |= _fstring_names(tok.string)
             if kind in (tokenize.NEWLINE, tokenize.ENDMARKER) or (kind == tokenize.OP and tok.string == ";"):
                 # `import torch; x = jnp.float16`: a `;` starts a statement as a new line does
                 in_import = False
@@ -71,6 +74,19 @@ def used_names(code: str) -> set[str]:
     except (tokenize.TokenError, SyntaxError):  # pragma: no cover - generated code always tokenizes
         pass
     return names
+
+
+def _fstring_names(literal: str) -> set[str]:
+    """Names the `{}` of an f-string mention (`f"{nnx.Param}"` uses nnx): before Python 3.12 the
+    tokenizer gives an f-string as one string token, so its expressions are read here."""
+    prefix = literal[: len(literal) - len(literal.lstrip("bBfFrRuU"))]
+    if "f" not in prefix.lower() or "{" not in literal:
+        return set()
+    try:
+        tree = ast.parse(literal, mode="eval")
+    except SyntaxError:  # pragma: no cover - a token of code that parsed
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 def _local_name(alias: cst.ImportAlias, is_from: bool) -> str | None:

@@ -24,6 +24,8 @@ from precision_transpiler.mappings.patterns import (
     make_arg,
     same_value,
 )
+from precision_transpiler.rewrite.placement import RANKS as _RANKS
+from precision_transpiler.rewrite.placement import rank as _rank
 from precision_transpiler.runtime import PACKAGE
 from precision_transpiler.syntax import code_of, dotted_name
 
@@ -441,44 +443,3 @@ class _Emitter(cst.CSTTransformer):
 
 
 _COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-
-# Python's operator precedence, loosest first (the language reference's table).
-_RANKS = {"lambda": 0, "if": 1, "or": 2, "and": 3, "not": 4, "comparison": 5, "atom": 20}
-_BINARY_RANKS: dict[type, int] = {
-    cst.BitOr: 6,
-    cst.BitXor: 7,
-    cst.BitAnd: 8,
-    cst.LeftShift: 9,
-    cst.RightShift: 9,
-    cst.Add: 10,
-    cst.Subtract: 10,
-    cst.Multiply: 11,
-    cst.Divide: 11,
-    cst.FloorDivide: 11,
-    cst.Modulo: 11,
-    cst.MatrixMultiply: 11,
-    cst.Power: 13,
-}
-
-
-def _rank(node: cst.BaseExpression) -> int:
-    """How tightly `node` binds (higher binds tighter); parenthesized nodes are atoms."""
-    if getattr(node, "lpar", None):
-        return _RANKS["atom"]
-    if isinstance(node, cst.Lambda):
-        return _RANKS["lambda"]
-    if isinstance(node, cst.IfExp):
-        return _RANKS["if"]
-    if isinstance(node, cst.BooleanOperation):
-        return _RANKS["or"] if isinstance(node.operator, cst.Or) else _RANKS["and"]
-    if isinstance(node, cst.UnaryOperation):
-        return _RANKS["not"] if isinstance(node.operator, cst.Not) else 12
-    if isinstance(node, cst.Comparison):
-        return _RANKS["comparison"]
-    if isinstance(node, cst.BinaryOperation):
-        return _BINARY_RANKS[type(node.operator)]
-    if isinstance(node, cst.Await):
-        return 14
-    if isinstance(node, cst.NamedExpr | cst.Yield):
-        return -1
-    return _RANKS["atom"]

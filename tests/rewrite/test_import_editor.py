@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from precision_transpiler.rewrite.import_editor import edit_imports, module_code
+from precision_transpiler.rewrite.import_editor import edit_imports, module_code, used_names
 
 SOURCES = {
     "plain": "import torch\nimport torch.nn as nn\n\n\nclass M:\n    pass\n",
@@ -57,3 +57,11 @@ def test_module_code_prints_what_it_is_not_given() -> None:
 def test_an_empty_module_is_one_newline_as_libcst_prints_it() -> None:
     tree = cst.parse_module("")
     assert module_code(tree, {}) == tree.code
+
+
+def test_names_inside_fstrings_are_uses() -> None:
+    """Before Python 3.12 an f-string is one token: its `{}` are read for the names they use, so
+    `f"{isinstance(t, nnx.Param)}"` gets its `from flax import nnx` and keeps `import torch`."""
+    assert {"nnx", "t"} <= used_names('x = f"{isinstance(t, nnx.Param)}"\n')
+    assert "torch" in used_names('x = rf"{torch.__version__!r}"\n')
+    assert "a" not in used_names('x = "f{a}" + b"{a}"\n')  # not f-strings
