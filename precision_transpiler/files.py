@@ -225,3 +225,26 @@ def write_report(path: str | os.PathLike[str], text: str) -> None:
     strict codec would refuse the whole report."""
     with cannot_write_as_error(path):
         write_atomic(Path(path), text.encode("utf-8", "surrogateescape"))
+
+
+def package_parts(path: Path) -> list[str]:
+    """The packages a module file sits in, outermost first (`["facenet_pytorch", "models"]` for
+    facenet_pytorch/models/mtcnn.py): folders with `__init__.py`, and folders without it inside
+    a package (namespace portions, PEP 420: facenet_pytorch's `models/`), which Python imports as
+    packages just the same. Empty for a file outside any package."""
+    parts: list[str] = []
+    folder = path.parent
+    while (folder / "__init__.py").is_file() or _namespace_portion(folder):
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return parts
+
+
+def _namespace_portion(folder: Path) -> bool:
+    """A folder without `__init__.py`, named as a module can be, inside a regular package."""
+    current = folder
+    while current.name.isidentifier() and current.parent != current:
+        current = current.parent
+        if (current / "__init__.py").is_file():
+            return True
+    return False

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from precision_transpiler.errors import VerifyError
+from precision_transpiler.files import package_parts
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,13 @@ class Located:
 
 
 def locate(path: Path) -> Located:
+    """Where a model file sits among packages (files.package_parts: regular packages and the
+    namespace portions inside them, facenet_pytorch's `models/`): its package and module name,
+    and the folder that must be on sys.path."""
     path = path.resolve()
-    parts: list[str] = []
+    parts = package_parts(path)
     folder = path.parent
-    while (folder / "__init__.py").is_file():
-        parts.insert(0, folder.name)
+    for _ in parts:
         folder = folder.parent
     if not parts:
         return Located(path, None, None, path.parent)

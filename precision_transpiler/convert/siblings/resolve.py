@@ -23,7 +23,7 @@ from pathlib import Path
 import libcst as cst
 
 from precision_transpiler.convert.import_lines import char_column
-from precision_transpiler.files import ReadError, read_source
+from precision_transpiler.files import ReadError, package_parts, read_source
 from precision_transpiler.syntax import IMPORTS_TORCH, is_dunder
 
 #: `locate(level, module)`: the file and dotted name of `from <level dots><module> import ...`
@@ -54,12 +54,8 @@ def top_level_from_imports(code: str) -> list[tuple[int, str]] | None:
 
 
 def package_of(path: Path) -> list[str]:
-    parts: list[str] = []
-    folder = path.parent
-    while (folder / "__init__.py").is_file():
-        parts.insert(0, folder.name)
-        folder = folder.parent
-    return parts
+    """The packages `path` sits in, namespace portions inside a package included."""
+    return package_parts(path)
 
 
 def absolute_module(path: str, level: int, module: str) -> str | None:

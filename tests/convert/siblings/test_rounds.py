@@ -265,3 +265,47 @@ def test_a_copy_importing_a_name_the_file_defines_gets_its_own(tmp_path: Path, t
     converted.write_text(result.code)
     options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
     assert verify_files(model, converted, options).passed
+
+
+NAMESPACE = {
+    "nspkg/__init__.py": "",
+    "nspkg/models/utils/helpers.py": """
+        import torch
+
+        def act(x):
+            return torch.tanh(x) * 2
+    """,
+    "nspkg/models/net.py": """
+        import torch
+        from torch import nn
+
+        from .utils.helpers import act
+
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                return act(self.fc(x))
+    """,
+}
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_namespace_folder_inside_a_package_is_a_package(tmp_path: Path, target: str) -> None:
+    """facenet-pytorch's `models/` has no `__init__.py`: Python imports it as
+    `facenet_pytorch.models` all the same (PEP 420), so its relative imports are copied and the
+    verifier imports the original as part of its package."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    write_package(tmp_path, NAMESPACE)
+    (tmp_path / "nspkg/models/__init__.py").unlink(missing_ok=True)  # a namespace portion
+    (tmp_path / "nspkg/models/utils/__init__.py").unlink(missing_ok=True)
+    model = tmp_path / "nspkg/models/net.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert MARKER.format(module="nspkg.models.utils.helpers") in result.code, result.code
+    converted = tmp_path / f"net_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
