@@ -37,8 +37,11 @@ def variables_as_arrays(
     left as written."""
     key = ctx.enclosing_function()
     owner = key.split(".")[0] if key and "." in key else None
-    if owner is None or not (ctx.is_foreign_call(original) or _helper_call(ctx, original, key or "")):
+    if owner is None:
         return None
+    dynamic = _dynamic_variable_read(ctx, original, updated, owner)
+    if dynamic is not None or not (ctx.is_foreign_call(original) or _helper_call(ctx, original, key or "")):
+        return dynamic
     analysis = analysis_for(ctx)
     names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
     names -= analysis.nullable_buffers.get(owner, set())
@@ -131,6 +134,41 @@ def _variable_aliases(ctx: RuleContext, names: set[str]) -> dict[str, str | None
 
     function.body.visit(_Bindings())
     return found
+
+
+def _dynamic_variable_read(ctx: RuleContext, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call | None:
+    """`getattr(self, f"threshold_{suffix}")` naming a parameter or buffer by a computed name
+    (st-moe-pytorch's train and eval thresholds, then handed to einops): read as an array
+    through the target's `as_array` (a variable's array, any other value as an array)."""
+    analysis = analysis_for(ctx)
+    names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
+    names -= analysis.nullable_buffers.get(owner, set())
+    convert = ctx.mappings.frameworks[ctx.target].as_array
+    if not names or convert is None or _getattr_of_variable(original, names) is None:
+        return None
+    return cst.Call(ctx.expr_for(convert), [cst.Arg(updated)])
+
+
+def _getattr_of_variable(value: cst.BaseExpression | None, names: set[str]) -> str | None:
+    """`getattr(self, "threshold_train")` -> "variable"; `getattr(self, f"threshold_{suffix}")`,
+    whose constant start begins a parameter or buffer name (st-moe-pytorch), -> "mixed" (it may
+    name another attribute); anything else None."""
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "getattr"
+        and len(value.args) == 2
+        and isinstance(value.args[0].value, cst.Name)
+        and value.args[0].value.value == "self"
+    ):
+        return None
+    name = value.args[1].value
+    if isinstance(name, cst.SimpleString):
+        return "variable" if name.evaluated_value in names else None
+    if isinstance(name, cst.FormattedString) and name.parts and isinstance(name.parts[0], cst.FormattedStringText):
+        start = name.parts[0].value
+        return "mixed" if start and any(n.startswith(start) for n in names) else None
+    return None
 
 
 def bind_register_buffer(

@@ -146,3 +146,31 @@ def test_a_parameter_handed_to_a_function_of_the_package_is_an_array(tmp_path: P
     converted.write_text(result.code)
     options = VerifyOptions(entry="Neuron()", inputs=["float32[2,4]"], torch_free=True)
     assert verify_files(model, converted, options).passed
+
+
+THRESHOLDS = """import torch
+from einops import rearrange
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        self.register_buffer("threshold_train", torch.tensor([0.1, 0.2, 0.3, 0.4]))
+        self.register_buffer("threshold_eval", torch.tensor([0.5, 0.6, 0.7, 0.8]))
+
+    def forward(self, x):
+        suffix = "train" if self.training else "eval"
+        threshold = getattr(self, f"threshold_{suffix}")
+        threshold = rearrange(threshold, "k -> 1 k")
+        return self.proj(x) * threshold
+"""
+
+
+@on_both_targets
+def test_a_buffer_looked_up_by_a_computed_name_is_read_as_an_array(tmp_path: Path, target: str) -> None:
+    """st-moe-pytorch: `getattr(self, f"threshold_{suffix}")` names one of two buffers and goes
+    to einops, which knows arrays only."""
+    verdict = convert_and_verify(tmp_path, THRESHOLDS, target, "Gate()", ["float32[2,4]"], name="thresholds")
+    assert verdict.passed, verdict

@@ -58,3 +58,35 @@ def test_a_mask_passed_positionally_reaches_call_once(tmp_path: Path, inputs: li
     'mask'`)."""
     verdict = convert_and_verify(tmp_path, SOURCE, "tf", "Block()", inputs, name="masked")
     assert verdict.passed, verdict
+
+
+CHECKED = """import functools
+
+import torch
+from torch import nn
+
+
+def checked(init):
+    @functools.wraps(init)
+    def wrapper(*args, **kwargs):
+        return init(*args, **kwargs)
+
+    return wrapper
+
+
+class Gate(nn.Module):
+    @checked
+    def __init__(self, dim=8, gates=2):
+        super().__init__()
+        self.fc = nn.Linear(dim, gates)
+
+    def forward(self, x):
+        return self.fc(x).softmax(dim=-1)
+"""
+
+
+def test_a_constructor_under_a_wrapper_taking_only_args_and_kwargs_builds(tmp_path: Path) -> None:
+    """st-moe-pytorch's `@beartype` on `__init__`: Keras reads the first positional name of the
+    constructor's argument spec, which such a wrapper lacks (IndexError while building)."""
+    verdict = convert_and_verify(tmp_path, CHECKED, "tf", "Gate()", ["float32[2,8]"], name="checked")
+    assert verdict.passed, verdict

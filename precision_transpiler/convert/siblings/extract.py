@@ -71,7 +71,7 @@ def extract_definitions(
     `present` names of the module are in the output already (an earlier copy took them along):
     the closure uses them there, it does not copy them again."""
     converted, local_imports = hoist_local_imports(
-        converted, module_name, package=path is not None and path.name == "__init__.py"
+        converted, module_name, package=path is not None and path.name == "__init__.py", path=path
     )
     tree = parsed_source(converted)
     defs = top_level_definitions(tree)

@@ -40,6 +40,7 @@ from precision_transpiler.convert.siblings.order import copies_line, imports_lin
 from precision_transpiler.convert.siblings.resolve import (
     absolute_from,
     absolute_import,
+    absolute_name,
     dotted,
     import_bindings,
     parsed_source,
@@ -55,7 +56,9 @@ def local_name(alias: cst.ImportAlias) -> str:
     return dotted(alias.name)
 
 
-def hoist_local_imports(converted: str, module_name: str, package: bool = False) -> tuple[str, list[tuple[str, str]]]:
+def hoist_local_imports(
+    converted: str, module_name: str, package: bool = False, path: Path | None = None
+) -> tuple[str, list[tuple[str, str]]]:
     """Relative imports inside functions (diffusers' `Attention.__init__` imports
     `from .normalization import RMSNorm` there, against a circular import) taken out of the
     code and returned as (top-level definition, absolute import line): copied code lives in
@@ -63,7 +66,10 @@ def hoist_local_imports(converted: str, module_name: str, package: bool = False)
     converts and copies what it names like any sibling import. Absolute imports of the package's
     own modules there (monai's activation factories: `from monai.networks.blocks.activation
     import Swish` in the function that returns it) likewise: left in place they would import
-    the torch original at run time."""
+    the torch original at run time. An import of a module that raises when it loads without an
+    optional library (colt5-attention's Triton kernels, imported in a CUDA-only branch: `try:
+    import triton / except ImportError: raise ...`) stays where it is, imported only when that
+    branch runs, as the original does: copied in, the converted file would fail to load."""
     package_top = module_name.split(".")[0]
     tree = parsed_source(converted)
     lines = converted.splitlines(keepends=True)
@@ -89,7 +95,9 @@ def hoist_local_imports(converted: str, module_name: str, package: bool = False)
                         rewritten[stmt.lineno] = indent + absolute_from(stmt, module_name, package) + "\n"
                         drop.update(range(stmt.lineno + 1, (stmt.end_lineno or stmt.lineno) + 1))
                 relative = [stmt for stmt in relative if not stmt.level]
-            if len(relative) == len(body):
+            if path is not None:
+                relative = [stmt for stmt in relative if not _raises_on_load(stmt, module_name, package, path)]
+            if not relative or len(relative) == len(body):
                 continue  # the block would be empty
             for stmt in relative:
                 line = absolute_from(stmt, module_name, package) if stmt.level else ast.unparse(stmt)
@@ -99,6 +107,40 @@ def hoist_local_imports(converted: str, module_name: str, package: bool = False)
         return converted, []
     kept = (rewritten.get(number, line) for number, line in enumerate(lines, 1) if number not in drop)
     return "".join(kept), found
+
+
+def _raises_on_load(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> bool:
+    """Whether the package module `stmt` imports has a `raise` among its module-level statements
+    (inside a module-level `if` or `try` included): it refuses to load in some environments."""
+    absolute = absolute_name(stmt.level, stmt.module, module_name, package) if stmt.level else stmt.module or ""
+    parts = absolute.split(".")
+    root = path.parent
+    for _ in range(len(module_name.split(".")) - (0 if package else 1)):
+        root = root.parent
+    target = root.joinpath(*parts)
+    for file in (target.with_suffix(".py"), target / "__init__.py"):
+        if file.is_file():
+            try:
+                tree = parsed_source(file.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                return False
+            return any(isinstance(node, ast.Raise) for stmt_ in tree.body for node in _module_level(stmt_))
+    return False
+
+
+def _module_level(stmt: ast.stmt) -> list[ast.AST]:
+    """`stmt` and what runs with it when the module loads (not function or class bodies)."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return []
+    found: list[ast.AST] = [stmt]
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        for child in getattr(stmt, field, []) or []:
+            found += _module_level(child) if isinstance(child, ast.stmt) else _handler_level(child)
+    return found
+
+
+def _handler_level(handler: ast.AST) -> list[ast.AST]:
+    return [node for child in getattr(handler, "body", []) for node in _module_level(child)]
 
 
 def own_package_import(stmt: ast.stmt, package_top: str) -> bool:

@@ -159,6 +159,13 @@ class TorchModule(TorchInternals, keras.layers.Layer):
             init = cls.__init__
             init.__signature__ = inspect.signature(init, follow_wrapped=False)
             return super().__new__(cls, *args, **kwargs)
+        except IndexError:
+            # the same for a wrapper taking `(*args, **kwargs)` only (st-moe-pytorch's
+            # `@beartype` on `__init__`): Keras reads its first positional name, which it lacks;
+            # the wrapper is given the signature of what it wraps, `self` first
+            init = cls.__init__
+            init.__signature__ = inspect.signature(init)
+            return super().__new__(cls, *args, **kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)

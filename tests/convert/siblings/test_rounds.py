@@ -309,3 +309,61 @@ def test_a_namespace_folder_inside_a_package_is_a_package(tmp_path: Path, target
     converted.write_text(result.code)
     options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
     assert verify_files(model, converted, options).passed
+
+
+KERNELS = {
+    "kpkg/kernels.py": """
+        import torch
+
+        try:
+            import tritonish
+        except ImportError:
+            raise ImportError("the fused kernels need tritonish")
+
+        def fused_scale(x):
+            return x * 2
+    """,
+    "kpkg/ops.py": """
+        import torch
+
+        def scale(x, fused=False):
+            if fused and x.is_cuda:
+                from kpkg.kernels import fused_scale
+                return fused_scale(x)
+            return x * 2
+    """,
+    "kpkg/model.py": """
+        import torch
+        from torch import nn
+
+        from kpkg.ops import scale
+
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x):
+                return scale(self.fc(x))
+    """,
+}
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_module_that_refuses_to_load_stays_imported_where_the_original_imports_it(
+    tmp_path: Path, target: str
+) -> None:
+    """colt5-attention's `topk` imports its Triton kernels inside a CUDA-only branch; the kernel
+    module raises at import without Triton. Copied in at module level, it made the converted
+    file fail to load: the import stays in the function, run only on that branch."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    write_package(tmp_path, KERNELS)
+    model = tmp_path / "kpkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert MARKER.format(module="kpkg.kernels") not in result.code
+    assert "        from kpkg.kernels import fused_scale" in result.code
+    converted = tmp_path / f"kmodel_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
