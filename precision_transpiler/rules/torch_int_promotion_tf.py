@@ -230,7 +230,16 @@ class TorchIntPromotionTf(Rule):
             value = node.value
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
-                    ints = isinstance(value, cst.Call | cst.Subscript) and rule._integers(ctx, value, node)
+                    indexed = value
+                    while isinstance(indexed, cst.Subscript):
+                        indexed = indexed.value
+                    if isinstance(value, cst.Subscript) and isinstance(indexed, cst.Name):
+                        # `o = o[..., None]` of an integer tensor bound above (st-moe-pytorch's
+                        # one-hot indices): read from the bindings found so far, in this scope
+                        earlier = [held for at, held in found.get(indexed.value, []) if at < line]
+                        ints = bool(earlier) and earlier[-1]
+                    else:
+                        ints = isinstance(value, cst.Call | cst.Subscript) and rule._integers(ctx, value, node)
                     found.setdefault(target.target.value, []).append((line, ints))
                 elif isinstance(target.target, cst.Tuple | cst.List):
                     grid = isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.meshgrid"

@@ -176,6 +176,13 @@ def combine(gates, index):
 
 def untouched(index):
     return safe_one_hot(index, 3) * 2
+
+
+def reindexed(gates, index):
+    one_hot_gate_indices = F.one_hot(index, 3)
+    N = None
+    one_hot_gate_indices = one_hot_gate_indices[..., N]
+    return gates[..., None, None] * one_hot_gate_indices
 """
 
 
@@ -189,7 +196,8 @@ def test_one_hot_and_functions_returning_it_are_integers() -> None:
     exec(compile(result.code, "c.py", "exec"), converted)
     gates = np.linspace(0.1, 0.9, 6, dtype=np.float32).reshape(2, 3)
     index = np.array([[0, 2, 1], [1, 1, 0]])
-    for name, args in (("combine", (gates, index)), ("untouched", (index,))):
+    # `reindexed`: st-moe-pytorch indexes its one-hot indices again before using them
+    for name, args in (("combine", (gates, index)), ("untouched", (index,)), ("reindexed", (gates, index))):
         expected = reference[name](*(torch.tensor(a) for a in args)).numpy()
         got = plain_tf(converted[name](*args))
         assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
