@@ -18,12 +18,15 @@ _FILLING = frozenset({"append", "extend", "insert", "update", "setdefault", "__s
 
 
 def is_empty_container(node: ast.expr) -> bool:
-    """`{}`, `[]`, `dict()`, `list()`, `collections.OrderedDict()`: an empty dict or list."""
+    """`{}`, `[]`, `dict()`, `list()`, `collections.OrderedDict()`, `defaultdict(list)`: an empty
+    dict or list."""
     if isinstance(node, ast.Dict | ast.List):
         return not (node.keys if isinstance(node, ast.Dict) else node.elts)
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+    if isinstance(node, ast.Call) and not node.keywords:
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        return name in ("dict", "list", "OrderedDict")
+        if name == "defaultdict":  # block-recurrent-transformer's `defaultdict(list)` of modules
+            return len(node.args) <= 1
+        return not node.args and name in ("dict", "list", "OrderedDict")
     return False
 
 
@@ -46,7 +49,10 @@ def filled_containers(ctx: FileView) -> dict[str, frozenset[str]]:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     filled |= {a for t in targets if isinstance(t, ast.Subscript) and (a := _self_attribute(t.value))}
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    if node.func.attr in _FILLING and (a := _self_attribute(node.func.value)) is not None:
+                    receiver = node.func.value
+                    if isinstance(receiver, ast.Subscript):  # `self.router[key].append(block)`
+                        receiver = receiver.value
+                    if node.func.attr in _FILLING and (a := _self_attribute(receiver)) is not None:
                         filled.add(a)
             if empty & filled:
                 found[cls.name] = frozenset(empty & filled)

@@ -68,3 +68,35 @@ def test_filled_attributes_become_nnx_data_and_nothing_else() -> None:
 def test_a_cell_keeping_parameters_in_a_dict_verifies(tmp_path: Path, target: str) -> None:
     verdict = convert_and_verify(tmp_path, SOURCE, target, "Outer()", ["float32[2,4]"], name="cell")
     assert verdict.passed, verdict
+
+
+ROUTER = """from collections import defaultdict
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, dim=4, depth=2):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(dim, dim) for _ in range(depth)])
+        self.router = defaultdict(list)
+        for i, layer in enumerate(self.layers):
+            self.router[i % 2].append(layer)
+
+    def forward(self, x):
+        for layer in self.router[0]:
+            x = layer(x)
+        return x
+"""
+
+
+@on_both_targets
+def test_a_defaultdict_filled_through_its_entries_is_data(tmp_path: Path, target: str) -> None:
+    """block-recurrent-transformer-pytorch's `self.read_state_router = defaultdict(list)`, filled
+    with `self.read_state_router[layer].append(container)`: NNX data on Flax."""
+    code = transpile(ROUTER, to=target).code
+    if target == "jax":
+        assert "self.router = nnx.data(defaultdict(list))" in code
+    verdict = convert_and_verify(tmp_path, ROUTER, target, "Net()", ["float32[2,4]"], name="router")
+    assert verdict.passed, verdict

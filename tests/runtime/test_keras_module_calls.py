@@ -90,3 +90,37 @@ def test_a_constructor_under_a_wrapper_taking_only_args_and_kwargs_builds(tmp_pa
     constructor's argument spec, which such a wrapper lacks (IndexError while building)."""
     verdict = convert_and_verify(tmp_path, CHECKED, "tf", "Gate()", ["float32[2,8]"], name="checked")
     assert verdict.passed, verdict
+
+
+ROTARY = """import torch
+from torch import nn
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, dim=8, width=4):
+        super().__init__()
+        self.width = width
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self):
+        t = torch.arange(self.width).float()
+        freqs = torch.einsum("i,j->ij", t, self.inv_freq)
+        return torch.cat((freqs, freqs), dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.rotary = RotaryEmbedding(dim)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.fc(x) * self.rotary().cos()
+"""
+
+
+def test_a_module_called_without_arguments_runs_its_forward(tmp_path: Path) -> None:
+    """block-recurrent-transformer-pytorch's `self.rotary_pos_emb()`: Keras' `Layer.__call__`
+    reads a first argument (IndexError with none)."""
+    verdict = convert_and_verify(tmp_path, ROTARY, "tf", "Block()", ["float32[1,4,8]"], name="rotary")
+    assert verdict.passed, verdict

@@ -205,6 +205,11 @@ class TorchModule(TorchInternals, keras.layers.Layer):
     # -- mode ----------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs:
+            # a module called with no input (block-recurrent-transformer's rotary embedding,
+            # `self.rotary_pos_emb()`): Keras' __call__ reads a first argument, so `call` runs as
+            # torch's `forward` would
+            return self.call()
         if kwargs.get("training") is None and _call_training() is None:
             kwargs["training"] = self._torch_training  # the outermost call: this module's mode
         args = _masks_by_keyword(self, args, kwargs)
