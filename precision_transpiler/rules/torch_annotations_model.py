@@ -41,7 +41,10 @@ class TorchAnnotations(Rule):
     def leave_Annotation(
         self, ctx: RuleContext, original: cst.Annotation, updated: cst.Annotation
     ) -> cst.Annotation | None:
-        left = [node for node in all_nodes(updated.annotation) if _torch_symbol(ctx, node)]
+        inner = {
+            id(node.value) for node in all_nodes(updated.annotation) if isinstance(node, cst.Attribute)
+        }  # `torch.optim` inside `torch.optim.Optimizer`: the whole name is the symbol
+        left = [node for node in all_nodes(updated.annotation) if id(node) not in inner and _torch_symbol(ctx, node)]
         if not left:
             return None
         replacer = _Replace(ctx, {id(node) for node in left})
@@ -62,11 +65,18 @@ class TorchAnnotations(Rule):
 
 
 def _torch_symbol(ctx: RuleContext, node: cst.CSTNode) -> bool:
-    """An outermost dotted name of the original tree that still names a torch symbol."""
-    if not isinstance(node, cst.Name | cst.Attribute) or not ctx.is_outermost_name(node):
+    """A dotted name of the original tree naming a torch symbol no table converts (a layer
+    class, `nn.Module` or a mapped symbol is left to the stages that convert it)."""
+    if not isinstance(node, cst.Name | cst.Attribute):
         return False
     qualified = ctx.qualified_name(node)
-    return qualified is not None and qualified.split(".")[0] == "torch"
+    if qualified is None or qualified.split(".")[0] != "torch":
+        return False
+    mappings = ctx.mappings
+    if qualified in mappings.converted_symbols("torch", ctx.target):
+        return False
+    framework = mappings.frameworks.get("torch")
+    return not (framework is not None and (framework.is_module_base(qualified) or framework.is_layer_class(qualified)))
 
 
 class _Replace(cst.CSTTransformer):

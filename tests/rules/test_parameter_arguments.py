@@ -131,8 +131,8 @@ def test_a_parameter_handed_to_a_function_of_the_package_is_an_array(tmp_path: P
     write_package(
         tmp_path,
         {
-            "pkg/functional.py": "import torch\n\n\ndef step(x, w):\n    return x * torch.sigmoid(w)\n",
-            "pkg/model.py": (
+            "plifpkg/functional.py": "import torch\n\n\ndef step(x, w):\n    return x * torch.sigmoid(w)\n",
+            "plifpkg/model.py": (
                 "import torch\nfrom torch import nn\n\nfrom . import functional\n\n\n"
                 "class Neuron(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                 "        self.w = nn.Parameter(torch.tensor(0.3))\n\n    def forward(self, x):\n"
@@ -140,7 +140,7 @@ def test_a_parameter_handed_to_a_function_of_the_package_is_an_array(tmp_path: P
             ),
         },
     )
-    model = tmp_path / "pkg/model.py"
+    model = tmp_path / "plifpkg/model.py"
     result = transpile(model.read_text(), to=target, path=str(model))
     converted = tmp_path / f"neuron_{target}.py"
     converted.write_text(result.code)
