@@ -244,7 +244,7 @@ def parameter_argument(ctx: RuleContext, original: cst.Attribute) -> bool:
     Attributes that may hold None are left as written."""
     key = ctx.enclosing_function() or ""
     owner, _, method = key.partition(".")
-    if not method or method == "__init__" or "init" in method or "reset" in method:
+    if _initialiser(method):
         return False
     analysis = analysis_for(ctx)
     name = original.attr.value
@@ -270,7 +270,7 @@ def _helper_call(ctx: RuleContext, call: cst.Call, key: str) -> bool:
     """A call of a function the file defines, from a method that is no constructor or
     initialiser (which may fill the variable in place)."""
     method = key.partition(".")[2]
-    if not method or method == "__init__" or "init" in method or "reset" in method:
+    if _initialiser(method):
         return False
     func = call.func
     while isinstance(func, cst.Attribute):  # `functional.plif_step(...)` of `from .. import functional`
@@ -293,3 +293,9 @@ def _file_functions(ctx: RuleContext) -> frozenset[str]:
         return frozenset(names)
 
     return ctx.per_file("module-functions", build)
+
+
+def _initialiser(method: str) -> bool:
+    """No method (module level), a constructor or an initialiser (`reset_parameters`,
+    `_init_weights`): code that may fill a variable in place, which must keep the variable."""
+    return not method or "init" in method or "reset" in method
