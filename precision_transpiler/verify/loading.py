@@ -89,6 +89,7 @@ def import_original(path: Path) -> types.ModuleType:
         sys.path.insert(0, root)
     try:
         if located.module_name is not None:
+            _forget_other_copies(located.module_name, root)
             return importlib.import_module(located.module_name)
         name = f"_ptranspile_original_{path.stem}"
         return _exec_module(path.read_text(encoding="utf-8"), name, None, str(located.path))
@@ -125,6 +126,7 @@ def import_converted(
     full = f"{package}.{name}" if package else name
     try:
         if package:
+            _forget_other_copies(package, root)
             importlib.import_module(package)  # before the registries are saved
         for beside, text in (modules or {}).items():
             _provide(beside, text, package, located.path.with_name(f"{beside}.py"))
@@ -137,6 +139,33 @@ def import_converted(
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise VerifyError(f"cannot import the converted {path}: {short_error(exc, str(located.path))}") from None
+
+
+def _forget_other_copies(module_name: str, root: str) -> None:
+    """A package of the same name imported earlier from another folder (two checkouts, two
+    test folders, one process) would answer this import: forget its modules, and put `root`
+    first on sys.path, so that the package verified is the one under `root`. A namespace
+    package (no `__init__.py`) spans every such folder on sys.path: its first one decides."""
+    top = module_name.split(".")[0]
+    if top not in sys.modules or top in sys.stdlib_module_names:
+        return
+    base = Path(root).resolve()
+
+    def elsewhere(module: types.ModuleType | None) -> bool:
+        if module is None:
+            return False
+        places = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+        first = next((place for place in places if place), None)
+        return first is not None and not Path(first).resolve().is_relative_to(base)
+
+    if not (elsewhere(sys.modules.get(top)) or elsewhere(sys.modules.get(module_name))):
+        return
+    for name in [name for name in sys.modules if name == top or name.startswith(f"{top}.")]:
+        del sys.modules[name]
+    if root in sys.path:
+        sys.path.remove(root)
+    sys.path.insert(0, root)
+    importlib.invalidate_caches()
 
 
 def _provide(name: str, source: str, package: str | None, path: Path) -> None:
