@@ -200,6 +200,7 @@ class RewriteSymbols:
     works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
+        from precision_transpiler.convert.module_imports import module_aliases_of
         from precision_transpiler.rewrite.engine import EngineOptions, run_engine
         from precision_transpiler.rules import active_rules
 
@@ -210,6 +211,7 @@ class RewriteSymbols:
             mappings=job.table,
             allowed=job.sources if job.sources and len(job.sources) > 1 else None,
             log_rewrites=job.log_rewrites,
+            module_aliases=module_aliases_of(job.path),
         )
         tree, outcome = run_engine(doc.tree(), doc.source, options, active_rules())
         doc.diagnostics.extend(outcome.diagnostics)

@@ -15,7 +15,7 @@ plain Python helpers stay imported as they were.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import libcst as cst
@@ -29,7 +29,7 @@ Locate = Callable[[int, str | None], tuple[Path | None, str]]
 
 def module_imports_as_names(code: str, locate: Locate) -> str:
     """`code` with module-object imports of sibling or library modules turned into name imports."""
-    if " import " not in code:
+    if "import " not in code:  # `from m import x` and `import m.sub as x` alike
         return code
     try:
         tree = ast.parse(code)
@@ -49,7 +49,7 @@ def module_imports_as_names(code: str, locate: Locate) -> str:
         complete = True
         for chain in sorted(chains):
             module, length = _split(modules[alias], chain, locate)
-            if length is None or _plain_python(locate(0, module)[0], chain[length - 1]):
+            if length is None or _plain_python(locate(0, module)[0], chain[length - 1], module):
                 complete = False  # the module object itself is used, or plain Python that can stay
                 continue
             key = (alias, *chain[:length])
@@ -267,6 +267,17 @@ def _public_names(path: Path) -> list[str]:
     ]
 
 
+def module_aliases_of(path: str) -> Callable[[ast.Module], Collection[str]] | None:
+    """What the rule engine asks (EngineOptions.module_aliases): the top-level names of a
+    module's tree that `from M import sub` binds to module files of `path`'s package."""
+    file = Path(path) if path else None
+    if file is None or not file.is_file():
+        return None
+    from precision_transpiler.convert.siblings.resolve import locator  # siblings/ imports this module
+
+    return lambda tree: set(_module_aliases(tree, locator(file, None)))
+
+
 def _module_aliases(tree: ast.Module, locate: Locate) -> dict[str, str]:
     """Local name -> absolute module name, for top-level `from M import sub [as alias]` where
     `sub` is a module file of M's package and not a name M's own file defines."""
@@ -294,7 +305,8 @@ def _module_aliases(tree: ast.Module, locate: Locate) -> dict[str, str]:
 def _torch_package_imports(node: ast.Import, locate: Locate) -> dict[str, str]:
     """`import torchvision` (then `torchvision.models.MobileNetV2` as a base class:
     segmentation_models_pytorch's encoders): local name -> package, for a package (not torch
-    itself) whose `__init__.py` imports torch. Plain-Python packages (`import numpy as np`)
+    itself) whose `__init__.py` imports torch; `import pkg.utils.torchutils as torchutils`: a
+    module file that imports torch. Plain-Python packages and modules (`import numpy as np`)
     are left alone."""
     found: dict[str, str] = {}
     for alias in node.names:
@@ -302,8 +314,8 @@ def _torch_package_imports(node: ast.Import, locate: Locate) -> dict[str, str]:
         if module.split(".")[0] == "torch":
             continue
         file, dotted = locate(0, module)
-        if file is None or file.name != "__init__.py":
-            continue
+        if file is None or (file.name != "__init__.py" and not alias.asname):
+            continue  # `import pkg.sub` binds `pkg`, read through the package
         try:
             text = file.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -313,16 +325,24 @@ def _torch_package_imports(node: ast.Import, locate: Locate) -> dict[str, str]:
     return found
 
 
-def _plain_python(path: Path | None, symbol: str) -> bool:
-    """Whether `symbol` is defined in a module that does not use torch (a re-export is followed
-    by sibling inlining, so it is not judged here)."""
+def _plain_python(path: Path | None, symbol: str, module: str) -> bool:
+    """Whether `symbol` is defined in a module that does not use torch and whose import does
+    not load it either: a package `__init__.py` above it that imports torch (nflows' `utils`
+    re-exports its torch helpers beside the plain `typechecks`), or a distribution that requires
+    torch, makes it a torch module like any other. A re-export is followed by sibling
+    inlining, so it is not judged here."""
     if path is None:
         return True
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return True
-    return "torch" not in text and symbol in _defined(path)
+    from precision_transpiler.analysis.load_imports import torch_distribution
+    from precision_transpiler.convert.siblings.resolve import package_imports_torch  # siblings/ imports this module
+
+    if "torch" in text or package_imports_torch(path) or torch_distribution(module.split(".")[0]) is not None:
+        return False
+    return symbol in _defined(path)
 
 
 def _defined(path: Path) -> set[str]:

@@ -103,6 +103,20 @@ class RuleContext:
         names = self._command.names
         return names.tree, names.module_bindings
 
+    def module_alias(self, receiver: cst.BaseExpression) -> bool:
+        """`torchutils` (or `torchutils.ops`) in `torchutils.tile(x, 2)` after `from pkg.utils
+        import torchutils`, a module file of the package: what it calls are its functions, not
+        tensor methods. Sibling copying converts and copies them later."""
+        root = receiver
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        find = self._command.options.module_aliases
+        tree = self._command.names.tree
+        if not isinstance(root, cst.Name) or find is None or tree is None:
+            return False
+        aliases = self.per_file("module-aliases", lambda: frozenset(find(tree)))
+        return root.value in aliases and self._command.names.module_level(root.value, self._command.stack)
+
     def enclosing_function(self) -> str | None:
         """ "func" or "Class.method" of the top-level function or method being visited."""
         stack = self._command.stack

@@ -11,8 +11,9 @@ nothing converted, marking them in the output, and fixing up imports at the end
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +51,10 @@ class EngineOptions:
     #: keep the log of rewrites (where, which rule, before/after): its positions and code cost
     #: more than the conversion of a large sibling module whose log nobody reads
     log_rewrites: bool = True
+    #: the module's top-level names bound to module objects of its package (`from pkg.utils
+    #: import torchutils`), given its `ast` tree: their functions are not tensor methods
+    #: (`torchutils.tile(x, 2)`). Found from files by the caller (convert/module_imports.py)
+    module_aliases: Callable[[ast.Module], Collection[str]] | None = None
 
 
 class EngineRule(Protocol):

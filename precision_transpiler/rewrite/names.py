@@ -187,6 +187,27 @@ class NameResolver:
                 return bindings[name]
         return self.module_bindings.get(name)
 
+    def module_level(self, name: str, stack: list[cst.CSTNode]) -> bool:
+        """Whether `name` read at the end of `stack` is the module's own binding of it (no
+        function, lambda or comprehension around it binds it again): relative imports resolve to
+        no qualified name, so this tells one from a local variable."""
+        scopes = [n for n in stack if isinstance(n, (*_SCOPE_STMTS, *_EXPR_SCOPES))]
+        innermost = True
+        for scope in reversed(scopes):
+            if isinstance(scope, cst.ClassDef) and not innermost:
+                continue
+            innermost = False
+            if isinstance(scope, _EXPR_SCOPES):
+                if name in _expr_scope_names(scope):
+                    return False
+                continue
+            info = self._scope_info(scope, stack)
+            if info is None or name in info[0]:
+                return False
+            if name in info[1]:
+                break
+        return name in self.module_bindings
+
     def _scope_info(self, scope: cst.CSTNode, stack: list[cst.CSTNode]) -> tuple[Bindings, set[str]] | None:
         cached = self._bindings.get(id(scope))
         if cached is not None:

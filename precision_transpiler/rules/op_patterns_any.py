@@ -554,7 +554,7 @@ def _not_a_tensor_call(ctx: RuleContext, call: cst.Call) -> bool:
     if info is None:
         return False
     min_args, takes_strings = info
-    if _not_a_tensor(func.value) or _layer_attribute(ctx, func.value):
+    if _not_a_tensor(func.value) or _layer_attribute(ctx, func.value) or ctx.module_alias(func.value):
         return True
     if not any(a.star for a in call.args) and len(call.args) < min_args:
         return True
@@ -610,6 +610,7 @@ def _candidates(
             isinstance(func, cst.Attribute)
             and not _not_a_tensor(func.value)
             and (qualified is None or not _is_module(ctx, qualified, func.value))
+            and not ctx.module_alias(func.value)
         ):
             keys.append(("method", func.attr.value))
         if qualified is not None:

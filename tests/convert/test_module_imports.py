@@ -1,0 +1,158 @@
+"""Modules of the package imported as objects (`from pkg.utils import torchutils`, then
+`torchutils.tile(x, 2)`): what they call are the module's functions, converted and copied in,
+never tensor methods of the module object (nflows' MADE builds its masks so)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.convert.siblings.packages import write_package
+from tests.helpers import on_both_targets
+
+UTILS = """
+    import torch
+
+
+    def tile(x, n):
+        return x.repeat(n)
+"""
+
+MODEL = """
+    import torch
+    from torch import nn
+
+    {import_line}
+
+
+    class Net(nn.Module):
+        def __init__(self, d=4):
+            super().__init__()
+            self.fc = nn.Linear(d, d)
+            self.register_buffer("deg", torchutils.tile(torch.arange(2.0), 2))
+
+        def forward(self, x):
+            return self.fc(x) + self.deg.sum()
+"""
+
+IMPORTS = {
+    "from-package": "from modalias.utils import torchutils",
+    "relative": "from .utils import torchutils",
+    "import-as": "import modalias.utils.torchutils as torchutils",
+}
+
+
+@on_both_targets
+@pytest.mark.parametrize("form", list(IMPORTS))
+def test_a_module_imported_as_an_object_has_its_functions_copied(tmp_path: Path, target: str, form: str) -> None:
+    write_package(
+        tmp_path,
+        {
+            "modalias/utils/__init__.py": "from modalias.utils.torchutils import tile\n",
+            "modalias/utils/torchutils.py": UTILS,
+            "modalias/model.py": MODEL.format(import_line=IMPORTS[form]),
+        },
+    )
+    model = tmp_path / "modalias/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model), entry="Net()", prune_to_entry=True)
+    assert "def tile(x, n):" in result.code, result.code
+    assert "tile(torchutils" not in result.code  # not `jnp.tile(torchutils, ...)`: not a tensor method
+    assert "torchutils" not in result.code.replace("modalias.utils.torchutils", "")
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
+
+
+def test_a_local_of_the_alias_name_is_still_a_tensor(tmp_path: Path) -> None:
+    """A parameter named like the module alias is the function's own value: its `.tile` is the
+    tensor method."""
+    write_package(
+        tmp_path,
+        {
+            "modalias2/utils/torchutils.py": UTILS,
+            "modalias2/model.py": """
+                import torch
+                from .utils import torchutils
+
+
+                def grow(torchutils):
+                    return torchutils.repeat(2)
+
+
+                def grow_module(x):
+                    return torchutils.tile(x, 2)
+            """,
+        },
+    )
+    model = tmp_path / "modalias2/model.py"
+    result = transpile(model.read_text(), to="jax", path=str(model))
+    assert "return jnp.tile(torchutils, 2)" in result.code, result.code
+    assert "jnp.tile(torchutils, (x" not in result.code
+
+
+@on_both_targets
+def test_a_plain_module_of_a_package_that_loads_torch_is_copied(tmp_path: Path, target: str) -> None:
+    """`typechecks` uses no torch, but importing it runs `utils/__init__.py`, which imports the
+    torch helpers: kept imported, it would load torch with the converted model. Copied instead."""
+    write_package(
+        tmp_path,
+        {
+            "modalias3/utils/__init__.py": "from modalias3.utils.torchutils import tile\n",
+            "modalias3/utils/torchutils.py": UTILS,
+            "modalias3/utils/typechecks.py": "def is_positive_int(x):\n    return isinstance(x, int) and x > 0\n",
+            "modalias3/model.py": """
+                import torch
+                from torch import nn
+
+                from modalias3.utils import typechecks as check
+
+
+                class Net(nn.Module):
+                    def __init__(self, d=4):
+                        super().__init__()
+                        assert check.is_positive_int(d)
+                        self.fc = nn.Linear(d, d)
+
+                    def forward(self, x):
+                        return self.fc(x)
+            """,
+        },
+    )
+    model = tmp_path / "modalias3/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model), entry="Net()", prune_to_entry=True)
+    assert "def is_positive_int(x):" in result.code, result.code
+    assert "modalias3" not in result.code.replace("# ptranspile: converted from modalias3", "")
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
+
+
+def test_a_plain_module_of_a_plain_package_stays_imported(tmp_path: Path) -> None:
+    write_package(
+        tmp_path,
+        {
+            "modalias4/utils/typechecks.py": "def is_positive_int(x):\n    return isinstance(x, int) and x > 0\n",
+            "modalias4/model.py": """
+                import torch
+                from torch import nn
+
+                from modalias4.utils import typechecks as check
+
+
+                class Net(nn.Module):
+                    def __init__(self, d=4):
+                        super().__init__()
+                        assert check.is_positive_int(d)
+                        self.fc = nn.Linear(d, d)
+            """,
+        },
+    )
+    model = tmp_path / "modalias4/model.py"
+    result = transpile(model.read_text(), to="jax", path=str(model))
+    assert "from modalias4.utils import typechecks as check" in result.code
+    assert "def is_positive_int" not in result.code
