@@ -167,6 +167,19 @@ class NameResolver:
         return f"{base}.{rest}" if rest else base
 
     def _resolve(self, name: str, stack: list[cst.CSTNode]) -> str | None:
+        inner, qualified = self._inner_binding(name, stack)
+        return qualified if inner else self.module_bindings.get(name)
+
+    def module_level(self, name: str, stack: list[cst.CSTNode]) -> bool:
+        """Whether `name` read at the end of `stack` is the module's own binding of it (no
+        function, lambda or comprehension around it binds it again): relative imports resolve to
+        no qualified name, so this tells one from a local variable."""
+        return not self._inner_binding(name, stack)[0] and name in self.module_bindings
+
+    def _inner_binding(self, name: str, stack: list[cst.CSTNode]) -> tuple[bool, str | None]:
+        """(True, what it imports or None) when a scope inside the module binds `name` (or cannot
+        be analysed: conservatively, a binding that imports nothing); (False, None) when the
+        module's own binding is the one read."""
         scopes = [n for n in stack if isinstance(n, (*_SCOPE_STMTS, *_EXPR_SCOPES))]
         innermost = True
         for scope in reversed(scopes):
@@ -175,38 +188,17 @@ class NameResolver:
             innermost = False
             if isinstance(scope, _EXPR_SCOPES):
                 if name in _expr_scope_names(scope):
-                    return None
+                    return True, None
                 continue
             info = self._scope_info(scope, stack)
             if info is None:
-                return None  # could not analyse: be conservative, treat as not imported
+                return True, None  # could not analyse: be conservative, treat as not imported
             bindings, declared_global = info
             if name in declared_global:
                 break
             if name in bindings:
-                return bindings[name]
-        return self.module_bindings.get(name)
-
-    def module_level(self, name: str, stack: list[cst.CSTNode]) -> bool:
-        """Whether `name` read at the end of `stack` is the module's own binding of it (no
-        function, lambda or comprehension around it binds it again): relative imports resolve to
-        no qualified name, so this tells one from a local variable."""
-        scopes = [n for n in stack if isinstance(n, (*_SCOPE_STMTS, *_EXPR_SCOPES))]
-        innermost = True
-        for scope in reversed(scopes):
-            if isinstance(scope, cst.ClassDef) and not innermost:
-                continue
-            innermost = False
-            if isinstance(scope, _EXPR_SCOPES):
-                if name in _expr_scope_names(scope):
-                    return False
-                continue
-            info = self._scope_info(scope, stack)
-            if info is None or name in info[0]:
-                return False
-            if name in info[1]:
-                break
-        return name in self.module_bindings
+                return True, bindings[name]
+        return False, None
 
     def _scope_info(self, scope: cst.CSTNode, stack: list[cst.CSTNode]) -> tuple[Bindings, set[str]] | None:
         cached = self._bindings.get(id(scope))
