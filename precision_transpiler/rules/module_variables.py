@@ -45,14 +45,21 @@ def variables_as_arrays(
     analysis = analysis_for(ctx)
     names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
     names -= analysis.nullable_buffers.get(owner, set())
-    if not names:
+    layers = analysis.layer_attrs.get(owner, {})
+    if not names and not layers:
         return None
     args = list(updated.args)
     changed = False
     aliases: dict[str, bool] | None = None
+    convert = ctx.mappings.frameworks[ctx.target].as_array
     for index, (before, after) in enumerate(zip(original.args, updated.args, strict=True)):
         value = before.value
-        if (
+        if _layer_variable(value, layers) and _layer_variable(after.value, layers) and convert is not None:
+            # `rearrange(self.to_kv.weight, ...)` (colt5-attention): a layer's weight, a Keras
+            # variable (on Flax, the attribute rule reads the array already: `kernel[...].T`)
+            args[index] = after.with_changes(value=cst.Call(ctx.expr_for(convert), [cst.Arg(after.value)]))
+            changed = True
+        elif (
             isinstance(value, cst.Attribute)
             and isinstance(value.value, cst.Name)
             and value.value.value == "self"
@@ -70,11 +77,26 @@ def variables_as_arrays(
                 args[index] = after.with_changes(value=wrap(after.value))
                 changed = True
             elif kind == "mixed":  # `bias = bias[:, :n]` on one path: a variable or an array
-                convert = ctx.mappings.frameworks[ctx.target].as_array
                 if convert is not None:
                     args[index] = after.with_changes(value=cst.Call(ctx.expr_for(convert), [cst.Arg(after.value)]))
                     changed = True
     return updated.with_changes(args=args) if changed else None
+
+
+#: the variables of torch's layers that code reads by name
+_LAYER_VARIABLES = frozenset({"weight", "bias"})
+
+
+def _layer_variable(value: cst.BaseExpression, layers: dict[str, str]) -> bool:
+    """`self.<layer>.weight` / `.bias` of a layer the class builds."""
+    return (
+        isinstance(value, cst.Attribute)
+        and value.attr.value in _LAYER_VARIABLES
+        and isinstance(value.value, cst.Attribute)
+        and isinstance(value.value.value, cst.Name)
+        and value.value.value.value == "self"
+        and value.value.attr.value in layers
+    )
 
 
 def _variable_aliases(ctx: RuleContext, names: set[str]) -> dict[str, str | None]:
@@ -263,7 +285,7 @@ def parameter_argument(ctx: RuleContext, original: cst.Attribute) -> bool:
             and not last.endswith("_")
             and not last[:1].isupper()
         )
-    return isinstance(call.func, cst.Name) and call.func.value in _file_functions(ctx)
+    return _helper_function(ctx, call.func)
 
 
 def _helper_call(ctx: RuleContext, call: cst.Call, key: str) -> bool:
@@ -275,7 +297,42 @@ def _helper_call(ctx: RuleContext, call: cst.Call, key: str) -> bool:
     func = call.func
     while isinstance(func, cst.Attribute):  # `functional.plif_step(...)` of `from .. import functional`
         func = func.value
-    return isinstance(func, cst.Name) and func.value in _file_functions(ctx)
+    return _helper_function(ctx, func) or ctx.module_alias(call.func)
+
+
+def _helper_function(ctx: RuleContext, func: cst.BaseExpression) -> bool:
+    """A function of the file (module level, or the package's through a relative import), or
+    one the method defines inside itself (mega-pytorch's `apply_learned_ema_with_damping(x,
+    self.alphas, ...)`): its code is converted beside the call and hands what it gets to the
+    target's functions."""
+    if not isinstance(func, cst.Name):
+        return False
+    return func.value in _file_functions(ctx) or func.value in _local_functions(ctx)
+
+
+def _local_functions(ctx: RuleContext) -> frozenset[str]:
+    """Names of the functions (and lambdas bound to a name) defined inside the method being
+    converted."""
+    method = ctx.enclosing_def()
+    if method is None:
+        return frozenset()
+
+    def build() -> frozenset[str]:
+        names: set[str] = set()
+
+        class Defs(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                if node is not method:
+                    names.add(node.name.value)
+
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if isinstance(node.value, cst.Lambda):
+                    names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+
+        method.visit(Defs())
+        return frozenset(names)
+
+    return ctx.per_file(f"local-functions-{id(method)}", build)
 
 
 def _file_functions(ctx: RuleContext) -> frozenset[str]:

@@ -29,6 +29,9 @@ and gives the same booleans when the dtypes agree; so does a boolean tensor comp
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Callable
+
 import libcst as cst
 
 from precision_transpiler.analysis.masks import bool_tensor, combined_mask
@@ -40,7 +43,7 @@ from precision_transpiler.syntax import operator_symbol
 
 #: the operators rewritten; the function applying each with torch's promotion is the Keras
 #: framework's `operators` entry in mappings/frameworks.yaml
-_OPERATORS = ("+", "-", "*", "/")
+_OPERATORS = ("+", "-", "*", "/", "**")
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
 
@@ -144,6 +147,8 @@ class TorchIntPromotionTf(Rule):
                 return True  # `safe_one_hot(...)`: a function of the file returning such calls
             if qualified is None and isinstance(func, cst.Attribute) and func.attr.value in _SAME_DTYPE_METHODS:
                 return self._integers(ctx, func.value, anchor)  # `y.flatten()` of an integer grid
+            if qualified in _SAME_DTYPE_FUNCTIONS and node.args and node.args[0].keyword is None:
+                return self._integers(ctx, node.args[0].value, anchor)  # `rearrange(powers, '... l -> ... l 1')`
             return qualified is None and isinstance(func, cst.Attribute) and func.attr.value in methods
         if isinstance(node, cst.Subscript):
             return self._integers(ctx, node.value, anchor)  # `y[:, None]`
@@ -199,7 +204,12 @@ class TorchIntPromotionTf(Rule):
         sincos embedding, which rebinds `y` to floats on that line)."""
         bindings = self._int_names(ctx, anchor).get(name)
         if not bindings:
-            return False
+            scope = Where.scope_of(ctx, anchor)
+            return (
+                isinstance(scope, cst.FunctionDef)
+                and ctx.enclosing_function() == scope.name.value
+                and name in _integer_parameters(ctx).get(scope.name.value, ())
+            )
         line = ctx.position(anchor)[0]
         before = [ints for at, ints in bindings if at < line]
         return before[-1] if before else False
@@ -303,6 +313,8 @@ _SAME_DTYPE_METHODS = frozenset(
     {"flatten", "reshape", "view", "unsqueeze", "squeeze", "permute", "transpose", "t", "contiguous", "clone",
      "expand", "repeat", "flip"}
 )  # fmt: skip
+#: functions whose result has their first argument's dtype
+_SAME_DTYPE_FUNCTIONS = frozenset({"einops.rearrange", "einops.repeat", "torch.flip", "torch.flatten", "torch.reshape"})
 #: builtins whose result is a Python number
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "abs", "min", "max", "round"})
 #: torch functions building a tensor whose dtype follows the Python values given to them
@@ -313,30 +325,37 @@ _VALUE_TYPED = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy",
 _CAST_METHODS = frozenset({"double", "float", "half", "bfloat16", "int", "long", "short", "bool", "to", "type"})
 
 
+def _ast_integers(ctx: RuleContext) -> Callable[[ast.expr | None], bool]:
+    """Whether an `ast` expression of the file is a torch call returning integers (or a
+    subscript of one), read without the rule engine's tree: for code other than the node being
+    visited."""
+    from precision_transpiler.analysis.torch_models import resolve
+
+    _, bindings = ctx.module_ast()
+    functions, methods = ctx.mappings.integer_results("torch")
+
+    def integers(node: ast.expr | None) -> bool:
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if not isinstance(node, ast.Call):
+            return False
+        if resolve(node.func, bindings) in functions:
+            return not any(k.arg == "dtype" for k in node.keywords)
+        return isinstance(node.func, ast.Attribute) and node.func.attr in methods and not node.args
+
+    return integers
+
+
 def _integer_functions(ctx: RuleContext) -> frozenset[str]:
     """Module-level functions of the file whose every `return` is a torch call returning integers,
     a cast to an integer type or a subscript of one (mixture-of-experts' `safe_one_hot` returns
     `F.one_hot(...)[..., :n]`), read from the file's `ast`: their calls hold integers too."""
 
     def build() -> frozenset[str]:
-        import ast
-
-        from precision_transpiler.analysis.torch_models import resolve
-
-        tree, bindings = ctx.module_ast()
+        tree, _ = ctx.module_ast()
         if tree is None:
             return frozenset()
-        functions, methods = ctx.mappings.integer_results("torch")
-
-        def integers(node: ast.expr | None) -> bool:
-            while isinstance(node, ast.Subscript):
-                node = node.value
-            if not isinstance(node, ast.Call):
-                return False
-            if resolve(node.func, bindings) in functions:
-                return not any(k.arg == "dtype" for k in node.keywords)
-            return isinstance(node.func, ast.Attribute) and node.func.attr in methods and not node.args
-
+        integers = _ast_integers(ctx)
         found = set()
         for stmt in tree.body:
             if isinstance(stmt, ast.FunctionDef):
@@ -346,6 +365,46 @@ def _integer_functions(ctx: RuleContext) -> frozenset[str]:
         return frozenset(found)
 
     return ctx.per_file("torch-int-promotion-functions", build)
+
+
+def _integer_parameters(ctx: RuleContext) -> dict[str, frozenset[str]]:
+    """Module-level function -> its parameters that some call in the file passes integers: a
+    torch call returning them, or a name the calling function binds only to such calls
+    (deformable-attention's `seq_range = torch.arange(n)`, then `normalize_grid(seq_range)`,
+    whose `2.0 * arange` torch promotes). Passing a float elsewhere does no harm: keras.ops
+    computes floats as the operator does."""
+
+    def build() -> dict[str, frozenset[str]]:
+        tree, _ = ctx.module_ast()
+        if tree is None:
+            return {}
+        integers = _ast_integers(ctx)
+        defs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+        found: dict[str, set[str]] = {}
+        for caller in ast.walk(tree):
+            if not isinstance(caller, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            held: dict[str, bool] = {}  # name -> every binding of it here holds integers
+            for node in ast.walk(caller):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            held[target.id] = held.get(target.id, True) and integers(node.value)
+            for call in ast.walk(caller):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in defs):
+                    continue
+                callee = defs[call.func.id].args
+                params = [a.arg for a in (*callee.posonlyargs, *callee.args)]
+                given = [
+                    (params[i], a) for i, a in enumerate(call.args[: len(params)]) if not isinstance(a, ast.Starred)
+                ]
+                given += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+                for param, value in given:
+                    if integers(value) or (isinstance(value, ast.Name) and held.get(value.id, False)):
+                        found.setdefault(call.func.id, set()).add(param)
+        return {name: frozenset(params) for name, params in found.items()}
+
+    return ctx.per_file("torch-int-promotion-parameters", build)
 
 
 def _casts(node: cst.BaseExpression) -> bool:

@@ -174,3 +174,59 @@ def test_a_buffer_looked_up_by_a_computed_name_is_read_as_an_array(tmp_path: Pat
     to einops, which knows arrays only."""
     verdict = convert_and_verify(tmp_path, THRESHOLDS, target, "Gate()", ["float32[2,4]"], name="thresholds")
     assert verdict.passed, verdict
+
+
+LOCAL_FUNCTION = """import torch
+from torch import nn
+
+
+class Ema(nn.Module):
+    def __init__(self, heads: int = 4):
+        super().__init__()
+        self.alphas = nn.Parameter(torch.linspace(-1.0, 1.0, heads))
+
+    def forward(self, x):
+        def damp(x, alphas):
+            alphas = alphas.sigmoid()
+            return x * alphas
+
+        scale = lambda w: torch.tanh(w)
+        return damp(x, self.alphas) + scale(self.alphas)
+"""
+
+
+@on_both_targets
+def test_a_parameter_handed_to_a_function_the_method_defines_is_an_array(tmp_path: Path, target: str) -> None:
+    """mega-pytorch's `apply_learned_ema_with_damping(x, self.alphas, ...)`, defined inside
+    `forward`, hands the parameter to `jax.nn.sigmoid`."""
+    verdict = convert_and_verify(tmp_path, LOCAL_FUNCTION, target, "Ema()", ["float32[2,4]"], name="ema")
+    assert verdict.passed, verdict
+    if target == "jax":
+        code = (tmp_path / "ema_jax.py").read_text()
+        assert "damp(x, self.alphas[...]) + scale(self.alphas[...])" in code, code
+
+
+LAYER_WEIGHTS = """import torch
+from einops import rearrange
+from torch import nn
+
+
+class KV(nn.Module):
+    def __init__(self, d: int = 4, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.to_kv = nn.Linear(d, 2 * d, bias=False)
+        self.emb = nn.Embedding(5, d)
+
+    def forward(self, x):
+        w = rearrange(self.to_kv.weight, "(r d) i -> r d i", r=2)
+        e = rearrange(self.emb.weight, "n (h d) -> h n d", h=self.heads)
+        return torch.einsum("rdi,bi->brd", w, x).sum(-1) + e.sum()
+"""
+
+
+@on_both_targets
+def test_a_layers_weight_handed_to_einops_is_an_array(tmp_path: Path, target: str) -> None:
+    """colt5-attention's `rearrange(self.to_kv.weight, ...)`: einops knows no Keras variable."""
+    verdict = convert_and_verify(tmp_path, LAYER_WEIGHTS, target, "KV()", ["float32[2,4]"], name="kv")
+    assert verdict.passed, verdict

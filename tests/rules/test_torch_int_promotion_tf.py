@@ -202,3 +202,60 @@ def test_one_hot_and_functions_returning_it_are_integers() -> None:
         got = plain_tf(converted[name](*args))
         assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
         np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+POWERS = """
+import torch
+from einops import rearrange
+
+
+def normalize_grid(arange, dim=1):
+    n = arange.shape[-1]
+    return 2.0 * arange / max(n - 1, 1) - 1.0
+
+
+def grid(n):
+    seq = torch.arange(n)
+    return normalize_grid(seq, dim=0)
+
+
+def decays(alphas, n):
+    powers = torch.arange(n - 1, -1, -1)
+    return alphas ** rearrange(powers, "l -> l 1")
+
+
+def roots(n):
+    return torch.arange(n) ** 0.5, torch.arange(n) ** 2
+
+
+def floats_only(x: float):
+    return 2.0 * x, x ** 2.0
+"""
+
+
+def test_integers_handed_to_a_function_and_raised_to_powers_promote_as_in_torch() -> None:
+    """A function's parameter that a call of the file passes an integer tensor
+    (deformable-attention's `normalize_grid(seq_range)`), and `**` with an integer tensor on
+    either side (mega-pytorch's `decay ** rearrange(powers, ...)`)."""
+    result = transpile(POWERS, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "keras.ops.multiply(2.0, arange)" in result.code, result.code
+    assert "keras.ops.power(alphas, rearrange(powers" in result.code
+    assert "return 2.0 * x, x ** 2.0" in result.code  # Python floats: the operators stay
+    reference: dict[str, Any] = {}
+    exec(compile(POWERS, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    alphas = np.array([0.5, 0.25], dtype=np.float32)
+    cases = (("grid", (5,), (5,)), ("decays", (torch.tensor(alphas), 3), (alphas, 3)), ("roots", (4,), (4,)))
+    for name, torch_args, tf_args in cases:
+        expected = reference[name](*torch_args)
+        got = converted[name](*tf_args)
+        for want, have in zip(
+            expected if isinstance(expected, tuple) else (expected,),
+            got if isinstance(got, tuple) else (got,),
+            strict=True,
+        ):
+            have = plain_tf(have)
+            assert have.dtype == want.numpy().dtype, (name, have.dtype, want.dtype)
+            np.testing.assert_allclose(have, want.numpy(), rtol=1e-6)

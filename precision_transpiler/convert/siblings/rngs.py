@@ -35,6 +35,10 @@ def thread_sibling_rngs(code: str) -> str:
     callees = _rngs_callees(tree)
     if not callees:
         return code
+    given = _builders_take_rngs(code, tree, callees)
+    if given != code:
+        code, tree = given, python_ast(given)
+        callees = _rngs_callees(tree)
     lines = code.splitlines(keepends=True)
     offsets = line_offsets(lines)
     edits: list[tuple[int, int, str]] = []
@@ -90,6 +94,70 @@ def _rngs_argument(code: str, lines: list[str], offsets: list[int], call: ast.Ca
             return line_start, line_start, f"{indent}rngs=rngs,\n"
         return close, close, "rngs=rngs" if code[:close].endswith(" ") else " rngs=rngs"
     return end, end, ", rngs=rngs"
+
+
+def _builders_take_rngs(code: str, tree: ast.Module, callees: set[str]) -> str:
+    """`code` with `*, rngs=None` given to each top-level function of the file that builds a
+    copied layer but takes no `rngs` (pytorchcv's `poly_res_b_block()` returns the copied
+    `conv1x1_block(...)`; the module it is handed to calls `res_block(rngs=rngs)`), and to the
+    functions calling those in turn. Optional, like every converted constructor's: callers that
+    pass none keep working."""
+    functions = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and not _has_rngs(node.args) and node.args.kwarg is None
+    }
+    builders: set[str] = set()
+    known = set(callees)
+    while True:
+        found = {
+            name
+            for name, function in functions.items()
+            if name not in builders
+            and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in known
+                for statement in function.body
+                for n in ast.walk(statement)
+            )
+        }
+        if not found:
+            break
+        builders |= found
+        known |= found
+    lines = code.splitlines(keepends=True)
+    offsets = line_offsets(lines)
+    edits = [edit for name in sorted(builders) if (edit := _rngs_parameter(code, lines, offsets, functions[name]))]
+    if not edits:
+        return code
+    given = splice_spans(code, edits)
+    try:
+        ast.parse(given)
+    except SyntaxError:
+        return code
+    return given
+
+
+def _rngs_parameter(
+    code: str, lines: list[str], offsets: list[int], function: ast.FunctionDef
+) -> tuple[int, int, str] | None:
+    """The edit adding a keyword-only `rngs=None` after `function`'s last parameter (or into its
+    empty parentheses)."""
+    args = function.args
+    last = max(
+        [*args.posonlyargs, *args.args, *([args.vararg] if args.vararg else []), *args.kwonlyargs, *args.defaults,
+         *[d for d in args.kw_defaults if d is not None]],
+        key=lambda a: (a.end_lineno or 0, a.end_col_offset or 0),
+        default=None,
+    )  # fmt: skip
+    if last is None:
+        start = offsets[function.lineno - 1] + char_column(lines[function.lineno - 1], function.col_offset)
+        opening = code.find("(", code.find(function.name, start))
+        return (opening + 1, opening + 1, "*, rngs=None") if opening > 0 else None
+    if last.end_lineno is None or last.end_col_offset is None:
+        return None
+    end = offsets[last.end_lineno - 1] + char_column(lines[last.end_lineno - 1], last.end_col_offset)
+    starred = args.vararg is not None or bool(args.kwonlyargs)
+    return end, end, ", rngs=None" if starred else ", *, rngs=None"
 
 
 def _has_rngs(arguments: ast.arguments) -> bool:

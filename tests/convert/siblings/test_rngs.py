@@ -118,3 +118,93 @@ def test_code_without_rngs_takers_is_unchanged() -> None:
     assert thread_sibling_rngs("x = 1\n") == "x = 1\n"  # no `rngs` at all
     broken = "def f(*, rngs=None):\n    return f(\n"
     assert thread_sibling_rngs(broken) is broken  # not Python: left for the pipeline to report
+
+
+BUILDERS = """
+def conv_block(c, *, rngs=None):
+    return Conv(c, rngs=rngs)
+
+
+def res_block():
+    return conv_block(8)
+
+
+def pre_block(width, *args):
+    return [res_block() for _ in range(width)]
+
+
+def scaled(width, scale=2, *, flag=True):
+    return conv_block(width * scale)
+
+
+def passes_through(**kwargs):
+    return conv_block(**kwargs)
+
+
+def plain(x):
+    return x + 1
+
+
+class Poly(TorchModule):
+    def __init__(self, block, *, rngs=None):
+        self.blocks = [block(rngs=rngs) for _ in range(3)]
+"""
+
+
+def test_functions_building_copied_layers_take_rngs_and_pass_them_on() -> None:
+    """pytorchcv's `poly_res_b_block()` returns the copied `conv1x1_block(...)`, and the module it
+    is handed to calls `res_block(rngs=rngs)`: it takes an optional `rngs` and passes it on, and
+    so do the functions calling it in turn."""
+    threaded = thread_sibling_rngs(BUILDERS)
+    tree = ast.parse(threaded)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for name in ("res_block", "pre_block", "scaled"):
+        assert [a.arg for a in functions[name].args.kwonlyargs][-1] == "rngs", name
+    assert "def res_block(*, rngs=None):\n    return conv_block(8, rngs=rngs)" in threaded
+    assert "def pre_block(width, *args, rngs=None):\n    return [res_block(rngs=rngs) for" in threaded
+    assert "def scaled(width, scale=2, *, flag=True, rngs=None):" in threaded
+    assert "def passes_through(**kwargs):" in threaded  # `**kwargs` may carry rngs already
+    assert "def plain(x):" in threaded
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_factory_of_the_file_building_a_copied_block_verifies(tmp_path: Path, target: str) -> None:
+    from precision_transpiler.verify import VerifyOptions, verify_files
+    from tests.convert.siblings.packages import write_package
+
+    write_package(
+        tmp_path,
+        {
+            "rngfactorypkg/common.py": """
+                from torch import nn
+
+                def conv_block(c_in, c_out):
+                    return nn.Sequential(nn.Conv2d(c_in, c_out, 1), nn.ReLU())
+            """,
+            "rngfactorypkg/model.py": """
+                import torch
+                from torch import nn
+
+                from .common import conv_block
+
+                def res_block():
+                    return conv_block(4, 4)
+
+                class Poly(nn.Module):
+                    def __init__(self, block=res_block):
+                        super().__init__()
+                        self.blocks = nn.ModuleList([block() for _ in range(2)])
+
+                    def forward(self, x):
+                        for block in self.blocks:
+                            x = x + block(x)
+                        return x
+            """,
+        },
+    )
+    model = tmp_path / "rngfactorypkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Poly()", inputs=["float32[1,4,3,3]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
