@@ -14,7 +14,6 @@ method.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +56,8 @@ from precision_transpiler.convert.siblings.splice import (
     left_out_comment,
     output_imports,
     postpone_annotations,
-    rename_names,
+    rename_clashing_definitions,
+    rename_definitions,
     rename_shadowing_helpers,
     resolve_clashes,
     restore_left_out,
@@ -96,6 +96,9 @@ class SiblingReport:
     trimmed: dict[str, tuple[Path, str]] = field(default_factory=dict)
     #: the number of rounds when copying stopped before everything copied code imports was in
     unfinished: int = 0
+    #: definitions copies took under a name of their own, a different one of the output having
+    #: theirs: module -> {name there: name in the output} (later copies of the module follow)
+    renamed: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 Diagnostics = list[tuple[int, int, str, str, str]]  # line, col, severity, code, message
@@ -265,6 +268,8 @@ class Round:
         self.defined = top_level_names(self.parsed)
         self.reached = frozenset(used_names([self.parsed]))  # what copied classes must keep
         self.bound = import_bindings(self.parsed.body)  # local name -> import line, to catch clashes
+        self.definitions = top_level_definitions(self.parsed)  # what copies must not replace
+        self.added: dict[str, ast.stmt] = {}  # what this round's blocks define so far
         self.lone: list[FromImport] = output_imports(self.code, self.parsed)  # the import lines, parsed alone
 
     def remove(self, index: int, local: str) -> None:
@@ -359,7 +364,8 @@ class Round:
         performer's own `apply_rotary_pos_emb` imports it under a name of its own. Grows
         `self.bound` with what the copy imports (resolve_clashes)."""
         copied = {q.rsplit(".", 1)[-1] for q in self.report.inlined}
-        own = {n: f"# {n} is defined in the output" for n in self.defined if n not in self.bound and n not in copied}
+        defined = self.defined | set(self.added)  # an earlier copy's helper of this round too
+        own = {n: f"# {n} is defined in the output" for n in defined if n not in self.bound and n not in copied}
         merged = _Merged(own, self.bound)
         merged.update(self.bound)
         return merged
@@ -371,9 +377,7 @@ class Round:
         renames = {name: local for name, local in take if local != name and name in self.defined}
         if not renames:
             return piece, take
-        piece = rename_names(piece, renames)
-        for name, fresh in renames.items():
-            piece = re.sub(rf"^((?:async\s+)?(?:def|class)\s+){re.escape(name)}\b", rf"\g<1>{fresh}", piece, flags=re.M)
+        piece = rename_definitions(piece, renames)
         return piece, [(renames.get(name, name), local) for name, local in take]
 
     def rebind_copied(self, index: int, sibling: Sibling) -> None:
@@ -390,7 +394,7 @@ class Round:
                 self.redirected = True
             elif local != name and name in self.defined and sibling.qualified(name) in copied:
                 self.remove(index, local)
-                self.blocks.append(f"{local} = {name}")
+                self.add_block(f"{local} = {name}")
                 self.defined.add(local)
 
     def choose(self, sibling: Sibling, candidates: list[tuple[str, str]], kept: set[str]) -> list[tuple[str, str]]:
@@ -450,19 +454,23 @@ class Round:
         for cls in parsed_source(piece).body:
             if isinstance(cls, ast.ClassDef) and left_out_comment(piece, cls):
                 report.trimmed[cls.name] = (sibling.path, sibling.name)
-        piece = rename_shadowing_helpers(piece, set(names), self.bound, sibling.name)
+        piece = rename_shadowing_helpers(piece, set(names), self.bound, sibling.name, self.defined_elsewhere)
         piece, take = self.rename_clashing(piece, take)
         piece, imports = resolve_clashes(piece, imports, self.bound_or_defined())
+        known = report.renamed.setdefault(sibling.name, {})
+        piece, clashing = rename_clashing_definitions(piece, {n for n, _ in take}, self.existing, sibling.name, known)
+        known.update(clashing)
         renamed = top_level_definitions(parsed_source(piece))  # a helper renamed is copied under its new name
         classes = [n for n, node in renamed.items() if isinstance(node, ast.ClassDef)]
         # string annotations written for lazy evaluation (`"AttnProcessor" | None`) stay lazy
         self.postponed = self.postponed or postpones_annotations(sibling.tree)
-        self.blocks.append(MARKER.format(module=sibling.name) + "\n" + piece)
-        report.copied.update(sibling.qualified(n) for n in classes)
+        self.add_block(MARKER.format(module=sibling.name) + "\n" + piece)
+        # a class renamed is there for later copies of its module (`known` renames their uses)
+        report.copied.update(sibling.qualified(n) for n in [*classes, *(n for n in known if known[n] in classes)])
         self.extra_imports += imports
         for name, local in take:
             if local != name:
-                self.blocks.append(f"{local} = {name}")
+                self.add_block(f"{local} = {name}")
             self.remove(index, local)
             report.inlined.append(sibling.qualified(name))
         for line, col, severity, code_, message in diagnostics:
@@ -471,6 +479,28 @@ class Round:
             whole = severity == "error" and not any(start <= line <= end for start, end in ranges)
             if whole or (any(start <= line <= end for start, end in ranges) and severity in _SAID):
                 report.diagnostics.append((str(sibling.path), line, col, severity, code_, message))
+
+    def add_block(self, block: str) -> None:
+        """Put `block` in this round's copies; later copies see what it defines (`existing`)."""
+        self.blocks.append(block)
+        self.added.update(top_level_definitions(parsed_source(block)))
+
+    def defined_elsewhere(self, imported: ast.ImportFrom, local: str, module: str) -> bool:
+        """Whether `imported` (an import of the output binding `local`) names a module other
+        than `module` that defines the name itself: a definition of its own, not `module`'s
+        under another name (a re-export)."""
+        name = next((a.name for a in imported.names if (a.asname or a.name) == local), local)
+        path, found = self.locate(imported.level, imported.module)
+        if path is None or found == module:
+            return False
+        try:
+            return name in top_level_definitions(parsed_source(read_source(path)))
+        except (ReadError, SyntaxError):
+            return False
+
+    def existing(self, name: str) -> ast.stmt | None:
+        """The output's definition of `name` (the file's own, or a copy's), this round's included."""
+        return self.added.get(name) or self.definitions.get(name)
 
     def report_left(self, sibling: Sibling, names: list[str]) -> None:
         """Names that had to be copied (their module runs torch when imported) but could not be

@@ -10,7 +10,8 @@ is. What is edited here:
 
 - imports of the output that copies replace (`drop_imported`), and the copies' own imports,
   renamed where they clash with a name the output binds otherwise (`resolve_clashes`), as are
-  copied helpers named like one of the output's imports (`rename_shadowing_helpers`);
+  copied helpers named like one of the output's imports (`rename_shadowing_helpers`) or like a
+  different definition the output has (`rename_clashing_definitions`);
 - relative and package imports inside copied functions, hoisted to the top
   (`hoist_local_imports`): at top level the next round copies what they name;
 - the block of copies and its imports, after the output's imports (`insert_block`), and
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,10 @@ from precision_transpiler.convert.siblings.resolve import (
 )
 
 MARKER = "# ptranspile: converted from {module} (a sibling module this file needs)"
+
+#: `elsewhere(import, name, module)`: whether the output's `import` of `name` names a module
+#: other than `module` (a copy's) that defines `name` itself
+Elsewhere = Callable[[ast.ImportFrom, str, str], bool]
 
 
 def local_name(alias: cst.ImportAlias) -> str:
@@ -174,11 +180,17 @@ def resolve_clashes(piece: str, imports: list[str], bound: dict[str, str]) -> tu
     return rename_names(piece, renames), result
 
 
-def rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str], module: str) -> str:
+def rename_shadowing_helpers(
+    piece: str, wanted: set[str], bound: dict[str, str], module: str, elsewhere: Elsewhere | None = None
+) -> str:
     """A helper the copy brings along, named like something the output imports (torch-geometric's
     inspector defines `class Parameter`, where the copied message-passing code already imports
     `inspect.Parameter`): defined below the import, the copy would replace it for all the code
-    that meant the import. So the helper, and the copy's uses of it, get a name of their own."""
+    that meant the import. So the helper, and the copy's uses of it, get a name of their own.
+    An import from the package (the copy's own or the file's) is the same definition under the
+    package's name, which the next round redirects, unless `elsewhere(import, name, module)`
+    says it names another module that defines it itself (the file imports `split` from
+    helpers.py, and the copy of local.py brings local.py's own `split`)."""
     tree = parsed_source(piece)
     top = module.split(".")[0]
     renames: dict[str, str] = {}
@@ -186,9 +198,53 @@ def rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str]
         if name in wanted or name not in bound:
             continue
         imported = ast.parse(bound[name]).body[0]
-        if not isinstance(imported, ast.ImportFrom) or imported.level or (imported.module or "").split(".")[0] == top:
-            continue  # the package's own name for the same definition, which the next round redirects
+        if not isinstance(imported, ast.ImportFrom):
+            continue
+        own = imported.level or (imported.module or "").split(".")[0] == top
+        if own and (elsewhere is None or not elsewhere(imported, name, module)):
+            continue
         renames[name] = f"{name}_{module.replace('.', '_')}"
+    return rename_definitions(piece, renames, tree)
+
+
+def rename_clashing_definitions(
+    piece: str, wanted: set[str], existing: Callable[[str], ast.stmt | None], module: str, known: dict[str, str]
+) -> tuple[str, dict[str, str]]:
+    """A definition the copy brings along named like a different one the output has already
+    (colt5-attention's own `pad_to_multiple`, returning `(tensor, seq_len)`, beside
+    local_attention's, returning `(padded, tensor)`, which the copied LocalAttention calls):
+    one would replace the other for all the code, whichever comes first. So the copy's gets a
+    name of its own (`pad_to_multiple_local_attention_local_attention`), and the copy's uses
+    follow; what uses a renamed one may then differ in turn, until nothing clashes. A definition
+    the same as the output's (the same module's copied again, `exists` written alike) stays
+    shared. `existing(name)`: the output's definition of `name`, or None; `known`: this module's
+    names renamed by earlier copies (name -> name in the output), applied first (what a copy
+    uses of a class copied before, not copied again, follows it). Returns the piece and its
+    renames, `known`'s included."""
+    renames = {name: fresh for name, fresh in known.items() if name not in wanted}
+    piece = rename_definitions(piece, renames)
+    suffix = "_" + module.replace(".", "_")
+    while True:
+        tree = parsed_source(piece)
+        clashing = {
+            name: name + suffix
+            for name, node in top_level_definitions(tree).items()
+            if name not in wanted and _differs(existing(name), node)
+        }
+        if not clashing:
+            return piece, renames
+        piece = rename_definitions(piece, clashing, tree)
+        for name, fresh in clashing.items():
+            renames[next((old for old, new in renames.items() if new == name), name)] = fresh
+
+
+def _differs(there: ast.stmt | None, node: ast.stmt) -> bool:
+    return there is not None and ast.dump(there) != ast.dump(node)
+
+
+def rename_definitions(piece: str, renames: dict[str, str], tree: ast.Module | None = None) -> str:
+    """`piece` with the top-level definitions `renames` names (`def`, `class`, assignment) and
+    every use of them spelled as it says."""
     if not renames:
         return piece
     piece = rename_names(piece, renames, tree)
@@ -199,23 +255,66 @@ def rename_shadowing_helpers(piece: str, wanted: set[str], bound: dict[str, str]
 
 def rename_names(code: str, renames: dict[str, str], tree: ast.Module | None = None) -> str:
     """`code` with every name (not attributes, not strings) that `renames` maps spelled as it
-    says, found in one walk of its tree (`tree`, when the caller has it)."""
+    says, found in one walk of its tree (`tree`, when the caller has it). A function's own
+    name of that spelling stays (`def f(x, scale)` beside a helper `scale` renamed), as do
+    class attributes (`dim = 64` in a class body)."""
     if not renames:
         return code
     lines = code.splitlines(keepends=True)
-    spots = sorted(
-        (
-            (n.lineno, n.col_offset, n.id)
-            for n in ast.walk(tree if tree is not None else ast.parse(code))
-            if isinstance(n, ast.Name) and n.id in renames
-        ),
-        reverse=True,
-    )
+    spots = sorted(_module_names(tree if tree is not None else ast.parse(code), set(renames)), reverse=True)
     for line, col, old in spots:
         text = lines[line - 1]
         start = len(text.encode("utf-8")[:col].decode("utf-8"))  # col_offset counts UTF-8 bytes
         lines[line - 1] = text[:start] + renames[old] + text[start + len(old) :]
     return "".join(lines)
+
+
+def _module_names(tree: ast.Module, names: set[str]) -> list[tuple[int, int, str]]:
+    """(line, column, name) of each of `names` used as a module-level name in `tree`: not in the
+    body of a function (or lambda) that binds it otherwise than by assigning it, nor assigned in
+    a class body."""
+    found: list[tuple[int, int, str]] = []
+    attributes: set[int] = set()  # ids of Name nodes a class body assigns
+    stack: list[tuple[ast.AST, frozenset[str]]] = [(tree, frozenset())]
+    while stack:
+        node, local = stack.pop()
+        if isinstance(node, ast.Name):
+            if node.id in names and node.id not in local and id(node) not in attributes:
+                found.append((node.lineno, node.col_offset, node.id))
+            continue
+        children = list(ast.iter_child_nodes(node))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            inner, own = local | (_bound_otherwise(node, body) & names), {id(b) for b in body}
+            stack += [(child, inner if id(child) in own else local) for child in children]
+            continue
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+                for target in targets if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) else []:
+                    elts = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+                    attributes.update(id(e) for e in elts if isinstance(e, ast.Name))
+        stack += [(child, local) for child in children]
+    return found
+
+
+def _bound_otherwise(scope: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, body: list[Any]) -> set[str]:
+    """Names `scope` binds for itself otherwise than by assigning a name (renamed with its uses,
+    that stays right): its parameters, definitions, imports and `except ... as` names."""
+    args = scope.args
+    found = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)  # its body is a scope of its own
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            found.add(node.name)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack += ast.iter_child_nodes(node)
+    return found
 
 
 _LEFT_OUT_LINE = re.compile(r"^([ \t]*)" + re.escape(LEFT_OUT.split("{")[0]) + r"(.*)$")

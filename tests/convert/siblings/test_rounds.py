@@ -11,6 +11,7 @@ import pytest
 from precision_transpiler import transpile
 from precision_transpiler.convert.siblings import MARKER, inline_siblings
 from tests.convert.siblings.packages import unchanged, write_package
+from tests.helpers import on_both_targets
 
 LAYERS = """
 import torch
@@ -367,3 +368,163 @@ def test_a_module_that_refuses_to_load_stays_imported_where_the_original_imports
     converted.write_text(result.code)
     options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
     assert verify_files(model, converted, options).passed
+
+
+#: a model over Local calling a `split` of its own module (defined there, or imported)
+_NET_OVER_LOCAL = """
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.local = Local(d)
+
+            def forward(self, x):
+                y, n = split(self.local(x))
+                return y * n
+"""  # indented as the sources it ends (write_package dedents each)
+
+CLASHING_HELPERS = {
+    "clashhelperpkg/local.py": """
+        import torch
+        from torch import nn
+
+        def exists(v):
+            return v is not None
+
+        def split(t):
+            return t.shape[-1], t
+
+        class Local(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+
+            def forward(self, x, mask=None):
+                n, y = split(self.fc(x))
+                return y * n if not exists(mask) else y
+    """,
+    "clashhelperpkg/outer.py": """
+        import torch
+        from torch import nn
+
+        from clashhelperpkg.local import Local
+
+        def split(t):
+            return torch.tanh(t), 3
+
+        class Outer(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.local = Local(d)
+
+            def forward(self, x):
+                y, n = split(self.local(x))
+                return y + n
+    """,
+    "clashhelperpkg/helpers.py": """
+        import torch
+
+        def split(t):
+            return torch.sigmoid(t), 5
+    """,
+    # the file's own `split`, unlike the one the copied Local calls
+    "clashhelperpkg/model.py": """
+        import torch
+        from torch import nn
+
+        from clashhelperpkg.local import Local
+
+        def split(t):
+            return t - 1, t.shape[-1]
+    """
+    + _NET_OVER_LOCAL,
+    # Outer (with outer's `split`) comes in first, Local (with local's) a round later
+    "clashhelperpkg/chain.py": """
+        from torch import nn
+
+        from clashhelperpkg.outer import Outer
+
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.outer = Outer(d)
+
+            def forward(self, x):
+                return self.outer(x)
+    """,
+    # one round: Local with its helper `split` first, then the `split` the file imports itself
+    "clashhelperpkg/both.py": """
+        from torch import nn
+
+        from clashhelperpkg.local import Local
+        from clashhelperpkg.helpers import split
+    """
+    + _NET_OVER_LOCAL,
+    # nothing clashes: its `exists` is the one Local uses, word for word
+    "clashhelperpkg/plain.py": """
+        from torch import nn
+
+        from clashhelperpkg.local import Local
+
+        def exists(v):
+            return v is not None
+
+        def halve(t):
+            return t / 2
+
+        class Net(nn.Module):
+            def __init__(self, d=4):
+                super().__init__()
+                self.local = Local(d)
+
+            def forward(self, x, mask=None):
+                return halve(self.local(x)) if not exists(mask) else x
+    """,
+}
+
+
+def _convert_and_verify(root: Path, name: str, target: str) -> str:
+    """Convert clashhelperpkg/`name`.py to `target` and verify it against the original, torch-free:
+    the converted code."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    model = root / f"clashhelperpkg/{name}.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert not result.errors, [d.format() for d in result.diagnostics]
+    converted = root / f"clashhelper_{name}_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    verdict = verify_files(model, converted, options)
+    assert verdict.passed, verdict.failures
+    return result.code
+
+
+@on_both_targets
+@pytest.mark.parametrize(
+    "name",
+    [
+        "model",  # the file's own `split`
+        "chain",  # an earlier copy's: Outer, with outer's `split`, a round before Local
+        "both",  # the other order, in one round: Local first, then the `split` the file imports
+    ],
+)
+def test_a_copied_helper_named_like_another_definition_gets_its_own(tmp_path: Path, target: str, name: str) -> None:
+    """colt5-attention defines `pad_to_multiple` returning `(tensor, seq_len)` and copies
+    local_attention's LocalAttention, whose module's `pad_to_multiple` returns `(padded,
+    tensor)`: defined twice, the file's replaced the copy's, and LocalAttention unpacked an int.
+    Local's helper `split` gets a name of its own beside any other `split` of the output, each
+    caller calls its module's; `exists`, the same wherever it is, stays shared."""
+    write_package(tmp_path, CLASHING_HELPERS)
+    code = _convert_and_verify(tmp_path, name, target)
+    assert "def split(t):" in code and "= split(self.local(x))" in code
+    assert "def split_clashhelperpkg_local(t):" in code and "= split_clashhelperpkg_local(self.fc(x))" in code
+    assert "exists_clashhelperpkg" not in code
+
+
+@on_both_targets
+def test_copies_that_clash_with_nothing_keep_their_names(tmp_path: Path, target: str) -> None:
+    write_package(tmp_path, CLASHING_HELPERS)
+    plain = tmp_path / "clashhelperpkg/plain.py"
+    code, report = inline_siblings(str(plain), plain.read_text(), unchanged)
+    assert not any(report.renamed.values()) and "_clashhelperpkg" not in code
+    assert code.count("def exists(v):") == 2  # the copy's, the same as the file's: shared
+    assert "_clashhelperpkg" not in _convert_and_verify(tmp_path, "plain", target)

@@ -18,6 +18,7 @@ from precision_transpiler.convert.siblings.splice import (
     insert_imports,
     left_out_comment,
     postpone_annotations,
+    rename_clashing_definitions,
     rename_names,
     rename_shadowing_helpers,
     resolve_clashes,
@@ -48,10 +49,39 @@ def test_a_copied_helper_named_like_an_import_of_the_output_is_renamed() -> None
     assert rename_shadowing_helpers(piece, {"signature"}, {}, "tg.inspector") is piece  # nothing shadowed
 
 
+def test_a_copied_definition_unlike_the_outputs_of_its_name_is_renamed_and_its_uses_follow() -> None:
+    shared = "def exists(v):\n    return v is not None\n\n\ndef use(t):\n    return pad(t)\n\n\n"
+    output = parsed_source(shared + "def pad(t):\n    return t, 1\n").body
+    existing = {node.name: node for node in output if isinstance(node, ast.FunctionDef)}.get
+    piece = shared + "def pad(t):\n    return 1, t\n\n\nclass Local:\n    def f(self, t):\n        return use(t)\n"
+    renamed, renames = rename_clashing_definitions(piece, {"Local"}, existing, "la.attn", {})
+    # `use`, word for word the output's, calls the copy's `pad`: once that is renamed, it differs
+    assert renames == {"pad": "pad_la_attn", "use": "use_la_attn"}
+    assert "def exists(v):" in renamed  # the same as the output's: shared
+    assert "def pad_la_attn(t):\n    return 1, t" in renamed
+    assert "def use_la_attn(t):\n    return pad_la_attn(t)" in renamed and "return use_la_attn(t)" in renamed
+    # a later copy of the module: what it uses of an earlier copy follows its new name
+    later = "def g(t):\n    return pad(t)\n"
+    assert rename_clashing_definitions(later, {"g"}, existing, "la.attn", renames)[0] == (
+        "def g(t):\n    return pad_la_attn(t)\n"
+    )
+    assert rename_clashing_definitions(piece, {"Local"}, lambda name: None, "la.attn", {}) == (piece, {})
+
+
 def test_names_are_renamed_not_attributes_nor_strings() -> None:
     code = "a = b.a + a('a')  # a\nprint(a, é := a)\n"
     assert rename_names(code, {"a": "z"}) == "z = b.a + z('a')  # a\nprint(z, é := z)\n"
     assert rename_names(code, {}) is code
+    scoped = (
+        "def f(x, scale=scale):\n    return scale(x) + [scale for scale in x]\n\n\n"
+        "def g(x):\n    from m import scale\n\n    return scale(x), lambda scale: scale\n\n\n"
+        "def h(x):\n    return scale(x)\n\n\nclass A:\n    scale = scale\n"
+    )
+    assert rename_names(scoped, {"scale": "s2"}) == (
+        "def f(x, scale=s2):\n    return scale(x) + [scale for scale in x]\n\n\n"  # the parameter is f's own
+        "def g(x):\n    from m import scale\n\n    return scale(x), lambda scale: scale\n\n\n"  # so is g's import
+        "def h(x):\n    return s2(x)\n\n\nclass A:\n    scale = s2\n"  # a class attribute keeps its name
+    )
 
 
 def test_local_imports_of_the_package_are_hoisted_and_relative_ones_made_absolute() -> None:
