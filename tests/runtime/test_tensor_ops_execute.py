@@ -440,7 +440,7 @@ CASES = [
         "flip-roll",
         "x",
         "return x.flip(0), x.flip(0, 1), x.flip([1]), torch.flip(x, (0, 2)), x.roll(1), x.roll(2, 1), "
-        "torch.roll(x, (1, -1), (0, 2))",
+        "torch.roll(x, (1, -1), (0, 2)), x.roll(-1, dims=(2,))",
         F32(2, 3, 4),
         expect=("jnp.flip(x, axis=(0, 1))", "jnp.roll(x, 1)"),
     ),

@@ -88,6 +88,14 @@ def torch_chunk(input, chunks, dim=0):
     return torch_split(input, -(-size // chunks), dim)
 
 
+def torch_roll(input, shifts, dims=None):
+    """torch.roll / Tensor.roll: one shift given for a tuple of dims applies to each (`x.roll(-1,
+    dims=(2,))`); TensorFlow's roll wants as many shifts as axes."""
+    if isinstance(dims, list | tuple) and not isinstance(shifts, list | tuple):
+        shifts = (shifts,) * len(dims)
+    return keras.ops.roll(input, shifts, axis=dims)
+
+
 def torch_squeeze(input, dim=None):
     """torch.squeeze / Tensor.squeeze: removes the given dim(s) only where their size is 1 and
     leaves the others alone (`keras.ops.squeeze(x, axis)` raises for a dim whose size is not 1);
