@@ -273,6 +273,8 @@ def parameter_argument(ctx: RuleContext, original: cst.Attribute) -> bool:
     if name not in analysis.params.get(owner, set()) or name in analysis.nullable_buffers.get(owner, set()):
         return False
     arg = ctx.parent(original)
+    if isinstance(arg, cst.Attribute) and arg.value is original:
+        return _tensor_method_call(ctx, arg)  # `self.beta.sigmoid()` -> `jax.nn.sigmoid(...)`
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
     if not isinstance(call, cst.Call) or arg.star or call.func is original:  # type: ignore[union-attr]
         return False
@@ -286,6 +288,20 @@ def parameter_argument(ctx: RuleContext, original: cst.Attribute) -> bool:
             and not last[:1].isupper()
         )
     return _helper_function(ctx, call.func)
+
+
+def _tensor_method_call(ctx: RuleContext, method: cst.Attribute) -> bool:
+    """`self.<parameter>.sigmoid()`: a tensor method the op tables turn into a function of the
+    target (block-recurrent-transformer's `self.learned_ema_beta.sigmoid()`); not an in-place
+    one, which must keep the parameter."""
+    name = method.attr.value
+    call = ctx.parent(method)
+    return (
+        isinstance(call, cst.Call)
+        and call.func is method
+        and not name.endswith("_")
+        and name in ctx.mappings.method_names.get("torch", ())
+    )
 
 
 def _helper_call(ctx: RuleContext, call: cst.Call, key: str) -> bool:

@@ -191,7 +191,7 @@ class Ema(nn.Module):
             return x * alphas
 
         scale = lambda w: torch.tanh(w)
-        return damp(x, self.alphas) + scale(self.alphas)
+        return damp(x, self.alphas) + scale(self.alphas) + self.alphas.sigmoid()
 """
 
 
@@ -203,7 +203,7 @@ def test_a_parameter_handed_to_a_function_the_method_defines_is_an_array(tmp_pat
     assert verdict.passed, verdict
     if target == "jax":
         code = (tmp_path / "ema_jax.py").read_text()
-        assert "damp(x, self.alphas[...]) + scale(self.alphas[...])" in code, code
+        assert "damp(x, self.alphas[...]) + scale(self.alphas[...]) + jax.nn.sigmoid(self.alphas[...])" in code, code
 
 
 LAYER_WEIGHTS = """import torch

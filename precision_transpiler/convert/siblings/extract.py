@@ -357,8 +357,21 @@ def _model_class_in(node: ast.Import | ast.ImportFrom, path: Path, module_name: 
     return False
 
 
-def imports_inside(text: str, module_name: str) -> bool:
-    """Whether an indented line imports from the package of `module_name` (relative or by name):
-    what it imports may be torch code, whatever the module's own imports say."""
-    top = re.escape(module_name.split(".")[0])
-    return re.search(rf"^[ \t]+from[ \t]+(\.|{top}\b)", text, re.MULTILINE) is not None
+def imports_inside(text: str, module_name: str, tree: ast.Module | None = None) -> bool:
+    """Whether a function imports from the package of `module_name` (relative or by name):
+    what it imports may be torch code, whatever the module's own imports say. Imports under a
+    module-level `if`/`try` (beartype.typing's version switches) run at load like the others."""
+    top = module_name.split(".")[0]
+    if re.search(rf"^[ \t]+from[ \t]+(\.|{re.escape(top)}\b)", text, re.MULTILINE) is None:
+        return False  # no indented import of the package at all: nothing to parse
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return True
+    return any(
+        isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == top)
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+    )

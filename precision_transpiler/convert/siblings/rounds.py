@@ -41,6 +41,7 @@ from precision_transpiler.convert.siblings.resolve import (
     imports_a_sibling,
     locator,
     package_imports_torch,
+    package_of,
     parsed_source,
     reexport_sources,
     star_imports_as_names,
@@ -221,17 +222,16 @@ class Sibling:
         self.text = expand_star_imports(self.text, self.tree, self.path, self.name)
         self.tree = parsed_source(self.text)
 
-    def plain_python(self) -> bool:
+    def plain_python(self, own: str = "") -> bool:
         """No torch (after re-exports were followed): it can stay imported, unless it runs code
         it generates (torch-geometric's template loader), which converted code must refuse
-        (rules/torch_generated_code_model.py), or imports modules of its package inside
-        functions (a registry's factory returning a layer class)."""
-        return (
-            "torch" not in self.text
-            and not RUNS_GENERATED_CODE.search(self.text)
-            and not imports_inside(self.text, self.name)
-            and not self.torch_package()
-        )
+        (rules/torch_generated_code_model.py), or, in the file's own package (top-level `own`),
+        imports modules of its package inside functions (a registry's factory returning a layer
+        class). A library that does not need torch stays imported whatever its functions import
+        (beartype.typing's lazy module `__getattr__`)."""
+        if "torch" in self.text or RUNS_GENERATED_CODE.search(self.text) or self.torch_package():
+            return False
+        return self.name.split(".")[0] != own or not imports_inside(self.text, self.name, self.tree)
 
     def torch_package(self) -> bool:
         """Whether the module's top-level package is a distribution that requires torch (kornia),
@@ -282,7 +282,7 @@ class Round:
             return
         self.follow_reexports(index, sibling)
         sibling.expand()
-        if sibling.plain_python():
+        if sibling.plain_python(next(iter(package_of(self.file)), "")):
             return
         kept = set(self.report.skipped)
         self.rebind_copied(index, sibling)

@@ -201,3 +201,7 @@ def test_imports_inside_functions_of_the_package_are_seen() -> None:
     assert imports_inside("def f():\n    from pkg.activation import Swish\n", "pkg.blocks")
     assert not imports_inside("def f():\n    from json import dumps\n", "pkg.blocks")
     assert not imports_inside("from .activation import Swish\n", "pkg.blocks")  # top level: the usual way
+    # a version switch at module level (beartype.typing) runs at load: its names are the module's own
+    switch = "import sys\nif sys.version_info >= (3, 9):\n    from beartype.typing._abc import List\n"
+    assert not imports_inside(switch, "beartype.typing")
+    assert not imports_inside("try:\n    from .fast import kernel\nexcept ImportError:\n    kernel = None\n", "pkg.ops")

@@ -316,3 +316,42 @@ def test_a_name_bound_only_under_try_is_reported_where_it_is_bound(tmp_path: Pat
     assert "from .modules import FastNorm" in code and "def helper" in code
     found = [(Path(p).name, line, sev, code_) for p, line, _, sev, code_, _ in report.diagnostics]
     assert ("modules.py", 3, "unsupported", "sibling-not-copied") in found
+
+
+def test_a_library_without_torch_stays_imported_whatever_its_functions_import(tmp_path: Path) -> None:
+    """beartype.typing binds `List` under a version switch and imports lazily in a module
+    `__getattr__`: a library that needs no torch stays imported, with nothing reported."""
+    write_package(
+        tmp_path,
+        {
+            "plaintyping/typing/__init__.py": """
+                import sys
+                if sys.version_info >= (3, 9):
+                    from plaintyping.typing._impl import List
+                else:
+                    List = list
+
+                def __getattr__(name):
+                    from plaintyping.typing import _impl
+                    return getattr(_impl, name)
+            """,
+            "plaintyping/typing/_impl.py": "List = list\n",
+        },
+    )
+    (tmp_path / "plainmodelpkg").mkdir()
+    (tmp_path / "plainmodelpkg/__init__.py").write_text("")
+    model = tmp_path / "plainmodelpkg/model.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\nfrom plaintyping.typing import List\n\n\n"
+        "class Net(nn.Module):\n    def forward(self, xs: List[torch.Tensor]):\n        return xs[0]\n"
+    )
+    sys_path = str(tmp_path)
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        result = transpile(model.read_text(), to="jax", path=str(model))
+    finally:
+        sys.path.remove(sys_path)
+    assert "from plaintyping.typing import List" in result.code, result.code
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
