@@ -53,6 +53,7 @@ DEFAULT_CASES = Path(__file__).with_name("corpus.yaml")
 SUITES = {"corpus": DEFAULT_CASES, "wild": Path(__file__).with_name("wild") / "cases.yaml"}
 VENDORED = Path(__file__).with_name("wild") / "vendored"
 NOT_INSTALLED = "not installed"
+NOT_COMPARABLE = "not comparable"  # the failure stage of a run whose original draws random numbers
 
 
 @dataclass
@@ -96,6 +97,9 @@ class Outcome:
     #: a run that failed at a line of the converted file: whether the converter marked that
     #: statement unsupported (`# ptranspile: unsupported:` just above it); None when unknown
     failed_at_marked: bool | None = None
+    #: the verification failed and the original's own outputs changed under another seed: its
+    #: forward draws random numbers, so its values cannot be compared (VerificationResult.random_forward)
+    random_forward: bool = False
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -172,6 +176,7 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0, runtime: str
         options.modules = modules
         verdict = verify_files(original, virtual, options, converted_code=code)
         outcome.verified = verdict.passed
+        outcome.random_forward = verdict.random_forward
         if verdict.timing:
             outcome.forward_original_s = verdict.timing.get("original")
             outcome.forward_converted_s = verdict.timing.get("converted")
@@ -231,11 +236,14 @@ _STAGES = (
 
 def failure_stage(outcome: Outcome) -> str:
     """ "" for a verified run; else the stage it failed at: "conversion" (an error, or the converter
-    raised), one of _STAGES, or "other"."""
+    raised), "not comparable" (it ran, but the original's forward draws random numbers, and
+    nothing else was wrong with the output's loading), one of _STAGES, or "other"."""
     if outcome.verified:
         return ""
     if not outcome.converted:
         return "conversion"
+    if outcome.random_forward and not outcome.torch_at_load:
+        return NOT_COMPARABLE
     for stage, marks in _STAGES:
         if any(mark in outcome.first_problem for mark in marks):
             return stage
@@ -312,7 +320,7 @@ def markdown(outcomes: list[Outcome], header: str, sources: dict[str, str] | Non
         rows.append(f"| {key[0]} | {key[1]} | {len(group)} | {cells} | {sum(map(unreported, group))} | {size} |")
     failed = [o for o in outcomes if not o.verified]
     if failed:
-        stages = {stage: 0 for stage in ("conversion", *(s for s, _ in _STAGES), "other")}
+        stages = {stage: 0 for stage in ("conversion", *(s for s, _ in _STAGES), NOT_COMPARABLE, "other")}
         for o in failed:
             stages[failure_stage(o)] += 1
         shown = ", ".join(f"{stage} {n}" for stage, n in stages.items() if n)

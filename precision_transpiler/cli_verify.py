@@ -216,7 +216,8 @@ def publish(
     report = result.to_json()
     if args.quiet:
         verdict = "PASSED" if result.passed else "FAILED"
-        print(f"ptranspile: verify: {verdict}: max relative error {result.max_rel_err}", file=sys.stderr)
+        why = " (the original's forward draws random numbers: not comparable)" if result.random_forward else ""
+        print(f"ptranspile: verify: {verdict}: max relative error {result.max_rel_err}{why}", file=sys.stderr)
     else:
         color = sys.stderr.isatty()
         print(render_text(report, color=color, max_layers=args.max_layers or DEFAULT_MAX_LAYERS), file=sys.stderr)

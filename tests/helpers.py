@@ -6,6 +6,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -76,9 +77,18 @@ def on_both_targets(test: Any) -> Any:
     return test
 
 
-def convert_and_verify(tmp_path: Path, source: str, target: str, entry: str, inputs: list[str], name: str = "model"):
+def convert_and_verify(
+    tmp_path: Path,
+    source: str,
+    target: str,
+    entry: str,
+    inputs: list[str],
+    name: str = "model",
+    edit: Callable[[str], str] | None = None,
+):
     """Write `source`, convert it to `target` (no error diagnostics allowed), write the output
-    beside it and verify it torch-free against the original: the verdict, for the test to assert."""
+    beside it (through `edit` first, when given: a conversion made wrong on purpose) and verify
+    it torch-free against the original: the verdict, for the test to assert."""
     from precision_transpiler import transpile
     from precision_transpiler.verify import VerifyOptions, verify_files
 
@@ -87,5 +97,5 @@ def convert_and_verify(tmp_path: Path, source: str, target: str, entry: str, inp
     result = transpile(source, to=target, path=str(original))
     assert not [d for d in result.diagnostics if d.severity == "error"], result.diagnostics
     converted = tmp_path / f"{name}_{target}.py"
-    converted.write_text(result.code, encoding="utf-8")
+    converted.write_text(edit(result.code) if edit else result.code, encoding="utf-8")
     return verify_files(original, converted, VerifyOptions(entry=entry, inputs=inputs, torch_free=True))

@@ -14,6 +14,11 @@ prune_to_entry=True)` then `verify_files`) and records how far it got:
     weights loaded   it took the original's weights
     verified         its outputs matched the original's within the policy's tolerance
 
+A run that did not verify because the original's own outputs change from one seed to the next
+(its forward draws random numbers: `VerificationResult.random_forward`) is recorded at stage
+`verified` with `random_forward` set, and counted apart as *not comparable*: not unreported, and
+not in the verified rate's denominator (the way trivial classes are left out of the harvest's).
+
 Results go to a JSON file keyed by package version and converter commit
 (`timm==1.0.31@1e7a56d`, `.../mixed` under another policy), written after every case, so a
 stopped run resumes where it stopped and a new converter commit starts a new column of results.
@@ -51,7 +56,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402 - after the repository is on the path
 
-from benchmarks.corpus import Case, Outcome, failure_stage, run_case  # noqa: E402
+from benchmarks.corpus import NOT_COMPARABLE, Case, Outcome, failure_stage, run_case  # noqa: E402
 from benchmarks.harvest.harvest import CASES, DEFAULT_SITE, FIRST_CONTACT, in_split, load_packages  # noqa: E402
 from precision_transpiler.analysis.load_imports import torch_distribution  # noqa: E402
 
@@ -64,6 +69,7 @@ _FIRST_MISSED = {
     "weights": "weights loaded",
     "first call": "verified",
     "outputs": "verified",
+    NOT_COMPARABLE: "verified",  # it ran to the end; only its values cannot be compared
     "other": "imported",  # not located: counted as failing early rather than late
 }
 CASE_LIMIT_S = 300
@@ -85,6 +91,13 @@ class Result:
     transpile_s: float = 0.0
     verify_s: float = 0.0
     problem: str = ""
+    random_forward: bool = False  # the original's forward draws random numbers (absent in older files)
+
+    @property
+    def not_comparable(self) -> bool:
+        """Ran to the comparison, which failed because the original's own outputs change from one
+        seed to the next: counted apart, neither verified nor a converter failure."""
+        return self.random_forward and self.stage == "verified"
 
     def reached(self, stage: str) -> bool:
         return not self.stage or STAGES.index(stage) < STAGES.index(self.stage)
@@ -96,6 +109,8 @@ class Result:
         wild corpus' count: a wrong number or a torch import with nothing reported counts too (a
         torch import the conversion warned of is reported)."""
         if self.stage == "imported" and self.imports_torch and self.torch_at_load:
+            return False
+        if self.not_comparable:
             return False
         return self.stage not in ("", "converted") and not self.unsupported
 
@@ -180,6 +195,7 @@ def run_one(
     result.max_rel_err, result.transpile_s, result.verify_s = outcome.max_rel_err, outcome.transpile_s, outcome.verify_s
     result.problem = outcome.first_problem
     result.unsupported, result.torch_at_load = outcome.unsupported, outcome.torch_at_load
+    result.random_forward = outcome.random_forward
     result.stage = _FIRST_MISSED[failure_stage(outcome)] if not outcome.verified else ""
     if seen:
         result.imports_torch = ", ".join(seen)
@@ -205,11 +221,13 @@ def select(
 
 
 def table(results: list[Result]) -> str:
-    """Per package and target: cases, how many reached each stage, how many failed with the torch
-    rule, and how many failed with nothing reported unsupported while converting."""
+    """Per package and target: cases, how many reached each stage, how many were not comparable
+    (the original's forward draws random numbers), how many failed with the torch rule, and how
+    many failed with nothing reported unsupported while converting. The totals' verified rate
+    leaves the not comparable runs out of its denominator."""
     rows = [
-        "| package | to | cases | " + " | ".join(STAGES) + " | imports torch | unreported |",
-        "|---|---|---|" + "---|" * 7,
+        "| package | to | cases | " + " | ".join(STAGES) + " | not comparable | imports torch | unreported |",
+        "|---|---|---|" + "---|" * 8,
     ]
     groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
@@ -217,18 +235,24 @@ def table(results: list[Result]) -> str:
     totals: Counter[str] = Counter()
     for (package, target), group in sorted(groups.items()):
         reached = [sum(r.reached(s) for r in group) for s in STAGES]
+        apart = sum(r.not_comparable for r in group)
         torch_count = sum(bool(r.imports_torch) for r in group)
         silent = sum(r.unreported for r in group)
         cells = " | ".join(map(str, reached))
-        rows.append(f"| {package} | {target} | {len(group)} | {cells} | {torch_count} | {silent} |")
+        rows.append(f"| {package} | {target} | {len(group)} | {cells} | {apart} | {torch_count} | {silent} |")
         totals.update({f"{target} {s}": n for s, n in zip(STAGES, reached, strict=True)})
         totals[f"{target} cases"] += len(group)
+        totals[f"{target} not comparable"] += apart
         totals[f"{target} unreported"] += silent
     for target in sorted({r.target for r in results}):
-        cases = totals[f"{target} cases"]
-        cells = " | ".join(f"{totals[f'{target} {s}']} ({totals[f'{target} {s}'] / cases:.0%})" for s in STAGES)
-        rows.append(f"| **all** | {target} | {cases} | {cells} | | {totals[f'{target} unreported']} |")
+        cases, apart = totals[f"{target} cases"], totals[f"{target} not comparable"]
+        cells = " | ".join(_rate(totals[f"{target} {s}"], cases - apart if s == "verified" else cases) for s in STAGES)
+        rows.append(f"| **all** | {target} | {cases} | {cells} | {apart} | | {totals[f'{target} unreported']} |")
     return "\n".join(rows) + "\n"
+
+
+def _rate(count: int, of: int) -> str:
+    return f"{count} ({count / of:.0%})" if of else f"{count} (-)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                 column[name] = asdict(run_one(document, case, target, args.policy, args.vendored))
                 took = time.perf_counter() - started
                 stage = f"not {column[name]['stage']}" if column[name]["stage"] else "verified"
+                if Result(**column[name]).not_comparable:
+                    stage = "not comparable"
                 print(f"{name}: {stage} ({took:.1f} s) {column[name]['problem'][:120]}", file=sys.stderr, flush=True)
                 args.results.parent.mkdir(parents=True, exist_ok=True)
                 args.results.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -82,6 +82,9 @@ class VerificationResult:
     timing: dict[str, float] | None = None
     # --device auto: what the converted code decided where it ran ({"device", "requested", "compute", "reason"})
     device: dict[str, str] | None = None
+    # the original's own outputs changed when it ran again under another seed (checked only when
+    # the comparison failed): its forward draws random numbers, and no conversion can match them
+    random_forward: bool = False
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:

@@ -293,6 +293,9 @@ def _compare_models(
             with _converted_regions_disabled(_module_of(converted_model)):
                 target_regions = adapter.run(converted_model, inputs, capture=options.layers)
     verdict = judge(base, result, reference, policy, options, target, source, regions, target_reference, target_regions)
+    if not verdict.passed:  # only then: a passing run costs nothing more
+        _step(options, "running the original again under another seed")
+        _note_random_forward(verdict, options, source_adapter, reference_model, inputs, base, target)
     if target_note:
         verdict.notes.append(target_note)
     _note_device_decision(verdict, converted_model)
@@ -319,6 +322,55 @@ def _compare_models(
         _torch_at_load(verdict, converted_code, original, converted, fail=options.torch_free)
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+#: added to the run's seed for the original's second run (after a failed comparison only)
+RANDOM_FORWARD_RESEED = 7919
+_GENERATORS = {"jax": "JAX's", "tf": "TensorFlow's", "torch": "torch's own"}
+
+
+def _note_random_forward(
+    verdict: VerificationResult,
+    options: VerifyOptions,
+    source_adapter: Adapter,
+    model: Any,
+    inputs: list[np.ndarray],
+    base: Capture,
+    target: str,
+) -> None:
+    """After a failed comparison: run the original again on the same inputs and weights under
+    another seed. When its own outputs move by more than the tolerance, its forward draws random
+    numbers (`torch.randn` in `forward`, dropout that eval mode does not switch off): no
+    conversion can give its values, since the converted model draws its own. Still a failure,
+    never a pass; `random_forward` and the first failure line say why, so callers can count it
+    apart. A second run that raises adds nothing (the first verdict stands)."""
+    _seed_everything(options.seed + RANDOM_FORWARD_RESEED)
+    try:
+        again = source_adapter.run(model, inputs, capture=False)
+    except Exception:
+        return
+    first = {name: array for name, array, _ in base.outputs}
+    second = {name: array for name, array, _ in again.outputs}
+    if not first:
+        return
+    spread = 0.0
+    for name, array in first.items():
+        other = second.get(name)
+        if other is None or other.shape != array.shape:
+            spread = float("inf")  # its very structure changed from one run to the next
+            break
+        rel = compare(array, other).rel_err
+        spread = max(spread, rel if rel is not None else 0.0)
+    if spread <= float(verdict.tolerance["max_rel_err"]):
+        return
+    verdict.random_forward = True
+    generator = _GENERATORS.get(target, f"{target}'s")
+    verdict.failures.insert(
+        0,
+        f"the original's forward draws random numbers (its outputs under two seeds differ by a relative error "
+        f"of {spread:.3g}): its values cannot be compared with the converted model's, which draws from "
+        f"{generator} generator",
+    )
 
 
 def _torch_at_load(verdict: VerificationResult, code: str, original: Path, converted: Path, fail: bool) -> None:

@@ -109,3 +109,20 @@ def test_a_failure_at_a_statement_the_converter_did_not_mark_is_counted() -> Non
     run.failed_at_marked = False
     assert unmarked(run) and not unreported(run)
     assert "unreported: 0; at a statement not marked unsupported: 1 of 1 located." in markdown([run], "h")
+
+
+def test_a_run_whose_original_draws_random_numbers_is_its_own_stage() -> None:
+    """Its values cannot be compared: neither an outputs failure of the converter nor unreported."""
+    from benchmarks.corpus import NOT_COMPARABLE, Outcome, failure_stage, markdown, unreported
+
+    problem = "the original's forward draws random numbers (...); out: relative error 0.6 > tolerance 1e-05"
+    noisy = Outcome("c", "jax", "fp32", converted=True, first_problem=problem, random_forward=True)
+    assert failure_stage(noisy) == NOT_COMPARABLE and not unreported(noisy)
+    noisy.torch_at_load = 1  # an output that still needs torch fails for that first
+    assert failure_stage(noisy) == "outputs"
+    wrong = Outcome("d", "jax", "fp32", converted=True, first_problem="out: relative error 0.6 > tolerance 1e-05")
+    assert failure_stage(wrong) == "outputs"
+    noisy.torch_at_load = 0
+    assert "Failed runs by stage: outputs 1, not comparable 1; of these, unreported: 0." in markdown(
+        [noisy, wrong], "h"
+    )

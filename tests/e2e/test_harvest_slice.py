@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import load_script
+from tests.helpers import load_script, on_both_targets
 
 REPO = Path(__file__).resolve().parents[2]
 HARVEST = REPO / "benchmarks" / "harvest"
@@ -56,8 +57,63 @@ def test_a_failure_with_nothing_reported_is_counted_as_unreported() -> None:
     unwarned = run.Result("p", "1", "p.F", "jax", stage="imported", imports_torch="torch")
     assert (warned.unreported, unwarned.unreported) == (False, True)
     table = run.table([silent, reported, unconverted, verified])
-    assert "| p | jax | 2 | 2 | 2 | 0 | 0 | 0 | 0 | 1 |" in table
-    assert "| p | tf | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 0 |" in table
+    assert "| p | jax | 2 | 2 | 2 | 0 | 0 | 0 | 0 | 0 | 1 |" in table
+    assert "| p | tf | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 0 | 0 |" in table
+
+
+def test_a_run_whose_original_draws_random_numbers_is_counted_apart() -> None:
+    run = load_script("harvest_run", HARVEST / "run.py")
+    noisy = run.Result("p", "1", "p.Noisy", "jax", stage="verified", random_forward=True)
+    wrong = run.Result("p", "1", "p.Wrong", "jax", stage="verified")
+    right = run.Result("p", "1", "p.Right", "jax")
+    # a torch import fails it first: that failure is the converter's, not the original's randomness
+    imports = run.Result("p", "1", "p.Imports", "tf", stage="imported", imports_torch="torch", random_forward=True)
+    assert [r.not_comparable for r in (noisy, wrong, right, imports)] == [True, False, False, False]
+    assert [r.unreported for r in (noisy, wrong, right, imports)] == [False, True, False, True]
+    table = run.table([noisy, wrong, right, imports])
+    assert "| verified | not comparable | imports torch | unreported |" in table
+    assert "| p | jax | 3 | 3 | 3 | 3 | 3 | 1 | 1 | 0 | 1 |" in table
+    # the verified rate leaves the not comparable run out of its denominator: 1 of 2, not 1 of 3
+    assert "| **all** | jax | 3 | 3 (100%) | 3 (100%) | 3 (100%) | 3 (100%) | 1 (50%) | 1 | | 1 |" in table
+    assert "| **all** | tf | 1 | 1 (100%) | 0 (0%) | 0 (0%) | 0 (0%) | 0 (0%) | 0 | | 1 |" in table
+    # results written before the field existed still load
+    older = {k: v for k, v in asdict(noisy).items() if k != "random_forward"}
+    assert run.Result(**older).random_forward is False and not run.Result(**older).not_comparable
+
+
+NOISY_PACKAGE = """
+import torch
+from torch import nn
+
+
+class NoisyMix(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Conv1d(dim, dim, kernel_size=1, bias=False)
+
+    def forward(self, x):
+        b, _, t = x.shape
+        noise = torch.randn((b, 1, t), device=x.device, dtype=x.dtype)
+        return x + noise * self.proj(x)
+"""
+
+
+@on_both_targets
+def test_run_one_records_an_original_that_draws_random_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    package = tmp_path / "noisy_harvest_case"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text(NOISY_PACKAGE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = load_script("harvest_run", HARVEST / "run.py")
+    document = {"package": "noisy-harvest-case", "version": "0.1", "import": "noisy_harvest_case"}
+    case = {"class": "noisy_harvest_case.layers.NoisyMix", "file": "layers.py", "entry": "NoisyMix(8)"}
+    result = run.run_one(document, {**case, "inputs": ["float32[1,8,16]"]}, target)
+    assert result.stage == "verified" and result.random_forward and result.not_comparable, result
+    assert not result.unreported and "draws random numbers" in result.problem, result.problem
+    assert "| noisy-harvest-case | " + target + " | 1 | 1 | 1 | 1 | 1 | 0 | 1 | 0 | 0 |" in run.table([result])
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """Verification cannot be fooled or starved: user code that raises SystemExit (or any other
 BaseException) is a failed verification, never exit 0 without a verdict; an original whose
-outputs are non-finite is reported as such, never PASSED; input specs over the memory budget are
-refused before anything is allocated."""
+outputs are non-finite is reported as such, never PASSED; an original whose forward draws random
+numbers fails with that reason, apart from a wrong conversion; input specs over the memory budget
+are refused before anything is allocated."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from precision_transpiler.verify.metrics import compare
-from tests.helpers import run_cli
+from tests.helpers import convert_and_verify, on_both_targets, run_cli
 
 pytestmark = pytest.mark.needs_torch
 
@@ -100,3 +101,60 @@ def test_inputs_over_the_memory_budget_are_refused_up_front(tmp_path: Path) -> N
     (tmp_path / "pyproject.toml").write_text("[tool.ptranspile]\nmax-input-mb = 1\n")
     run = run_cli("verify", original, converted, *small, cwd=tmp_path)
     assert run.code == 2 and "float32[1000,1000]" in run.err, run.err
+
+
+NOISY = """
+import torch
+from torch import nn
+
+
+class NoisyGate(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.linear = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        noise = torch.randn(x.shape, dtype=x.dtype)
+        return x + noise * self.linear(x)
+"""
+RANDOM_FORWARD = "the original's forward draws random numbers (its outputs under two seeds differ by"
+GENERATORS = {"jax": "JAX's generator", "tf": "TensorFlow's generator"}
+
+
+@on_both_targets
+def test_an_original_that_draws_random_numbers_fails_saying_so(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, NOISY, target, "NoisyGate(8)", ["float32[2,8]"], name="noisy_gate")
+    assert not verdict.passed and verdict.random_forward and verdict.to_json()["random_forward"] is True
+    first = verdict.failures[0]
+    assert first.startswith(RANDOM_FORWARD), verdict.failures
+    assert "cannot be compared with the converted model's" in first and GENERATORS[target] in first, first
+    assert any(f.startswith("out: relative error") for f in verdict.failures[1:]), verdict.failures
+
+
+@on_both_targets
+def test_a_deterministic_wrong_conversion_is_not_called_random(tmp_path: Path, target: str) -> None:
+    scaled = NOISY.replace("NoisyGate", "ScaledGate").replace(
+        "noise = torch.randn(x.shape, dtype=x.dtype)\n        return x + noise * self.linear(x)",
+        "return x + self.linear(x) * 2.0",
+    )
+    assert "randn" not in scaled
+
+    def wrong(code: str) -> str:
+        assert code.count("* 2.0") == 1, code
+        return code.replace("* 2.0", "* 3.0")
+
+    verdict = convert_and_verify(
+        tmp_path, scaled, target, "ScaledGate(8)", ["float32[2,8]"], name="scaled_gate", edit=wrong
+    )
+    assert not verdict.passed and not verdict.random_forward, verdict.failures
+    assert verdict.failures[0].startswith("out: relative error"), verdict.failures
+    assert not any("random" in f for f in verdict.failures), verdict.failures
+
+
+def test_random_forward_in_the_quiet_line_and_the_report(tmp_path: Path) -> None:
+    body = "return x + torch.randn(x.shape) * self.fc(x)"
+    run = run_cli("verify", *_files(tmp_path, body), *ARGS, "-q")
+    assert run.code == 1 and run.err.count("\n") == 1, run.err
+    assert "FAILED" in run.err and "the original's forward draws random numbers: not comparable" in run.err, run.err
+    run = run_cli("verify", *_files(tmp_path, body), *ARGS)
+    assert run.code == 1 and RANDOM_FORWARD in run.err and "torch's own generator" in run.err, run.err
