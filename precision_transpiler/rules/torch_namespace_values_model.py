@@ -131,15 +131,37 @@ def _constant_getattr(call: cst.Call) -> str | None:
 
 def _named_in_strings(ctx: RuleContext, module: str, members: tuple[str, ...] | list[str]) -> list[str]:
     """Members of `module` beyond the table's list that the file names in string constants
-    (`rnn_type="LSTM"` then `getattr(nn, rnn_type)`, `if rnn_type in ["LSTM", "GRU"]`): a name a
-    lookup can reach comes from somewhere, most often a string in the file itself."""
+    (`rnn_type="LSTM"` then `getattr(nn, rnn_type)`, `if rnn_type in ["LSTM", "GRU"]`), or that
+    a string template of the file can spell (`getattr(nn, "Conv{}d".format(dimensions))`,
+    `f"BatchNorm{dims}d"`, `"Dropout%dd" % n`): a name a lookup can reach comes from somewhere,
+    most often the file itself."""
     tree, _ = ctx.module_ast()
     if tree is None:
         return []
     import ast
+    import re
 
-    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    strings: set[str] = set()
+    templates: list[re.Pattern[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+            if re.search(r"\{[^{}]*\}|%[sd]", node.value):
+                parts = re.split(r"\{[^{}]*\}|%[sd]", node.value)
+                templates.append(re.compile(r"\w*".join(re.escape(part) for part in parts)))
+        elif isinstance(node, ast.JoinedStr):
+            parts = [v.value if isinstance(v, ast.Constant) else None for v in node.values]
+            pattern = "".join(re.escape(str(part)) if part is not None else r"\w*" for part in parts)
+            templates.append(re.compile(pattern))
     listed = set(members)
+    prefix = f"{module}."
+    if templates:
+        known = {name[len(prefix) :] for name in (*ctx.mappings.layers, *ctx.mappings.layer_symbols)}
+        strings |= {
+            name
+            for name in known
+            if "." not in name and name.isidentifier() and any(t.fullmatch(name) for t in templates)
+        }
     return sorted(
         name
         for name in strings

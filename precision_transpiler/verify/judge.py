@@ -4,7 +4,7 @@ precision, the autocast regions' own error, or `--tolerance`), and the failures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,9 +32,11 @@ class _Yardsticks:
     regions: dict[str, np.ndarray]  # the original with its autocast regions disabled
     target: dict[str, np.ndarray]  # the target framework's own mixed precision
     target_regions: dict[str, np.ndarray]  # the converted model with its regions disabled
+    float64: dict[str, np.ndarray] = field(default_factory=dict)  # the original in float64
     ref_err: float = 0.0
     region_err: float = 0.0
     target_err: float = 0.0
+    float64_err: float = 0.0
 
 
 def judge(
@@ -48,8 +50,12 @@ def judge(
     regions: Capture | None = None,
     target_reference: Capture | None = None,
     target_regions: Capture | None = None,
+    float64: Capture | None = None,
 ) -> VerificationResult:
-    """`regions`: the original run with its torch.autocast regions disabled (None: it has none);
+    """`float64`: the original run in float64, under a full-precision policy: its distance
+    from the original's float32 outputs is what float32 itself costs on them (an output that
+    cancels down to rounding noise is off by 100 % in torch too), the yardstick then.
+    `regions`: the original run with its torch.autocast regions disabled (None: it has none);
     its error against the original is the regions' own, and the tolerance grows with it as with
     a mixed policy. `target_reference`: the target framework's own mixed precision on the fp32
     conversion (`_target_reference`); the larger of its error and the source's is the yardstick.
@@ -64,7 +70,9 @@ def judge(
     extra = [n for n in conv_out if n not in base_out]
     if missing or extra:
         failures.append(f"output structure differs: missing {missing or '[]'}, unexpected {extra or '[]'}")
-    sticks = _Yardsticks(_arrays(reference), _arrays(regions), _arrays(target_reference), _arrays(target_regions))
+    sticks = _Yardsticks(
+        _arrays(reference), _arrays(regions), _arrays(target_reference), _arrays(target_regions), _arrays(float64)
+    )
     records = [
         _compare_output(name, base_out[name], conv_out[name], policy, target, sticks, failures)
         for name in base_out
@@ -136,6 +144,11 @@ def _compare_output(
         if own is not None:
             sticks.region_err = max(sticks.region_err, own)
             record.reference_err = max(record.reference_err or 0.0, own)
+    if name in sticks.float64 and sticks.float64[name].shape == array.shape:
+        own = compare(sticks.float64[name], array.astype(np.float64)).rel_err
+        if own is not None:
+            sticks.float64_err = max(sticks.float64_err, own)
+            record.reference_err = max(record.reference_err or 0.0, own)
     return record
 
 
@@ -188,6 +201,16 @@ def _tolerance(
             factor=factor,
             rule=f"autocast regions: {factor:g} x their own error (either model against a run with them disabled) "
             f"({region_err:.3g}) + {fp32:g}",
+        )
+    elif sticks.float64 and factor * sticks.float64_err > 0:
+        own = sticks.float64_err
+        derived = factor * own + fp32
+        tolerance.update(
+            reference="the original in float64",
+            reference_err=own,
+            factor=factor,
+            rule=f"full-precision policy: {factor:g} x the original's own float32 error against float64 "
+            f"({own:.3g}) + {fp32:g}",
         )
     else:
         derived = fp32

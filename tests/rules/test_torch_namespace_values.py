@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from precision_transpiler import transpile
+from tests.helpers import convert_and_verify, on_both_targets
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
 
@@ -122,3 +123,35 @@ def test_layers_named_in_the_files_strings_join_a_partial_namespace(tmp_path: Pa
     options = VerifyOptions(entry=f"RNNModel({rnn_type!r})", inputs=["int64[5,2]<10"])
     verdict = verify_files(original, converted, options)
     assert verdict.passed, verdict.failures
+
+
+TEMPLATES = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, dimensions=2, c=4, norm="Batch", activation="ReLU"):
+        super().__init__()
+        conv_class = getattr(nn, "Conv{}d".format(dimensions))
+        norm_class = getattr(nn, f"{norm}Norm{dimensions}d")
+        self.conv = conv_class(c, c, 3, padding=1)
+        self.norm = norm_class(c)
+        self.act = getattr(nn, activation)()
+        self.drop = getattr(nn, "Dropout%dd" % dimensions)(0.0)
+
+    def forward(self, x):
+        return self.drop(self.act(self.norm(self.conv(x))))
+"""
+
+
+@on_both_targets
+def test_layers_a_string_template_spells_join_a_partial_namespace(tmp_path: Path, target: str) -> None:
+    """unet's `getattr(nn, "Conv{}d".format(dimensions))`: the layers a `.format`, f-string or
+    `%` template of the file can spell are in the namespace, and said."""
+    result = transpile(TEMPLATES, to=target)
+    said = " ".join(d.message for d in result.diagnostics if d.code == "partial-namespace")
+    for name in ("Conv1d", "Conv2d", "Conv3d", "BatchNorm2d", "InstanceNorm3d", "Dropout2d"):
+        assert name in said, said
+    verdict = convert_and_verify(tmp_path, TEMPLATES, target, "Block()", ["float32[1,4,5,5]"], name="block")
+    assert verdict.passed, verdict

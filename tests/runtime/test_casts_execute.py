@@ -345,6 +345,7 @@ CASES: list[Case] = [
                     x.type(torch.int32),
                     x.type(torch.bfloat16),
                     x.type_as(other),
+                    x.type(other.type()),
                     x.to(torch.complex64),
                     x.to(torch.bfloat16, copy=True),
                     (x * x).to(torch.uint8, non_blocking=False),
@@ -932,7 +933,7 @@ OP_COVERAGE = {
         ("tf-cast", 'keras.ops.cast(x, "float64")'),
         ("numpy-astype-symbols", "x.astype(np.half)"),
     ],
-    "cast_like": [("torch-to-and-type", "x.type_as(other)")],
+    "cast_like": [("torch-to-and-type", "x.type_as(other)"), ("torch-to-and-type", "x.type(other.type())")],
     "to_device": [("torch-cuda-removed", "x.cuda()"), ("torch-to-device-and-dtype", "x.cpu()")],
     "finfo": [
         ("torch-finfo-iinfo", "torch.finfo(torch.bfloat16)"),

@@ -166,6 +166,14 @@ class TorchAdapter:
         tensors = [t.to(low) if t.is_floating_point() else t for t in tensors]
         return self._run(pure, tensors, capture=capture)
 
+    def run_float64(self, model: Any, inputs: list[np.ndarray]) -> Capture:
+        """The original in float64 (a copy of it, float inputs too): how far its own float32
+        result is from the exact one, for outputs that cancel down to rounding noise."""
+        torch = _torch()
+        exact = copy.deepcopy(model).to(torch.float64)
+        tensors = [t.to(torch.float64) if t.is_floating_point() else t for t in self._inputs(inputs)]
+        return self._run(exact, tensors, capture=False)
+
     def timed_forward(self, model: Any, inputs: list[np.ndarray], *, compute: str | None = None) -> Callable[[], Any]:
         torch = _torch()
         tensors = self._inputs(inputs)
