@@ -115,7 +115,7 @@ def weight_transfer(source: str, target: str) -> Any:
         def torch_to_flax(original: Any, converted: Any) -> None:
             from precision_transpiler.weights.torch_to_flax import load_torch_state_dict
 
-            state = {k: v.detach().cpu().numpy() for k, v in original.state_dict().items()}
+            state = {k: v.detach().cpu().numpy() for k, v in structural_state_dict(original).items()}
             try:
                 load_torch_state_dict(converted, state)
             except ValueError as exc:
@@ -128,7 +128,7 @@ def weight_transfer(source: str, target: str) -> Any:
             from precision_transpiler.weights.torch_to_keras import load_torch_state_dict_keras
 
             try:
-                load_torch_state_dict_keras(converted, original.state_dict())
+                load_torch_state_dict_keras(converted, structural_state_dict(original))
             except ValueError as exc:
                 raise VerifyError(f"the converted model does not take the original's weights: {exc}") from None
 
@@ -137,6 +137,22 @@ def weight_transfer(source: str, target: str) -> Any:
         f"verifying {source} -> {target} needs a weight transfer between those frameworks, which ptranspile "
         "does not have yet (torch -> jax, torch -> tf and conversions within one framework are verified)"
     )
+
+
+def structural_state_dict(model: Any) -> dict[str, Any]:
+    """`model.state_dict()`, or, when a module of it overrides `state_dict` (torchsr's
+    `WrappedModel` returns its inner model's, without the `model.` prefix), the state dict
+    torch's own `Module.state_dict` gives by the module tree: the converted model is loaded by
+    that tree, whatever the original hands out when saved."""
+    import torch
+
+    base = torch.nn.Module.state_dict
+    if all(type(module).state_dict is base for module in model.modules()):
+        return model.state_dict()
+    state: dict[str, Any] = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        module._save_to_state_dict(state, f"{name}." if name else "", False)
+    return state
 
 
 def _seed_everything(seed: int) -> None:

@@ -158,3 +158,34 @@ def test_random_forward_in_the_quiet_line_and_the_report(tmp_path: Path) -> None
     assert "FAILED" in run.err and "the original's forward draws random numbers: not comparable" in run.err, run.err
     run = run_cli("verify", *_files(tmp_path, body), *ARGS)
     assert run.code == 1 and RANDOM_FORWARD in run.err and "torch's own generator" in run.err, run.err
+
+
+WRAPPED = """
+import torch
+from torch import nn
+
+
+class Wrapped(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def state_dict(self):
+        return self.model.state_dict()
+
+    def load_state_dict(self, state_dict, strict=True):
+        return self.model.load_state_dict(state_dict, strict)
+
+
+class Chopped(Wrapped):
+    def forward(self, x):
+        return self.model(x) * 2
+"""
+
+
+@on_both_targets
+def test_weights_go_by_the_module_tree_when_state_dict_is_overridden(tmp_path: Path, target: str) -> None:
+    """torchsr's `WrappedModel.state_dict()` returns its inner model's, without `model.`: the
+    converted model is loaded by the original's module tree, as torch's own `state_dict` gives it."""
+    verdict = convert_and_verify(tmp_path, WRAPPED, target, "Chopped(nn.Linear(4, 4))", ["float32[2,4]"], "wrapped")
+    assert verdict.passed, verdict
