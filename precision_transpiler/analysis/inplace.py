@@ -105,8 +105,11 @@ _VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 @dataclass
 class Aliases:
     order: dict[int, int]  # id(small statement) -> its position in the scope
-    #: (position, name bound, the name it may now share memory with or None for a fresh value)
-    events: list[tuple[int, str, str | None]]
+    #: (position, name bound, the name it may now share memory with or None for a fresh value,
+    #: whether it surely does: a view, not a cast or a reshape that may copy)
+    events: list[tuple[int, str, str | None, bool]]
+    #: name -> the positions of the statements that read it
+    reads: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,16 +165,20 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
             for statement in body:
                 position = len(result.order)
                 result.order[id(statement)] = position
+                for read in _names_in(statement):
+                    result.reads.setdefault(read, []).append(position)
                 if not isinstance(statement, cst.Assign | cst.AugAssign | cst.AnnAssign):
                     continue
                 value = statement.value
-                source = None if value is None or isinstance(statement, cst.AugAssign) else _view_of(ctx, value)
+                fresh = value is None or isinstance(statement, cst.AugAssign)
+                source = None if fresh else _view_of(ctx, value)
+                certain = source is not None and _surely_a_view(ctx, value)  # type: ignore[arg-type]
                 targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else []
                 if not isinstance(statement, cst.Assign):
                     targets = [statement.target]
                 for target in targets:
                     for name in bound_names(target):
-                        result.events.append((position, name, source))
+                        result.events.append((position, name, source, certain))
 
     scope.visit(_V())
     state.aliases[id(scope)] = result
@@ -188,24 +195,23 @@ def warn_aliases(ctx: FileView, scope: cst.CSTNode | None, statement: cst.CSTNod
     position = known.order.get(id(statement))
     if position is None:
         return
-    groups: dict[str, set[str]] = {}  # name -> the names sharing its memory (one set per group)
-    for where, bound, source in known.events:
-        if where >= position:
-            break
-        if source == bound:
-            continue  # `h = h.t()`: still the same memory
-        old = groups.pop(bound, None)
-        if old is not None:
-            old.discard(bound)
-        if source is None:
-            continue  # a fresh value
-        group = groups.setdefault(source, {source})
-        group.add(bound)
-        groups[bound] = group
+    groups = _memory_groups(known, position, surely=False)
     others = sorted(groups.get(name, {name}) - {name})
     if not others:
         return
     shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+    sure = _memory_groups(known, position, surely=True).get(name, {name}) - {name}
+    used = sorted(o for o in sure if any(p > position for p in known.reads.get(o, ())))
+    if used:  # the change is read through the other name: the converted code cannot give torch's result
+        ctx.diagnose(
+            at,
+            "unsupported",
+            "inplace-alias",
+            f"{name} shares memory with {', '.join(used[:3])} (a view or the same tensor, bound before), which "
+            f"later code reads: torch's in-place change shows through it, the converted code changes {name} only "
+            "(mamba.py's parallel scan writes so into its inputs); write the result back explicitly",
+        )
+        return
     ctx.diagnose(
         at,
         "warning",
@@ -213,3 +219,69 @@ def warn_aliases(ctx: FileView, scope: cst.CSTNode | None, statement: cst.CSTNod
         f"{name} may share memory with {shown} (a view or the same tensor, bound before): torch's in-place change "
         f"shows through {shown} too, the converted code changes {name} only; check that {shown} is not used after",
     )
+
+
+def _memory_groups(known: Aliases, position: int, surely: bool) -> dict[str, set[str]]:
+    """Name -> the names sharing its memory before `position` (one set per group); `surely`:
+    through views only."""
+    groups: dict[str, set[str]] = {}
+    for where, bound, source, certain in known.events:
+        if where >= position:
+            break
+        if source == bound:
+            continue  # `h = h.t()`: still the same memory
+        old = groups.pop(bound, None)
+        if old is not None:
+            old.discard(bound)
+        if source is None or (surely and not certain):
+            continue  # a fresh value
+        group = groups.setdefault(source, {source})
+        group.add(bound)
+        groups[bound] = group
+    return groups
+
+
+#: methods whose result is always a view of the receiver (no cast, no reshape that may copy)
+_SURE_VIEWS = frozenset(
+    {"view", "view_as", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand", "expand_as", "narrow",
+     "select", "diagonal", "detach", "as_strided", "swapaxes", "swapdims", "movedim", "unfold"}
+)  # fmt: skip
+
+
+def _surely_a_view(ctx: FileView, value: cst.BaseExpression) -> bool:
+    """`h`, `h.view(...)`, `h[:, 0]`, `h.add_(1)`: memory shared for certain. Casts (`h.half()`,
+    a copy unless `h` is half already), reshapes that may copy and indexing by a name (a tensor
+    index copies) are not."""
+    while not isinstance(value, cst.Name):
+        if isinstance(value, cst.Subscript):
+            if not all(_basic_index(element.slice) for element in value.slice):
+                return False
+            value = value.value
+        elif isinstance(value, cst.Attribute) and value.attr.value in _VIEW_ATTRIBUTES:
+            value = value.value
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            if method not in _SURE_VIEWS and method not in inplace_index(ctx.mappings):
+                return False
+            value = value.func.value
+        else:
+            return False
+    return True
+
+
+def _basic_index(index: cst.BaseSlice) -> bool:
+    if isinstance(index, cst.Slice):
+        return True
+    value = index.value  # type: ignore[attr-defined]
+    return isinstance(value, cst.Integer | cst.Ellipsis) or (isinstance(value, cst.Name) and value.value == "None")
+
+
+def _names_in(statement: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+    statement.visit(_Names())
+    return found
