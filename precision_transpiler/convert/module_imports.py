@@ -320,9 +320,17 @@ def _torch_package_imports(node: ast.Import, locate: Locate) -> dict[str, str]:
             text = file.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if IMPORTS_TORCH.search(text):
+        if IMPORTS_TORCH.search(text) or (alias.asname and _loads_torch(file)):
             found[alias.asname or module] = dotted
     return found
+
+
+def _loads_torch(path: Path) -> bool:
+    """Whether importing the module at `path` runs a package `__init__.py` that imports torch
+    (nflows' `import nflows.utils.typechecks as check`: plain, in a package that is not)."""
+    from precision_transpiler.convert.siblings.resolve import package_imports_torch  # siblings/ imports this module
+
+    return package_imports_torch(path)
 
 
 def _plain_python(path: Path | None, symbol: str, module: str) -> bool:

@@ -95,7 +95,12 @@ def test_a_local_of_the_alias_name_is_still_a_tensor(tmp_path: Path) -> None:
 
 
 @on_both_targets
-def test_a_plain_module_of_a_package_that_loads_torch_is_copied(tmp_path: Path, target: str) -> None:
+@pytest.mark.parametrize(
+    "import_line",
+    ["from modalias3.utils import typechecks as check", "import modalias3.utils.typechecks as check"],
+    ids=["from-import", "import-as"],
+)
+def test_a_plain_module_of_a_package_that_loads_torch_is_copied(tmp_path: Path, target: str, import_line: str) -> None:
     """`typechecks` uses no torch, but importing it runs `utils/__init__.py`, which imports the
     torch helpers: kept imported, it would load torch with the converted model. Copied instead."""
     write_package(
@@ -108,7 +113,7 @@ def test_a_plain_module_of_a_package_that_loads_torch_is_copied(tmp_path: Path, 
                 import torch
                 from torch import nn
 
-                from modalias3.utils import typechecks as check
+                {import_line}
 
 
                 class Net(nn.Module):
@@ -119,7 +124,7 @@ def test_a_plain_module_of_a_package_that_loads_torch_is_copied(tmp_path: Path, 
 
                     def forward(self, x):
                         return self.fc(x)
-            """,
+            """.replace("{import_line}", import_line),
         },
     )
     model = tmp_path / "modalias3/model.py"
