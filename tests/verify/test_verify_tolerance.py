@@ -114,9 +114,7 @@ def test_an_output_at_the_limit_of_float32_is_judged_against_its_own_float32_err
 
     plain = judge(capture(noisy), capture(converted), None, policy, options, "jax", "torch")
     assert not plain.passed
-    against = judge(
-        capture(noisy), capture(converted), None, policy, options, "jax", "torch", float64=capture(exact)
-    )
+    against = judge(capture(noisy), capture(converted), None, policy, options, "jax", "torch", float64=capture(exact))
     assert against.passed, against.failures
     assert "float64" in against.tolerance["rule"] and against.tolerance["reference_err"] > 1
     precise = np.array([1.0, 2.0, 3.0], dtype=np.float32)
