@@ -45,6 +45,13 @@ IMPORTS = {
 }
 
 
+def _verifies_without_torch(model: Path, code: str, target: str) -> None:
+    converted = model.parent.parent / f"model_{target}.py"
+    converted.write_text(code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
+
+
 @on_both_targets
 @pytest.mark.parametrize("form", list(IMPORTS))
 def test_a_module_imported_as_an_object_has_its_functions_copied(tmp_path: Path, target: str, form: str) -> None:
@@ -61,10 +68,7 @@ def test_a_module_imported_as_an_object_has_its_functions_copied(tmp_path: Path,
     assert "def tile(x, n):" in result.code, result.code
     assert "tile(torchutils" not in result.code  # not `jnp.tile(torchutils, ...)`: not a tensor method
     assert "torchutils" not in result.code.replace("modalias.utils.torchutils", "")
-    converted = tmp_path / f"model_{target}.py"
-    converted.write_text(result.code)
-    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
-    assert verify_files(model, converted, options).passed
+    _verifies_without_torch(model, result.code, target)
 
 
 def test_a_local_of_the_alias_name_is_still_a_tensor(tmp_path: Path) -> None:
@@ -131,10 +135,7 @@ def test_a_plain_module_of_a_package_that_loads_torch_is_copied(tmp_path: Path, 
     result = transpile(model.read_text(), to=target, path=str(model), entry="Net()", prune_to_entry=True)
     assert "def is_positive_int(x):" in result.code, result.code
     assert "modalias3" not in result.code.replace("# ptranspile: converted from modalias3", "")
-    converted = tmp_path / f"model_{target}.py"
-    converted.write_text(result.code)
-    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
-    assert verify_files(model, converted, options).passed
+    _verifies_without_torch(model, result.code, target)
 
 
 def test_a_plain_module_of_a_plain_package_stays_imported(tmp_path: Path) -> None:
