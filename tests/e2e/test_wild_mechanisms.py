@@ -1250,13 +1250,21 @@ class Distilled(Base):
     def __init__(self, dim):
         super().__init__(dim)
         self.pos_embed = nn.Parameter(torch.zeros(1, 4, dim))
+        self.fc = nn.Sequential(nn.Linear(dim, dim), nn.Tanh())
+        self.spare = nn.Linear(dim, dim)
+        self.tied = self.spare
+        self.spare = nn.Identity()
+
+    def forward(self, x):
+        return self.tied(super().forward(x))
 """
 
 
 @pytest.mark.parametrize("to", TARGETS)
 def test_a_parameter_a_subclass_sets_again(tmp_path: Path, to: str) -> None:
-    """timm's VisionTransformerDistilled replaces the `pos_embed` its base built: Keras kept the
-    first one as a weight no torch key names."""
+    """timm's VisionTransformerDistilled replaces the `pos_embed` its base built, lightly's
+    MAEBackbone the encoder: Keras kept the first ones as weights no torch key names (a layer
+    still held by another attribute stays)."""
     _verify(tmp_path, "distilled", PARAMETER_SET_AGAIN, to, "fp32", "Distilled(8)", "float32[2,4,8]")
 
 

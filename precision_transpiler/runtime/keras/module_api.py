@@ -22,13 +22,23 @@ from precision_transpiler.runtime.keras.tensor import torch_at
 
 
 def _untrack_replaced_variable(layer: Any, name: str, value: Any) -> None:
-    """Before `layer.<name> = value`: a variable the attribute held and `value` replaces leaves
-    Keras' tracking. torch forgets a replaced Parameter (weight tying, `wte.weight =
+    """Before `layer.<name> = value`: a variable or sublayer the attribute held and `value`
+    replaces leaves Keras' tracking. torch forgets a replaced Parameter (weight tying, `wte.weight =
     lm_head.weight`, after which both layers use one Parameter; a parameter set again); Keras
     would keep the old one among the layer's weights, with no torch key and no gradient."""
     old = layer.__dict__.get(name)
-    if isinstance(old, keras.Variable) and value is not old and getattr(layer, "_tracker", None) is not None:
+    tracker = getattr(layer, "_tracker", None)
+    if value is old or tracker is None:
+        return
+    if isinstance(old, keras.Variable):
         layer._untrack_variable(old)
+    elif isinstance(old, keras.layers.Layer) and not any(
+        held is old for key, held in layer.__dict__.items() if key != name
+    ):
+        # a submodule set again (lightly's MAEBackbone replaces the encoder its torchvision base
+        # built): torch's `_modules` forgets the old one, Keras would keep its weights as
+        # nameless ones; one still held by another attribute stays
+        tracker.untrack(old)
 
 
 class ReplacesVariables:
