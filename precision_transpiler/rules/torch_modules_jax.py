@@ -24,6 +24,7 @@ from precision_transpiler.analysis.containers import filled_containers, is_empty
 from precision_transpiler.analysis.torch_models import analysis_for, builder_rngs_in_scope
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
+from precision_transpiler.rules.module_classes import concrete_methods, module_metaclass
 from precision_transpiler.rules.module_variables import (
     bind_register_buffer,
     in_store_target,
@@ -100,10 +101,13 @@ class TorchModules(Rule):
                 arg = arg.with_changes(value=ctx.expr_for(runtime_name("jax", "modules", "TorchModule")))
                 changed = True
             bases.append(arg)
-        if not changed:
+        keywords = module_metaclass(ctx, original, updated, bases, changed)
+        if not changed and keywords is None:
             return None
         ctx.consume(b.value for b in original.bases)
-        new = updated.with_changes(bases=bases, body=_concrete_methods(ctx, original, updated.body))
+        new = updated.with_changes(bases=bases, body=concrete_methods(ctx, original, updated.body))
+        if keywords is not None:
+            new = new.with_changes(keywords=keywords)
         ctx.record(self.name, original.name, new.name)
         return new
 
@@ -712,38 +716,6 @@ _MODULE_NAMES = frozenset({"module", "model", "layer", "block", "submodule", "mo
 
 def _is_this_def(key: str, node: cst.FunctionDef) -> bool:
     return key.rsplit(".", 1)[-1] == node.name.value
-
-
-def _concrete_methods(ctx: RuleContext, original: cst.ClassDef, body: cst.BaseSuite) -> cst.BaseSuite:
-    """Methods of a torch module class without `@abstractmethod`: torch's nn.Module is no ABC, so
-    the decorator marks intent only (torch_geometric's `MessagePassing.edge_update`), while nnx's
-    Module is one and would refuse to build every subclass that does not override them. A class
-    that asks for ABC itself (an `ABC` base, a `metaclass=`) keeps them."""
-    if any(b.keyword is not None for b in original.keywords) or any(
-        ctx.qualified_name(b.value) in ("abc.ABC", "abc.ABCMeta") for b in original.bases
-    ):
-        return body
-    if not isinstance(body, cst.IndentedBlock) or not isinstance(original.body, cst.IndentedBlock):
-        return body
-    abstract = {
-        statement.name.value: {dotted_name(d.decorator) for d in statement.decorators if _is_abstract(ctx, d)}
-        for statement in original.body.body
-        if isinstance(statement, cst.FunctionDef) and any(_is_abstract(ctx, d) for d in statement.decorators)
-    }
-    if not abstract:
-        return body
-    statements = []
-    for statement in body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value in abstract:
-            names = abstract[statement.name.value]
-            kept = [d for d in statement.decorators if dotted_name(d.decorator) not in names]
-            statement = statement.with_changes(decorators=kept)
-        statements.append(statement)
-    return body.with_changes(body=statements)
-
-
-def _is_abstract(ctx: RuleContext, decorator: cst.Decorator) -> bool:
-    return ctx.qualified_name(decorator.decorator) == "abc.abstractmethod"
 
 
 def _has_param(func: cst.FunctionDef | cst.Lambda, name: str) -> bool:

@@ -15,6 +15,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from flax.nnx import pytreelib
 
 from precision_transpiler.runtime.common import (
     _TORCH_AUTOCAST_STACK,
@@ -123,6 +124,16 @@ class TorchModule(TorchLayer):
 
     def __init__(self, *args, rngs=None, **kwargs):
         pass
+
+    def __new__(cls, *args, **kwargs):
+        node = super().__new__(cls)
+        if getattr(type(cls), "_torch_combined_metaclass", False):
+            # a metaclass of the source's whose `__call__` makes the object with
+            # `type.__call__` (kornia's post-init injection) skips nnx's: the object gets nnx's
+            # state here, and again, fresh, when nnx's `__call__` does run
+            object.__setattr__(node, "_pytree__state", pytreelib.PytreeState())
+            object.__setattr__(node, "_pytree__nodes", cls._pytree__nodes)
+        return node
 
     def __setattr__(self, name, value):
         """nnx sets an object up after `__new__`: an attribute a mixin's `__new__` sets before
@@ -377,6 +388,28 @@ class TorchModule(TorchLayer):
 
     def cuda(self, device=None):
         return self
+
+
+def module_metaclass(metaclass, *bases):
+    """`class Guide(PyroModule, metaclass=_GuideMeta)`: torch's Module has no metaclass of its own,
+    so any `type` subclass goes with it, while nnx's Module has one, which Python finds in
+    conflict with the source's. The class gets a metaclass derived from both (from the source's
+    first, so its `__call__` and `__getitem__` run as written), made once per pair."""
+    metaclasses = [metaclass, *(type(base) for base in bases)]
+    winners = []
+    for candidate in metaclasses:
+        if candidate in winners or any(o is not candidate and issubclass(o, candidate) for o in metaclasses):
+            continue
+        winners.append(candidate)
+    return _combined_metaclass(tuple(winners))
+
+
+@functools.cache
+def _combined_metaclass(metaclasses):
+    if len(metaclasses) == 1:
+        return metaclasses[0]
+    name = "_".join(m.__name__ for m in metaclasses)
+    return type(name, metaclasses, {"_torch_combined_metaclass": True})
 
 
 def torch_assert(condition, message=""):
