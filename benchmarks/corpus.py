@@ -132,7 +132,11 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_case(case: Case, target: str, policy: str, timing: int = 0, runtime: str = "inline") -> Outcome:
+def run_case(
+    case: Case, target: str, policy: str, timing: int = 0, runtime: str = "inline", prune_to_entry: bool = True
+) -> Outcome:
+    """Convert one case (what its entry reaches, or the whole file as a user converting the file
+    would with `prune_to_entry=False`) and verify it torch-free."""
     outcome = Outcome(case.name, target, policy)
     if case.source is not None and not installed(case.package):
         outcome.first_problem = NOT_INSTALLED
@@ -143,7 +147,13 @@ def run_case(case: Case, target: str, policy: str, timing: int = 0, runtime: str
         outcome.lines_in = source.count("\n")
         start = time.perf_counter()
         result = transpile(
-            source, to=target, policy=policy, path=str(original), entry=case.entry, prune_to_entry=True, runtime=runtime
+            source,
+            to=target,
+            policy=policy,
+            path=str(original),
+            entry=case.entry,
+            prune_to_entry=prune_to_entry,
+            runtime=runtime,
         )
         outcome.transpile_s = time.perf_counter() - start
     except Exception as exc:  # recorded, not raised: one broken case must not stop the corpus

@@ -20,13 +20,14 @@ A run that did not verify because the original's own outputs change from one see
 not in the verified rate's denominator (the way trivial classes are left out of the harvest's).
 
 Results go to a JSON file keyed by package version and converter commit
-(`timm==1.0.31@1e7a56d`, `.../mixed` under another policy), written after every case, so a
+(`timm==1.0.31@1e7a56d`, `.../mixed` under another policy, `.../whole` for whole files), written after every case, so a
 stopped run resumes where it stopped and a new converter commit starts a new column of results.
 
     python benchmarks/harvest/run.py [--split look|held_back|all] [--packages a,b] [--targets jax,tf]
                                      [--policy fp32|mixed|bf16|fp16] [--sample N --seed S]
                                      [--results FILE.json] [--markdown OUT.md]
                                      [--same-as EARLIER.json]  # the cases an earlier run ran
+                                     [--whole-file]  # each case's whole file, not what its entry reaches
     python benchmarks/harvest/run.py --vendored     # the CI slice: benchmarks/harvest/vendored.yaml
 
 `--vendored` runs every case of the packages copied into benchmarks/harvest/vendored/ from those
@@ -175,7 +176,12 @@ def limit(seconds: int) -> Any:
 
 
 def run_one(
-    document: dict[str, Any], case: dict[str, Any], target: str, policy: str = "fp32", vendored: bool = False
+    document: dict[str, Any],
+    case: dict[str, Any],
+    target: str,
+    policy: str = "fp32",
+    vendored: bool = False,
+    whole_file: bool = False,
 ) -> Result:
     """Convert and verify one case for one target under one policy (see the module docstring)."""
     result = Result(document["package"], str(document["version"]), case["class"], target)
@@ -188,7 +194,7 @@ def run_one(
     forbidden = TORCH_LIKE | ({document["import"]} if requires_torch else set())
     try:
         with limit(CASE_LIMIT_S), watch_imports(forbidden) as seen:
-            outcome = run_case(corpus_case, target, policy)
+            outcome = run_case(corpus_case, target, policy, prune_to_entry=not whole_file)
     except CaseTimeout:
         outcome = Outcome(case["class"], target, policy, first_problem=f"over {CASE_LIMIT_S} s")
         outcome.converted = True  # unknown where: counted as failing at import (see _FIRST_MISSED)
@@ -273,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         "--same-as", type=Path, metavar="RESULTS", help="only the cases an earlier results file ran (a before/after)"
     )
     parser.add_argument(
+        "--whole-file",
+        action="store_true",
+        help="convert each case's whole file, as a user converting the file would, not what its entry reaches",
+    )
+    parser.add_argument(
         "--vendored", action="store_true", help="the CI slice: the cases of the packages in benchmarks/harvest/vendored"
     )
     args = parser.parse_args(argv)
@@ -295,14 +306,14 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [(d, c) for d, c in select("all", set(), 0, 0, args.cases) if c["class"] in ran]
     results: list[Result] = []
     for document, case in pairs:
-        policy = "" if args.policy == "fp32" else f"/{args.policy}"
+        policy = ("" if args.policy == "fp32" else f"/{args.policy}") + ("/whole" if args.whole_file else "")
         key = f"{document['package']}=={document['version']}@{commit}{policy}"
         column = data.setdefault(key, {})
         for target in args.targets.split(","):
             name = f"{case['class']}|{target}"
             if name not in column:
                 started = time.perf_counter()
-                column[name] = asdict(run_one(document, case, target, args.policy, args.vendored))
+                column[name] = asdict(run_one(document, case, target, args.policy, args.vendored, args.whole_file))
                 took = time.perf_counter() - started
                 stage = f"not {column[name]['stage']}" if column[name]["stage"] else "verified"
                 if Result(**column[name]).not_comparable:
@@ -312,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.results.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
             results.append(Result(**column[name]))
     text = table(results)
-    print(f"Harvested corpus run, converter {commit}, policy {args.policy}, {len(pairs)} cases\n\n{text}", end="")
+    mode = ", whole files" if args.whole_file else ""
+    print(f"Harvested corpus run, converter {commit}, policy {args.policy}{mode}, {len(pairs)} cases\n\n{text}", end="")
     if args.markdown:
         args.markdown.write_text(text, encoding="utf-8")
     return 0
