@@ -151,7 +151,7 @@ def run_case(
             to=target,
             policy=policy,
             path=str(original),
-            entry=case.entry,
+            entry=case.entry if prune_to_entry else None,
             prune_to_entry=prune_to_entry,
             runtime=runtime,
         )

@@ -559,7 +559,7 @@ class LocalizeTorchImports:
             where = (
                 f"moved into {', '.join(item.functions)}, the only code that still uses it"
                 if item.functions
-                else "removed with the optional import around it: nothing converted uses it"
+                else "removed: nothing converted uses it"
             )
             doc.note(
                 "note",

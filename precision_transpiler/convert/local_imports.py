@@ -7,11 +7,14 @@ load at all, though building and calling it never touches that code. When every 
 of the names an import binds is inside function bodies (not in decorators, default values or
 annotations, which run when the function is defined), the import moves into each function that
 uses them, as its first statement (after the docstring), marked; the unconvertible uses keep
-their own `unsupported` marks, and the model loads and runs without torch.
+their own `unsupported` marks, and the model loads and runs without torch. An import that no
+code uses any more goes (uses are read from Python's scopes: a parameter named like the import
+is no use of it).
 """
 
 from __future__ import annotations
 
+import symtable
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,7 +52,7 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
     candidates = [i for i, stmt in enumerate(body) if _imports_only(stmt, roots) or _optional_imports(stmt, roots)]
     if not candidates:
         return module, []
-    load_time, in_functions = _uses(body)
+    load_time, in_functions = _uses(module, body)
     moved: list[Moved] = []
     wanted: dict[int, list[cst.BaseStatement]] = {}  # id(function) -> imports to put first
     drop: set[int] = set()
@@ -60,8 +63,8 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
         if names & load_time:
             continue
         users = [f for f, used in in_functions if used & names]
-        if not users and isinstance(stmt, cst.SimpleStatementLine):
-            continue  # unused: the import clean-up's business
+        if not users and _named_in_strings(module.code, names):
+            continue  # `__all__ = ["tensor"]`, `getattr(mod, "tensor")`: a use no scope shows
         for function in users:
             wanted.setdefault(id(function), []).append((_moved_form(stmt), names))
         drop.add(index)
@@ -77,6 +80,10 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
             lines.pop(0)
         kept[0] = kept[0].with_changes(leading_lines=lines)
     return module.with_changes(body=kept), moved
+
+
+def _named_in_strings(code: str, names: set[str]) -> bool:
+    return any(f'"{name}"' in code or f"'{name}'" in code for name in names)
 
 
 def torch_at_load(code: str, original: str, path: str | None) -> list[tuple[int, str]]:
@@ -186,9 +193,69 @@ def _imports_only(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
     return True
 
 
-def _uses(body: Sequence[cst.BaseStatement]) -> tuple[set[str], list[tuple[cst.FunctionDef, set[str]]]]:
+def _uses(
+    module: cst.Module, body: Sequence[cst.BaseStatement]
+) -> tuple[set[str], list[tuple[cst.FunctionDef, set[str]]]]:
     """Names used at load time (module level, class bodies, decorators, defaults, annotations),
-    and for each top-level function and method the names its body uses."""
+    and for each top-level function and method the module-level names its body uses.
+
+    Read from Python's own scopes (`symtable`): a parameter or local variable that shadows an
+    imported name (`def max_neg_value(tensor)` beside `from torch import tensor`) is no use of
+    the import, at load time or in that function; moving the import into it would even rebind
+    the parameter."""
+    try:
+        table = symtable.symtable(module.code, "<converted>", "exec")
+    except (SyntaxError, ValueError):  # pragma: no cover - generated code always compiles
+        return _syntactic_uses(body)
+    load_time = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()}
+    scopes: dict[str, list[set[str]]] = {}
+    _scope_uses(table, "", load_time, scopes)
+    functions: list[tuple[cst.FunctionDef, set[str]]] = []
+    taken_ids: set[int] = set()
+
+    def walk(statements: Sequence[cst.BaseStatement], prefix: str) -> None:
+        for stmt in statements:
+            if isinstance(stmt, cst.FunctionDef):
+                found = scopes.get(prefix + stmt.name.value, [])
+                taken = next((uses for uses in found if id(uses) not in taken_ids), set())
+                taken_ids.add(id(taken))
+                functions.append((stmt, taken))
+            elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
+                walk(stmt.body.body, f"{prefix}{stmt.name.value}.")
+
+    walk(body, "")
+    placed = {id(uses) for _, uses in functions}
+    for found in scopes.values():  # a def inside an `if` or `try`: where it may be run, unknown
+        load_time.update(*(uses for uses in found if id(uses) not in placed))
+    return load_time, functions
+
+
+_ANONYMOUS = frozenset({"lambda", "listcomp", "setcomp", "dictcomp", "genexpr"})  # symtable's names
+
+
+def _scope_uses(table: symtable.SymbolTable, prefix: str, load_time: set[str], scopes: dict) -> None:
+    """Fill `scopes` (qualified function name -> the module-level names its scope and the scopes
+    nested in it read) and `load_time` (what class bodies, and code run with them, read)."""
+    for child in table.get_children():
+        name = f"{prefix}{child.get_name()}"
+        if child.get_type() == "class":
+            load_time.update(s.get_name() for s in child.get_symbols() if s.is_referenced() and not s.is_local())
+            _scope_uses(child, f"{name}.", load_time, scopes)
+        elif child.get_type() == "function" and child.get_name() not in _ANONYMOUS:
+            scopes.setdefault(name, []).append(_global_reads(child))
+        else:  # a lambda or comprehension at module or class level: counted as run at load
+            load_time.update(_global_reads(child))
+
+
+def _global_reads(table: symtable.SymbolTable) -> set[str]:
+    found = {s.get_name() for s in table.get_symbols() if s.is_referenced() and s.is_global()}
+    for child in table.get_children():
+        found |= _global_reads(child)
+    return found
+
+
+def _syntactic_uses(body: Sequence[cst.BaseStatement]) -> tuple[set[str], list[tuple[cst.FunctionDef, set[str]]]]:
+    """`_uses` read from names alone, shadowing ignored (keeps an import whenever in doubt)."""
     load_time: set[str] = set()
     functions: list[tuple[cst.FunctionDef, set[str]]] = []
 

@@ -11,6 +11,9 @@ runtime/common.py, which gives the module a class whose calls run the hooks. Con
 classes have the methods too (their `TorchModule` base), but the receiver may be a layer the
 runtime or the target library defines (a Flax `nnx.Linear`, a Keras layer), which has none:
 RRDBNet's `for m in net.modules()` on a convolution. The functions take any module of the target.
+Likewise `m.eval()` (any receiver but `self`) and `self.m.train(mode)` become `torch_eval(m)` and
+`torch_train(m, mode)` of runtime/{flax,keras}/modules.py: a Keras layer has no such methods, and
+nnx's return None where torch's return the module.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ REGISTERS = ("add_module", "register_module")
 RESETS = ("reset_parameters",)
 #: on any receiver, `self` included, with their arguments: runtime/common.py's functions
 HOOKS = ("register_forward_hook", "register_forward_pre_hook")
+#: mode switches: `eval()` on any receiver but `self`, `train(mode)` (a common method name) on
+#: attributes of `self` only: runtime/{flax,keras}/modules.py's `torch_eval`, `torch_train`
+MODES = {"eval": "torch_eval", "train": "torch_train"}
 
 
 def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime: str) -> cst.Call | None:
@@ -38,8 +44,12 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
     func = updated.func
     if not isinstance(func, cst.Attribute) or not isinstance(original.func, cst.Attribute):
         return None
+    if ctx.qualified_name(original.func.value) is not None:
+        return None
     receiver = dotted_name(func.value)
-    if receiver is None or ctx.qualified_name(original.func.value) is not None:
+    if receiver is None:  # `nn.Sequential(...).eval()`: only a mode switch reads a built module
+        receiver = "" if func.attr.value == "eval" and not updated.args else None
+    if receiver is None:
         return None
     key = ctx.enclosing_function()
     on_self = key is not None and "." in key and (receiver == "self" or receiver.startswith("self."))
@@ -49,6 +59,11 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
         args = [cst.Arg(func.value)]
     elif method in HOOKS and updated.args:
         args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
+    elif _mode_switch(method, receiver, on_self, updated):
+        args = [cst.Arg(func.value), *[a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in updated.args]]
+        if len(args) == 2:
+            args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return cst.Call(func=ctx.expr_for(f"{runtime.rsplit('.', 1)[0]}.modules.{MODES[method]}"), args=args)
     elif on_self and method in REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
         args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
         method = "add_module"
@@ -57,3 +72,13 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
     if method in RESETS or method in HOOKS:
         return cst.Call(func=ctx.expr_for(runtime_name(None, "common", method)), args=args)
     return cst.Call(func=ctx.expr_for(f"{runtime}.{method}"), args=args)
+
+
+def _mode_switch(method: str, receiver: str, on_self: bool, call: cst.Call) -> bool:
+    """`m.eval()` (any receiver but `self`, whose class has the method) or `self.m.train(mode)`."""
+    if method == "eval":
+        return not call.args and receiver != "self"
+    if method == "train":
+        plain = all(not a.star and (a.keyword is None or a.keyword.value == "mode") for a in call.args)
+        return on_self and receiver != "self" and len(call.args) <= 1 and plain
+    return False

@@ -133,7 +133,8 @@ def _named_in_strings(ctx: RuleContext, module: str, members: tuple[str, ...] | 
     """Members of `module` beyond the table's list that the file names in string constants
     (`rnn_type="LSTM"` then `getattr(nn, rnn_type)`, `if rnn_type in ["LSTM", "GRU"]`), or that
     a string template of the file can spell (`getattr(nn, "Conv{}d".format(dimensions))`,
-    `f"BatchNorm{dims}d"`, `"Dropout%dd" % n`): a name a lookup can reach comes from somewhere,
+    `f"BatchNorm{dims}d"`, `"Dropout%dd" % n`, `getattr(F, f"conv{n_dim}d")` among the functions
+    the op tables map): a name a lookup can reach comes from somewhere,
     most often the file itself."""
     tree, _ = ctx.module_ast()
     if tree is None:
@@ -156,7 +157,12 @@ def _named_in_strings(ctx: RuleContext, module: str, members: tuple[str, ...] | 
     listed = set(members)
     prefix = f"{module}."
     if templates:
-        known = {name[len(prefix) :] for name in (*ctx.mappings.layers, *ctx.mappings.layer_symbols)}
+        functions = (p.function_name for op in ctx.mappings.ops.values() for p in op.patterns.get("torch", ()))
+        known = {
+            name[len(prefix) :]
+            for name in (*ctx.mappings.layers, *ctx.mappings.layer_symbols, *functions)
+            if name and name.startswith(prefix)
+        }
         strings |= {
             name
             for name in known

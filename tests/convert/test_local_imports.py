@@ -64,13 +64,34 @@ def test_every_function_that_uses_it_gets_its_own() -> None:
         "import torch\n\n\n@torch.no_grad()\ndef f(x):\n    return x\n",  # a decorator
         "import torch\n\n\ndef f(x: torch.Tensor):\n    return x\n",  # an annotation
         "import numpy as np\n\n\ndef f():\n    return np.ones(1)\n",  # not torch
-        "import torch\n\n\ndef f():\n    return 1\n",  # unused: the import clean-up's business
+        "import torch\n\n__all__ = ['torch']\n",  # re-exported by name
         "from . import torch_utils\n\n\ndef f():\n    return torch_utils.x\n",  # relative
     ],
-    ids=["module-level", "class-body", "default", "decorator", "annotation", "not-torch", "unused", "relative"],
+    ids=["module-level", "class-body", "default", "decorator", "annotation", "not-torch", "re-exported", "relative"],
 )
 def test_imports_used_at_load_time_stay(code: str) -> None:
     assert _localize(code) == (code, [])
+
+
+def test_an_import_nothing_uses_goes() -> None:
+    code, moved = _localize("import torch\nfrom torch import tensor\n\n\ndef f():\n    return 1\n")
+    assert moved == ["import torch", "from torch import tensor"]
+    assert code == "def f():\n    return 1\n"
+
+
+def test_a_parameter_named_like_the_import_is_no_use_of_it() -> None:
+    """x-transformers' `def max_neg_value(tensor)` beside `from torch import tensor`: the import
+    stayed (the parameter read as a use at load), and moving it into the function would rebind
+    the parameter."""
+    source = (
+        "from torch import tensor\n\n\ndef max_neg_value(tensor):\n    return tensor.dtype\n\n\n"
+        "def g(x):\n    return tensor(x)\n\n\nclass A:\n    def m(self, tensor=None):\n"
+        "        def inner():\n            return tensor\n\n        return inner\n"
+    )
+    code, moved = _localize(source)
+    assert moved == ["from torch import tensor"]
+    assert code.count("from torch import tensor") == 1
+    assert f"def g(x):\n    from torch import tensor  {MARK}\n" in code
 
 
 @pytest.mark.parametrize("to", ["jax", "tf"])

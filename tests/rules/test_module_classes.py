@@ -115,3 +115,37 @@ def test_abc_and_non_module_classes_keep_their_metaclass() -> None:
     jax = transpile(NO_OP, to="jax").code
     assert "class Kind(Enum, metaclass=EnumMeta):" in jax
     assert "metaclass=abc.ABCMeta)" in jax and "module_metaclass" not in jax
+
+
+NEW_RECORDS_ARGUMENTS = """from torch import nn
+
+
+class BaseModel(nn.Module):
+    def __new__(cls, *args, **kwargs):
+        instance = super().__new__(cls)
+        kwargs["args"] = args
+        instance._init_kwargs = kwargs
+        return instance
+
+
+class Wrap(BaseModel):
+    def __init__(self, base, scale=2.0):
+        super().__init__()
+        self.base = base
+        self.scale = scale
+
+    def forward(self, x):
+        return self.base(x) * self.scale
+
+
+def build():
+    return Wrap(nn.Linear(4, 4), scale=3.0)
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_new_that_records_the_given_layers_builds(tmp_path: Path, target: str) -> None:
+    """neuraloperator's BaseModel keeps its constructor's arguments (layers among them) from
+    `__new__`, before nnx has set the object up: nnx then found data in a static attribute."""
+    verdict = convert_and_verify(tmp_path, NEW_RECORDS_ARGUMENTS, target, "build()", ["float32[2,4]"], name="newargs")
+    assert verdict.passed, verdict

@@ -46,3 +46,29 @@ def test_keyword_forms_bind_like_positional_ones() -> None:
 def test_buffers_registered_by_keyword_verify(tmp_path: Path, target: str) -> None:
     verdict = convert_and_verify(tmp_path, SOURCE, target, "Bank(3)", ["float32[2,4]"], name="bank")
     assert verdict.passed, verdict
+
+
+RESHAPED = """import torch
+from torch import nn
+
+
+class PosEmb(nn.Module):
+    def __init__(self, dim, seq=4):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.register_buffer("relative_bias", torch.zeros(1, seq, dim))
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        self.relative_bias = self.fc(x)
+        self.scale.data = torch.ones(x.shape[1], 1) * 2
+        return x * self.scale + self.relative_bias
+"""
+
+
+@on_both_targets
+def test_a_buffer_or_parameter_takes_a_tensor_of_another_shape(tmp_path: Path, target: str) -> None:
+    """fastervit's `self.relative_bias = self.pos_emb` in forward, a buffer registered with
+    another sequence length: torch takes the new shape; a Keras variable refused it."""
+    verdict = convert_and_verify(tmp_path, RESHAPED, target, "PosEmb(16)", ["float32[1,9,16]"], name="reshaped")
+    assert verdict.passed, verdict

@@ -155,3 +155,34 @@ def test_layers_a_string_template_spells_join_a_partial_namespace(tmp_path: Path
         assert name in said, said
     verdict = convert_and_verify(tmp_path, TEMPLATES, target, "Block()", ["float32[1,4,5,5]"], name="block")
     assert verdict.passed, verdict
+
+
+FUNCTION_TEMPLATES = """import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class FiniteDifference(nn.Module):
+    def __init__(self, c, n_dim=2):
+        super().__init__()
+        self.conv = getattr(nn, f"Conv{n_dim}d")(c, c, 3, padding=1)
+        self.conv_function = getattr(F, f"conv{n_dim}d")
+        self.pool = getattr(F, "avg_pool%dd" % n_dim)
+
+    def forward(self, x):
+        return self.pool(self.conv_function(x, self.conv.weight, padding=1) + self.conv(x), 2)
+"""
+
+
+@on_both_targets
+def test_functions_a_string_template_spells_join_a_partial_namespace(tmp_path: Path, target: str) -> None:
+    """neuraloperator's `getattr(F, f"conv{n_dim}d")`: the functions the op tables map that a
+    template of the file can spell are in torch.nn.functional's namespace, and said."""
+    result = transpile(FUNCTION_TEMPLATES, to=target)
+    said = " ".join(d.message for d in result.diagnostics if d.code == "partial-namespace")
+    for name in ("conv1d", "conv2d", "conv3d", "avg_pool2d"):
+        assert name in said, said
+    verdict = convert_and_verify(
+        tmp_path, FUNCTION_TEMPLATES, target, "FiniteDifference(4)", ["float32[1,4,8,8]"], name="fd"
+    )
+    assert verdict.passed, verdict

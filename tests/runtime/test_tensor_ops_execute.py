@@ -971,6 +971,21 @@ CASES = [
         ),
     ),
     C(
+        "special-functions-select",
+        "x, p, i",
+        "q = torch.sigmoid(x)\n"
+        "return (torch.special.ndtr(x), torch.special.ndtri(q * 0.5 + 0.25), torch.logit(q), q.logit(eps=0.3), "
+        "torch.special.logit(q, 1e-6), torch.lgamma(p), p.lgamma(), torch.special.gammaln(p), "
+        "torch.polygamma(1, p), p.polygamma(2), torch.xlogy(q, p), "
+        "q.xlogy(2.0), torch.special.xlog1py(q, p), torch.erfc(x), x.erfc(), torch.special.erfc(x), "
+        "torch.exp2(x), x.exp2(), torch.sinc(x), x.sinc(), torch.i0(x), torch.special.i0e(x), "
+        "torch.special.i1(x), torch.special.i1e(x), x.select(1, -1), torch.select(x, 0, 1), i.select(-1, 2))",
+        F32(3, 4),
+        POS(3, 4),
+        I64(3, 4, high=6),
+        expect=("jax.scipy.special.ndtr(x)", "jax.scipy.special.gammaln(p)", "jnp.take(x, -1, axis=1)"),
+    ),
+    C(
         "view-as-real-complex-unfold",
         "x, y, t",
         "c = torch.view_as_complex(x)\n"
@@ -1118,7 +1133,8 @@ CASES = [
         "linear-algebra-diagonal-stacks",
         "m, b, v, t",
         "return (torch.mv(m, v), m.mv(v), torch.det(m), m.det(), torch.linalg.det(m[None]), "
-        "torch.linalg.solve(m + 3 * torch.eye(3), b), torch.linalg.solve(m + 3 * torch.eye(3), v), torch.diagonal(t), "
+        "torch.linalg.solve(m + 3 * torch.eye(3), b), torch.linalg.solve(m + 3 * torch.eye(3), v), "
+        "torch.linalg.solve(m + 3 * torch.eye(3), b.T, left=False), torch.diagonal(t), "
         "t.diagonal(1, 1, 2), torch.diagonal(m, -1), t.diagonal(dim1=-1, dim2=0), torch.vstack([v, v]), "
         "torch.row_stack((m, m)), torch.hstack([v, v]), torch.hstack((m, b)))",
         F32(3, 3),

@@ -141,7 +141,15 @@ class TorchModule(TorchLayer):
         on a plain object, and nnx takes it in once the object is made."""
         if "_pytree__state" not in vars(self):
             object.__setattr__(self, name, value)
+            if type(value) in (list, tuple, dict) and _holds_nnx_state(value):
+                # neuraloperator's `instance._init_kwargs = kwargs` (the layers it was given):
+                # data to nnx, which would find it static; set again once nnx has the object
+                vars(self).setdefault("_torch_pending_data", []).append(name)
             return
+        pending = vars(self).pop("_torch_pending_data", None)
+        for held in pending or ():
+            if held in vars(self):
+                super().__setattr__(held, nnx.data(vars(self).pop(held)))
         if isinstance(value, tuple | list | dict) and type(value) is not tuple:
             _register_tuple_types(value)
         if type(value) in (list, tuple, dict) and _holds_nnx_state(value):
@@ -388,6 +396,25 @@ class TorchModule(TorchLayer):
 
     def cuda(self, device=None):
         return self
+
+
+def torch_train(module, mode=True):
+    """torch's `m.train(mode)` on a module the code holds but did not define (a layer handed to a
+    constructor, `self.base_model.eval()`): nnx's train()/eval() return None where torch's return
+    the module, and converted modules below keep their own flag (`deterministic`)."""
+    if isinstance(module, TorchModule):
+        return module.train(mode)
+    if isinstance(module, nnx.Module):
+        nnx.Module.train(module) if mode else nnx.Module.eval(module)
+        for layer in modules(module):
+            if isinstance(layer, TorchModule):
+                object.__setattr__(layer, "deterministic", not mode)
+    return module
+
+
+def torch_eval(module):
+    """torch's `m.eval()` on any module (`torch_train(m, False)`); returns it, as torch's does."""
+    return torch_train(module, False)
 
 
 def module_metaclass(metaclass, *bases):

@@ -320,3 +320,19 @@ def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
     perm = jax.lax.linalg.lu_pivots_to_permutation(pivots.astype(jnp.int32) - 1, m)
     P = jnp.swapaxes(jax.nn.one_hot(perm, m, dtype=LU.dtype), -1, -2)
     return torch_named_result((P, lower, upper), "P L U")
+
+
+def torch_logit(input, eps=None):
+    """torch.logit / torch.special.logit: log(p / (1 - p)), with `p` clamped to [eps, 1 - eps]
+    first when `eps` is given (torch's guard against infinities at 0 and 1)."""
+    if eps is not None:
+        input = jnp.clip(input, eps, 1.0 - eps)
+    return jax.scipy.special.logit(input)
+
+
+def torch_linalg_solve(A, B, left=True):
+    """torch.linalg.solve(A, B, left=False): the X of X @ A = B, which is the transpose of the
+    solution of A^T @ X^T = B^T (peft's Cayley transform, `solve(I - Q, I + Q, left=False)`)."""
+    if left:
+        return jnp.linalg.solve(A, B)
+    return jnp.swapaxes(jnp.linalg.solve(jnp.swapaxes(A, -1, -2), jnp.swapaxes(B, -1, -2)), -1, -2)

@@ -299,6 +299,23 @@ class _Sized:
         slice of its cache buffer in forward): the variable takes its value with `index` set."""
         self.assign(torch_at(self.value)[index].set(value))
 
+    def assign(self, value: Any) -> Any:
+        """torch lets a buffer or a parameter's `.data` take a tensor of another shape (fastervit's
+        `self.relative_bias = self.pos_emb`, a cache grown in forward); a Keras variable keeps
+        the shape it was made with, so one of another shape is made again, in place, eagerly
+        (a traced function cannot change a variable's shape: Keras' own error then)."""
+        shape = tuple(value.shape)
+        if shape != tuple(self.shape) and None not in shape:
+            tensor = self._convert_to_tensor(value, dtype=self._dtype)
+            try:
+                self._initialize(tensor)
+            except (TypeError, ValueError, RuntimeError):
+                return super().assign(value)
+            self._shape = self._validate_shape(tensor.shape)
+            self._ndim = len(self._shape)
+            return tensor
+        return super().assign(value)
+
 
 class Parameter(_Sized, keras.Variable):
     """torch.nn.Parameter(data, requires_grad=True): a trainable Keras variable holding `data` (its

@@ -526,6 +526,23 @@ def torch_assert(condition: Any, message: str = "") -> None:
         raise AssertionError(message)
 
 
+def torch_train(module: Any, mode: bool = True) -> Any:
+    """torch's `m.train(mode)` on a module the code holds but did not define (a layer handed to a
+    constructor, `self.base_model.eval()`): a converted module sets its own mode and those under
+    it; a Keras layer has no `train`, and takes the mode of the converted module calling it."""
+    if isinstance(module, TorchModule):
+        return module.train(mode)
+    for layer in modules(module):
+        if isinstance(layer, TorchModule):
+            layer._torch_training = bool(mode)
+    return module
+
+
+def torch_eval(module: Any) -> Any:
+    """torch's `m.eval()` on any module (`torch_train(m, False)`); returns it, as torch's does."""
+    return torch_train(module, False)
+
+
 class no_grad:
     """torch.no_grad() / torch.inference_mode(). As a decorator the function's tensor outputs are
     cut from differentiation (`ops.stop_gradient`), as torch records no graph for them. As a context

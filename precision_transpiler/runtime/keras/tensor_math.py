@@ -627,3 +627,33 @@ def torch_fft_ifftshift(input, dim=None):
     dims = range(len(input.shape)) if dim is None else ([dim] if isinstance(dim, int) else dim)
     dims = list(dims)
     return ops.roll(input, [-(input.shape[d] // 2) for d in dims], axis=dims)
+
+
+def torch_logit(input, eps=None):
+    """torch.logit / torch.special.logit: log(p / (1 - p)), with `p` clamped to [eps, 1 - eps]
+    first when `eps` is given (torch's guard against infinities at 0 and 1)."""
+    if eps is not None:
+        input = ops.clip(input, eps, 1.0 - eps)
+    return ops.log(input) - ops.log1p(-input)
+
+
+def torch_ndtr(input):
+    """torch.special.ndtr: the standard normal's distribution function, 0.5 * erfc(-x / sqrt(2))
+    (erfc keeps the far left tail, which 0.5 * (1 + erf) rounds to 0)."""
+    return 0.5 * ops.erfc(-input * (1.0 / math.sqrt(2.0)))
+
+
+def torch_polygamma(n, input):
+    """torch.polygamma(n, x): TensorFlow's takes the order as a tensor of x's dtype."""
+    import tensorflow as tf
+
+    input = ops.convert_to_tensor(input)
+    return tf.math.polygamma(ops.cast(n, input.dtype), input)
+
+
+def torch_linalg_solve(A, B, left=True):
+    """torch.linalg.solve(A, B, left=False): the X of X @ A = B, which is the transpose of the
+    solution of A^T @ X^T = B^T (peft's Cayley transform, `solve(I - Q, I + Q, left=False)`)."""
+    if left:
+        return ops.solve(A, B)
+    return ops.swapaxes(ops.solve(ops.swapaxes(A, -1, -2), ops.swapaxes(B, -1, -2)), -1, -2)
