@@ -179,6 +179,12 @@ class StaticImports:
             if (expanded := expand_file_star_imports(doc.source, job.path)) != doc.source:
                 doc.source = expanded
                 doc.set_code(expanded)
+        if job.path and "import" in doc.source:  # torch names imported through the package
+            from precision_transpiler.convert.torch_reexports import resolve_torch_reexports
+
+            if (tree := resolve_torch_reexports(doc.tree(), job.path)) is not None:
+                doc.set_tree(tree)
+                doc.source = doc.code()
         source = job.table.frameworks["torch"]
         if not source.import_helpers or "import" not in doc.source:
             return

@@ -21,6 +21,7 @@ import libcst as cst
 from precision_transpiler.analysis.tensors import attribute_kind
 from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.syntax import dotted_name
 
 
 def variables_as_arrays(
@@ -42,6 +43,8 @@ def variables_as_arrays(
     dynamic = _dynamic_variable_read(ctx, original, updated, owner)
     if dynamic is not None or not (ctx.is_foreign_call(original) or _helper_call(ctx, original, key or "")):
         return dynamic
+    if calls_a_user_class(ctx, original):
+        return None  # `Head(weight=self.embed.weight)`: a module keeps the variable (a tie)
     analysis = analysis_for(ctx)
     names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
     names -= analysis.nullable_buffers.get(owner, set())
@@ -372,3 +375,14 @@ def _initialiser(method: str) -> bool:
     """No method (module level), a constructor or an initialiser (`reset_parameters`,
     `_init_weights`): code that may fill a variable in place, which must keep the variable."""
     return not method or "init" in method or "reset" in method
+
+
+def calls_a_user_class(ctx: RuleContext, call: cst.Call) -> bool:
+    """Whether `call` builds a class of the user's code (a capitalised name the tables do not
+    know: fair-esm's `RobertaLMHead(..., weight=self.embed_tokens.weight)`), which keeps what it
+    is given: a parameter handed to it stays the variable, so both modules share it, as in
+    torch, where a function gets the array."""
+    name = dotted_name(call.func)
+    if not name or not name.rsplit(".", 1)[-1][:1].isupper():
+        return False
+    return ctx.mappings.framework_of(ctx.qualified_name(call.func) or "") is None

@@ -27,6 +27,7 @@ from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.module_classes import concrete_methods, module_metaclass
 from precision_transpiler.rules.module_variables import (
     bind_register_buffer,
+    calls_a_user_class,
     in_store_target,
     parameter_argument,
     variable_metadata,
@@ -387,6 +388,10 @@ class TorchModules(Rule):
                 return None  # `self.fc.weight.data.normal_(...)`: initialisation, dropped by the init rules
         if template is None:
             return self._unknown_layer_parameter(ctx, original, updated, layer)
+        if template.endswith("[...]") and _handed_to_a_class(ctx, original):
+            # `RobertaLMHead(weight=self.embed_tokens.weight)` (fair-esm's tied head): a module
+            # keeps the variable, so both layers use one Param, as in torch (same layout only)
+            template = template.removesuffix("[...]")
         # templates are primaries (`{layer}.kernel[...].T`), so `.dtype` can follow without parentheses
         new = cst.parse_expression(template.replace("{layer}", ctx.code(updated.value)))
         ctx.record(self.name, original, new)
@@ -606,11 +611,20 @@ class TorchModules(Rule):
         return new
 
 
+def _handed_to_a_class(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is an argument of a call to a class of the user's code."""
+    arg = ctx.parent(node)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    return isinstance(call, cst.Call) and arg in call.args and calls_a_user_class(ctx, call)
+
+
 def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpression, str] | None:
     """(target layer, name, source layer, source name) of weight tying, `a.weight = b.weight`
     (`self.transformer.wte.weight = self.lm_head.weight`, a bias alike, the module's own
-    parameter onto a layer: `self.decoder.bias = self.bias`), or None. Assigning the module's own
-    attributes (`self.weight = ...`) is not a tie of two layers."""
+    parameter onto a layer: `self.decoder.bias = self.bias`; a layer's onto the module:
+    neuraloperator's `self.weight = self.conv.weight`, which torch registers under both names), or
+    None. Assigning the module's own attributes another value (`self.weight = emb.weight` of a
+    local) is not a tie of two layers."""
     if len(assign.targets) != 1:
         return None
     target, value = assign.targets[0].target, assign.value
@@ -618,14 +632,19 @@ def _tie(assign: cst.Assign) -> tuple[cst.BaseExpression, str, cst.BaseExpressio
         return None
     if target.attr.value not in _TIED_NAMES or value.attr.value not in _TIED_NAMES:
         return None
-    if isinstance(target.value, cst.Name) and target.value.value == "self":
-        return None  # `self.weight = emb.weight`: the module's own attribute
+    if isinstance(target.value, cst.Name) and target.value.value == "self" and not _self_layer(value.value):
+        return None  # `self.weight = emb.weight`: the module's own attribute (a layer it holds: a tie)
     if not isinstance(target.value, cst.Name | cst.Attribute | cst.Subscript):
         return None
     return target.value, target.attr.value, value.value, value.attr.value
 
 
 _TIED_NAMES = frozenset({"weight", "bias"})
+
+
+def _self_layer(node: cst.BaseExpression) -> bool:
+    """`self.conv`: a layer the module holds."""
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 def _mentions_none(node: cst.CSTNode) -> bool:

@@ -230,3 +230,71 @@ def test_a_layers_weight_handed_to_einops_is_an_array(tmp_path: Path, target: st
     """colt5-attention's `rearrange(self.to_kv.weight, ...)`: einops knows no Keras variable."""
     verdict = convert_and_verify(tmp_path, LAYER_WEIGHTS, target, "KV()", ["float32[2,4]"], name="kv")
     assert verdict.passed, verdict
+
+
+TIED_HEAD = """import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, dim, vocab, weight):
+        super().__init__()
+        self.dense = nn.Linear(dim, dim)
+        self.weight = weight
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, x):
+        return F.linear(self.dense(x), self.weight) + self.bias
+
+
+class LM(nn.Module):
+    def __init__(self, vocab=11, dim=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = Head(dim, vocab, weight=self.embed.weight)
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens))
+"""
+
+
+@on_both_targets
+def test_a_layer_weight_handed_to_a_module_class_stays_tied(tmp_path: Path, target: str) -> None:
+    """fair-esm's `RobertaLMHead(..., weight=self.embed_tokens.weight)`: the head keeps the
+    embedding's variable (torch's state_dict names it under both modules), not a copy of its
+    values, which took no weights."""
+    verdict = convert_and_verify(tmp_path, TIED_HEAD, target, "LM()", ["int64[2,5]<11"], name="tied")
+    assert verdict.passed, verdict
+    code = transpile(TIED_HEAD, to=target).code
+    assert "weight=self.embed.embedding, rngs=rngs)" in code or "weight=self.embed.weight)" in code
+
+
+LAYER_PARAMETER_ON_THE_MODULE = """import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class FiniteDifference(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        conv_module = getattr(nn, "Conv2d")
+        self.conv = conv_module(c, c, 3, padding=1, bias=False)
+        self.weight = self.conv.weight
+        self.fc = nn.Linear(c, c)
+        self.fc_bias = self.fc.bias
+
+    def forward(self, x):
+        s = torch.sum(self.weight, dim=(2, 3), keepdim=True)
+        return self.conv(x) - F.conv2d(x, s) + self.fc_bias[None, :, None, None]
+"""
+
+
+@on_both_targets
+def test_a_layer_parameter_set_on_the_module_is_one_parameter(tmp_path: Path, target: str) -> None:
+    """neuraloperator's `self.weight = self.conv.weight`: torch registers the Parameter under both
+    names; on Flax the module held a copy of the kernel (torch's layout), which took no weights."""
+    verdict = convert_and_verify(
+        tmp_path, LAYER_PARAMETER_ON_THE_MODULE, target, "FiniteDifference(4)", ["float32[1,4,6,6]"], name="fdtie"
+    )
+    assert verdict.passed, verdict

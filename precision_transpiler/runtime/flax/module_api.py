@@ -204,6 +204,13 @@ def _torch_tied_class(cls, attribute: str, torch_name: str, layout: str):
             return _to_flax_layout(getattr(self, torch_name)[...], layout)
 
         namespace = {attribute: property(read), "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        if isinstance(getattr(cls, torch_name, None), property):
+            # the runtime's convolutions read torch's `weight` through a property: the held
+            # variable takes its place, read as its array, as the property gave
+            namespace[torch_name] = property(
+                lambda self: vars(self)[torch_name][...],
+                lambda self, value: vars(self).__setitem__(torch_name, value),
+            )
         _TORCH_TIED_CLASSES[key] = type(cls.__name__, (cls,), namespace)
     return _TORCH_TIED_CLASSES[key]
 

@@ -15,7 +15,6 @@ import functools
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from flax.nnx import pytreelib
 
 from precision_transpiler.runtime.common import (
     _TORCH_AUTOCAST_STACK,
@@ -131,7 +130,7 @@ class TorchModule(TorchLayer):
             # a metaclass of the source's whose `__call__` makes the object with
             # `type.__call__` (kornia's post-init injection) skips nnx's: the object gets nnx's
             # state here, and again, fresh, when nnx's `__call__` does run
-            object.__setattr__(node, "_pytree__state", pytreelib.PytreeState())
+            object.__setattr__(node, "_pytree__state", nnx.pytreelib.PytreeState())
             object.__setattr__(node, "_pytree__nodes", cls._pytree__nodes)
         return node
 

@@ -1,0 +1,109 @@
+"""torch names imported through a module of the file's own package are imported from torch
+(convert/torch_reexports.py): the package's layer module binds them by an import from torch, an
+alias, a re-export of another module, or an optional accelerator's `except ImportError` fallback
+(fair-esm's `ESM1bLayerNorm`). They stayed imported from that module, so the output loaded torch
+and the layers took no weights. The no-op cases are the package's own definitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from precision_transpiler import transpile
+from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.convert.siblings.packages import write_package
+from tests.helpers import on_both_targets
+
+NORMS = """
+    import torch
+    from torch import nn
+
+    try:
+        from apex.normalization import FusedLayerNorm as _FusedLayerNorm
+
+        class FastNorm(_FusedLayerNorm):
+            def forward(self, x):
+                return super().forward(x)
+
+    except ImportError:
+        from torch.nn import LayerNorm as FastNorm
+
+    from torch.nn import GroupNorm as PlainNorm
+    from .more import Dense
+
+    Act = nn.GELU
+
+
+    class OwnNorm(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * self.scale
+"""
+
+MODEL = """
+    import torch
+    from torch import nn
+
+    # the package's layers
+    from reexp_pkg.norms import FastNorm, OwnNorm, PlainNorm
+    from .norms import Act, Dense, nn as tnn
+
+
+    class Net(nn.Module):
+        def __init__(self, d=8):
+            super().__init__()
+            self.a = FastNorm(d)
+            self.b = PlainNorm(2, d)
+            self.c = OwnNorm(d)
+            self.fc = Dense(d, d)
+            self.act = Act()
+            self.drop = tnn.Dropout(0.0)
+
+        def forward(self, x):
+            y = self.b(self.a(x).unsqueeze(-1)).squeeze(-1)
+            return self.drop(self.act(self.fc(self.c(y))))
+"""
+
+
+def _package(root: Path) -> Path:
+    write_package(
+        root,
+        {
+            "reexp_pkg/norms.py": NORMS,
+            "reexp_pkg/more.py": "from torch.nn import Linear as Dense\n",
+            "reexp_pkg/model.py": MODEL,
+        },
+    )
+    return root / "reexp_pkg/model.py"
+
+
+@on_both_targets
+def test_torch_layers_imported_through_the_package_convert_and_verify(tmp_path: Path, target: str) -> None:
+    model = _package(tmp_path)
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert "reexp_pkg.norms import FastNorm" not in result.code and "PlainNorm" not in result.code
+    assert "from reexp_pkg.norms import OwnNorm" not in result.code  # the package's own: copied in
+    assert "class OwnNorm(" in result.code
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,8]"], torch_free=True)
+    verdict = verify_files(model, converted, options)
+    assert verdict.passed, verdict
+
+
+def test_the_imports_name_torch_before_the_rules_run(tmp_path: Path) -> None:
+    from precision_transpiler.convert.torch_reexports import torch_binding
+
+    _package(tmp_path)
+    norms = tmp_path / "reexp_pkg/norms.py"
+    found = {name: torch_binding(norms, name) for name in ("FastNorm", "PlainNorm", "Dense", "Act", "nn", "OwnNorm")}
+    assert found == {
+        "FastNorm": "torch.nn.LayerNorm",  # the fallback of an optional accelerator
+        "PlainNorm": "torch.nn.GroupNorm",
+        "Dense": "torch.nn.Linear",  # through another module of the package
+        "Act": "torch.nn.GELU",  # an alias
+        "nn": "torch.nn",
+        "OwnNorm": None,  # the package's own class
+    }
