@@ -703,3 +703,23 @@ TorchSize = tuple
 torch_size_t = int | tuple[int, ...]
 torch_size_opt_t = int | None | tuple[int | None, ...]
 torch_ratio_t = float | tuple[float, ...]
+
+
+def _torch_window(kind: str, window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46):
+    """torch's window functions (`hann_window`, `hamming_window`, `blackman_window`,
+    `bartlett_window`) as float64 NumPy: symmetric over `window_length` points, or periodic (the
+    first `window_length` points of a window one longer: torch's default, for spectral work)."""
+    if window_length <= 1:
+        return np.ones((max(window_length, 0),))
+    m = window_length + 1 if periodic else window_length
+    n = np.arange(m, dtype=np.float64)
+    x = 2 * math.pi * n / (m - 1)
+    if kind == "hann":
+        window = 0.5 - 0.5 * np.cos(x)
+    elif kind == "hamming":
+        window = alpha - beta * np.cos(x)
+    elif kind == "blackman":
+        window = 0.42 - 0.5 * np.cos(x) + 0.08 * np.cos(2 * x)
+    else:  # bartlett
+        window = 1 - np.abs(2 * n / (m - 1) - 1)
+    return window[:window_length]

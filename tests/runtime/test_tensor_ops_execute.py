@@ -979,7 +979,9 @@ CASES = [
         "torch.polygamma(1, p), p.polygamma(2), torch.xlogy(q, p), "
         "q.xlogy(2.0), torch.special.xlog1py(q, p), torch.erfc(x), x.erfc(), torch.special.erfc(x), "
         "torch.exp2(x), x.exp2(), torch.sinc(x), x.sinc(), torch.i0(x), torch.special.i0e(x), "
-        "torch.special.i1(x), torch.special.i1e(x), x.select(1, -1), torch.select(x, 0, 1), i.select(-1, 2))",
+        "torch.special.i1(x), torch.special.i1e(x), x.select(1, -1), torch.select(x, 0, 1), i.select(-1, 2), "
+        "torch.hann_window(8), torch.hann_window(7, periodic=False), torch.hamming_window(6, False, 0.5, 0.5), "
+        "torch.blackman_window(9), torch.bartlett_window(5, dtype=torch.float32), torch.hann_window(1))",
         F32(3, 4),
         POS(3, 4),
         I64(3, 4, high=6),

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from precision_transpiler.runtime.common import (
     _channel_shape,
     _cross_dim,
+    _torch_window,
     _tuple,
     _unfold_index,
     _unique_outputs,
@@ -336,3 +337,9 @@ def torch_linalg_solve(A, B, left=True):
     if left:
         return jnp.linalg.solve(A, B)
     return jnp.swapaxes(jnp.linalg.solve(jnp.swapaxes(A, -1, -2), jnp.swapaxes(B, -1, -2)), -1, -2)
+
+
+def torch_window(kind, window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None):
+    """torch.hann_window / hamming_window / blackman_window / bartlett_window (`kind`), periodic
+    by default as torch's are, in `dtype` (float32 unless given)."""
+    return jnp.asarray(_torch_window(kind, window_length, periodic, alpha, beta), dtype=dtype or jnp.float32)

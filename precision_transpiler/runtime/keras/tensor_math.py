@@ -21,6 +21,7 @@ from precision_transpiler.runtime.common import (
     _cross_dim,
     _lu_permutation,
     _lu_pivots,
+    _torch_window,
     _tuple,
     _unfold_index,
     _unique_outputs,
@@ -657,3 +658,9 @@ def torch_linalg_solve(A, B, left=True):
     if left:
         return ops.solve(A, B)
     return ops.swapaxes(ops.solve(ops.swapaxes(A, -1, -2), ops.swapaxes(B, -1, -2)), -1, -2)
+
+
+def torch_window(kind, window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None):
+    """torch.hann_window / hamming_window / blackman_window / bartlett_window (`kind`), periodic
+    by default as torch's are, in `dtype` (float32 unless given)."""
+    return ops.convert_to_tensor(_torch_window(kind, window_length, periodic, alpha, beta), dtype=dtype or "float32")
