@@ -97,10 +97,14 @@ class TorchTensorIndexTf(Rule):
         self, ctx: RuleContext, original: cst.Subscript, updated: cst.Subscript
     ) -> cst.BaseExpression | None:
         parent = ctx.parent(original)
-        if isinstance(parent, cst.AssignTarget | cst.AugAssign | cst.Del) or (
-            isinstance(parent, cst.Attribute)
-            and parent.attr.value.endswith("_")
-            and isinstance(ctx.parent(parent), cst.Call)
+        if (
+            isinstance(parent, cst.AssignTarget | cst.Del)
+            or (isinstance(parent, cst.AugAssign) and parent.target is original)
+            or (
+                isinstance(parent, cst.Attribute)
+                and parent.attr.value.endswith("_")
+                and isinstance(ctx.parent(parent), cst.Call)
+            )
         ):
             return None  # a store (the in-place rule's), or the receiver of an in-place call (`x[i].add_(1)`)
         masked = any(
@@ -136,7 +140,8 @@ class TorchTensorIndexTf(Rule):
     def _tensor_expr(self, ctx: RuleContext, value: cst.BaseExpression, anchor: cst.CSTNode, loose: bool) -> bool:
         """A tensor, or arithmetic/comparison with a tensor operand (`i - 3`, `x > 0`, `~mask`);
         `loose`: also a name not bound only to Python values (`deg[row]` with `row` from an
-        argument), which torch_at reads as TensorFlow does when it holds an int after all."""
+        argument) and an attribute of `self` (`self.relative_indices[:, :, 0]`, a tensor kept in
+        a plain attribute), which torch_at reads as TensorFlow does when they hold ints after all."""
         if isinstance(value, cst.Comparison):
             parts = [value.left, *(c.comparator for c in value.comparisons)]
             return any(self._tensor_expr(ctx, part, anchor, loose) for part in parts)
@@ -148,6 +153,11 @@ class TorchTensorIndexTf(Rule):
             return self._tensor_expr(ctx, value.expression, anchor, loose)
         if loose and isinstance(value, cst.Name) and value.value not in ("None", "True", "False", "Ellipsis"):
             return maybe_tensor_name(ctx, value.value, anchor)
+        if loose and isinstance(value, cst.Subscript):
+            return self._tensor_expr(ctx, value.value, anchor, loose)  # `idx[:, :, 0]` of a maybe-tensor
+        if loose and isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+            # `self.relative_indices`, a tensor kept in a plain attribute (Swin's window attention)
+            return value.value.value == "self"
         if isinstance(value, cst.List | cst.ListComp) or (
             isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list"
         ):
