@@ -32,7 +32,7 @@ from precision_transpiler.convert.siblings.extract import (
     torch_bindings,
     uses_torch,
 )
-from precision_transpiler.convert.siblings.order import order_definitions
+from precision_transpiler.convert.siblings.order import copies_line, order_definitions
 from precision_transpiler.convert.siblings.resolve import (
     Locate,
     dotted,
@@ -533,7 +533,12 @@ class Round:
         if self.postponed and not postpones_annotations(tree):
             code = postpone_annotations(code, tree)
             tree = ast.parse(code)
-        existing = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+        # an import the file makes only below where the copies go (rectified-flow's `from PIL
+        # import Image` before its dataset class) does not bind it for them: theirs stays
+        above = copies_line(tree) if self.blocks else len(code.splitlines()) + 1
+        existing = {
+            ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom) and n.lineno <= above
+        }
         imports = [i for i in dict.fromkeys(self.extra_imports) if i not in existing]
         if not self.blocks:
             return insert_imports(code, tree, imports)
