@@ -49,7 +49,11 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
     """`module` with its top-level imports of `roots` (top-level packages: torch, torchvision)
     moved into the functions that use what they bind, where nothing at load time uses it."""
     body = list(module.body)
-    candidates = [i for i, stmt in enumerate(body) if _imports_only(stmt, roots) or _optional_imports(stmt, roots)]
+    candidates = [
+        i
+        for i, stmt in enumerate(body)
+        if (_imports_only(stmt, roots) or _optional_imports(stmt, roots)) and not _skipped(module, stmt)
+    ]
     if not candidates:
         return module, []
     load_time, in_functions = _uses(module, body)
@@ -80,6 +84,13 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
             lines.pop(0)
         kept[0] = kept[0].with_changes(leading_lines=lines)
     return module.with_changes(body=kept), moved
+
+
+def _skipped(module: cst.Module, stmt: cst.BaseStatement) -> bool:
+    """`import torch  # ptranspile: skip`: left exactly as written (rewrite/skips.py)."""
+    from precision_transpiler.rewrite.skips import marker_in
+
+    return "ptranspile" in (text := module.code_for_node(stmt)) and marker_in(text) is not None
 
 
 def _named_in_strings(code: str, names: set[str]) -> bool:
