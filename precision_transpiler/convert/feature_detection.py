@@ -44,7 +44,7 @@ import libcst as cst
 from precision_transpiler.convert.local_imports import _names
 from precision_transpiler.syntax import all_nodes, dotted_name, import_bound_names
 
-_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 
 
 @dataclass(frozen=True)
@@ -277,7 +277,7 @@ def _catches_import_error(handler: cst.ExceptHandler) -> bool:
     if kind is None:
         return False
     names = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
-    return all(isinstance(n, cst.Name) and n.value in _IMPORT_ERRORS for n in names)
+    return all(isinstance(n, cst.Name) and n.value in IMPORT_ERRORS for n in names)
 
 
 def _imports_root(node: cst.BaseSmallStatement, roots: frozenset[str]) -> bool:

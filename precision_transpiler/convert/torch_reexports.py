@@ -36,11 +36,11 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.siblings.resolve import locator, parsed_source, top_level_definitions
+from precision_transpiler.convert.feature_detection import IMPORT_ERRORS
+from precision_transpiler.convert.siblings.resolve import locator, parsed_source
 from precision_transpiler.files import ReadError, read_source
 from precision_transpiler.syntax import dotted_name
 
-_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 _DEPTH = 4  # re-exports followed through at most this many modules
 
 
@@ -116,22 +116,14 @@ def torch_binding(file: Path, name: str, depth: int = _DEPTH) -> str | None:
         tree = parsed_source(read_source(file))
     except (ReadError, SyntaxError, ValueError):
         return None
-    if name in top_level_definitions(tree) and not _only_imported(tree, name):
-        return None
+    if any(isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in tree.body):
+        return None  # the module's own definition
     bound: str | None = None
     for node in tree.body:
         found = _statement_binding(node, name, file, depth)
         if found is not None:
             bound = found if found != "" else None  # the last binding wins, as at run time
     return bound
-
-
-def _only_imported(tree: ast.Module, name: str) -> bool:
-    """Whether every top-level binding of `name` is an import or an assignment (an alias)."""
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            return False
-    return True
 
 
 def _statement_binding(node: ast.stmt, name: str, file: Path, depth: int) -> str | None:
@@ -200,7 +192,7 @@ def _dotted(node: ast.expr) -> str | None:
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds)
+    return any(isinstance(k, ast.Name) and k.id in IMPORT_ERRORS for k in kinds)
 
 
 def _imports_torch(node: ast.AST) -> bool:
