@@ -45,4 +45,9 @@ def detect_framework(source: str, mappings: Sequence[str | os.PathLike[str]] | M
     except (cst.ParserSyntaxError, TooDeep):
         return None
     table = mappings if isinstance(mappings, MappingSet) else load_mappings(mappings)
-    return detect_source(NameResolver(module, source), table)
+    found = detect_source(NameResolver(module, source), table)
+    if found is None:  # a converted file that takes everything from the runtime module beside it
+        from precision_transpiler.convert.runtime_module import runtime_module_target
+
+        found = runtime_module_target(source)
+    return found

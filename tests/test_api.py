@@ -121,6 +121,19 @@ def test_detects_source_framework() -> None:
     assert "y = np.float32" in both.code
 
 
+def test_detects_the_target_of_a_file_that_imports_only_its_runtime_module() -> None:
+    """A converted model of runtime layers only imports nothing but the runtime module beside
+    it (`--runtime module`): its framework is that module's target, so `ptranspile verify`
+    takes it without --to."""
+    from precision_transpiler.api import detect_framework
+
+    code = "from _ptranspile_runtime_tf import (\n    Linear,\n    TorchModule,\n)\n\n\n"
+    code += "class Net(TorchModule):\n    pass\n"
+    assert detect_framework(code) == "tf"
+    assert detect_framework(code.replace("_tf", "_jax")) == "jax"
+    assert detect_framework("x = 1\n") is None
+
+
 def test_syntax_error_is_a_diagnostic_not_an_exception() -> None:
     r = transpile("def f(:\n", to="jax", path="m.py")
     (err,) = r.errors

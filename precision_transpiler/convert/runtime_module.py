@@ -44,6 +44,15 @@ _VERSION_LINE = re.compile(r"^# ptranspile-runtime: (\S+) (\S+) (\S+)$", re.MULT
 _IMPORT_FROM_RUNTIME = re.compile(r"^from \.?(_ptranspile_runtime_(?:jax|tf)) import", re.MULTILINE)
 
 
+def runtime_module_target(source: str) -> str | None:
+    """The target whose runtime module (`_ptranspile_runtime_tf`) a converted file imports from:
+    its framework when it imports nothing else (a model of runtime layers only)."""
+    found = _IMPORT_FROM_RUNTIME.search(source)
+    if found is None:
+        return None
+    return next(target for target, name in RUNTIME_MODULES.items() if name == found.group(1))
+
+
 @dataclass(frozen=True)
 class Split:
     """A converted file whose runtime definitions are imported from the module beside it."""

@@ -8,7 +8,7 @@ alone. Layout:
 - `common.py`: framework-free arithmetic both targets share across subjects (`_tuple`,
   interpolation indices, im2col's, ...) and torch stand-ins that need no framework; standard
   library and numpy only.
-- `pool.py`, `padding.py`, `losses.py`, `margin_losses.py`: the framework-free halves of those
+- `pool.py`, `padding.py`, `losses.py`, `margin_losses.py`, `distributions.py`: the framework-free halves of those
   subjects (torch's output sizes, padding rules, loss formulas), written once; where they need
   array operations they take the target's as an argument (`ops`: the `_ArrayOps` of each
   `functional.py`, the same names over jax.numpy or keras.ops).
@@ -61,6 +61,7 @@ SUBJECTS = (
     "einops",
     "device",
     "distance",
+    "distributions",
     "dropout",
     "embedding",
     "margin_losses",
@@ -79,7 +80,7 @@ SUBJECTS = (
 #: The framework-free modules beside `flax/` and `keras/`, which both take definitions from
 #: (`SHARED` and nothing else: tests/runtime/test_layout.py): the twins' shared arithmetic and the
 #: framework-free halves of their subjects.
-SHARED = ("common", "device", "policy", "pool", "padding", "losses", "margin_losses", "upsampling")
+SHARED = ("common", "device", "policy", "pool", "padding", "losses", "margin_losses", "upsampling", "distributions")
 
 
 def imports_torch_semantics(code: str) -> bool:

@@ -251,6 +251,26 @@ class torch_kernel_choice(enable_grad):
     torch offers compute the same attention)."""
 
 
+class TorchSymInt:
+    """torch.SymInt (and SymFloat, SymBool): the symbolic sizes torch.compile traces with, in
+    `isinstance(n, (int, torch.SymInt))` checks and annotations. Converted code runs on concrete
+    sizes, so nothing is an instance of it, as nothing is in eager torch."""
+
+
+class TorchDualTensor(tuple):
+    """torch.autograd.forward_ad.unpack_dual(x)'s (primal, tangent) pair."""
+
+    primal = property(lambda self: self[0])
+    tangent = property(lambda self: self[1])
+
+
+def torch_unpack_dual(tensor: Any, *, level: Any = None) -> TorchDualTensor:
+    """torch.autograd.forward_ad.unpack_dual: a converted array carries no forward-mode tangent
+    (JAX's jax.jvp and TensorFlow's ForwardAccumulator take derivatives outside the model), so
+    the pair is the array and None, what torch gives outside a dual level."""
+    return TorchDualTensor((tensor, None))
+
+
 class TorchSDPBackend:
     """torch.nn.attention.SDPBackend's members, for `sdpa_kernel(...)` arguments (which the
     target ignores: it picks its own kernels)."""

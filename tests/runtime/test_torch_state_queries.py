@@ -1,0 +1,62 @@
+"""torch's questions about its own machinery, answered as eager torch answers them on a CPU.
+
+Model code asks whether torch.compile is tracing (`torch.compiler.is_dynamo_compiling()`,
+`torch._C._are_functorch_transforms_active()`), whether a size is symbolic
+(`isinstance(n, (int, torch.SymInt))`), whether a tensor is pinned or shared, and whether it
+carries a forward-mode tangent (`forward_ad.unpack_dual(x).tangent is None`). A converted array is
+none of these, so each converts to the eager answer and the model runs torch-free; the rest of
+forward-mode autograd stays reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from precision_transpiler import transpile
+from precision_transpiler.verify import VerifyOptions, verify_files
+
+pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
+
+MODEL = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        n = x.shape[0]
+        if isinstance(n, (int, torch.SymInt)) and not x.is_pinned() and not x.is_shared():
+            x = x * 2
+        if isinstance(n, torch.SymFloat) or torch._C._are_functorch_transforms_active():
+            x = x + 100
+        if torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
+            x = x + 100
+        if torch.autograd.forward_ad.unpack_dual(x).tangent is None:
+            x = x + 1
+        return self.lin(x) + torch.autograd.forward_ad.unpack_dual(x).primal
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_eager_answers_convert_and_verify(tmp_path: Path, target: str) -> None:
+    original = tmp_path / "model.py"
+    original.write_text(MODEL, encoding="utf-8")
+    result = transpile(MODEL, to=target, path=str(original))
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    assert "not False and not False" in result.code
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True))
+    assert verdict.passed, verdict.failures
+
+
+def test_the_rest_of_forward_mode_autograd_stays_reported() -> None:
+    source = "import torch\n\n\ndef f(x, t):\n    return torch.autograd.forward_ad.make_dual(x, t)\n"
+    (diagnostic,) = transpile(source, to="jax", path="m.py").unsupported
+    assert diagnostic.format().startswith("m.py:5:12: unsupported: torch.autograd.forward_ad.make_dual")
+    assert "jax.jvp" in diagnostic.format()
