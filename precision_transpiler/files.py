@@ -233,8 +233,8 @@ def package_parts(path: Path) -> list[str]:
     a package (namespace portions, PEP 420: facenet_pytorch's `models/`), which Python imports as
     packages just the same. Empty for a file outside any package."""
     parts: list[str] = []
-    folder = path.parent
-    while (folder / "__init__.py").is_file() or _namespace_portion(folder):
+    folder = path.absolute().parent  # `Path("mod.py").parent` is `.`, whose parent is itself
+    while folder.parent != folder and ((folder / "__init__.py").is_file() or _namespace_portion(folder)):
         parts.insert(0, folder.name)
         folder = folder.parent
     return parts

@@ -152,10 +152,22 @@ def _functions(tree: ast.Module) -> Iterator[tuple[str, str | None, ast.Function
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield node.name, None, node
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield f"{node.name}.{item.name}", node.name, item
+    for cls in _classes(tree):
+        for item in cls.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield f"{cls.name}.{item.name}", cls.name, item
+
+
+def _classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """The file's classes: top-level ones and those defined in their bodies, at any depth (rtdl's
+    `class MLP(nn.Module): class Block(nn.Module): ...`), each keyed by its own name."""
+    found: list[ast.ClassDef] = []
+    pending = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    while pending:
+        cls = pending.pop(0)
+        found.append(cls)
+        pending.extend(n for n in cls.body if isinstance(n, ast.ClassDef))
+    return found
 
 
 def _walk_body(func: ast.AST) -> Iterator[ast.AST]:
@@ -169,7 +181,7 @@ def analyse(tree: ast.Module, bindings: Mapping[str, str | None], *, strict: boo
     about bases imported from elsewhere)."""
     result = ModelAnalysis()
     result.tensor_functions = _tensor_returning(tree, bindings)
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    classes = _classes(tree)
     _module_classes(classes, bindings, result, strict=strict)
     _inherited_inits(classes, bindings, result)
     _random_streams(classes, bindings, result)

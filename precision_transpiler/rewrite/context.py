@@ -118,12 +118,13 @@ class RuleContext:
         return root.value in aliases and self._command.names.module_level(root.value, self._command.stack)
 
     def enclosing_function(self) -> str | None:
-        """ "func" or "Class.method" of the top-level function or method being visited."""
+        """ "func" or "Class.method" of the top-level function or method being visited; a method
+        of a class defined in another class's body (rtdl's `MLP.Block`) is "Block.method"."""
         stack = self._command.stack
         for i, node in enumerate(stack):
             if isinstance(node, cst.FunctionDef):
                 owner = stack[i - 2] if i >= 2 else None
-                if isinstance(owner, cst.ClassDef) and i == 3:
+                if isinstance(owner, cst.ClassDef) and _in_class_bodies(stack[1:i]):
                     return f"{owner.name.value}.{node.name.value}"
                 if i == 1:
                     return node.name.value
@@ -270,3 +271,11 @@ class RuleContext:
 
     def code(self, node: cst.CSTNode) -> str:
         return code_of(node)
+
+
+def _in_class_bodies(path: list[cst.CSTNode]) -> bool:
+    """Whether the nodes between the module and a def are classes and their bodies only (a
+    method of a top-level class, or of a class nested in class bodies)."""
+    return len(path) % 2 == 0 and all(
+        isinstance(node, cst.ClassDef if k % 2 == 0 else cst.IndentedBlock) for k, node in enumerate(path)
+    )

@@ -175,8 +175,8 @@ class TorchIntPromotionTf(Rule):
 
     def _number(self, ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
         """A Python number: a literal, a `math` call, `len`/`int`/`float`/`abs`/`min`/`max`/`round`
-        of anything, a `.shape` entry or `.size()`, a parameter annotated `int` or `float`, or
-        arithmetic of those."""
+        of anything, a `.shape` entry or `.size()`, a parameter annotated `int` or `float`, a
+        NumPy function of those or `np.pi`, or arithmetic of those."""
         if isinstance(node, cst.Integer | cst.Float):
             return True
         if isinstance(node, cst.UnaryOperation):
@@ -189,7 +189,13 @@ class TorchIntPromotionTf(Rule):
                 isinstance(node.func, cst.Name) and node.func.value in _NUMBER_BUILTINS
             ):
                 return True
+            if qualified.startswith("numpy.") and node.args:
+                # `np.sqrt(k.size(-1))`: a NumPy scalar, which torch (and TensorFlow's operators)
+                # take as a Python number; keras.ops.true_divide would make the result float64
+                return all(self._number(ctx, arg.value, anchor) for arg in node.args)
             return isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "dim", "numel", "item")
+        if isinstance(node, cst.Attribute):
+            return ctx.qualified_name(node) in ("numpy.pi", "numpy.e", "numpy.inf")
         if isinstance(node, cst.Subscript):
             value = node.value
             return isinstance(value, cst.Attribute) and value.attr.value == "shape"

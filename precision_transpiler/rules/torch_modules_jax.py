@@ -564,7 +564,7 @@ class TorchModules(Rule):
             # `class OPTLearnedPositionalEmbedding(nn.Embedding)`: the layer's __init__ takes rngs
             takes = _layer_takes_rngs(ctx, analysis.layer_bases[owner])
             return self._with_rngs(ctx, original, updated) if takes else None
-        text = dotted_name(original.func)
+        text = _nested_class_name(dotted_name(original.func), analysis.module_classes)
         if text is None:
             return None
         factories = analysis.factories.get(key, set())
@@ -731,6 +731,16 @@ def _is_super_init(call: cst.Call) -> bool:
 # Parameter names that hold a module in helper functions (`def eager_attention_forward(module, ...)`):
 # their `.training` is the module's mode. Other objects' `.training` (an argparse namespace) is left.
 _MODULE_NAMES = frozenset({"module", "model", "layer", "block", "submodule", "mod"})
+
+
+def _nested_class_name(text: str | None, classes: set[str]) -> str | None:
+    """`Outer.Inner` (or `self.Inner`) built where `Inner` is a module class nested in a class
+    body reads as `Inner`, the name the analysis keys it by."""
+    if text is not None and "." in text:
+        outer, inner = text.rsplit(".", 1)
+        if inner in classes and (outer in classes or outer == "self"):
+            return inner
+    return text
 
 
 def _is_this_def(key: str, node: cst.FunctionDef) -> bool:

@@ -419,3 +419,18 @@ def test_converted_code_that_does_not_parse_is_an_error_and_nothing_is_written(t
     assert doc.unchanged and doc.result_code() == "x = 1\n"
     assert [d.code for d in doc.diagnostics] == ["invalid-output"]
     assert "converted line" in doc.diagnostics[0].message
+
+
+def test_a_bare_file_name_inside_a_package_folder_converts(tmp_path: Path) -> None:
+    """`cd pkg && ptranspile mod.py`: the file's folder is `.`, whose parent is itself; the
+    package it sits in is found from the absolute path (a relative walk never ended)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "helpers.py").write_text("import torch\n\n\ndef double(x):\n    return x * 2\n", encoding="utf-8")
+    source = "import torch\nfrom .helpers import double\n\n\ndef f(x):\n    return double(torch.relu(x))\n"
+    (package / "mod.py").write_text(source, encoding="utf-8")
+    code, _, err = _cli_bytes("mod.py", "--to", "jax", "-o", "out.py", cwd=package)
+    assert code == 0, err
+    converted = (package / "out.py").read_text(encoding="utf-8")
+    assert "jax.nn.relu" in converted and "def double" in converted

@@ -149,3 +149,58 @@ def test_a_new_that_records_the_given_layers_builds(tmp_path: Path, target: str)
     `__new__`, before nnx has set the object up: nnx then found data in a static attribute."""
     verdict = convert_and_verify(tmp_path, NEW_RECORDS_ARGUMENTS, target, "build()", ["float32[2,4]"], name="newargs")
     assert verdict.passed, verdict
+
+
+NESTED = """import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    class Block(nn.Module):  # a module class defined in another's class body (rtdl's MLP.Block)
+        def __init__(self, d_in, d_out, dropout):
+            super().__init__()
+            self.linear = nn.Linear(d_in, d_out)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            return self.dropout(torch.relu(self.linear(x)))
+
+    class Head(nn.Module):
+        class Scale(nn.Module):  # two levels down
+            def __init__(self, d):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(d))
+
+            def forward(self, x):
+                return x * self.weight
+
+        def __init__(self, d):
+            super().__init__()
+            self.scale = self.Scale(d)
+            self.out = nn.Linear(d, 1)
+
+        def forward(self, x):
+            return self.out(self.scale(x))
+
+    def __init__(self, d, n_blocks=2):
+        super().__init__()
+        self.blocks = nn.Sequential(*[MLP.Block(d, d, 0.1) for _ in range(n_blocks)])
+        self.head = MLP.Head(d)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_module_classes_nested_in_class_bodies_convert_and_verify(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, NESTED, target, "MLP(6).eval()", ["float32[3,6]"], name="nested")
+    assert verdict.passed, verdict
+
+
+def test_nested_module_classes_become_the_targets_modules() -> None:
+    jax = transpile(NESTED, to="jax").code
+    assert "    class Block(TorchModule):" in jax and "        def __call__(self, x):" in jax
+    assert "MLP.Block(d, d, 0.1, rngs=rngs)" in jax and "self.Scale(d, rngs=rngs)" in jax
+    tf = transpile(NESTED, to="tf").code
+    assert "            def call(self, x):" in tf and "def forward" not in tf.split("class MLP")[1]

@@ -259,3 +259,38 @@ def test_integers_handed_to_a_function_and_raised_to_powers_promote_as_in_torch(
             have = plain_tf(have)
             assert have.dtype == want.numpy().dtype, (name, have.dtype, want.dtype)
             np.testing.assert_allclose(have, want.numpy(), rtol=1e-6)
+
+
+NUMPY_SCALARS = """
+import numpy as np
+import torch
+
+
+def scores(q, k):
+    s = q @ k.transpose(-2, -1) / np.sqrt(k.size(-1))
+    t = q * np.pi - np.log(2.0)
+    return s - (1.0 - q.float()), t
+"""
+
+
+def test_numpy_scalars_divide_as_python_numbers() -> None:
+    """`x / np.sqrt(d)` (pytorch-pretrained-vit's attention scale): torch takes a NumPy scalar as a
+    Python number and stays float32, and so does TensorFlow's operator, where
+    keras.ops.true_divide would make the result float64."""
+    result = transpile(NUMPY_SCALARS, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "/ np.sqrt(keras.ops.shape(k)[-1])" in result.code
+    reference: dict[str, Any] = {}
+    exec(compile(NUMPY_SCALARS, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    q = np.linspace(0.1, 1.0, 16, dtype=np.float32).reshape(4, 4)
+    k = np.linspace(0.2, 2.0, 16, dtype=np.float32).reshape(4, 4)
+    expected = reference["scores"](torch.from_numpy(q), torch.from_numpy(k))
+    import tensorflow as tf
+
+    got = plain_tf(converted["scores"](tf.constant(q), tf.constant(k)))
+    for g, e in zip(got, expected, strict=True):
+        e = e.detach().numpy()
+        assert g.dtype == e.dtype, (g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=1e-6)

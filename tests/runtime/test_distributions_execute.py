@@ -11,6 +11,7 @@ verifies torch-free on both targets, with the key source in reach for JAX.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 
 from precision_transpiler import load_mappings, transpile
+from precision_transpiler.runtime import runtime_module
 from precision_transpiler.verify import VerifyOptions, verify_files
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
@@ -54,11 +56,7 @@ FAMILIES = [
 
 
 def _runtime(target: str):  # type: ignore[no-untyped-def]
-    if target == "jax":
-        import precision_transpiler.runtime.flax.distributions as module
-    else:
-        import precision_transpiler.runtime.keras.distributions as module
-    return module
+    return importlib.import_module(runtime_module(target, "distributions"))
 
 
 def _pair(target: str, family: str, args: tuple, kwargs: dict):  # type: ignore[no-untyped-def]

@@ -467,8 +467,8 @@ def package_imports_torch(path: Path) -> bool:
     """Whether importing the module at `path` runs a package `__init__.py` that imports torch,
     itself or through the modules of its package it imports (geffnet's `__init__.py` is
     `from .gen_efficientnet import *`): a module free of torch is then no lighter to import."""
-    folder = path.parent
-    while (folder / "__init__.py").is_file():
+    folder = path.absolute().parent  # `Path("mod.py").parent` is `.`, whose parent is itself
+    while folder.parent != folder and (folder / "__init__.py").is_file():
         if _init_imports_torch(folder / "__init__.py"):
             return True
         folder = folder.parent
