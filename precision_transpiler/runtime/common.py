@@ -251,6 +251,21 @@ class torch_kernel_choice(enable_grad):
     torch offers compute the same attention)."""
 
 
+class TorchDataset:
+    """torch.utils.data.Dataset (and IterableDataset) as a base class: a dataset class of the
+    model's file (`__getitem__`, `__len__`, `__iter__`) is plain Python, so it stays one. torch's
+    loaders, samplers and collation (`DataLoader`) are data loading outside the model: reported."""
+
+    def __class_getitem__(cls, item: Any) -> type:
+        return cls  # `Dataset[int]` in a base list or an annotation
+
+    def __getitem__(self, index: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} defines no __getitem__")
+
+    def __add__(self, other: Any) -> Any:
+        raise NotImplementedError("torch's ConcatDataset is data loading outside the model")
+
+
 class TorchSymInt:
     """torch.SymInt (and SymFloat, SymBool): the symbolic sizes torch.compile traces with, in
     `isinstance(n, (int, torch.SymInt))` checks and annotations. Converted code runs on concrete
