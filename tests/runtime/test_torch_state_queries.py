@@ -36,6 +36,7 @@ class Net(nn.Module):
             x = x + 100
         if torch.compiler.is_dynamo_compiling() or torch.compiler.is_exporting():
             x = x + 100
+        torch._assert_async(torch.isfinite(x).all(), "finite inputs")  # checked eagerly
         if torch.autograd.forward_ad.unpack_dual(x).tangent is None:
             x = x + 1
         return self.lin(x) + torch.autograd.forward_ad.unpack_dual(x).primal
