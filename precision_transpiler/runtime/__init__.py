@@ -8,6 +8,7 @@ alone. Layout:
 - `common.py`: framework-free arithmetic both targets share across subjects (`_tuple`,
   interpolation indices, im2col's, ...) and torch stand-ins that need no framework; standard
   library and numpy only.
+- `checkpoint.py`: `torch.load` without torch (checkpoints read into NumPy arrays).
 - `pool.py`, `padding.py`, `losses.py`, `margin_losses.py`, `distributions.py`: the framework-free halves of those
   subjects (torch's output sizes, padding rules, loss formulas), written once; where they need
   array operations they take the target's as an argument (`ops`: the `_ArrayOps` of each
@@ -80,7 +81,18 @@ SUBJECTS = (
 #: The framework-free modules beside `flax/` and `keras/`, which both take definitions from
 #: (`SHARED` and nothing else: tests/runtime/test_layout.py): the twins' shared arithmetic and the
 #: framework-free halves of their subjects.
-SHARED = ("common", "device", "policy", "pool", "padding", "losses", "margin_losses", "upsampling", "distributions")
+SHARED = (
+    "common",
+    "device",
+    "policy",
+    "pool",
+    "padding",
+    "losses",
+    "margin_losses",
+    "upsampling",
+    "distributions",
+    "checkpoint",
+)
 
 
 def imports_torch_semantics(code: str) -> bool:

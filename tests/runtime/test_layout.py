@@ -26,6 +26,7 @@ FREE_MODULES = {
     "itertools",  # runtime/common.py: forward hooks' handle keys
     *("platform", "subprocess", "logging"),  # runtime/device.py asks the machine
     *("copy", "fnmatch"),  # runtime/policy.py: output classes copied item by item, override path globs
+    *("io", "pickle", "struct", "zipfile", "ml_dtypes"),  # runtime/checkpoint.py reads torch's files
 }
 
 
