@@ -158,6 +158,15 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
         def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
             self._line(node.body)
 
+        def visit_For(self, node: cst.For) -> None:
+            # `for row in h`, `for xc, oc in zip(x.split(2), o.split(2))`: each target is a view
+            # of what it iterates, bound before the body's first statement
+            position = len(result.order) - 0.5
+            for name, iterated in _loop_targets(node.target, node.iter):
+                source = _view_of(ctx, iterated)
+                certain = source is not None and _surely_a_view(ctx, iterated)
+                result.events.append((position, name, source, certain))  # type: ignore[arg-type]
+
         def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
             self._line(node.body)
 
@@ -183,6 +192,23 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
     scope.visit(_V())
     state.aliases[id(scope)] = result
     return result
+
+
+def _loop_targets(target: cst.BaseExpression, iterated: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, what its values are taken from) for a loop target: the iterable itself for a name,
+    through `zip(...)` and `enumerate(...)` for tuples of names."""
+    if isinstance(target, cst.Name):
+        return [(target.value, iterated)]
+    if not isinstance(target, cst.Tuple | cst.List) or not isinstance(iterated, cst.Call):
+        return []
+    function = iterated.func.value if isinstance(iterated.func, cst.Name) else None
+    elements = [e.value for e in target.elements]
+    args = [a.value for a in iterated.args if not a.star and a.keyword is None]
+    if function == "zip" and len(args) == len(elements):
+        return [pair for element, arg in zip(elements, args, strict=True) for pair in _loop_targets(element, arg)]
+    if function == "enumerate" and len(elements) == 2 and args:
+        return _loop_targets(elements[1], args[0])
+    return []
 
 
 def warn_aliases(ctx: FileView, scope: cst.CSTNode | None, statement: cst.CSTNode, name: str, at: cst.CSTNode) -> None:
@@ -244,7 +270,8 @@ def _memory_groups(known: Aliases, position: int, surely: bool) -> dict[str, set
 #: methods whose result is always a view of the receiver (no cast, no reshape that may copy)
 _SURE_VIEWS = frozenset(
     {"view", "view_as", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand", "expand_as", "narrow",
-     "select", "diagonal", "detach", "as_strided", "swapaxes", "swapdims", "movedim", "unfold"}
+     "select", "diagonal", "detach", "as_strided", "swapaxes", "swapdims", "movedim", "unfold", "split", "chunk",
+     "unbind", "tensor_split"}
 )  # fmt: skip
 
 

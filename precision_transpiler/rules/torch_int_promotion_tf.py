@@ -36,9 +36,11 @@ import libcst as cst
 
 from precision_transpiler.analysis.masks import bool_tensor, combined_mask
 from precision_transpiler.analysis.tensors import Where, known_tensor, maybe_tensor_name, torch_value
+from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.module_variables import bind_register_buffer
+from precision_transpiler.runtime import runtime_name
 from precision_transpiler.syntax import operator_symbol
 
 #: the operators rewritten; the function applying each with torch's promotion is the Keras
@@ -79,6 +81,8 @@ class TorchIntPromotionTf(Rule):
     def leave_BinaryOperation(
         self, ctx: RuleContext, original: cst.BinaryOperation, updated: cst.BinaryOperation
     ) -> cst.BaseExpression | None:
+        if isinstance(original.operator, cst.BitAnd | cst.BitOr | cst.BitXor):
+            return _bitwise_of_variables(ctx, original, updated)
         symbol = operator_symbol(original.operator)
         op = ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _OPERATORS else None
         if op is None:
@@ -510,3 +514,36 @@ def _attribute_values(cls: cst.CSTNode) -> dict[tuple[str, str], list[cst.BaseEx
 
     cls.visit(_V())
     return found
+
+
+def _bitwise_of_variables(
+    ctx: RuleContext, original: cst.BinaryOperation, updated: cst.BinaryOperation
+) -> cst.BaseExpression | None:
+    """`codes & self.mask` with a parameter or buffer, a Keras variable: the variable's `&`, `|`
+    and `^` are logical (`int_tensor & variable` gives booleans), where torch's are bitwise on
+    integers, and TensorFlow's refuse integers of two widths (vector-quantize-pytorch's LFQ bit
+    masks: an int32 code against an int64 buffer). So the operation goes through the runtime's
+    `torch_and`/`torch_or`/`torch_xor`: logical on booleans, bitwise on the promoted integers."""
+    key = ctx.enclosing_function()
+    owner = key.split(".")[0] if key and "." in key else None
+    if owner is None:
+        return None
+    analysis = analysis_for(ctx)
+    names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
+
+    def variable(node: cst.BaseExpression) -> bool:
+        return (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and node.attr.value in names
+        )
+
+    if not (variable(original.left) or variable(original.right)):
+        return None
+    function = {cst.BitAnd: "torch_and", cst.BitOr: "torch_or", cst.BitXor: "torch_xor"}[type(original.operator)]
+    name = runtime_name("tf", "tensor", function)
+    call = cst.Call(ctx.expr_for(name), [cst.Arg(updated.left), cst.Arg(updated.right)])
+    replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+    ctx.record(TorchIntPromotionTf.name, original, replacement)
+    return replacement

@@ -785,6 +785,35 @@ def test_an_inplace_change_read_through_another_name_is_reported(body: str, line
     assert reports[0].format().startswith(f"m.py:{line}:5: unsupported:"), reports[0].format()
 
 
+LOOPED = [
+    "for c in h.split(2):\n        c.add_(1)",
+    "for a, c in zip(x.split(2), h.chunk(2)):\n        c.mul_(a)",
+    "for i, row in enumerate(h):\n        row.mul_(i)",
+    "for c in h.unbind(0):\n        c.div_(2)",
+]
+
+
+@pytest.mark.parametrize("loop", LOOPED, ids=[loop.split(":")[0] for loop in LOOPED])
+def test_an_inplace_change_of_a_loop_target_read_through_what_it_iterates_is_reported(loop: str) -> None:
+    """A loop over a tensor's rows or over `split`/`chunk`/`unbind` chunks binds views of it
+    (memory-efficient-attention's `for oc in o.split(...)`: `oc.mul_(...).add_(...)`, then
+    `return o`): the converted write changes the loop variable only."""
+    src = f"import torch\n\n\ndef f(x):\n    h = x.clone()\n    {loop}\n    return h\n"
+    result = transpile(src, to="jax", path="m.py")
+    reports = [d for d in result.diagnostics if d.code == "inplace-alias"]
+    assert len(reports) == 1 and "shares memory with h" in reports[0].message, _messages(result)
+    assert reports[0].format().startswith("m.py:7:9: unsupported:"), reports[0].format()
+
+
+def test_loops_over_layers_ranges_and_fresh_values_are_not_aliases() -> None:
+    src = (
+        "import torch\n\n\ndef f(x, layers):\n    h = x.clone()\n    for layer in layers:\n        h = layer(h)\n"
+        "    for i in range(3):\n        h.add_(i)\n    for c in [h * 2, h + 1]:\n        c.mul_(2)\n    return h\n"
+    )
+    result = transpile(src, to="jax", path="m.py")
+    assert not [d for d in result.diagnostics if d.code == "inplace-alias"], _messages(result)
+
+
 WARNED = [
     ("y = h.view(-1)\n    y.add_(1)\n    return y", 7, "y may share memory with h"),
     ("y = h\n    h.mul_(2)\n    return h", 7, "h may share memory with y"),

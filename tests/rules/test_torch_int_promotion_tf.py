@@ -294,3 +294,47 @@ def test_numpy_scalars_divide_as_python_numbers() -> None:
         e = e.detach().numpy()
         assert g.dtype == e.dtype, (g.dtype, e.dtype)
         np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+BIT_MASKS = """
+import torch
+from torch import nn
+
+
+class BitCodes(nn.Module):
+    def __init__(self, bits=3):
+        super().__init__()
+        self.register_buffer("mask", 2 ** torch.arange(bits - 1, -1, -1))
+        self.register_buffer("keep", torch.tensor([True, False, True]))
+        codes = torch.arange(2**bits)
+        self.register_buffer("codebook", ((codes[..., None].int() & self.mask) != 0).float() * 2 - 1)
+        self.proj = nn.Linear(bits, bits)
+
+    def forward(self, x):
+        flags = (x > 0) | self.keep
+        parity = (x > 0).long() ^ self.mask
+        return self.proj(x) @ self.codebook.t(), flags, parity
+"""
+
+
+def test_bitwise_operators_with_a_buffer_are_torchs() -> None:
+    """`int_tensor & self.mask` (vector-quantize-pytorch's LFQ): a Keras variable's `&` is logical
+    and TensorFlow's refuses int32 with int64; torch's is bitwise on the promoted integers, and
+    logical on booleans."""
+    result = transpile(BIT_MASKS, to="tf")
+    assert not result.unsupported, [d.format() for d in result.diagnostics]
+    assert "torch_and(" in result.code and "torch_or(" in result.code and "torch_xor(" in result.code
+    reference: dict[str, Any] = {}
+    exec(compile(BIT_MASKS, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    original, model = reference["BitCodes"](), converted["BitCodes"]()
+    model.load_state_dict({k: v.numpy() for k, v in original.state_dict().items()})
+    x = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    with torch.no_grad():
+        expected = original(torch.from_numpy(x))
+    got = plain_tf(model(x))
+    for g, e in zip(got, expected, strict=True):
+        e = e.detach().numpy()
+        assert g.dtype == e.dtype, (g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)  # float32 matmul order

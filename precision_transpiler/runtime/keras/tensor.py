@@ -595,3 +595,28 @@ def torch_getattr(obj, name, *default):
         "and the runtime converts only torch's reductions (mean, sum, prod, amax, amin, all, any, std, var, "
         "max, min, argmax, argmin, logsumexp) and shape attributes that way"
     )
+
+
+def _bitwise(x, y, logical, bitwise):
+    """torch's `&`, `|`, `^`: logical on booleans, bitwise on integers of the promoted dtype
+    (TensorFlow's operators refuse int32 with int64, and a Keras variable's are logical only)."""
+    x, y = ops.convert_to_tensor(x), ops.convert_to_tensor(y)
+    if x.dtype == "bool" and y.dtype == "bool":
+        return logical(x, y)
+    dtype = keras.backend.result_type(x.dtype, y.dtype)
+    return bitwise(ops.cast(x, dtype), ops.cast(y, dtype))
+
+
+def torch_and(x, y):
+    """`x & y` as torch computes it (runtime/keras/tensor.py `_bitwise`)."""
+    return _bitwise(x, y, ops.logical_and, ops.bitwise_and)
+
+
+def torch_or(x, y):
+    """`x | y` as torch computes it."""
+    return _bitwise(x, y, ops.logical_or, ops.bitwise_or)
+
+
+def torch_xor(x, y):
+    """`x ^ y` as torch computes it."""
+    return _bitwise(x, y, ops.logical_xor, ops.bitwise_xor)
