@@ -21,6 +21,7 @@ import libcst as cst
 from precision_transpiler.analysis.tensors import attribute_kind
 from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.rewrite.context import RuleContext
+from precision_transpiler.runtime import runtime_name
 from precision_transpiler.syntax import dotted_name
 
 
@@ -59,8 +60,12 @@ def variables_as_arrays(
         value = before.value
         if _layer_variable(value, layers) and _layer_variable(after.value, layers) and convert is not None:
             # `rearrange(self.to_kv.weight, ...)` (colt5-attention): a layer's weight, a Keras
-            # variable (on Flax, the attribute rule reads the array already: `kernel[...].T`)
-            args[index] = after.with_changes(value=cst.Call(ctx.expr_for(convert), [cst.Arg(after.value)]))
+            # variable (on Flax, the attribute rule reads the array already: `kernel[...].T`); a
+            # bias may be None (`bias=False`), which the runtime's `optional_array` keeps
+            function = (
+                convert if value.attr.value == "weight" else runtime_name(ctx.target, "module_api", "optional_array")
+            )
+            args[index] = after.with_changes(value=cst.Call(ctx.expr_for(function), [cst.Arg(after.value)]))
             changed = True
         elif (
             isinstance(value, cst.Attribute)

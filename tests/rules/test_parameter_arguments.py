@@ -298,3 +298,34 @@ def test_a_layer_parameter_set_on_the_module_is_one_parameter(tmp_path: Path, ta
         tmp_path, LAYER_PARAMETER_ON_THE_MODULE, target, "FiniteDifference(4)", ["float32[1,4,6,6]"], name="fdtie"
     )
     assert verdict.passed, verdict
+
+
+LAYER_BIAS = """import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def shifted_conv(x, weight, bias=None):
+    out = F.conv2d(x, weight, padding=1)
+    return out if bias is None else out + bias[None, :, None, None]
+
+
+class Shifted(nn.Module):
+    def __init__(self, c=3, bias=False):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1, bias=bias)
+
+    def forward(self, x):
+        return shifted_conv(x, weight=self.conv.weight, bias=self.conv.bias)
+"""
+
+
+@on_both_targets
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_layer_bias_handed_to_a_function_may_be_none(tmp_path: Path, target: str, bias: bool) -> None:
+    """kornia's ALIKED `DeformableConv2d`: `deform_conv2d(..., bias=self.regular_conv.bias)` of a
+    convolution built with `bias=False`, where torch's bias is None: read as an array only when
+    there is one (the runtime's `optional_array`)."""
+    entry = f"Shifted(bias={bias})"
+    verdict = convert_and_verify(tmp_path, LAYER_BIAS, target, entry, ["float32[2,3,6,6]"], name=f"bias{bias}")
+    assert verdict.passed, verdict

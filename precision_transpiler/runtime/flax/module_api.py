@@ -419,3 +419,9 @@ class TorchInternals:
     @property
     def _buffers(self):
         return dict(named_buffers(self, recurse=False))
+
+
+def optional_array(value):
+    """A layer's bias (or weight) handed to a function as an array: None when the layer has none
+    (`nn.Conv2d(..., bias=False)`: torch's `conv.bias` is None, kornia's deform_conv2d takes it)."""
+    return None if value is None else jnp.asarray(value)

@@ -332,3 +332,9 @@ class Parameter(_Sized, keras.Variable):
 
 class Buffer(_Sized, keras.Variable):
     """A torch buffer (`register_buffer`): a non-trainable Keras variable, sized as a tensor."""
+
+
+def optional_array(value: Any) -> Any:
+    """A layer's bias (or weight) handed to a function as a tensor: None when the layer has none
+    (`nn.Conv2d(..., bias=False)`: torch's `conv.bias` is None, kornia's deform_conv2d takes it)."""
+    return None if value is None else keras.ops.convert_to_tensor(value)
