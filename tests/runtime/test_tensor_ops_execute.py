@@ -326,6 +326,19 @@ CASES = [
         expect=("y = jax.lax.stop_gradient(x)\n", "return (x[:, :2] + 1, y * 2, jnp.ones(2) + 0,"),
     ),
     C(
+        # kornia's MoonViT (`freqs_cis.real`), its augmentations' eager checks (`x.is_pinned()`,
+        # `forward_ad.unpack_dual(x).tangent is None`)
+        "real-imag-attributes-pinned-shared-dual",
+        "x",
+        """
+        f = torch.polar(torch.ones_like(x), x)
+        n = 3.0
+        dual = torch.autograd.forward_ad.unpack_dual(x)
+        return f.real, f.imag, n.real, x.is_pinned(), x.is_shared(), dual.primal + 1, dual.tangent is None
+        """,
+        F32(3, 4),
+    ),
+    C(
         # torch-geometric picks its scatter kernel on `src.is_cuda`; dense arrays have no sparse layout
         "device-and-layout-flags",
         "x",
