@@ -13,6 +13,7 @@ path names the same layer on both sides and across frameworks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -96,7 +97,8 @@ class Adapter(Protocol):
 def flatten_outputs(value: Any, is_tensor: Callable[[Any], bool], name: str = "out") -> list[tuple[str, Any]]:
     """(name, tensor) for every tensor in a (nested) model output, named the same way in every
     framework so outputs pair across frameworks: tuples/lists by index (`out[0]`), namedtuples
-    by field (`out.logits`), dicts (and transformers' ModelOutput) by key (`out['logits']`)."""
+    by field (`out.logits`), dataclasses by field too, dicts (and transformers' ModelOutput) by key
+    (`out['logits']`)."""
     if is_tensor(value):
         return [(name, value)]
     if isinstance(value, dict):
@@ -107,4 +109,10 @@ def flatten_outputs(value: Any, is_tensor: Callable[[Any], bool], name: str = "o
         ]
     if isinstance(value, list | tuple):
         return [pair for i, item in enumerate(value) for pair in flatten_outputs(item, is_tensor, f"{name}[{i}]")]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # kornia's DISKFeatures
+        return [
+            pair
+            for entry in dataclasses.fields(value)
+            for pair in flatten_outputs(getattr(value, entry.name), is_tensor, f"{name}.{entry.name}")
+        ]
     return []

@@ -19,6 +19,7 @@ recording subclass, which only works while Python runs the model's code.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -92,6 +93,12 @@ def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
         return [pair for key in keys for pair in flatten(value[key], f"{name}[{key!r}]")]
     if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
         return [pair for i, item in enumerate(value) for pair in flatten(item, f"{name}[{i}]")]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a leaf to JAX: by field
+        return [
+            pair
+            for entry in dataclasses.fields(value)
+            for pair in flatten(getattr(value, entry.name), f"{name}.{entry.name}")
+        ]
     leaves = jax.tree_util.tree_flatten_with_path(value)[0]
     return [(name + "".join(_key_name(k) for k in path), leaf) for path, leaf in leaves if hasattr(leaf, "dtype")]
 
