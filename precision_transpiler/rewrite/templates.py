@@ -189,8 +189,15 @@ def _match_args(
     extra: list[cst.Arg] = []  # for `{**name}`
     position = 0
     for arg in node.args:
-        if arg.star == "**" and kw_index is None and index_of and isinstance(arg.value, cst.Name | cst.Attribute):
-            m.spread.append(arg)  # `**dd`: only a plain name can be forwarded as written
+        if (
+            arg.star == "**"
+            and kw_index is None
+            and index_of
+            and isinstance(arg.value, cst.Name | cst.Attribute | cst.Call | cst.Dict | cst.Subscript)
+        ):
+            # `**dd`, `**to(x)` (routing-transformer), `**{"dtype": x.dtype}`: forwarded through
+            # the runtime's `torch_kwargs`, evaluated once where torch evaluated it
+            m.spread.append(arg)
         elif arg.star == "**" or (arg.keyword is not None and arg.keyword.value not in index_of):
             if kw_index is None:
                 return False

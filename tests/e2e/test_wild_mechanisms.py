@@ -733,6 +733,36 @@ def test_layers_given_keywords_through_a_mapping_under_a_policy(tmp_path: Path, 
     assert 'zeros((1, 8), **torch_kwargs(dd, {"dtype": "dtype"}, ("device", "layout", "requires_grad")))' in result.code
 
 
+SPREAD_EXPRESSIONS = """
+import torch
+import torch.nn as nn
+
+
+def to(t):
+    return {"device": t.device, "dtype": t.dtype}
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        zero = torch.tensor(0.0, requires_grad=True, **to(x))
+        half = torch.tensor(0.5, **{"dtype": x.dtype, "device": x.device})
+        return self.fc(x) + zero + half + torch.full_like(x, 2.0, **{"dtype": x.dtype})
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_keywords_spread_from_a_call_or_a_dict_display_reach_the_target(tmp_path: Path, to: str) -> None:
+    """routing-transformer's `torch.tensor(0., requires_grad=True, **to(x))`: a mapping made by a
+    call (or written as a dict) goes through `torch_kwargs` as a name does, evaluated once;
+    `torch.tensor` on Keras takes the dtype it holds at run time."""
+    result = _verify(tmp_path, "spread", SPREAD_EXPRESSIONS, to, "fp32", "M()", "float32[2,4]")
+    assert "**torch_kwargs(to(x), " in result.code
+
+
 def test_mapping_keywords_the_target_cannot_take_are_refused_when_set() -> None:
     from precision_transpiler.runtime.common import torch_kwargs
 

@@ -488,11 +488,13 @@ def torch_new_tensor(data, dtype):
     return ops.cast(ops.convert_to_tensor(data), dtype)
 
 
-def torch_tensor(data):
+def torch_tensor(data, dtype=None):
     """torch.tensor / torch.as_tensor without dtype: torch's inference, not TensorFlow's. Python
     integers make int64 (TF: int32, and an int64 `torch.arange` times an int32 constant fails),
     floats the default float dtype, bools bool, complex numbers complex64; a tensor or NumPy array
-    keeps its dtype."""
+    keeps its dtype. A dtype known only when it runs (`torch.tensor(0.0, **dd)`) is applied."""
+    if dtype is not None:
+        return ops.convert_to_tensor(data, dtype=dtype)
     if hasattr(data, "dtype"):
         return ops.convert_to_tensor(data)
     try:
