@@ -73,6 +73,8 @@ class _Distribution:
     def expand(self, batch_shape: Any, _instance: Any = None) -> Any:
         """The same family with its parameters broadcast to `batch_shape` (torch's `expand`)."""
         shape = _sample_shape(batch_shape)
+        if not self._params:
+            raise NotImplementedError(f"expand of {type(self).__name__} is not converted")
         params = {
             name: self.ops.broadcast_to(getattr(self, name), shape + self._param_tail(name)) for name in self._params
         }

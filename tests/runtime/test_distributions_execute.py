@@ -142,6 +142,8 @@ def test_kl_independent_expand_and_rsample_gradients(target: str) -> None:
     expanded = M.Normal(0.0, 1.0, **extra).expand((2, 3))
     assert expanded.batch_shape == (2, 3) and tuple(expanded.sample((5,)).shape) == (5, 2, 3)
     assert M.Categorical(PROBS).expand((2, 3)).batch_shape == (2, 3)
+    with pytest.raises(NotImplementedError, match="expand of Independent"):
+        independent.expand((2, 3))
     with pytest.raises(ValueError, match="probs"):
         M.Bernoulli()
     with pytest.raises(NotImplementedError, match="Normal and Uniform"):

@@ -67,7 +67,7 @@ _DistributionOps = types.SimpleNamespace(
     solve_triangular=lambda tril, b: ops.linalg.solve_triangular(tril, b, lower=True),
     normal=lambda rngs, shape, dtype: keras.random.normal(shape, dtype=dtype),
     uniform=lambda rngs, shape, dtype: keras.random.uniform(shape, dtype=dtype),
-    gamma=lambda rngs, alpha, shape: tf.random.gamma((), alpha, dtype=alpha.dtype),
+    gamma=lambda rngs, alpha, shape: keras.random.gamma(shape, alpha, dtype=alpha.dtype),
     bernoulli=_bernoulli,
     categorical=_draw_categorical,
 )
