@@ -275,12 +275,15 @@ def _compare_models(
     else:
         transfer(reference_model, converted_model)
         adapter.prepare(converted_model, inputs, seed=options.seed, perturb=False, calibrate_bn=False)
-    _step(options, "running the original")
-    base = source_adapter.run(reference_model, inputs, capture=options.layers)
-    _step(options, "running the converted model")
-    result = adapter.run(converted_model, inputs, capture=options.layers)
-    reference: Capture | None = None
     low = not policy.is_full_precision
+    # full precision only: compiled low-precision code may keep intermediates in float32 (XLA's
+    # excess precision), which would hide what an eager run of the same code rounds
+    compiled = not low
+    _step(options, "running the original")
+    base = source_adapter.run(reference_model, inputs, capture=options.layers, compiled=compiled)
+    _step(options, "running the converted model")
+    result = adapter.run(converted_model, inputs, capture=options.layers, compiled=compiled)
+    reference: Capture | None = None
     if low:
         compute = policy.compute if policy.compute != "float32" else "bfloat16"
 

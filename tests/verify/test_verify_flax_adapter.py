@@ -269,3 +269,51 @@ def test_param_bytes_counts_variables_and_arrays_held_as_plain_attributes() -> N
             self.rngs = nnx.Rngs(0)  # random-number state: not counted
 
     assert FlaxAdapter().param_bytes(Rotary()) == 2 * 8 * 4
+
+
+COMPILED = """\
+import jax.numpy as jnp
+from flax import nnx
+
+
+class Counting(nnx.Module):
+    '''A forward that updates state (a counter variable) and branches on a value when told to.'''
+
+    def __init__(self, rngs: nnx.Rngs, branch: bool = False):
+        self.proj = nnx.Linear(4, 4, rngs=rngs)
+        self.calls = nnx.Variable(jnp.zeros((), jnp.int32))
+        self.branch = branch
+
+    def __call__(self, x):
+        self.calls[...] = self.calls[...] + 1
+        y = self.proj(x)
+        if self.branch and float(y.sum()) > 1e9:  # a Python branch on a value: cannot be traced
+            y = -y
+        return y
+"""
+
+
+@pytest.fixture(scope="module")
+def counting(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    path = tmp_path_factory.mktemp("flax_compiled") / "flax_counting.py"
+    path.write_text(COMPILED)
+    return _import(path)
+
+
+@pytest.mark.parametrize("branch", [False, True], ids=["traceable", "value-branch"])
+def test_a_compiled_run_matches_the_eager_one_and_keeps_the_state(counting: ModuleType, branch: bool) -> None:
+    # compiled=True runs the forward under jax.jit; a model that cannot be traced (a Python
+    # branch on a value) runs eagerly instead. Either way outputs, layers and state updates are
+    # what the eager run gives.
+    adapter = FlaxAdapter()
+    x = [np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)]
+    eager_model, compiled_model = counting.Counting(nnx.Rngs(0), branch), counting.Counting(nnx.Rngs(0), branch)
+    eager = adapter.run(eager_model, x, capture=True)
+    compiled = adapter.run(compiled_model, x, capture=True, compiled=True)
+    assert [n for n, _, _ in compiled.outputs] == [n for n, _, _ in eager.outputs] == ["out"]
+    assert np.allclose(compiled.outputs[0][1], eager.outputs[0][1], rtol=1e-6, atol=1e-6)
+    assert compiled.order == eager.order == ["proj"] and compiled.kinds == eager.kinds
+    assert np.allclose(compiled.layers["proj"][0], eager.layers["proj"][0], rtol=1e-6, atol=1e-6)
+    assert int(compiled_model.calls[...]) == int(eager_model.calls[...]) == 1
+    adapter.run(compiled_model, x, capture=False, compiled=True)
+    assert int(compiled_model.calls[...]) == 2

@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
@@ -72,8 +73,17 @@ def _promote(dtype: Any, *arrays: Any) -> tuple[Any, ...]:
 
 
 def _uniform(key: jax.Array, shape: tuple[int, ...], dtype: Any, bound: float) -> jax.Array:
-    """U(-bound, bound): torch's default init of conv weights and biases (kaiming_uniform with a=sqrt(5))."""
-    return jax.random.uniform(key, shape, dtype, -bound, bound)
+    """U(-bound, bound): torch's default init of conv weights and biases (kaiming_uniform with a=sqrt(5)).
+
+    Outside a trace the numbers come from NumPy, seeded by the key's bits: `jax.random.uniform`
+    compiles one XLA program per shape, which made constructing a CNN eagerly on CPU take
+    seconds per distinct layer size; the key's bits are the same for every shape. The values
+    are as reproducible from the key as JAX's own (not the same numbers)."""
+    if isinstance(key, jax.core.Tracer):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+    bits = np.asarray(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key)
+    draws = np.random.default_rng(bits.astype(np.uint64).ravel()).uniform(-bound, bound, shape)
+    return jnp.asarray(draws, dtype)
 
 
 def _value(variable: Any) -> Any:

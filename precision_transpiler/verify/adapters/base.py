@@ -64,9 +64,12 @@ class Adapter(Protocol):
         """Make `target`'s parameters and buffers equal to `source`'s (same framework, same
         structure), cast to the dtypes `target` stores them in; put `target` in inference mode."""
 
-    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool) -> Capture:
+    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool, compiled: bool = False) -> Capture:
         """One inference-mode forward on `inputs` (converted to this framework's arrays with
-        the given dtypes), optionally capturing every named submodule's output."""
+        the given dtypes), optionally capturing every named submodule's output. `compiled`
+        (asked for full-precision runs only): the adapter may run the forward through its
+        framework's compiler where that changes nothing but speed, falling back to running it
+        eagerly when the model cannot be compiled."""
 
     def run_reference(
         self,

@@ -139,7 +139,9 @@ def _recording_class(cls: type) -> type:
         if _ACTIVE:
             paths, capture = _ACTIVE[-1]
             path = paths.get(id(self))
-            if path is not None:
+            if path is not None and isinstance(capture, list):  # under _compiled_run's trace
+                capture.append((path, out))
+            elif path is not None:
                 _record(capture, path, out)
         return out
 
@@ -157,6 +159,68 @@ def _record(capture: Capture, path: str, out: Any) -> None:
         capture.layers[path] = []
         capture.order.append(path)
     capture.layers[path].append(to_numpy(leaf).astype(np.float32, copy=False))
+
+
+def _compiled_run(adapter: FlaxAdapter, model: Any, arrays: list[Any], capture: bool) -> Capture | None:
+    """The forward (and its layer capture) under `jax.jit`, or None where it cannot run there.
+
+    Run op by op, JAX compiles one XLA program per operation and shape: a small CNN's eager
+    forward spends seconds compiling what one traced program does at once. The model runs as
+    an `nnx.merge` copy of its split state, so a trace that fails (Python control flow on values,
+    `.item()`, outputs that are not arrays, a forward that adds attributes) leaves it untouched
+    and the caller runs it eagerly; state the forward updates (counters, random streams) is
+    written back as an eager run would leave it."""
+    import jax
+
+    nnx = _nnx()
+    graphdef, state = nnx.split(model)
+    names: list[str] = []
+    order: list[str] = []
+    kinds: dict[str, str] = {}
+    unchanged: list[bool] = []
+
+    def forward(state: Any, *args: Any) -> Any:
+        copy = nnx.merge(graphdef, state)
+        records: list[tuple[str, Any]] = []
+        if capture:
+            shell = Capture(outputs=[])
+            out = adapter._captured(copy, list(args), shell, traced=records)
+            kinds.update(shell.kinds)
+        else:
+            out = copy(*args)
+        pairs = flatten(out)
+        names.extend(name for name, _ in pairs)
+        layers = [(path, _first_traced_float(value)) for path, value in records]
+        order.extend(path for path, leaf in layers if leaf is not None)
+        after_def, after_state = nnx.split(copy)
+        unchanged.append(after_def == graphdef)
+        return [a for _, a in pairs], [leaf for _, leaf in layers if leaf is not None], after_state
+
+    try:
+        outputs, recorded, after = jax.jit(forward)(state, *arrays)
+    except Exception:  # anything the trace cannot take: the caller runs the model eagerly
+        return None
+    if not all(unchanged):
+        return None
+    nnx.update(model, after)
+    pairs = zip(names, outputs, strict=True)
+    result = Capture(outputs=[(name, to_numpy(a), dtype_name(a)) for name, a in pairs], kinds=kinds)
+    for path, leaf in zip(order, recorded, strict=True):
+        if path not in result.layers:
+            result.layers[path] = []
+            result.order.append(path)
+        result.layers[path].append(to_numpy(leaf).astype(np.float32, copy=False))
+    return result
+
+
+def _first_traced_float(value: Any) -> Any | None:
+    """The first floating array of a layer's output, traced or not (see `_first_float`)."""
+    import jax
+
+    for leaf in jax.tree_util.tree_leaves(value):
+        if hasattr(leaf, "dtype") and _is_floating(leaf.dtype):
+            return leaf
+    return None
 
 
 def _submodules(model: Any) -> Iterator[tuple[str, Any]]:
@@ -276,10 +340,14 @@ class FlaxAdapter:
             arrays.append(jnp.asarray(array))
         return arrays
 
-    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool) -> Capture:
+    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool, compiled: bool = False) -> Capture:
         model.eval()
-        result = Capture(outputs=[])
         arrays = self._inputs(inputs)
+        if compiled:
+            result = _compiled_run(self, model, arrays, capture)
+            if result is not None:
+                return result
+        result = Capture(outputs=[])
         out = self._captured(model, arrays, result) if capture else model(*arrays)
         result.outputs = [(name, to_numpy(a), dtype_name(a)) for name, a in flatten(out)]
         return result
@@ -317,7 +385,10 @@ class FlaxAdapter:
             total += int(np.asarray(value).nbytes)
         return total
 
-    def _captured(self, model: Any, arrays: list[Any], result: Capture) -> Any:
+    def _captured(self, model: Any, arrays: list[Any], result: Capture, traced: list[Any] | None = None) -> Any:
+        """The forward with every submodule's output recorded into `result`; under a trace
+        (`traced` given) the traced outputs are collected there instead, to leave the trace as
+        its results."""
         paths: dict[int, str] = {}
         swapped: list[tuple[Any, type]] = []
         try:
@@ -327,7 +398,7 @@ class FlaxAdapter:
                 result.kinds[path] = cls.__name__
                 object.__setattr__(module, "__class__", _recording_class(cls))
                 swapped.append((module, cls))
-            _ACTIVE.append((paths, result))
+            _ACTIVE.append((paths, result if traced is None else traced))
             try:
                 return model(*arrays)
             finally:

@@ -285,7 +285,8 @@ class KerasAdapter:
 
     # -- running ----------------------------------------------------------------------------------
 
-    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool) -> Capture:
+    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool, compiled: bool = False) -> Capture:
+        # eager TensorFlow and torch run prebuilt kernels: nothing to gain from compiling one forward
         self._inputs = inputs
         tensors = self._tensors(inputs)
         result = Capture(outputs=[])

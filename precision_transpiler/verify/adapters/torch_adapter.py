@@ -108,7 +108,8 @@ class TorchAdapter:
         torch = _torch()
         return [torch.from_numpy(np.ascontiguousarray(array)) for array in inputs]
 
-    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool) -> Capture:
+    def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool, compiled: bool = False) -> Capture:
+        # eager torch runs prebuilt kernels: nothing to gain from compiling one forward
         return self._run(model, self._inputs(inputs), capture=capture)
 
     def _run(self, model: Any, tensors: list[Any], *, capture: bool, autocast: Any = None) -> Capture:
