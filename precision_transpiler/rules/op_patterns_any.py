@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from precision_transpiler.analysis.tensors import known_tensor
 from precision_transpiler.analysis.torch_models import analysis_for, random_source, warn_process_random
 from precision_transpiler.mappings.model import MappingSet, OpSpec
 from precision_transpiler.mappings.patterns import (
@@ -31,6 +30,7 @@ from precision_transpiler.rewrite.python_numbers import warnings_if_missing
 from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, match_pattern, parenthesize
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.op_arguments import LITERALS, STRICT_KINDS, STRINGS, kind_mismatch, receiver_params
+from precision_transpiler.rules.op_lambdas import lambda_body, lambda_parameters, star_call
 from precision_transpiler.rules.op_references import function_reference
 from precision_transpiler.syntax import dotted_name
 
@@ -207,7 +207,8 @@ class OpPatterns(Rule):
         """`partial(torch.cat, dim=-1)`: a torch function passed around whose target call takes
         its arguments otherwise (`jnp.concatenate(tensors, axis=dim)`): a lambda with the torch
         parameters of the op's one call pattern, its body the converted call
-        (`lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim)`). None when no single
+        (`lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim)`; `partial(torch.clamp,
+        min=-1.0, max=1.0)` with `lambda input, min=None, max=None: ...`). None when no single
         function pattern names it or the call does not convert."""
         found = [
             (op, pattern)
@@ -218,60 +219,19 @@ class OpPatterns(Rule):
             return None
         op, pattern = found[0]
         holders = [p for p in pattern.placeholders.values() if not p.variadic and not p.keywords]
-        if len(holders) != len(pattern.placeholders) or any(p.optional and p.default is None for p in holders):
+        if len(holders) != len(pattern.placeholders):
             return None
         names = [p.keyword or p.name for p in holders]  # torch's own keywords: callers may use them
-        text = ", ".join(n if p.default is None else f"{n}={p.default}" for n, p in zip(names, holders, strict=True))
-        args = ", ".join(f"{n}={n}" for n in names)
-        call = cst.parse_expression(f"{qualified}({args})")
-        match = match_pattern(pattern, call, lambda node: qualified if node is call.func else None, frozenset())
-        if match is None:
-            return None
-        body = self._emit(ctx, op, match, original)
+        text = lambda_parameters(names, holders)
+
+        def call_with(given: list[str]) -> cst.Call:
+            args = ", ".join(f"{n}={n}" for n in given)
+            return cst.ensure_type(cst.parse_expression(f"{qualified}({args})"), cst.Call)
+
+        body = lambda_body(ctx, op, pattern, (names, holders), call_with, qualified, original, self._emit)
         if body is None:
             return None
         return cst.ensure_type(cst.parse_expression(f"lambda {text}: None"), cst.Lambda).with_changes(body=body)
-
-    def _star_call(self, ctx: RuleContext, op: OpSpec, pattern: Pattern, original: cst.Call) -> cst.Call | None:
-        """`x.clamp(*self.bounds)`, `torch.clamp(y, *bounds)`: positional arguments unpacked from
-        a sequence fill torch's parameters only at run time, so the call goes through a lambda
-        with those parameters, its body the converted call (`(lambda min=None, max=None:
-        jnp.clip(x, min=min, max=max))(*self.bounds)`); the user's arguments are passed to it as
-        written. Optional parameters without a default take None (torch's "not given" for
-        them). None unless a positional `*` argument is there and the pattern has plain,
-        positional parameters only; a method that Python's str, list or dict also has, only on a
-        receiver known to be a tensor."""
-        if not any(a.star == "*" for a in original.args) or not isinstance(pattern.expr, cst.Call):
-            return None
-        receiver = pattern.expr.func.value if pattern.method_name is not None else None  # type: ignore[attr-defined]
-        slots = [a.value for a in pattern.expr.args]
-        if any(not isinstance(v, cst.Name) or v.value not in pattern.placeholders for v in slots):
-            return None
-        holders = [pattern.placeholders[v.value] for v in slots]  # type: ignore[attr-defined]
-        if any(p.variadic or p.keywords for p in holders):
-            return None
-        names = [p.keyword or p.name for p in holders]
-        if (
-            receiver is not None
-            and pattern.method_name in _BUILTIN_METHODS
-            and not (isinstance(original.func, cst.Attribute) and known_tensor(ctx, original.func.value, original))
-        ):
-            return None  # `s.split(*seps)`: arguments known only at run time cannot tell a str's method
-        text = ", ".join(
-            f"{n}={p.default}" if p.default is not None else f"{n}=None" if p.optional else n
-            for n, p in zip(names, holders, strict=True)
-        )
-        call = original.with_changes(args=[cst.Arg(cst.Name(n), keyword=cst.Name(n)) for n in names])
-        qualified = ctx.qualified_name(original.func)
-        match = match_pattern(pattern, call, lambda node: qualified if node is call.func else None, frozenset())
-        if match is None or kind_mismatch(ctx, op, match, method=receiver is not None, anchor=original) is not None:
-            return None
-        body = self._emit(ctx, op, match, original)
-        if body is None:
-            return None
-        lam = cst.ensure_type(cst.parse_expression(f"lambda {text}: None"), cst.Lambda).with_changes(body=body)
-        args = [a.with_changes(value=ctx.updated(a.value)) for a in original.args]
-        return cst.Call(func=lam.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]), args=args)
 
     def leave_Comparison(
         self, ctx: RuleContext, original: cst.Comparison, updated: cst.Comparison
@@ -292,7 +252,7 @@ class OpPatterns(Rule):
         for op, pattern in _candidates(ctx.mappings, ctx.source, original, ctx):
             match = match_pattern(pattern, original, ctx.qualified_name, roots, aliases)
             if match is None and isinstance(original, cst.Call):
-                starred = self._star_call(ctx, op, pattern, original)
+                starred = star_call(ctx, op, pattern, original, self._emit)
                 if starred is not None:
                     ctx.consume([original.func] if pattern.method_name is None else [])
                     ctx.record(self.name, original, starred)
@@ -644,11 +604,6 @@ def _method_info(mappings: MappingSet, source: str) -> dict[str, tuple[int, bool
             info[name] = (count, strings) if old is None else (min(old[0], count), old[1] or strings)
     cache[source] = info
     return info
-
-
-#: methods Python's own sequences and mappings have (`split`, `index`, `count`, `copy`, ...): called
-#: with `*` arguments on a receiver not known to be a tensor, they may be the str's or list's
-_BUILTIN_METHODS = frozenset(n for t in (str, bytes, list, tuple, dict, set) for n in dir(t) if not n.startswith("_"))
 
 
 def _candidates(

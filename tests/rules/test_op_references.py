@@ -30,13 +30,14 @@ class Net(nn.Module):
         super().__init__()
         self.lin = nn.Linear(4, 4)
         self.act = F.relu
+        self.floor = partial(torch.clamp, min=0.0)  # `max` left out: None, torch's "not given"
 
     def forward(self, x):
         y = self.act(self.lin(x))
         a, b = map(partial(torch.cat, dim=-1), ((x, y), (y, x)))
         join = torch.cat
         c = join(tensors=[a, b], dim=0)
-        return c + cat([c])
+        return self.floor(c) + cat([c])
 """
 
 
@@ -45,7 +46,11 @@ def test_references_become_functions_or_lambdas() -> None:
     assert "self.act = jax.nn.relu" in jax_code
     assert "partial(lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim), dim=-1)" in jax_code
     assert "join = lambda tensors, dim=0: jnp.concatenate(tensors, axis=dim)" in jax_code
-    assert "return c + cat([c])" in jax_code and "def cat(parts, dim=0):" in jax_code
+    assert "return self.floor(c) + cat([c])" in jax_code
+    assert (
+        "partial(lambda input, min=None, max=None: jnp.clip(input, min=min, max=max), min=0.0)" in jax_code
+        and "def cat(parts, dim=0):" in jax_code
+    )
     tf_code = transpile(SOURCE, to="tf").code
     assert "lambda tensors, dim=0: keras.ops.concatenate(tensors, axis=dim)" in tf_code
 

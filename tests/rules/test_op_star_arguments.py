@@ -29,13 +29,14 @@ class Net(nn.Module):
         self.lin = nn.Linear(4, 4)
         self.bounds = tuple(bounds)
         self.dims = (1,)
+        self.floor = (0.0,)  # `min` alone: on Keras another call than for both bounds
         self.gain = nn.Parameter(torch.ones(8))
 
     def forward(self, x):
         y = self.lin(x).clamp(*self.bounds)
         z = torch.clamp(x, *self.bounds)
         w = torch.cat([y, z], *self.dims)
-        return scale(w, *[2.0, 0.5]) + self.gain.clamp(*self.bounds)
+        return scale(w, *[2.0, 0.5]) + self.gain.clamp(*self.bounds) + w.clamp(*self.floor)
 """
 
 
@@ -60,8 +61,18 @@ def test_a_method_strs_have_too_needs_a_tensor_receiver() -> None:
     assert 'parts = names.split(*[","])' in code and "torch_split" not in code
 
 
+def test_on_keras_the_bounds_given_choose_the_call_at_run_time() -> None:
+    code = transpile(SOURCE, to="tf").code
+    assert (
+        "(lambda min=None, max=None: keras.ops.minimum(keras.ops.maximum(w, min), max) if min is not None and "
+        "max is not None else keras.ops.maximum(w, min) if min is not None and max is None else "
+        "keras.ops.minimum(w, max))(*self.floor)"
+    ) in code
+
+
 def test_without_star_arguments_nothing_changes() -> None:
-    code = transpile(SOURCE.replace("*self.bounds", "-0.5, 0.5").replace("*self.dims", "1"), to="jax").code
+    plain = SOURCE.replace("*self.bounds", "-0.5, 0.5").replace("*self.dims", "1").replace("*self.floor", "0.0")
+    code = transpile(plain, to="jax").code
     assert "lambda" not in code.split("class Net", 1)[1]
 
 
