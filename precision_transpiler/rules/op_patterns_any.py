@@ -219,8 +219,8 @@ class OpPatterns(Rule):
             return None
         op, pattern = found[0]
         holders = [p for p in pattern.placeholders.values() if not p.variadic and not p.keywords]
-        if len(holders) != len(pattern.placeholders):
-            return None
+        if len(holders) != len(pattern.placeholders) or all(p.optional for p in holders):
+            return None  # a function of nothing required (`torch.Size`) is a type, not a callable
         names = [p.keyword or p.name for p in holders]  # torch's own keywords: callers may use them
         text = lambda_parameters(names, holders)
 

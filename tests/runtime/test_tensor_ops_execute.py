@@ -260,6 +260,13 @@ CASES = [
         expect=("jnp.repeat(x, 2, axis=1)", "jnp.moveaxis(x, 0, -1)", "jnp.cumprod(x, axis=0)"),
     ),
     C(
+        "logcumsumexp-wide-spread",
+        "x",
+        "return torch.logcumsumexp(x * 40, dim=-1), (x * 40).logcumsumexp(0), torch.logcumsumexp(x, 1)",
+        F32(3, 4),
+        expect=("jax.lax.associative_scan(jnp.logaddexp, x * 40, axis=-1)",),
+    ),
+    C(
         "topk-inverse-is-tensor",
         "x, m",
         "v, i = x.topk(2)\ns = torch.topk(x, k=3, dim=0, largest=False)\n"
