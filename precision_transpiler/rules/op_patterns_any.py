@@ -31,7 +31,7 @@ from precision_transpiler.rewrite.templates import ATOMS, Match, emit_pattern, m
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.rules.op_arguments import LITERALS, STRICT_KINDS, STRINGS, kind_mismatch, receiver_params
 from precision_transpiler.rules.op_lambdas import lambda_body, lambda_parameters, star_call
-from precision_transpiler.rules.op_references import function_reference
+from precision_transpiler.rules.op_references import function_reference, is_torch_initialiser
 from precision_transpiler.syntax import dotted_name
 
 
@@ -197,6 +197,14 @@ class OpPatterns(Rule):
             ctx.record(self.name, original, new)
             return new
         new = ctx.expr_for(target)
+        if is_torch_initialiser(qualified):
+            ctx.diagnose(
+                original,
+                "note",
+                "init-dropped",
+                f"`{ctx.code(original)}` passed as a value: calling it leaves the tensor as it is "
+                "(initialisation is not converted; load the torch weights into the converted model)",
+            )
         ctx.consume([original])
         ctx.record(self.name, original, new)
         return new

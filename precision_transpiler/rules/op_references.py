@@ -57,6 +57,13 @@ _RUNTIME_REFERENCES = {
 }
 
 
+def is_torch_initialiser(qualified: str) -> bool:
+    """`torch.nn.init.kaiming_normal_`: one of torch's in-place initialisers (whose calls as
+    statements are dropped: the converted model takes the torch weights)."""
+    module, _, name = qualified.rpartition(".")
+    return module == "torch.nn.init" and name.endswith("_") and not name.startswith("_")
+
+
 def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
     """`torch.nn.functional.gelu` passed around: the runtime's torch-signature function of that
     name (runtime/<target>/functional.py, or `_RUNTIME_REFERENCES`), which takes every argument
@@ -65,6 +72,8 @@ def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
         module_name, function = _RUNTIME_REFERENCES[qualified]
         return f"{runtime_module(ctx.target, module_name)}.{function}"
     module, _, name = qualified.rpartition(".")
+    if is_torch_initialiser(qualified) and ctx.source == "torch" and ctx.target in ("jax", "tf"):
+        return "precision_transpiler.runtime.common.torch_init_skipped"
     if module != "torch.nn.functional" or ctx.source != "torch" or ctx.target not in ("jax", "tf"):
         return None
     runtime = runtime_module(ctx.target, "functional")

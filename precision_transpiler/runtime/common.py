@@ -699,6 +699,14 @@ _NUMPY_OPS = (
 _NN_OPS = ("log_softmax", "one_hot", "relu", "softplus")
 
 
+def torch_init_skipped(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+    """A torch.nn.init initialiser handed around as a value (`init_fn=nn.init.kaiming_normal_`,
+    `partial(nn.init.normal_, std=0.02)`): as the converter drops initialiser statements, calling
+    it leaves the tensor as it is and returns it; the converted model's weights come from the
+    torch checkpoint (precision_transpiler.weights)."""
+    return tensor
+
+
 def torch_calculate_fan_in_and_fan_out(tensor: Any) -> tuple[int, int]:
     """torch.nn.init._calculate_fan_in_and_fan_out, from the shape torch gives the tensor
     ((out, in, *kernel)): initialisers compute a scale from it (LeCun, variance scaling).

@@ -59,3 +59,39 @@ def test_references_become_functions_or_lambdas() -> None:
 def test_passed_torch_functions_verify(tmp_path: Path, target: str) -> None:
     verdict = convert_and_verify(tmp_path, SOURCE, target, "Net()", ["float32[2,4]"], name="refs")
     assert verdict.passed, verdict
+
+
+INITIALISERS = """from functools import partial
+
+from torch import nn
+
+
+def init_weights(m, fn=nn.init.kaiming_normal_):
+    if isinstance(m, nn.Linear):
+        fn(m.weight)
+
+
+class Net(nn.Module):
+    def __init__(self, init=partial(nn.init.normal_, std=0.02)):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        init(self.lin.weight)
+        self.apply(init_weights)
+
+    def forward(self, x):
+        return self.lin(x)
+"""
+
+
+@on_both_targets
+def test_initialisers_passed_as_values_leave_the_tensor_and_say_so(tmp_path: Path, target: str) -> None:
+    # initialiser statements are dropped (the torch weights are loaded); handed around as values,
+    # they become the runtime's function that returns the tensor as it is, with the same note
+    result = transpile(INITIALISERS, to=target)
+    assert "def init_weights(m, fn=torch_init_skipped):" in result.code
+    assert "partial(torch_init_skipped, std=0.02)" in result.code
+    assert not [ln for ln in result.code.splitlines() if ln.startswith(("import torch", "from torch"))]
+    notes = [d for d in result.diagnostics if d.code == "init-dropped"]
+    assert [(d.line, d.col) for d in notes] == [(6, 24), (12, 37)], [d.format() for d in notes]
+    verdict = convert_and_verify(tmp_path, INITIALISERS, target, "Net()", ["float32[2,4]"], name="inits")
+    assert verdict.passed, verdict
