@@ -66,11 +66,14 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
         names = set().union(*(import_bound_names(small) for small in imports))
         if names & load_time:
             continue
+        # `from torch import einsum` then `from einops import einsum`: functions read the later binding
+        rebound = names & _rebound_after(body, index)
+        names -= rebound
         users = [f for f, used in in_functions if used & names]
         if not users and _named_in_strings(module.code, names):
             continue  # `__all__ = ["tensor"]`, `getattr(mod, "tensor")`: a use no scope shows
         for function in users:
-            wanted.setdefault(id(function), []).append((_moved_form(stmt), names))
+            wanted.setdefault(id(function), []).append((_moved_form(_without(stmt, rebound)), names))
         drop.add(index)
         text = module.code_for_node(imports[0]).strip()
         moved.append(Moved(text, tuple(_name(f) for f in users)))
@@ -84,6 +87,23 @@ def localize_imports(module: cst.Module, roots: frozenset[str]) -> tuple[cst.Mod
             lines.pop(0)
         kept[0] = kept[0].with_changes(leading_lines=lines)
     return module.with_changes(body=kept), moved
+
+
+def _rebound_after(body: Sequence[cst.BaseStatement], index: int) -> set[str]:
+    """Names that top-level statements after `body[index]` bind again (imports, definitions,
+    plain assignments): a function reads the last binding, so an earlier import of such a name
+    that nothing at load time reads is no use to it."""
+    bound: set[str] = set()
+    for stmt in body[index + 1 :]:
+        if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+            bound.add(stmt.name.value)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import | cst.ImportFrom):
+                    bound |= import_bound_names(small)
+                elif isinstance(small, cst.Assign):
+                    bound |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+    return bound
 
 
 def _skipped(module: cst.Module, stmt: cst.BaseStatement) -> bool:
@@ -177,6 +197,22 @@ def _import_smalls(stmt: cst.BaseStatement) -> list[cst.Import | cst.ImportFrom]
 
     stmt.visit(_Imports())
     return found
+
+
+def _without(stmt: cst.BaseStatement, names: set[str]) -> cst.BaseStatement:
+    """`from torch import einsum, cat` without `einsum`, which a later import rebinds: moved
+    into a function whole, it would replace that binding there."""
+    if not names or not isinstance(stmt, cst.SimpleStatementLine):
+        return stmt
+    smalls = []
+    for small in stmt.body:
+        if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+            kept = [a for a in small.names if not (import_bound_names(small.with_changes(names=[a])) & names)]
+            if not kept:
+                continue
+            small = small.with_changes(names=[*kept[:-1], kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        smalls.append(small)
+    return stmt.with_changes(body=smalls) if smalls else stmt
 
 
 def _moved_form(stmt: cst.BaseStatement) -> cst.BaseStatement:

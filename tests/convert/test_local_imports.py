@@ -79,6 +79,20 @@ def test_an_import_nothing_uses_goes() -> None:
     assert code == "def f():\n    return 1\n"
 
 
+def test_an_import_a_later_import_rebinds_is_no_use_of_it() -> None:
+    """slot-attention's `from torch import einsum, nn` then `from einops import ..., einsum`:
+    functions read einops' einsum, so torch's is not moved into them (where it would replace
+    einops' at run time); a name nothing rebinds still moves."""
+    source = (
+        "from torch import einsum, cat\nfrom einops import einsum\n\n\n"
+        "def f(a, b):\n    return cat([einsum(a, b, 'i, i ->')])\n"
+    )
+    code, moved = _localize(source)
+    assert moved == ["from torch import einsum, cat"]
+    assert f"def f(a, b):\n    from torch import cat  {MARK}\n" in code
+    assert "from einops import einsum" in code
+
+
 def test_a_parameter_named_like_the_import_is_no_use_of_it() -> None:
     """x-transformers' `def max_neg_value(tensor)` beside `from torch import tensor`: the import
     stayed (the parameter read as a use at load), and moving it into the function would rebind
