@@ -241,6 +241,11 @@ GRAD_MODES = """import torch
 import torch.nn as nn
 
 
+@torch.fx.wrap
+def twice(x):  # timm's helpers: kept out of torch.fx graphs, a plain function elsewhere
+    return 2 * x
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -258,7 +263,7 @@ class Net(nn.Module):
         with torch.no_grad():
             y = self.fc(x)
         with torch.enable_grad():
-            y = y * 2
+            y = twice(y)
         return y + self.frozen(x)
 """
 
@@ -266,12 +271,14 @@ class Net(nn.Module):
 @pytest.mark.needs_jax
 def test_grad_mode_decorators_and_contexts() -> None:
     """@torch.no_grad() stops gradients through the function's outputs (as torch records no
-    graph); `with torch.no_grad()` and enable_grad are no-ops; TorchScript decorators go."""
+    graph); `with torch.no_grad()` and enable_grad are no-ops; TorchScript and torch.fx
+    decorators go."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     result = transpile(GRAD_MODES, to="jax")
     assert result.ok, [d.format() for d in result.diagnostics]
     assert "torch" not in result.code.split("class Net")[1] and "@torch.jit.unused" not in result.code
+    assert "@torch.fx.wrap" not in result.code and "import torch" not in result.code
     namespace: dict = {}
     exec(compile(result.code, "grad_modes_jax.py", "exec"), namespace)
     net = namespace["Net"]()
