@@ -94,6 +94,11 @@ def test_module_api_answers_as_torch_does(to: str, reference) -> None:
     assert model.apply(visited.append) is model
     assert len(visited) == len(list(reference.modules())) and visited[-1] is model
     assert visited.index(model.get_submodule("blocks.11")) < visited.index(model.get_submodule("blocks"))
+    # on a container too (pfrl's `self.mlp.apply(init)` on an nn.ModuleList): its modules, then it
+    in_heads: list = []
+    heads = model.get_submodule("heads")
+    assert heads.apply(in_heads.append) is heads and in_heads[-1] is heads
+    assert len(in_heads) == len(list(reference.get_submodule("heads").modules()))
 
     # modes: eval()/train() return the module and flip `training` below it
     assert model.eval() is model and not model.training

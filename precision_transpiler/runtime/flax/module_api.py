@@ -420,8 +420,21 @@ class TorchInternals:
     def _buffers(self):
         return dict(named_buffers(self, recurse=False))
 
+    def apply(self, fn):
+        """torch's `apply(fn)` on a container (`nn.ModuleList`, `nn.ModuleDict`: pfrl's
+        `self.mlp.apply(init)`): `fn` on every submodule, children first, then on the container."""
+        return apply_post_order(self, fn)
+
 
 def optional_array(value):
     """A layer's bias (or weight) handed to a function as an array: None when the layer has none
     (`nn.Conv2d(..., bias=False)`: torch's `conv.bias` is None, kornia's deform_conv2d takes it)."""
     return None if value is None else jnp.asarray(value)
+
+
+def apply_post_order(module, fn):
+    """torch's `Module.apply(fn)` on any module: `fn` on each child's subtree, then on `module`."""
+    for child in children(module):
+        apply_post_order(child, fn)
+    fn(module)
+    return module

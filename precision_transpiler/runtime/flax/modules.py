@@ -28,6 +28,7 @@ from precision_transpiler.runtime.flax.module_api import (
     _to_flax_layout,
     _to_torch_layout,
     _torch_state_entries,
+    apply_post_order,
     children,
     modules,
     named_buffers,
@@ -35,14 +36,6 @@ from precision_transpiler.runtime.flax.module_api import (
     named_modules,
     named_parameters,
 )
-
-
-def _apply_fn(module, fn):
-    """torch's `Module.apply(fn)`: `fn` on every submodule, children before parents."""
-    for child in children(module):
-        _apply_fn(child, fn)
-    fn(module)
-    return module
 
 
 def _cast_floating(module, dtype):
@@ -273,7 +266,7 @@ class TorchModule(TorchLayer):
 
     def apply(self, fn):
         """torch's `apply(fn)`: `fn` on every submodule (children first), then on this module."""
-        return _apply_fn(self, fn)
+        return apply_post_order(self, fn)
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
         """torch's `state_dict()`: the parameters and persistent buffers under the torch model's

@@ -146,6 +146,11 @@ class TorchInternals:
     def _buffers(self) -> dict[str, Any]:
         return dict(_own_variables(self, False))
 
+    def apply(self, fn: Any) -> Any:
+        """torch's `apply(fn)` on a container (`nn.ModuleList`, `nn.ModuleDict`: pfrl's
+        `self.mlp.apply(init)`): `fn` on every submodule, children first, then on the container."""
+        return apply_post_order(self, fn)
+
 
 def named_parameters(module: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """torch's `Module.named_parameters()`: trainable variables by torch key, each once."""
@@ -338,3 +343,11 @@ def optional_array(value: Any) -> Any:
     """A layer's bias (or weight) handed to a function as a tensor: None when the layer has none
     (`nn.Conv2d(..., bias=False)`: torch's `conv.bias` is None, kornia's deform_conv2d takes it)."""
     return None if value is None else keras.ops.convert_to_tensor(value)
+
+
+def apply_post_order(module: Any, fn: Any) -> Any:
+    """torch's `Module.apply(fn)` on any layer: `fn` on each child's subtree, then on `module`."""
+    for child in children(module):
+        apply_post_order(child, fn)
+    fn(module)
+    return module
