@@ -11,10 +11,20 @@ from typing import Any
 import numpy as np
 
 
+def _pad_amount(value: Any) -> int:
+    """One pad amount as torch takes it: an int, or a one-element tensor of any shape
+    (Pytorch-UNet's `diffY = torch.tensor([x2.size()[2] - x1.size()[2]])`), which `int()` of a
+    JAX or TensorFlow array refuses unless it has no dims."""
+    if isinstance(value, int):
+        return value
+    array = np.asarray(value)
+    return int(array.reshape(())) if array.size == 1 else int(value)
+
+
 def _pad_pairs(pad: Any, ndim: int) -> list[tuple[int, int]]:
     """torch.nn.functional.pad's `pad` (pairs from the last dim backwards) as one (lo, hi) pair
     per dim of an `ndim`-dim input, first dim first."""
-    pad = tuple(int(p) for p in pad)
+    pad = tuple(_pad_amount(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > ndim:
         raise ValueError(f"Padding length must be divisible by 2 and at most twice the rank, got {pad}")
     pairs = [(0, 0)] * ndim

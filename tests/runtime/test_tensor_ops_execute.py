@@ -1325,6 +1325,20 @@ CASES = [
         expect=("tuple(jnp.array_split(x, 3, axis=1))", 'torch_named_result((jnp.min(x), jnp.max(x)), "min max")'),
     ),
     C(
+        "pad-by-one-element-tensors",  # Pytorch-UNet's `diffY = torch.tensor([x2.size()[2] - x1.size()[2]])`
+        "x",
+        "d = torch.tensor([3 - x.size()[1]])\nreturn F.pad(x, [d // 2, d - d // 2, 1, torch.tensor(0)])",
+        F32(2, 2),
+        expect=("pad(x, [d // 2, d - d // 2, 1, ",),
+    ),
+    C(
+        "sparse-layouts-stay-dense",  # whisper's `alignment_heads` buffer: `heads.to_sparse()`
+        "x",
+        "return x.to_sparse().to_dense() + 1, x.to_sparse_coo().to_dense(), x.to_dense(dtype=torch.float16)",
+        F32(2, 3),
+        expect=("x + 1",),
+    ),
+    C(
         "pad-sequence",
         "a, b, c, i",
         """
