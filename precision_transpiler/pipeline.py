@@ -559,20 +559,10 @@ class LocalizeTorchImports:
 
     @staticmethod
     def _say_moved(doc: Document, moved: list) -> None:
-        lines = doc.original.splitlines()
-        for item in moved:
-            line = next((i for i, text in enumerate(lines, 1) if text.strip() == item.statement), 1)
-            where = (
-                f"moved into {', '.join(item.functions)}, the only code that still uses it"
-                if item.functions
-                else "removed: nothing converted uses it"
-            )
-            doc.note(
-                "note",
-                "import-localized",
-                f"`{item.statement}` {where}: the converted module loads without torch",
-                line,
-            )
+        from precision_transpiler.convert.local_imports import moved_messages
+
+        for severity, message, line in moved_messages(doc.original, moved):
+            doc.note(severity, "import-localized", message, line)
 
 
 class FlaxModelPolicy(_PolicyStage):

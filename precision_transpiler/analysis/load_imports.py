@@ -82,6 +82,8 @@ def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None) -> str |
         dist = torch_distribution(module.split(".")[0])
         if dist is not None:
             return f"a package built on torch (the {dist} distribution requires it)"
+        if module.split(".")[0] in known_torch_packages():
+            return "a package built on torch (mappings/torch_surface.yaml `packages:`)"
     if package_dir is not None:
         file = _module_file(module, level, package_dir)
         if file is not None and _IMPORTS_TORCH.search(file.read_text(encoding="utf-8", errors="replace")):
@@ -103,6 +105,16 @@ def _module_file(module: str, level: int, package_dir: Path) -> Path | None:
         if file.is_file() and not file.name.startswith("_ptranspile_runtime_"):
             return file
     return None
+
+
+@cache
+def known_torch_packages() -> frozenset[str]:
+    """Top-level packages built on torch whether or not they are installed here (fairscale's
+    parallel layers in llama's model file, timm): the torch surface table's `packages:`."""
+    from precision_transpiler.mappings.registry import load_mappings
+
+    surface = load_mappings().surfaces.get("torch")
+    return surface.packages if surface is not None else frozenset()
 
 
 @cache

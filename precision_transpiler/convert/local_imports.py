@@ -33,6 +33,37 @@ class Moved:
     functions: tuple[str, ...]
 
 
+#: methods that building or running a model goes through: an import moved into one still runs
+_MODEL_PATH = frozenset({"__init__", "__call__", "call", "forward", "build", "setup"})
+
+
+def moved_messages(original: str, moved: list[Moved]) -> list[tuple[str, str, int]]:
+    """(severity, message, line in the original) for each import `localize_imports` moved or
+    removed. One moved into a model's constructor or forward (`from fairscale... import
+    ColumnParallelLinear` into `__init__`) still runs whenever the model is built or called: the
+    module loads without torch, the model does not run without it, so that is a warning."""
+    lines = original.splitlines()
+    said = []
+    for item in moved:
+        line = next((i for i, text in enumerate(lines, 1) if text.strip() == item.statement), 1)
+        core = sorted(set(item.functions) & _MODEL_PATH)
+        if core:
+            said.append((
+                "warning",
+                f"`{item.statement}` moved into {', '.join(item.functions)}: the converted module loads without "
+                f"torch, but building or running the model ({', '.join(core)}) still imports it and needs torch",
+                line,
+            ))  # fmt: skip
+            continue
+        where = (
+            f"moved into {', '.join(item.functions)}, the only code that still uses it"
+            if item.functions
+            else "removed: nothing converted uses it"
+        )
+        said.append(("note", f"`{item.statement}` {where}: the converted module loads without torch", line))
+    return said
+
+
 def torch_roots(code: str, path: str | None) -> frozenset[str]:
     """torch's own top-level packages, and those of the torch packages `code` imports at load
     (spikingjelly's Triton kernels, imported for a branch that only a GPU precision setting

@@ -134,6 +134,8 @@ class Surface:
     module_methods: frozenset[str]
     #: qualified prefix -> why calls under it have no counterpart (training, I/O, ...)
     outside_models: dict[str, str]
+    #: top-level packages known to be built on the framework, installed here or not (fairscale, timm)
+    packages: frozenset[str] = frozenset()
 
     def outside_model(self, qualified: str) -> str | None:
         """Why `qualified` belongs outside a converted model, or None."""

@@ -292,3 +292,19 @@ def test_imports_of_a_package_built_on_torch_move_too(tmp_path: Path, monkeypatc
     finally:
         load_imports.torch_distribution.cache_clear()
         load_imports._distributions.cache_clear()
+
+
+def test_a_torch_package_the_model_builds_with_is_a_warning_not_a_note() -> None:
+    """llama's `from fairscale.nn.model_parallel.layers import ColumnParallelLinear` (fairscale not
+    installed here, known from mappings/torch_surface.yaml `packages:`): moved into `__init__`,
+    the module loads without torch but the model does not build without it, which is said as a
+    warning at the import."""
+    source = (
+        "from fairscale.nn.model_parallel.layers import ColumnParallelLinear\nfrom torch import nn\n\n\n"
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.lin = ColumnParallelLinear(4, 4)\n\n    def forward(self, x):\n        return self.lin(x)\n"
+    )
+    result = transpile(source, to="jax")
+    said = [d for d in result.diagnostics if d.code == "import-localized"]
+    assert [(d.severity, d.line) for d in said] == [("warning", 1)], [d.format() for d in said]
+    assert "building or running the model (__init__) still imports it and needs torch" in said[0].message
