@@ -87,6 +87,12 @@ def add_verification_arguments(parser: argparse.ArgumentParser, *, converting: b
     )
     group.add_argument("--no-layers", action="store_true", help="compare outputs only (no per-layer report)")
     group.add_argument(
+        "--allow-torch",
+        action="store_true",
+        help="pass a conversion from torch that still imports torch (or a package built on it) when loaded, "
+        "with a note; by default it fails, however well it agrees",
+    )
+    group.add_argument(
         "--time",
         type=int,
         metavar="N",
@@ -158,6 +164,7 @@ def verify_options(args: argparse.Namespace, config: dict[str, Any], policy: str
         layers=not args.no_layers,
         timing=max(0, getattr(args, "time", 0) or 0),
         max_input_mb=float(pick(args.max_input_mb, "max-input-mb")),
+        torch_free=not (getattr(args, "allow_torch", False) or config.get("allow-torch", False)),
         # the conversion's target: an output that imports only its runtime module beside it
         # names no framework the verifier could detect it by
         target=getattr(args, "to", None) or None,

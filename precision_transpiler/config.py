@@ -29,6 +29,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "calibrate-bn": bool,
     "seed": int,
     "max-input-mb": (int, float),
+    "allow-torch": bool,
     "max-file-mb": (int, float),
 }
 
