@@ -190,6 +190,8 @@ class OpPatterns(Rule):
             return None
         target = function_reference(ctx, qualified)
         if target is None:
+            if _type_position(ctx, original):
+                return None  # `device: torch.device | None`: a type, not a callable to wrap
             new = self._reference_lambda(ctx, original, qualified)
             if new is None:
                 return None
@@ -612,6 +614,25 @@ def _method_info(mappings: MappingSet, source: str) -> dict[str, tuple[int, bool
             info[name] = (count, strings) if old is None else (min(old[0], count), old[1] or strings)
     cache[source] = info
     return info
+
+
+def _type_position(ctx: RuleContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is read as a type: in an annotation (`device: torch.device | None`), or the
+    class argument of `isinstance`/`issubclass`."""
+    child, parent = node, ctx.parent(node)
+    while parent is not None and not isinstance(parent, cst.BaseStatement | cst.BaseSmallStatement):
+        if isinstance(parent, cst.Annotation):
+            return True
+        if (
+            isinstance(parent, cst.Call)
+            and isinstance(parent.func, cst.Name)
+            and parent.func.value in ("isinstance", "issubclass")
+            and len(parent.args) > 1
+            and parent.args[1] is child
+        ):
+            return True
+        child, parent = parent, ctx.parent(parent)
+    return False
 
 
 def _candidates(

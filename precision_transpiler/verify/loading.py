@@ -191,7 +191,9 @@ def _exec_module(source: str, name: str, package: str | None, filename: str) -> 
     # linecache; the converted text may not be on disk yet, or may differ from what is.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     try:
-        exec(compile(source, filename, "exec"), module.__dict__)
+        # dont_inherit: this module's `from __future__ import annotations` must not make the
+        # converted code's annotations lazy: they are evaluated when it is imported as a file
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
     except BaseException:
         sys.modules.pop(name, None)
         raise

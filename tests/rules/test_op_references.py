@@ -95,3 +95,17 @@ def test_initialisers_passed_as_values_leave_the_tensor_and_say_so(tmp_path: Pat
     assert [(d.line, d.col) for d in notes] == [(6, 24), (12, 37)], [d.format() for d in notes]
     verdict = convert_and_verify(tmp_path, INITIALISERS, target, "Net()", ["float32[2,4]"], name="inits")
     assert verdict.passed, verdict
+
+
+def test_a_torch_type_in_an_annotation_or_isinstance_stays_a_type() -> None:
+    # torch-uncertainty's `device: torch.device | None`: `(lambda ...) | None` would raise when
+    # the converted file is imported
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n"
+        "    def __init__(self, device: torch.device | None = None):\n        super().__init__()\n"
+        "        self.ok = isinstance(device, torch.device)\n\n    def forward(self, x):\n        return x\n"
+    )
+    for target in ("jax", "tf"):
+        code = transpile(source, to=target).code
+        assert "lambda" not in code.split("class M")[1]
+        assert "device: TorchDevice | None = None" in code and "isinstance(device, TorchDevice)" in code

@@ -43,3 +43,16 @@ def test_the_same_package_imported_twice_is_imported_once(tmp_path: Path) -> Non
     finally:
         for name in [name for name in sys.modules if name.split(".")[0] == NAME]:
             del sys.modules[name]
+
+
+def test_converted_code_is_run_without_the_verifiers_future_imports(tmp_path: Path) -> None:
+    """The verifier runs converted text as Python imports it: its own `from __future__ import
+    annotations` must not make the converted code's annotations lazy, or an annotation that
+    fails when the file is imported (`(lambda: 0) | None`) would pass unseen."""
+    from precision_transpiler.verify.loading import _exec_module
+
+    with pytest.raises(TypeError):
+        _exec_module("def f(x: (lambda: 0) | None = None):\n    return x\n", "_ptx_eager_annotations", None, "a.py")
+    module = _exec_module("def f(x: int | None = None):\n    return x\n", "_ptx_fine_annotations", None, "b.py")
+    assert module.f.__annotations__["x"] == int | None
+    sys.modules.pop("_ptx_fine_annotations", None)
