@@ -11,6 +11,9 @@ runtime/common.py, which gives the module a class whose calls run the hooks. Con
 classes have the methods too (their `TorchModule` base), but the receiver may be a layer the
 runtime or the target library defines (a Flax `nnx.Linear`, a Keras layer), which has none:
 RRDBNet's `for m in net.modules()` on a convolution. The functions take any module of the target.
+`m.forward(x)` (any receiver but `self`: a submodule, torch-uncertainty's
+`self.core_model.forward(x)`) becomes `torch_forward(m, x)` of runtime/common.py: the object's
+own `forward` where it has one, else its call (a Flax or Keras layer has no `forward`).
 Likewise `m.eval()` (any receiver but `self`) and `self.m.train(mode)` become `torch_eval(m)` and
 `torch_train(m, mode)` of runtime/{flax,keras}/modules.py: a Keras layer has no such methods, and
 nnx's return None where torch's return the module.
@@ -64,6 +67,11 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
         if len(args) == 2:
             args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         return cst.Call(func=ctx.expr_for(f"{runtime.rsplit('.', 1)[0]}.modules.{MODES[method]}"), args=args)
+    elif method == "forward" and receiver not in ("", "self", "cls"):
+        args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
+        if not updated.args:
+            args = [cst.Arg(func.value)]
+        return cst.Call(func=ctx.expr_for(runtime_name(None, "common", "torch_forward")), args=args)
     elif on_self and method in REGISTERS and len(updated.args) == 2 and all(not a.star for a in updated.args):
         args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
         method = "add_module"

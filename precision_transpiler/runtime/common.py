@@ -699,6 +699,14 @@ _NUMPY_OPS = (
 _NN_OPS = ("log_softmax", "one_hot", "relu", "softplus")
 
 
+def torch_forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+    """`m.forward(x)` on any module: the object's own `forward` where it has one (a converted
+    module, the user's own class), else its call (a Flax or Keras layer, the runtime's containers,
+    which have no `forward`)."""
+    forward = getattr(module, "forward", None)
+    return forward(*args, **kwargs) if callable(forward) else module(*args, **kwargs)
+
+
 def torch_init_skipped(tensor: Any, *args: Any, **kwargs: Any) -> Any:
     """A torch.nn.init initialiser handed around as a value (`init_fn=nn.init.kaiming_normal_`,
     `partial(nn.init.normal_, std=0.02)`): as the converter drops initialiser statements, calling
