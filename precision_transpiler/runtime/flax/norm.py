@@ -298,9 +298,9 @@ class LayerNorm(TorchLayer):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
-        *,
         device: Any = None,
         dtype: Any = None,
+        *,
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
@@ -349,9 +349,9 @@ class RMSNorm(TorchLayer):
         normalized_shape: int | tuple[int, ...],
         eps: float | None = None,
         elementwise_affine: bool = True,
-        *,
         device: Any = None,
         dtype: Any = None,
+        *,
         param_dtype: Any = jnp.float32,
         rngs: nnx.Rngs | None = None,
     ) -> None:
