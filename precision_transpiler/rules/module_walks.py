@@ -67,7 +67,7 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
         if len(args) == 2:
             args[0] = args[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         return cst.Call(func=ctx.expr_for(f"{runtime.rsplit('.', 1)[0]}.modules.{MODES[method]}"), args=args)
-    elif method == "forward" and receiver not in ("", "self", "cls"):
+    elif method == "forward" and receiver not in ("", "self", "cls") and not _unbound_call(updated):
         args = [cst.Arg(func.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *updated.args]
         if not updated.args:
             args = [cst.Arg(func.value)]
@@ -80,6 +80,13 @@ def module_walk(ctx: RuleContext, original: cst.Call, updated: cst.Call, runtime
     if method in RESETS or method in HOOKS:
         return cst.Call(func=ctx.expr_for(runtime_name(None, "common", method)), args=args)
     return cst.Call(func=ctx.expr_for(f"{runtime}.{method}"), args=args)
+
+
+def _unbound_call(call: cst.Call) -> bool:
+    """`Base.forward(self, x)`: a class's method called with the instance (the class rules name
+    it `__call__`/`call`), not a held module's forward."""
+    first = call.args[0].value if call.args and not call.args[0].star else None
+    return isinstance(first, cst.Name) and first.value == "self"
 
 
 def _mode_switch(method: str, receiver: str, on_self: bool, call: cst.Call) -> bool:

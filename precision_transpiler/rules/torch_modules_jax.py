@@ -172,7 +172,12 @@ class TorchModules(Rule):
     def leave_Attribute(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
-        if original.attr.value == "forward" and _is_super(original.value):
+        value = original.value
+        own_class = (  # `Base.forward(self, x)` of a module class of the file: its `__call__`, not
+            # TorchModule.forward, which would call the subclass's own `__call__` again
+            isinstance(value, cst.Name) and value.value in analysis_for(ctx).module_classes
+        ) and ctx.qualified_name(value) is None
+        if original.attr.value == "forward" and (_is_super(value) or own_class):
             new = updated.with_changes(attr=cst.Name("__call__"))  # `super().forward(x)` of a layer subclass
             ctx.record(self.name, original, new)
             return new

@@ -2,7 +2,9 @@
 `torch_forward`): a Flax or Keras layer and the runtime's containers have no `forward`, so the
 call goes through the runtime's function, which takes the object's own `forward` where it has one
 (a converted module, the user's own class) and calls the object otherwise. `self.forward(x)` and
-`super().forward(x)` stay method calls; a method merely named like it stays too."""
+`super().forward(x)` stay method calls, and so does `Base.forward(self, x)`, a class's method
+called with the instance (its `__call__` on Flax, `call` on Keras); a method merely named like it
+stays too."""
 
 from __future__ import annotations
 
@@ -45,6 +47,11 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.w.forward(x)
+
+
+class Twice(Net):
+    def forward(self, x):  # the base class's forward, called with the instance: its own method
+        return Net.forward(self, x) * 2
 """
 
 
@@ -53,5 +60,6 @@ def test_forward_calls_on_held_modules_go_through_the_runtime(to: str, tmp_path:
     code = transpile(SOURCE, to=to).code
     assert "torch_forward(self.core, x) + torch_forward(self.lin, x) + torch_forward(self.plain, x)" in code
     assert "self.forward_one(x)" in code and "return torch_forward(self.w, x)" in code
-    verdict = convert_and_verify(tmp_path, SOURCE, to, "Net()", ["float32[2,4]"], name="forwards")
+    assert f"return Net.{'__call__' if to == 'jax' else 'call'}(self, x) * 2" in code
+    verdict = convert_and_verify(tmp_path, SOURCE, to, "Twice()", ["float32[2,4]"], name="forwards")
     assert verdict.passed, verdict
