@@ -72,6 +72,8 @@ def _owned_attributes(ctx: RuleContext) -> frozenset[str]:
                     targets = inner.targets if isinstance(inner, ast.Assign) else []
                     if isinstance(inner, ast.AnnAssign | ast.AugAssign):
                         targets = [inner.target]
+                    # `self.device, self.dtype = device, dtype` (torch-uncertainty's MCBatchNorm)
+                    targets = [t for target in targets for t in _unpacked(target)]
                     for target in targets:
                         if (
                             isinstance(target, ast.Attribute)
@@ -83,6 +85,15 @@ def _owned_attributes(ctx: RuleContext) -> frozenset[str]:
         return frozenset(found)
 
     return ctx.per_file("keras-owned-attributes", build)
+
+
+def _unpacked(target: object) -> list[object]:
+    """The targets an assignment target binds: a tuple or list target's elements, nested."""
+    import ast
+
+    if isinstance(target, ast.Tuple | ast.List):
+        return [t for element in target.elts for t in _unpacked(element)]
+    return [target]
 
 
 @register
@@ -220,7 +231,15 @@ class TorchModulesKeras(Rule):
 
     def leave_Assign(self, ctx: RuleContext, original: cst.Assign, updated: cst.Assign) -> None:
         for target in original.targets:
-            self._check_attribute(ctx, target.target, original)
+            elements = [target.target]
+            while any(isinstance(e, cst.Tuple | cst.List) for e in elements):  # `self.device, self.dtype = ...`
+                elements = [
+                    x
+                    for e in elements
+                    for x in ([i.value for i in e.elements] if isinstance(e, cst.Tuple | cst.List) else [e])
+                ]
+            for element in elements:
+                self._check_attribute(ctx, element, original)
 
     def leave_AnnAssign(self, ctx: RuleContext, original: cst.AnnAssign, updated: cst.AnnAssign) -> None:
         self._check_attribute(ctx, original.target, original)

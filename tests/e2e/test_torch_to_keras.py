@@ -291,6 +291,7 @@ class Net(nn.Module):
         self.fc = nn.Linear(4, 4)
         self.dtype = torch.float32
         self.output = nn.Identity()
+        self.device, self.trainable = None, True  # a tuple target (torch-uncertainty's MCBatchNorm)
 
     def forward(self, x):
         h = self.fc(x)
@@ -308,8 +309,9 @@ def test_what_is_not_converted_is_said() -> None:
     result = transpile(UNSUPPORTED, to="tf")
     assert not result.unsupported, [d.format() for d in result.unsupported]
     notes = [d.message for d in result.diagnostics if d.code == "keras-reserved-attribute"]
-    assert len(notes) == 1 and notes[0].startswith("self.dtype renamed self.dtype_"), notes
-    assert "self.dtype_ = tf.float32" in result.code and '_torch_renamed = {"dtype_": "dtype"}' in result.code
+    assert len(notes) == 2 and notes[0].startswith("self.dtype renamed self.dtype_"), notes
+    assert "self.dtype_ = tf.float32" in result.code and "self.device, self.trainable_ = None, True" in result.code
+    assert '_torch_renamed = {"dtype_": "dtype", "trainable_": "trainable"}' in result.code
     assert "h = keras.ops.add(h, 1)" in result.code and "g = torch_at(g)[0].set(2.0)" in result.code
 
 
