@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 import libcst as cst
@@ -103,6 +104,22 @@ def import_bound_names(small: cst.BaseSmallStatement) -> set[str]:
                 names.add(alias.asname.name.value)
             else:
                 names.add(dotted_name(alias.name) or "")
+    return names
+
+
+def statements_bound_names(lines: Sequence[cst.BaseStatement], *, assignments: bool = False) -> set[str]:
+    """The names top-level `lines` bind: their imports', classes' and functions', and with
+    `assignments` their plain assignments' (`x = ...`) too."""
+    names: set[str] = set()
+    for line in lines:
+        if isinstance(line, cst.ClassDef | cst.FunctionDef):
+            names.add(line.name.value)
+        elif isinstance(line, cst.SimpleStatementLine):
+            for small in line.body:
+                if isinstance(small, cst.Import | cst.ImportFrom):
+                    names |= import_bound_names(small)
+                elif assignments and isinstance(small, cst.Assign):
+                    names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
     return names
 
 

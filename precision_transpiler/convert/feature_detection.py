@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from precision_transpiler.convert.local_imports import _names
-from precision_transpiler.syntax import all_nodes, dotted_name, import_bound_names
+from precision_transpiler.syntax import all_nodes, dotted_name, import_bound_names, statements_bound_names
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 
@@ -182,7 +182,7 @@ def _torch_fallback(
         if isinstance(small, cst.Import | cst.ImportFrom) and not _imports_root(small, roots)
     ]
     provided = set().union(*(import_bound_names(node) for node in fallback)) if fallback else set()
-    defined = _body_names(stmt.body.body)
+    defined = statements_bound_names(stmt.body.body)
     if not accelerator or not fallback or not provided <= defined or _mentions(others, defined - provided):
         return None
     texts = tuple(module.code_for_node(i).strip() for i in accelerator)
@@ -234,19 +234,6 @@ def _line_names(line: cst.BaseStatement) -> set[str]:
     if not isinstance(line, cst.SimpleStatementLine):
         return set()
     return set().union(*(import_bound_names(s) for s in line.body if isinstance(s, cst.Import | cst.ImportFrom)))
-
-
-def _body_names(lines: Sequence[cst.BaseStatement]) -> set[str]:
-    """The names a `try` body binds: its imports' and its classes' and functions'."""
-    names: set[str] = set()
-    for line in lines:
-        if isinstance(line, cst.ClassDef | cst.FunctionDef):
-            names.add(line.name.value)
-        elif isinstance(line, cst.SimpleStatementLine):
-            for small in line.body:
-                if isinstance(small, cst.Import | cst.ImportFrom):
-                    names |= import_bound_names(small)
-    return names
 
 
 def _try_body_lines(original: str, imports: tuple[str, ...]) -> tuple[int, int] | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from precision_transpiler.syntax import dotted_name, import_bound_names, is_docstring
+from precision_transpiler.syntax import dotted_name, import_bound_names, is_docstring, statements_bound_names
 
 MARK = "# ptranspile: only this function still needs it (the module loads without it)"
 
@@ -124,17 +124,7 @@ def _rebound_after(body: Sequence[cst.BaseStatement], index: int) -> set[str]:
     """Names that top-level statements after `body[index]` bind again (imports, definitions,
     plain assignments): a function reads the last binding, so an earlier import of such a name
     that nothing at load time reads is no use to it."""
-    bound: set[str] = set()
-    for stmt in body[index + 1 :]:
-        if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
-            bound.add(stmt.name.value)
-        elif isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Import | cst.ImportFrom):
-                    bound |= import_bound_names(small)
-                elif isinstance(small, cst.Assign):
-                    bound |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
-    return bound
+    return statements_bound_names(body[index + 1 :], assignments=True)
 
 
 def _skipped(module: cst.Module, stmt: cst.BaseStatement) -> bool:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from precision_transpiler import transpile
-from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.helpers import convert_and_verify
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_jax, pytest.mark.needs_tf]
 
@@ -39,10 +38,6 @@ class Detector(nn.Module):
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
 def test_dataclass_outputs_are_compared_field_by_field(tmp_path: Path, target: str) -> None:
-    original = tmp_path / "detector.py"
-    original.write_text(SOURCE, encoding="utf-8")
-    converted = tmp_path / f"detector_{target}.py"
-    converted.write_text(transpile(SOURCE, to=target, path=str(original)).code, encoding="utf-8")
-    verdict = verify_files(original, converted, VerifyOptions(entry="Detector()", inputs=["float32[2,3,4]"]))
+    verdict = convert_and_verify(tmp_path, SOURCE, target, "Detector()", ["float32[2,3,4]"], name="detector")
     assert verdict.passed, verdict.failures
     assert {o.name for o in verdict.outputs} >= {"out[0].keypoints", "out[1].scores"}

@@ -89,11 +89,15 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
+def _written(tmp_path_factory: pytest.TempPathFactory, name: str, text: str) -> ModuleType:
+    path = tmp_path_factory.mktemp(name) / f"{name}.py"
+    path.write_text(text)
+    return _import(path)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    path = tmp_path_factory.mktemp("flax") / "flax_net.py"
-    path.write_text(MODEL)
-    return _import(path)
+    return _written(tmp_path_factory, "flax_net", MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -295,9 +299,7 @@ class Counting(nnx.Module):
 
 @pytest.fixture(scope="module")
 def counting(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    path = tmp_path_factory.mktemp("flax_compiled") / "flax_counting.py"
-    path.write_text(COMPILED)
-    return _import(path)
+    return _written(tmp_path_factory, "flax_counting", COMPILED)
 
 
 @pytest.mark.parametrize("branch", [False, True], ids=["traceable", "value-branch"])
