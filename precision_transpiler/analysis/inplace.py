@@ -147,6 +147,8 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
     if known is not None:
         return known
     result = Aliases({}, [])
+    #: what a plain name was last assigned (`row_splits = zip(q.split(2), o.split(2))`, iterated later)
+    values: dict[str, cst.BaseExpression] = {}
 
     class _V(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -162,7 +164,7 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
             # `for row in h`, `for xc, oc in zip(x.split(2), o.split(2))`: each target is a view
             # of what it iterates, bound before the body's first statement
             position = len(result.order) - 0.5
-            for name, iterated in _loop_targets(node.target, node.iter):
+            for name, iterated in _loop_targets(node.target, node.iter, values):
                 source = _view_of(ctx, iterated)
                 certain = source is not None and _surely_a_view(ctx, iterated)
                 result.events.append((position, name, source, certain))  # type: ignore[arg-type]
@@ -188,15 +190,24 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
                 for target in targets:
                     for name in bound_names(target):
                         result.events.append((position, name, source, certain))
+                        values.pop(name, None)
+                if len(targets) == 1 and isinstance(targets[0], cst.Name) and value is not None:
+                    values[targets[0].value] = value
 
     scope.visit(_V())
     state.aliases[id(scope)] = result
     return result
 
 
-def _loop_targets(target: cst.BaseExpression, iterated: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
+def _loop_targets(
+    target: cst.BaseExpression, iterated: cst.BaseExpression, values: dict[str, cst.BaseExpression]
+) -> list[tuple[str, cst.BaseExpression]]:
     """(name, what its values are taken from) for a loop target: the iterable itself for a name,
-    through `zip(...)` and `enumerate(...)` for tuples of names."""
+    through `zip(...)` and `enumerate(...)` for tuples of names, and through a name the scope
+    assigned one of them to (`row_splits = zip(...)`, then `for i, (qc, oc) in enumerate(row_splits)`)."""
+    value = values.get(iterated.value) if isinstance(iterated, cst.Name) else None
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("zip", "enumerate"):
+        iterated = value
     if isinstance(target, cst.Name):
         return [(target.value, iterated)]
     if not isinstance(target, cst.Tuple | cst.List) or not isinstance(iterated, cst.Call):
@@ -205,9 +216,11 @@ def _loop_targets(target: cst.BaseExpression, iterated: cst.BaseExpression) -> l
     elements = [e.value for e in target.elements]
     args = [a.value for a in iterated.args if not a.star and a.keyword is None]
     if function == "zip" and len(args) == len(elements):
-        return [pair for element, arg in zip(elements, args, strict=True) for pair in _loop_targets(element, arg)]
+        return [
+            pair for element, arg in zip(elements, args, strict=True) for pair in _loop_targets(element, arg, values)
+        ]
     if function == "enumerate" and len(elements) == 2 and args:
-        return _loop_targets(elements[1], args[0])
+        return _loop_targets(elements[1], args[0], values)
     return []
 
 

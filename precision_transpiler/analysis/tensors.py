@@ -277,7 +277,9 @@ def known_tensor(ctx: FileView, node: cst.BaseExpression, anchor: cst.CSTNode) -
     registered buffer or parameter `self.<name>`, an index of one, or a torch call (shared by the
     Keras rules that rewrite only what holds tensors: torch_tensor_index_tf, torch_bool_arith_tf)."""
     if isinstance(node, cst.Name):
-        return tensor_names(ctx, Where.scope_of(ctx, anchor)).get(node.value) is True
+        if tensor_names(ctx, Where.scope_of(ctx, anchor)).get(node.value) is True:
+            return True
+        return narrowed_to_tensor(ctx, node.value, anchor)
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return attribute_kind(ctx, node, anchor) == "variable"
     if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, BITWISE):
@@ -290,6 +292,37 @@ def known_tensor(ctx: FileView, node: cst.BaseExpression, anchor: cst.CSTNode) -
 
 
 BITWISE = (cst.BitAnd, cst.BitOr, cst.BitXor)
+_TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def narrowed_to_tensor(ctx: FileView, name: str, anchor: cst.CSTNode) -> bool:
+    """Whether `anchor` stands where a test has just shown `name` to be a tensor: after
+    `isinstance(name, torch.Tensor) and`, in the body of `if isinstance(name, torch.Tensor):`, or in
+    the first branch of `... if isinstance(name, torch.Tensor) else ...` (kornia's
+    `v._version if isinstance(v, torch.Tensor) and not v.is_inference() else -1`)."""
+    child, parent = anchor, ctx.parent(anchor)
+    while parent is not None and not isinstance(parent, cst.FunctionDef | cst.Lambda | cst.ClassDef | cst.Module):
+        if isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
+            test: cst.BaseExpression | None = parent.left if parent.right is child else None
+        elif isinstance(parent, cst.IfExp | cst.If):
+            test = parent.test if parent.body is child else None
+        else:
+            test = None
+        if test is not None and _tests_tensor(ctx, test, name):
+            return True
+        child, parent = parent, ctx.parent(parent)
+    return False
+
+
+def _tests_tensor(ctx: FileView, test: cst.BaseExpression, name: str) -> bool:
+    """`isinstance(name, torch.Tensor)`, alone or as one operand of an `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_tensor(ctx, test.left, name) or _tests_tensor(ctx, test.right, name)
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+        return False
+    if len(test.args) != 2 or not isinstance(test.args[0].value, cst.Name) or test.args[0].value.value != name:
+        return False
+    return ctx.qualified_name(test.args[1].value) in _TENSOR_TYPES
 
 
 def tensor_names(ctx: FileView, scope: cst.CSTNode | None) -> dict[str, bool | None]:

@@ -34,7 +34,11 @@ ENTRY_POINT_GROUP = "precision_transpiler.mappings"
 #: `known_tensor` only matches what tensor inference proves is a tensor (analysis/tensors.py).
 #: `undecided` matches what is neither a literal nor a framework symbol nor dtype- or device-like (so
 #: `x.to(value)`'s fallback leaves `x.to("cuda")` and `x.to(device)` to the device op).
-PARAM_KINDS = frozenset({"any", "dtype", "device", "tensor", "known_tensor", "undecided", "int", "ints", "display"})
+#: `optional_dtype` matches a parameter of the function that may be None (`dtype=None`,
+#: `dtype: Optional[torch.dtype]`): torch's `x.to(dtype=None)` keeps x's dtype.
+PARAM_KINDS = frozenset(
+    {"any", "dtype", "device", "tensor", "known_tensor", "undecided", "int", "ints", "display", "optional_dtype"}
+)
 _BIND_SCALARS = (str, int, float, bool, type(None))
 #: values of an op's `returns:` (what its result holds when that is not its input's dtype)
 OP_RESULTS = frozenset({"int", "bool"})

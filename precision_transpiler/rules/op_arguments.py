@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from precision_transpiler.analysis.masks import dtype_name
-from precision_transpiler.analysis.tensors import known_tensor
+from precision_transpiler.analysis.tensors import Where, known_tensor
 from precision_transpiler.analysis.torch_models import analysis_for
 from precision_transpiler.mappings.model import OpSpec
 from precision_transpiler.mappings.patterns import Pattern
@@ -22,13 +22,17 @@ from precision_transpiler.syntax import dotted_name
 
 
 def receiver_params(pattern: Pattern) -> set[str]:
-    """The parameter a method pattern is called on: when a target leaves it out (`x.new_zeros(2,
+    """The parameter a method or attribute pattern is read on: when a target leaves it out (`x.new_zeros(2,
     dtype=d)` needs only d), no "argument was dropped" note, it is not an argument."""
     expr = pattern.expr
-    if pattern.method_name is None or not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+    if isinstance(expr, cst.Attribute):  # an attribute pattern (`{x}._version`): x is what it is read on
+        receiver = expr.value
+    elif pattern.method_name is not None and isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        receiver = expr.func.value
+    else:
         return set()
-    receiver = expr.func.value
-    return {pattern.placeholders[receiver.value].name} if isinstance(receiver, cst.Name) else set()
+    placeholder = pattern.placeholders.get(receiver.value) if isinstance(receiver, cst.Name) else None
+    return {placeholder.name} if placeholder is not None else set()
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,10 @@ def kind_mismatch(
             if ctx.is_dtype_like(node) or ctx.is_device_like(node) or _strict_kind_problem(ctx, node, "tensor"):
                 return KindMismatch(f"argument {ctx.code(node)!r} is a literal, a dtype or a device")
             continue
+        if kind == "optional_dtype":
+            if anchor is None or not optional_parameter(ctx, node, anchor):
+                return KindMismatch(f"argument {ctx.code(node)!r} is not a parameter that may be None")
+            continue
         if kind in STRICT_KINDS:
             if name in match.defaulted:
                 continue
@@ -105,6 +113,25 @@ def kind_mismatch(
         if kind == "device" and not ctx.is_device_like(node):
             return KindMismatch(f"argument {ctx.code(node)!r} does not look like a device")
     return None
+
+
+def optional_parameter(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+    """Whether `node` names a parameter of the function around `anchor` that may be None: its
+    default is None or its annotation says Optional (`dtype: Optional[torch.dtype] = None`)."""
+    if not isinstance(node, cst.Name):
+        return False
+    scope = Where.scope_of(ctx, anchor)
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    p = scope.params
+    for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+        if param.name.value != node.value:
+            continue
+        if isinstance(param.default, cst.Name) and param.default.value == "None":
+            return True
+        annotation = ctx.code(param.annotation.annotation) if param.annotation is not None else ""
+        return "Optional" in annotation or "None" in annotation
+    return False
 
 
 def _strict_kind_problem(ctx: RuleContext, node: cst.BaseExpression, kind: str) -> str | None:

@@ -169,9 +169,8 @@ class TorchInplaceOps(Rule):
             receiver = receiver.value  # type: ignore[attr-defined]  # `self.scale.data.clamp_(0, 4)`: the parameter
         if method in _INIT and where.kind == "" and not fresh:
             return None  # a value (`nn.Parameter(w.zero_())`): the torch-inplace-init rule's shim
-        if (fresh or isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation)) and (
-            fresh or not _may_promote(method, original, entries)
-        ):
+        temporary = isinstance(receiver, cst.BinaryOperation | cst.UnaryOperation) or _temporary(ctx, receiver, where)
+        if (fresh or temporary) and (fresh or not _may_promote(method, original, entries)):
             # `(a - b).abs_()`, `src.new_zeros(size).scatter_add_(dim, index, src)`: a fresh tensor
             # nothing else refers to; its value is all that counts (in the dtype the creating
             # call gave it, which is cheap to evaluate twice)
@@ -446,6 +445,42 @@ _SHARING_FUNCTIONS = frozenset(
         "resolve_conj", "resolve_neg",
     )
 )  # fmt: skip
+
+
+_CASTS = ("to", "type", "float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte", "bool")
+#: tensor methods whose result may be the receiver itself or share its memory: a view, or the
+#: tensor itself where nothing changes (`x.long()` of an int64 tensor, `x.contiguous()`)
+_SELF_OR_VIEW_METHODS = frozenset(
+    {
+        "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose",
+        "swapaxes", "swapdims", "permute", "movedim", "moveaxis", "t", "narrow", "select", "expand", "expand_as",
+        "as_strided", "detach", "contiguous", "unfold", "diagonal", "split", "chunk", "unbind", "tensor_split",
+        "real", "imag", "conj", "view_as_real", "resolve_conj", "resolve_neg", "coalesce", "numpy", "as_subclass",
+        "pin_memory", "broadcast_to", "align_to", "refine_names", "rename", "cpu", "cuda", "type_as", *_CASTS,
+    }
+)  # fmt: skip
+
+
+def _temporary(ctx: RuleContext, receiver: cst.BaseExpression, where: Where) -> bool:
+    """`x.abs().clamp_(0, 1)`, `hi = hi.long().clamp_(0, 5)`: an in-place method on the result of
+    a tensor method that allocates a new tensor, which nothing else refers to. A cast may return
+    its receiver itself (`x.long()` of an int64 tensor), so a cast counts only where the chain's
+    value is assigned back to the name it started from."""
+    if not (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)):
+        return False
+    inner = receiver.func.value
+    if (isinstance(inner, cst.Name) and inner.value in ("self", "cls")) or ctx.qualified_name(receiver.func):
+        return False
+    method = receiver.func.attr.value
+    surface = ctx.mappings.surfaces.get("torch")
+    if surface is None or method not in surface.tensor_methods or method.endswith("_"):
+        return False
+    if method not in _SELF_OR_VIEW_METHODS:
+        return True
+    if method not in _CASTS or where.kind != "assign" or not isinstance(inner, cst.Name):
+        return False
+    targets = where.statement.targets  # type: ignore[union-attr]
+    return len(targets) == 1 and isinstance(targets[0].target, cst.Name) and targets[0].target.value == inner.value
 
 
 def _creates_tensor(ctx: RuleContext, receiver: cst.BaseExpression) -> bool:

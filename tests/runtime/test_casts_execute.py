@@ -504,15 +504,16 @@ CASES: list[Case] = [
         inputs=[([1.0, 2.5, -3.0], [1, 2, -3])],
     ),
     Case(
-        # `dtype=None` passed on from a parameter (kornia's kernel builders): each framework's
-        # own inference, and no cast to None
+        # `dtype=None` passed on from a parameter (kornia's kernel builders, its `tensor.to(device=...,
+        # dtype=dtype)`): each framework's own inference, and no cast to None
         "torch-tensor-dtype-parameter",
         "torch",
         _dedent("""
             import torch
 
             def f(data, dtype=None):
-                return torch.tensor(data, dtype=dtype), torch.as_tensor(data, dtype=dtype)
+                x = torch.tensor(data, dtype=dtype)
+                return x, torch.as_tensor(data, dtype=dtype), x.to(dtype=dtype), x.to(device="cpu", dtype=dtype)
         """),
         inputs=[(Typed((1.0, 2.5, -3.0), "float32"),)],
     ),
@@ -1011,6 +1012,11 @@ OP_COVERAGE = {
         ("tf-dtype-utilities", 'tf.dtypes.as_dtype("float16")'),
         ("tf-dtype-utilities", "tf.as_dtype(tf.int8)"),
         ("numpy-dtype-utilities", "np.dtype(np.int8)"),
+    ],
+    # kornia's `tensor.to(device=device, dtype=dtype)` with `dtype=None`: torch keeps the dtype
+    "cast_optional": [
+        ("torch-tensor-dtype-parameter", "x.to(dtype=dtype)"),
+        ("torch-tensor-dtype-parameter", 'x.to(device="cpu", dtype=dtype)'),
     ],
     # Mapped between torch and JAX only (tf-result-type, numpy-promote-types: unsupported).
     "promote_types": [

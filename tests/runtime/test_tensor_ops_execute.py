@@ -334,14 +334,15 @@ CASES = [
     ),
     C(
         # kornia's MoonViT (`freqs_cis.real`), its augmentations' eager checks (`x.is_pinned()`,
-        # `forward_ad.unpack_dual(x).tangent is None`)
+        # `forward_ad.unpack_dual(x).tangent is None`, `x._version` unless `x.is_inference()`)
         "real-imag-attributes-pinned-shared-dual",
         "x",
         """
         f = torch.polar(torch.ones_like(x), x)
         n = 3.0
         dual = torch.autograd.forward_ad.unpack_dual(x)
-        return f.real, f.imag, n.real, x.is_pinned(), x.is_shared(), dual.primal + 1, dual.tangent is None
+        return (f.real, f.imag, n.real, x.is_pinned(), x.is_shared(), dual.primal + 1, dual.tangent is None,
+                x.is_inference(), x._version)
         """,
         F32(3, 4),
     ),

@@ -151,6 +151,29 @@ def test_a_deterministic_wrong_conversion_is_not_called_random(tmp_path: Path, t
     assert not any("random" in f for f in verdict.failures), verdict.failures
 
 
+INPLACE_INPUT = """
+import torch
+from torch import nn
+
+
+class AddInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return x.add_(self.lin(x))  # equiformer's Residual when nothing requires grad
+"""
+
+
+@on_both_targets
+def test_a_forward_that_changes_its_input_in_place_verifies(tmp_path: Path, target: str) -> None:
+    """Each run gets its own copy of the inputs: the original's in-place change of its input must
+    not reach the next run (which would look like randomness) or the converted model's input."""
+    verdict = convert_and_verify(tmp_path, INPLACE_INPUT, target, "AddInPlace()", ["float32[2,16]"], name="add_in")
+    assert verdict.passed and not verdict.random_forward, verdict.failures
+
+
 def test_random_forward_in_the_quiet_line_and_the_report(tmp_path: Path) -> None:
     body = "return x + torch.randn(x.shape) * self.fc(x)"
     run = run_cli("verify", *_files(tmp_path, body), *ARGS, "-q")

@@ -106,7 +106,9 @@ class TorchAdapter:
 
     def _inputs(self, inputs: list[np.ndarray]) -> list[Any]:
         torch = _torch()
-        return [torch.from_numpy(np.ascontiguousarray(array)) for array in inputs]
+        # copies: a forward that changes its input in place (`return x.add_(y)`) must not change
+        # the arrays the next run, and the converted model, are given
+        return [torch.from_numpy(np.array(array, copy=True, order="C")) for array in inputs]
 
     def run(self, model: Any, inputs: list[np.ndarray], *, capture: bool, compiled: bool = False) -> Capture:
         # eager torch runs prebuilt kernels: nothing to gain from compiling one forward
