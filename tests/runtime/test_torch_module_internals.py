@@ -106,6 +106,49 @@ class Net(nn.Module):
         return self.conv(self.bns[1](self.bns[0](x)))
 """
 
+# pytorchcv's MultiOutputSequential: children run in the order they were added, which is not the
+# order of their names (`final_pool` comes last); the JAX verifier runs under jax.jit, where nnx
+# rebuilds the module with its attributes sorted by name
+REGISTRATION_ORDER = """import torch
+import torch.nn as nn
+
+
+class Chain(nn.Sequential):
+    def forward(self, x):
+        for module in self._modules.values():
+            x = module(x)
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = Chain()
+        self.features.add_module("stem", nn.Conv2d(3, 4, 3))
+        self.features.add_module("body", nn.Conv2d(4, 4, 3))
+        self.features.add_module("final_pool", nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Linear(4, 2)
+        self.bias = nn.Parameter(torch.zeros(2))
+
+    def forward(self, x):
+        names = [name for name, _ in self.named_parameters()]
+        assert names[0] == "bias" and names[1].startswith("features.stem."), names
+        return self.head(self.features(x).flatten(1)) + self.bias
+"""
+
+
+def test_registration_order_survives_nnx_merge() -> None:
+    """nnx.split then nnx.merge (what nnx.jit does) sorts a module's attributes by name; the
+    walks keep torch's order (`_modules`, `named_parameters`, `state_dict`)."""
+    from flax import nnx
+
+    namespace: dict = {}
+    exec(compile(transpile(REGISTRATION_ORDER, to="jax").code, "model_jax.py", "exec"), namespace)
+    merged = nnx.merge(*nnx.split(namespace["Net"]()))
+    assert list(merged.features._modules) == ["stem", "body", "final_pool"]
+    assert [name for name, _ in merged.named_children()] == ["features", "head"]
+    assert list(merged.state_dict())[:3] == ["bias", "features.stem.weight", "features.stem.bias"]
+
 
 @pytest.mark.parametrize("target", ["jax", "tf"])
 @pytest.mark.parametrize(
@@ -116,6 +159,7 @@ class Net(nn.Module):
         (EMBEDDING_SUBCLASS, "PosEmb(10, 4, padding_idx=1)", "int64[2,5]<10"),
         (MODULE_DICT_SUBCLASS, "MixedConv()", "float32[1,4,6,6]"),
         (DROPPED_BIAS, "Net()", "float32[2,4,5]"),
+        (REGISTRATION_ORDER, "Net()", "float32[2,3,8,8]"),
     ],
     ids=[
         "module-internals",
@@ -123,6 +167,7 @@ class Net(nn.Module):
         "embedding-subclass-attributes",
         "module-dict-attributes",
         "dropped-bias",
+        "registration-order",
     ],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:

@@ -38,6 +38,15 @@ class TorchLayer(TorchInternals, TorchInit, nnx.Module):
         super().__init_subclass__(**kwargs)
         cls.__signature__ = _constructor_signature(cls)
 
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        order = vars(self).get("_torch_order", ())
+        if not name.startswith("_") and name not in order and "_pytree__state" in vars(self):
+            # torch's registration order, which the walks follow (`for m in self._modules.values()`
+            # in pytorchcv's MultiOutputSequential): nnx rebuilds a module under nnx.jit or
+            # nnx.merge with its attributes sorted by name; a tuple of names is static, and kept
+            super().__setattr__("_torch_order", (*order, name))
+
 
 class Identity(TorchLayer):
     """torch.nn.Identity: returns its input; accepts and ignores any constructor arguments."""

@@ -59,12 +59,24 @@ _TORCH_PARAM_NAMES = {
 # END generated
 
 
+def ordered_vars(module):
+    """A module's attributes in the order they were first set, as torch registers them: after
+    nnx.merge (under nnx.jit) `vars` holds them sorted by name, `_torch_order` (kept by
+    TorchModule.__setattr__) still says the order they came in; names it lacks come last."""
+    items = vars(module)
+    order = items.get("_torch_order")
+    if not order:
+        return list(items.items())
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(items.items(), key=lambda item: rank.get(item[0], len(rank)))
+
+
 def _child_items(module):
     """torch's `named_children()` of an nnx module: modules held in attributes, in assignment order
     (torch's registration order; nnx's own graph order sorts names, "10" before "2"), and modules
     in lists, tuples and dicts held in attributes (`name.0`, `name.key`)."""
     found = []
-    for name, value in vars(module).items():
+    for name, value in ordered_vars(module):
         if name.startswith("_"):
             continue
         if isinstance(value, nnx.Module):
@@ -114,7 +126,7 @@ def _own_variables(module, parameters: bool):
     buffers (every other nnx.Variable: BatchNorm statistics, registered buffers), in order."""
     return [
         (name, value)
-        for name, value in vars(module).items()
+        for name, value in ordered_vars(module)
         if isinstance(value, nnx.Variable)
         and isinstance(value, nnx.Param) == parameters
         and _torch_visible(module, name)
@@ -227,6 +239,11 @@ def _torch_hold(module, attribute: str, torch_name: str, layout: str, variable):
     setattr(module, torch_name, variable)
     for name in after:  # the attributes set after the replaced one move behind it again
         vars(module)[name] = vars(module).pop(name)
+    order = vars(module).get("_torch_order")
+    if order and attribute in order:  # the recorded order too: torch's name in the attribute's place
+        kept = [n for n in order if n != torch_name]
+        kept[kept.index(attribute)] = torch_name
+        object.__setattr__(module, "_torch_order", tuple(kept))
 
 
 def torch_tie(target, name: str, source, source_name: str):
