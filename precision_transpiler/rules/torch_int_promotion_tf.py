@@ -95,7 +95,13 @@ class TorchIntPromotionTf(Rule):
             or (divide and self._division_promotes(ctx, left, right, original))
         ):
             return None
-        call = cst.Call(ctx.expr_for(op), [cst.Arg(updated.left), cst.Arg(updated.right)])
+        # a NumPy float scalar is a Python number to torch, float64 to keras.ops (whisper's
+        # `-log_timescale_increment * torch.arange(n)`, the increment `np.log(m) / (c // 2 - 1)`)
+        operands = [
+            cst.Call(cst.Name("float"), [cst.Arg(new)]) if numpy_float(ctx, old, original) else new
+            for old, new in ((left, updated.left), (right, updated.right))
+        ]
+        call = cst.Call(ctx.expr_for(op), [cst.Arg(operand) for operand in operands])
         replacement = call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         ctx.record(self.name, original, replacement)
         return replacement
@@ -415,6 +421,90 @@ def _integer_parameters(ctx: RuleContext) -> dict[str, frozenset[str]]:
         return {name: frozenset(params) for name, params in found.items()}
 
     return ctx.per_file("torch-int-promotion-parameters", build)
+
+
+#: NumPy functions whose value on Python numbers is a float64 NumPy scalar
+_NUMPY_FLOATS = frozenset(
+    {
+        "log", "log2", "log10", "log1p", "sqrt", "cbrt", "exp", "exp2", "expm1", "sin", "cos", "tan", "arcsin",
+        "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "hypot", "deg2rad", "rad2deg", "radians", "degrees",
+        "float64", "float32", "true_divide",
+    }
+)  # fmt: skip
+
+
+def numpy_float(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode, depth: int = 0) -> bool:
+    """A NumPy float scalar made from numbers: `np.log(m)`, `np.sqrt(d) / 2`, or a name the
+    function binds only to one (whisper's `log_timescale_increment = np.log(max_timescale) /
+    (channels // 2 - 1)`). torch takes it as a Python number (float32 with an integer tensor);
+    keras.ops as float64."""
+    if isinstance(node, cst.UnaryOperation):
+        return numpy_float(ctx, node.expression, anchor, depth)  # type: ignore[arg-type]
+    if isinstance(node, cst.BinaryOperation):
+        sides = (node.left, node.right)
+        return any(numpy_float(ctx, side, anchor, depth) for side in sides) and not any(
+            known_tensor(ctx, side, anchor) for side in sides
+        )
+    if isinstance(node, cst.Call):
+        qualified = ctx.qualified_name(node.func) or ""
+        return (
+            qualified.startswith("numpy.")
+            and qualified.rsplit(".", 1)[-1] in _NUMPY_FLOATS
+            and not any(known_tensor(ctx, arg.value, anchor) for arg in node.args)
+        )
+    if isinstance(node, cst.Name) and depth < 3:
+        values = _plain_bindings(ctx, anchor).get(node.value, [])
+        return bool(values) and all(numpy_float(ctx, value, anchor, depth + 1) for value in values)
+    return False
+
+
+def _plain_bindings(ctx: RuleContext, anchor: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
+    """Name -> the values the function around `anchor` assigns it (single-name targets only; a
+    name also bound otherwise, by a loop, an unpacking or a parameter, maps to a None entry)."""
+    scope = Where.scope_of(ctx, anchor)
+    if not isinstance(scope, cst.FunctionDef):
+        return {}
+    cache = ctx.per_file("torch-int-promotion-plain-bindings", dict)
+    if id(scope) not in cache:
+        found: dict[str, list] = {}
+        for param in (*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params):
+            found.setdefault(param.name.value, []).append(None)
+
+        class _V(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is scope
+
+            def visit_Assign(self, node: cst.Assign) -> None:
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        found.setdefault(target.target.value, []).append(node.value)
+                    else:
+                        for name in _names_in(target.target):
+                            found.setdefault(name, []).append(None)
+
+            def visit_For(self, node: cst.For) -> None:
+                for name in _names_in(node.target):
+                    found.setdefault(name, []).append(None)
+
+            def visit_AugAssign(self, node: cst.AugAssign) -> None:
+                for name in _names_in(node.target):
+                    found.setdefault(name, []).append(None)
+
+        scope.visit(_V())
+        cache[id(scope)] = found
+    return cache[id(scope)]
+
+
+def _names_in(target: cst.CSTNode) -> list[str]:
+    return [n.value for n in _walk_names(target)]
+
+
+def _walk_names(node: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, cst.Tuple | cst.List):
+        return [n for element in node.elements for n in _walk_names(element.value)]
+    return []
 
 
 def _casts(node: cst.BaseExpression) -> bool:

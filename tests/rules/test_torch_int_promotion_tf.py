@@ -266,20 +266,25 @@ import numpy as np
 import torch
 
 
-def scores(q, k):
+def scores(q, k, max_timescale=10000):
     s = q @ k.transpose(-2, -1) / np.sqrt(k.size(-1))
     t = q * np.pi - np.log(2.0)
-    return s - (1.0 - q.float()), t
+    # whisper's sinusoids: a NumPy float64 scalar times an integer tensor is float32 in torch
+    increment = np.log(max_timescale) / (k.shape[-1] // 2 - 1)
+    inv_timescales = torch.exp(-increment * torch.arange(k.shape[-1] // 2))
+    return s - (1.0 - q.float()), t, inv_timescales
 """
 
 
 def test_numpy_scalars_divide_as_python_numbers() -> None:
     """`x / np.sqrt(d)` (pytorch-pretrained-vit's attention scale): torch takes a NumPy scalar as a
     Python number and stays float32, and so does TensorFlow's operator, where
-    keras.ops.true_divide would make the result float64."""
+    keras.ops.true_divide would make the result float64. Where keras.ops is needed (an integer
+    tensor times a NumPy float, whisper's sinusoids), the scalar is handed over as a float."""
     result = transpile(NUMPY_SCALARS, to="tf")
     assert not result.unsupported, [d.format() for d in result.diagnostics]
     assert "/ np.sqrt(keras.ops.shape(k)[-1])" in result.code
+    assert "keras.ops.multiply(float(-increment), " in result.code
     reference: dict[str, Any] = {}
     exec(compile(NUMPY_SCALARS, "t.py", "exec"), reference)
     converted: dict[str, Any] = {}
