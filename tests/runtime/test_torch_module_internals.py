@@ -1,7 +1,8 @@
 """torch's Module internals that real model code touches, on converted classes and on user
 subclasses of runtime layers: `_modules`, `_parameters`, `_buffers` read directly (pytorchcv's
-containers iterate `self._modules.values()`), and a subclass of a norm layer that registers its
-own `running_mean` / `running_var` (lightly's SplitBatchNorm). Each converts to JAX and Keras,
+containers iterate `self._modules.values()`, in registration order), a subclass of a norm layer
+that registers its own `running_mean` / `running_var` (lightly's SplitBatchNorm), and buffers set
+to new tensors outside `register_buffer`. Each converts to JAX and Keras,
 builds, takes the torch weights and computes what torch computes, torch-free."""
 
 from __future__ import annotations
@@ -136,6 +137,34 @@ class Net(nn.Module):
         return self.head(self.features(x).flatten(1)) + self.bias
 """
 
+# torch-uncertainty's MCBatchNorm: a buffer of a layer (its own or its base's) set to a new tensor
+# from outside register_buffer stays a buffer, in the state dict (also with another shape)
+BUFFER_SET_AGAIN = """import torch
+import torch.nn as nn
+
+
+class MCNorm(nn.BatchNorm1d):
+    def __init__(self, n):
+        super().__init__(n)
+        self.register_buffer("means", torch.zeros(n))
+        self.register_buffer("counts", torch.zeros(1))
+
+    def reset(self):
+        self.running_mean = torch.full_like(self.running_mean, 0.25)
+        self.counts = torch.ones(2)
+
+
+class Net(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.norm = MCNorm(n)
+        self.norm.reset()
+        self.norm.means = torch.ones(n)
+
+    def forward(self, x):
+        return self.norm(x) + self.norm.means + self.norm.counts.sum()
+"""
+
 
 def test_registration_order_survives_nnx_merge() -> None:
     """nnx.split then nnx.merge (what nnx.jit does) sorts a module's attributes by name; the
@@ -160,6 +189,7 @@ def test_registration_order_survives_nnx_merge() -> None:
         (MODULE_DICT_SUBCLASS, "MixedConv()", "float32[1,4,6,6]"),
         (DROPPED_BIAS, "Net()", "float32[2,4,5]"),
         (REGISTRATION_ORDER, "Net()", "float32[2,3,8,8]"),
+        (BUFFER_SET_AGAIN, "Net()", "float32[3,4]"),
     ],
     ids=[
         "module-internals",
@@ -168,6 +198,7 @@ def test_registration_order_survives_nnx_merge() -> None:
         "module-dict-attributes",
         "dropped-bias",
         "registration-order",
+        "buffer-set-again",
     ],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:

@@ -10,7 +10,9 @@ Module behaviour (`TorchModule`) in modules.py. The Keras counterpart is runtime
 
 import inspect
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import TorchInit
@@ -39,6 +41,12 @@ class TorchLayer(TorchInternals, TorchInit, nnx.Module):
         cls.__signature__ = _constructor_signature(cls)
 
     def __setattr__(self, name, value):
+        held = vars(self).get(name)
+        if isinstance(held, nnx.Variable) and not isinstance(held, nnx.Param) and _is_array(value):
+            # a buffer set to a new tensor stays a buffer, as torch keeps it in `_buffers`
+            # (torch-uncertainty's MCBatchNorm: `self.running_mean = torch.zeros_like(...)`)
+            held.value = jnp.asarray(value)
+            return
         super().__setattr__(name, value)
         order = vars(self).get("_torch_order", ())
         if not name.startswith("_") and name not in order and "_pytree__state" in vars(self):
@@ -46,6 +54,10 @@ class TorchLayer(TorchInternals, TorchInit, nnx.Module):
             # in pytorchcv's MultiOutputSequential): nnx rebuilds a module under nnx.jit or
             # nnx.merge with its attributes sorted by name; a tuple of names is static, and kept
             super().__setattr__("_torch_order", (*order, name))
+
+
+def _is_array(value):
+    return isinstance(value, jax.Array | np.ndarray)
 
 
 class Identity(TorchLayer):

@@ -47,8 +47,21 @@ class ReplacesVariables:
     variable leaves Keras' tracking (`_untrack_replaced_variable`)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        held = self.__dict__.get(name)
+        if isinstance(held, keras.Variable) and not held.trainable and _is_tensor(value):
+            if tuple(held.shape) == tuple(value.shape):
+                # a buffer set to a new tensor stays a buffer, as torch keeps it in `_buffers`
+                # (torch-uncertainty's MCBatchNorm: `self.running_mean = torch.zeros_like(...)`)
+                held.assign(keras.ops.cast(value, held.dtype))
+                return
+            tensor = keras.ops.convert_to_tensor(value)
+            value = Buffer(tensor, dtype=keras.backend.standardize_dtype(tensor.dtype), trainable=False, name=name)
         _untrack_replaced_variable(self, name, value)
         super().__setattr__(name, value)
+
+
+def _is_tensor(value: Any) -> bool:
+    return keras.ops.is_tensor(value) or isinstance(value, np.ndarray)
 
 
 # Attributes of Keras layers that hold sublayers or variables under another name (Keras' own
