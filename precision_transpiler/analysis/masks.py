@@ -66,6 +66,18 @@ def combined_mask(ctx: FileView, node: cst.BaseExpression, anchor: cst.CSTNode) 
     return combined and walk.is_bool(node, scope, frozenset())
 
 
+#: what keeps its tensor's dtype: a boolean tensor stays one (superpointnet's `F.pad(mask, ...)`,
+#: then `mask2[i, 0]`, compared with 1)
+_SAME_DTYPE_METHODS = frozenset(
+    {"clone", "contiguous", "detach", "flatten", "view", "reshape", "permute", "transpose", "squeeze", "unsqueeze",
+     "expand", "expand_as", "repeat", "flip", "roll", "t"}
+)  # fmt: skip
+_SAME_DTYPE_FUNCTIONS = frozenset(
+    {"torch.nn.functional.pad", "torch.flip", "torch.roll", "torch.flatten", "torch.reshape", "torch.squeeze",
+     "torch.unsqueeze", "torch.transpose", "torch.permute", "torch.clone"}
+)  # fmt: skip
+
+
 class _BoolWalk:
     """One question of `bool_tensor` (or, `loose`, of `combined_mask`: comparisons of anything
     count): parents are known only on the path being visited, so the scope of everything looked
@@ -93,6 +105,16 @@ class _BoolWalk:
             return self.is_bool(node.left, scope, seen) or self.is_bool(node.right, scope, seen)
         if isinstance(node, cst.Name):
             return node.value in self.names(scope, seen)
+        if isinstance(node, cst.Subscript):
+            return self.is_bool(node.value, scope, seen)  # `mask[i, 0]`: an index keeps the dtype
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method == "bool" and not node.args:
+                return self.tensor(node.func.value, scope) or self.is_bool(node.func.value, scope, seen)
+            if method in _SAME_DTYPE_METHODS and self.ctx.qualified_name(node.func) is None:
+                return self.is_bool(node.func.value, scope, seen)  # `mask.flatten()`, `mask.clone()`
+            if self.ctx.qualified_name(node.func) in _SAME_DTYPE_FUNCTIONS and node.args:
+                return self.is_bool(node.args[0].value, scope, seen)  # `F.pad(mask, (p, p))`
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
             function = self.function(node.func.value)
             if function is None or id(function) in seen:

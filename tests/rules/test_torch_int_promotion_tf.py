@@ -343,3 +343,37 @@ def test_bitwise_operators_with_a_buffer_are_torchs() -> None:
         e = e.detach().numpy()
         assert g.dtype == e.dtype, (g.dtype, e.dtype)
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)  # float32 matmul order
+
+
+PADDED_MASK = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Det(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 1, 3, padding=1)
+
+    def forward(self, x):
+        heatmap = self.conv(x).sigmoid()
+        mask = heatmap >= 0.5
+        mask2 = F.pad(mask, (1, 1, 1, 1))
+        hits = 0
+        for i in range(x.shape[0]):
+            m = mask2[i, 0]
+            if m[2, 2] == 1:
+                hits += 1
+        return heatmap * hits, mask2.flatten(1) == 0
+"""
+
+
+def test_a_mask_padded_indexed_and_reshaped_is_still_a_mask(tmp_path) -> None:
+    """superpointnet's `F.pad(mask, ...)`, then `mask2[i, 0]`, compared with 1: padding, indexing
+    and reshaping keep a boolean tensor boolean, where TensorFlow cannot make 1 a bool."""
+    from tests.helpers import convert_and_verify
+
+    verdict = convert_and_verify(tmp_path, PADDED_MASK, "tf", "Det()", ["float32[2,1,6,6]"])
+    assert verdict.passed, verdict.failures
+    assert "keras.ops.equal(m[2, 2], 1)" in (tmp_path / "model_tf.py").read_text()
