@@ -1266,6 +1266,21 @@ CASES = [
         expect=("unfold(x, 2)", "pixel_shuffle(c, 2)", "torch_rms_norm(a, (4,))", "max_pool3d(v, 2)"),
     ),
     C(
+        # equiformer's basis (`torch.svd`: V, not V^H) and its `F.pairwise_distance`
+        "svd-legacy-pairwise-distance",
+        "x, y",
+        """
+        u, s, v = torch.svd(x)
+        full = torch.svd(x, some=False)
+        return (u @ torch.diag(s) @ v.T, s, full.S, full.U.shape, v.abs().sum(), x.svd().S,
+                F.pairwise_distance(x, y), torch.pairwise_distance(x, y, 1.0, keepdim=True),
+                F.pairwise_distance(x, y, p=3.0, eps=0.0))
+        """,
+        F32(4, 3),
+        F32(4, 3),
+        expect=("torch_svd(x)", "torch_pairwise_distance(x, y, 1.0, keepdim=True)"),
+    ),
+    C(
         "linalg-norm-eigh-svd-qr-cholesky-trace-flips-glu-device-region",
         "m, x, t",
         """

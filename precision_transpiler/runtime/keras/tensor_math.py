@@ -312,6 +312,18 @@ def torch_masked_select(input, mask):
     return ops.take(ops.reshape(ops.broadcast_to(input, shape), (-1,)), where)
 
 
+def torch_svd(input, some=True):
+    """torch.svd: U, S, V with A = U diag(S) V^H (V, where torch.linalg.svd gives V^H), reduced
+    unless some=False."""
+    u, s, vh = ops.svd(input, full_matrices=not some)
+    return torch_named_result((u, s, ops.conj(ops.swapaxes(vh, -2, -1))), "U S V")
+
+
+def torch_pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
+    """F.pairwise_distance: the p-norm of `x1 - x2 + eps` along the last dim."""
+    return ops.norm(x1 - x2 + eps, ord=p, axis=-1, keepdims=keepdim)
+
+
 def torch_cdist(x1, x2, p=2.0):
     """torch.cdist: the p-norm distance between every row of x1 (..., P, M) and every row of x2
     (..., R, M), as (..., P, R), computed from the differences (torch's own form for up to 25 rows)."""
