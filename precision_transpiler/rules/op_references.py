@@ -54,6 +54,11 @@ _RUNTIME_REFERENCES = {
     "torch.autocast": ("modules", "autocast"),
     "torch.amp.autocast": ("modules", "autocast"),
     "torch.amp.autocast_mode.autocast": ("modules", "autocast"),
+    # factories handed around (`partial(torch.arange, device=device)`, equiformer): torch's signature
+    "torch.ones": ("tensor", "torch_ones"),
+    "torch.zeros": ("tensor", "torch_zeros"),
+    "torch.empty": ("tensor", "torch_zeros"),
+    "torch.arange": ("tensor", "torch_arange_function"),
 }
 
 

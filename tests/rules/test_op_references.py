@@ -37,7 +37,10 @@ class Net(nn.Module):
         a, b = map(partial(torch.cat, dim=-1), ((x, y), (y, x)))
         join = torch.cat
         c = join(tensors=[a, b], dim=0)
-        return self.floor(c) + cat([c])
+        # factories handed around with torch's keywords (equiformer's `partial(torch.arange, device=device)`)
+        arange, ones = partial(torch.arange, device=x.device), partial(torch.ones, dtype=x.dtype)
+        counts = arange(c.shape[-1], dtype=x.dtype) + torch.zeros(c.shape[-1]) + ones(1, c.shape[-1]) + ones((1, 1))
+        return self.floor(c) + cat([c]) + counts
 """
 
 
@@ -51,6 +54,9 @@ def test_references_become_functions_or_lambdas() -> None:
         "partial(lambda input, min=None, max=None: jnp.clip(input, min=min, max=max), min=0.0)" in jax_code
         and "def cat(parts, dim=0):" in jax_code
     )
+    assert "arange, ones = partial(torch_arange_function, device=" in jax_code
+    assert "partial(torch_ones, dtype=x.dtype)" in jax_code
+    assert "make = torch_zeros" in transpile("import torch\n\nmake = torch.empty\n", to="jax").code
     tf_code = transpile(SOURCE, to="tf").code
     assert "lambda tensors, dim=0: keras.ops.concatenate(tensors, axis=dim)" in tf_code
 

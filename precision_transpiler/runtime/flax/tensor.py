@@ -281,3 +281,28 @@ def torch_getattr(obj, name, *default):
         "and the runtime converts only torch's reductions (mean, sum, prod, amax, amin, all, any, std, var, "
         "max, min, argmax, argmin, logsumexp) and shape attributes that way"
     )
+
+
+def _factory_size(size):
+    """torch's factories take a size as several ints or as one sequence (`torch.ones(2, 3)`,
+    `torch.ones((2, 3))`)."""
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], list | tuple) else tuple(size)
+
+
+def torch_ones(*size, dtype=None, out=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.ones passed around as a value (`partial(torch.ones, device=device)`): its signature."""
+    return jnp.ones(_factory_size(size), dtype=dtype)
+
+
+def torch_zeros(*size, dtype=None, out=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.zeros (and torch.empty, zeros here) passed around as a value: its signature."""
+    return jnp.zeros(_factory_size(size), dtype=dtype)
+
+
+def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layout=None, device=None,
+                          requires_grad=False):  # fmt: skip
+    """torch.arange passed around as a value (`partial(torch.arange, device=device)`): its
+    signature, `arange(end)` counting from 0."""
+    if end is None:
+        start, end = 0, start
+    return jnp.arange(start, end, step, dtype=dtype)

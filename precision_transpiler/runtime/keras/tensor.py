@@ -622,3 +622,26 @@ def torch_or(x, y):
 def torch_xor(x, y):
     """`x ^ y` as torch computes it."""
     return _bitwise(x, y, ops.logical_xor, ops.bitwise_xor)
+
+
+def _factory_size(size):
+    """torch's factories take a size as several ints or as one sequence (`torch.ones(2, 3)`,
+    `torch.ones((2, 3))`)."""
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], list | tuple) else tuple(size)
+
+
+def torch_ones(*size, dtype=None, out=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.ones passed around as a value (`partial(torch.ones, device=device)`): its signature."""
+    return ops.ones(_factory_size(size), dtype=dtype)
+
+
+def torch_zeros(*size, dtype=None, out=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.zeros (and torch.empty, zeros here) passed around as a value: its signature."""
+    return ops.zeros(_factory_size(size), dtype=dtype)
+
+
+def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layout=None, device=None,
+                          requires_grad=False):  # fmt: skip
+    """torch.arange passed around as a value (`partial(torch.arange, device=device)`): its
+    signature, `arange(end)` counting from 0, int64 from integers as torch makes."""
+    return torch_arange(start, end, step, dtype)
