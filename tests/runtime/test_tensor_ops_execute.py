@@ -819,6 +819,9 @@ CASES = [
         rounded = (torch.round(x * 3), (x * 300).round(decimals=-2))
         divided = (torch.divide(x, y), torch.div(x, y, rounding_mode="floor"), x.div(y, rounding_mode="trunc"))
         checkpointed = cp.checkpoint(lambda a, b: a * b, x, y, use_reentrant=False)
+        steps = [lambda t: t * 2, torch.tanh, lambda t: t + y]
+        sequential = (cp.checkpoint_sequential(steps, 2, x), cp.checkpoint_sequential(steps, 1, y, False))
+        checkpointed = (checkpointed, sequential)
         arithmetic = (torch.add(x, y), torch.add(x, y, alpha=2), torch.sub(x, y, alpha=0.5), torch.mul(x, y), x.mul(2))
         return rounded, divided, torch.diff(x), x.diff(dim=0), checkpointed, arithmetic
         """,
@@ -826,6 +829,7 @@ CASES = [
         POS(3, 4),
         expect=(
             "jnp.floor_divide(x, y)",
+            "torch_run_sequential(steps, x)",
             "jnp.trunc(jnp.true_divide(x, y))",
             "jnp.diff(x, axis=0)",
             "jnp.add(x, 2 * y)",

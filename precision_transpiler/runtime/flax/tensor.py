@@ -316,3 +316,11 @@ def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layo
     if end is None:
         start, end = 0, start
     return jnp.arange(start, end, step, dtype=dtype)
+
+
+def torch_run_sequential(functions, input):
+    """torch.utils.checkpoint.checkpoint_sequential's forward (En-transformer's layers): each
+    function (a Sequential's children, or a list) applied to the previous one's output."""
+    for function in list(functions):
+        input = function(input)
+    return input

@@ -654,3 +654,11 @@ def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layo
     """torch.arange passed around as a value (`partial(torch.arange, device=device)`): its
     signature, `arange(end)` counting from 0, int64 from integers as torch makes."""
     return torch_arange(start, end, step, dtype)
+
+
+def torch_run_sequential(functions, input):
+    """torch.utils.checkpoint.checkpoint_sequential's forward (En-transformer's layers): each
+    function (a Sequential's children, or a list) applied to the previous one's output."""
+    for function in list(functions):
+        input = function(input)
+    return input
