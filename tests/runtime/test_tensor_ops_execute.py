@@ -1275,6 +1275,25 @@ CASES = [
         expect=("unfold(x, 2)", "pixel_shuffle(c, 2)", "torch_rms_norm(a, (4,))", "max_pool3d(v, 2)"),
     ),
     C(
+        # torch's private MultiheadAttention helpers, called by code copied from it
+        # (torch-uncertainty's packed transformer layers)
+        "canonical-mask-none-or-dtype-mha-shape-check",
+        "x",
+        """
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        additive = F._canonical_mask(mask=causal, mask_name="src_mask", other_type=F._none_or_dtype(None),
+                                     other_name="", target_type=x.dtype, check_other=False)
+        kept = F._canonical_mask(mask=additive, mask_name="m", other_type=F._none_or_dtype(additive), other_name="o",
+                                 target_type=x.dtype)
+        batched = F._mha_shape_check(x, x, x, None, additive, 2)
+        return x @ torch.softmax(additive, -1), kept, batched, F._canonical_mask(mask=None, mask_name="m",
+                                                                               other_type=None, other_name="",
+                                                                               target_type=x.dtype) is None
+        """,
+        F32(2, 4, 4),
+        expect=("torch_canonical_mask(causal, ", "torch_mha_shape_check(x, x, x, None, additive, 2)"),
+    ),
+    C(
         # equiformer's basis (`torch.svd`: V, not V^H) and its `F.pairwise_distance`
         "svd-legacy-pairwise-distance",
         "x, y",

@@ -433,3 +433,30 @@ class MultiheadAttention(TorchLayer):
 def _pad_last(x: jax.Array, count: int) -> jax.Array:
     """Append `count` zeros along the last axis (torch's `pad(mask, (0, 1))` in attention)."""
     return jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, count)])
+
+
+def torch_canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """torch.nn.functional._canonical_mask, which code copied from torch's MultiheadAttention calls
+    (torch-uncertainty's packed transformer layers): a boolean mask becomes an additive one of
+    `target_type` (-inf where True); a float mask, or None, is returned as it is."""
+    if mask is None:
+        return None
+    mask = jnp.asarray(mask)
+    if mask.dtype != jnp.bool_ and not jnp.issubdtype(mask.dtype, jnp.floating):
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if mask.dtype == jnp.bool_:
+        mask = jnp.where(mask, -jnp.inf, 0.0).astype(target_type)
+    return mask
+
+
+def torch_none_or_dtype(input):
+    """torch.nn.functional._none_or_dtype: None for None, else the array's dtype."""
+    return None if input is None else jnp.asarray(input).dtype
+
+
+def torch_mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
+    """torch.nn.functional._mha_shape_check's answer: whether the query is batched (3-D), 2-D
+    for an unbatched one; any other rank is refused as torch refuses it."""
+    if query.ndim not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query")
+    return query.ndim == 3

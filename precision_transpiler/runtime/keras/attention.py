@@ -423,3 +423,33 @@ class MultiheadAttention(keras.layers.Layer):
             dtype=cdt,
             caller="MultiheadAttention",
         )
+
+
+def torch_canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """torch.nn.functional._canonical_mask, which code copied from torch's MultiheadAttention calls
+    (torch-uncertainty's packed transformer layers): a boolean mask becomes an additive one of
+    `target_type` (-inf where True); a float mask, or None, is returned as it is."""
+    if mask is None:
+        return None
+    mask = ops.convert_to_tensor(mask)
+    dtype = keras.backend.standardize_dtype(mask.dtype)
+    if dtype != "bool" and "float" not in dtype:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if dtype == "bool":
+        mask = ops.cast(ops.where(mask, float("-inf"), 0.0), keras.backend.standardize_dtype(target_type))
+    return mask
+
+
+def torch_none_or_dtype(input):
+    """torch.nn.functional._none_or_dtype: None for None, else the tensor's dtype."""
+    return None if input is None else ops.convert_to_tensor(input).dtype
+
+
+def torch_mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
+    """torch.nn.functional._mha_shape_check's answer: whether the query is batched (3-D), 2-D
+    for an unbatched one; any other rank is refused as torch refuses it."""
+    if len(query.shape) not in (2, 3):
+        raise AssertionError(
+            f"query should be unbatched 2D or batched 3D tensor but received {len(query.shape)}-D query"
+        )
+    return len(query.shape) == 3
