@@ -373,9 +373,14 @@ class TorchModulesKeras(Rule):
 
     def _variables_as_arrays(self, ctx: RuleContext, original: cst.Call, updated: cst.Call) -> cst.Call | None:
         """`repeat(self.cls, ...)` (einops, a helper library): a parameter or buffer passed to a
-        function no table knows is passed as its array (`self.cls.value`, which applies Keras'
-        autocast); rules/module_variables.py."""
-        new = variables_as_arrays(ctx, original, updated, lambda v: cst.Attribute(v, cst.Name("value")))
+        function no table knows is passed as its tensor, `tf.convert_to_tensor(self.cls.value)`:
+        `.value` applies Keras' autocast but is TensorFlow's own variable where none applies, which
+        code reading `.ndim` of it refuses (torch-uncertainty's packed attention), and
+        `keras.ops.convert_to_tensor` hands a Keras variable back as it is; rules/module_variables.py."""
+        to_tensor = ctx.expr_for(ctx.mappings.frameworks["tf"].as_array or "tensorflow.convert_to_tensor")
+        new = variables_as_arrays(
+            ctx, original, updated, lambda v: cst.Call(to_tensor, [cst.Arg(cst.Attribute(v, cst.Name("value")))])
+        )
         if new is not None:
             ctx.record(self.name, original, new)
         return new

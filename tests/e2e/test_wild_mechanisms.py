@@ -121,7 +121,7 @@ def test_einops_functions_and_layers(tmp_path: Path, to: str) -> None:
     tree = ast.parse(result.code)
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "einops.layers.torch" not in modules and "einops" in modules
-    assert ("repeat(self.cls[...]," if to == "jax" else "repeat(self.cls.value,") in result.code
+    assert ("repeat(self.cls[...]," if to == "jax" else "repeat(tf.convert_to_tensor(self.cls.value),") in result.code
     assert "torch_randn(1, 1, dim" in result.code
 
 

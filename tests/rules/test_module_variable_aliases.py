@@ -39,7 +39,7 @@ class Gate(nn.Module):
 
 @pytest.mark.parametrize(
     ("to", "array", "either"),
-    [("jax", "bias[...]", "jnp.asarray(cut)"), ("tf", "bias.value", "tf.convert_to_tensor(cut)")],
+    [("jax", "bias[...]", "jnp.asarray(cut)"), ("tf", "tf.convert_to_tensor(bias.value)", "tf.convert_to_tensor(cut)")],
 )
 def test_a_local_name_of_a_parameter_is_passed_as_its_array(to: str, array: str, either: str) -> None:
     code = transpile(SOURCE, to=to).code

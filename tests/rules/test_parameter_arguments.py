@@ -98,6 +98,7 @@ from torch import nn
 
 
 def normalize_weight(weight, eps=1e-4):
+    assert weight.ndim == 2  # read from the tensor, not from a framework's variable
     weight, ps = pack([weight], "o *")
     normed = F.normalize(weight, dim=-1, eps=eps) * math.sqrt(weight.numel() / weight.shape[0])
     return unpack(normed, ps, "o *")[0]
@@ -116,7 +117,8 @@ class Linear(nn.Module):
 @on_both_targets
 def test_a_parameter_handed_to_a_helper_of_the_file_reaches_einops_as_an_array(tmp_path: Path, target: str) -> None:
     """denoising-diffusion-pytorch's magnitude-preserving Linear: `normalize_weight(self.weight)`
-    packs the weight with einops, which knows arrays, not Flax or Keras variables."""
+    packs the weight with einops, which knows arrays, not Flax or Keras variables (nor
+    TensorFlow's, which have no `ndim`: torch-uncertainty's packed attention)."""
     verdict = convert_and_verify(tmp_path, PACKED, target, "Linear()", ["float32[2,4]"], name="packed")
     assert verdict.passed, verdict
 
