@@ -1423,18 +1423,3 @@ def _creation_defaults(fw: str) -> set[tuple[str, str]]:
         with jax.enable_x64(x64):
             seen.add((dtype_name(jnp.array([1.5]).dtype), dtype_name(jnp.array([1]).dtype)))
     return seen
-
-
-def test_tensor_type_names_cast_at_run_time() -> None:
-    """`t.type(cast_type)` with a tensor-type name held in a variable ("torch.cuda.HalfTensor"):
-    the runtimes' `torch_to` casts to its dtype, as torch does, on both targets."""
-    import keras
-
-    from precision_transpiler.runtime.flax.tensor import torch_to as flax_to
-    from precision_transpiler.runtime.keras.tensor import torch_to as keras_to
-
-    x = np.array([1.5, -2.0], dtype=np.float32)
-    for name, dtype in (("torch.cuda.HalfTensor", "float16"), ("torch.IntTensor", "int32"), ("BoolTensor", "bool")):
-        assert str(flax_to(jnp.asarray(x), name).dtype) == dtype
-        assert keras.backend.standardize_dtype(keras_to(keras.ops.convert_to_tensor(x), name).dtype) == dtype
-    assert flax_to(jnp.asarray(x), "cuda").dtype == jnp.float32  # a device string: as it is

@@ -34,14 +34,6 @@ def torch_setitem(x, index, value):
     return x
 
 
-#: torch's tensor-type names (`x.type("torch.cuda.HalfTensor")`) and their dtypes
-TENSOR_TYPE_DTYPES = {
-    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
-    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
-    "ByteTensor": "uint8", "BoolTensor": "bool",
-}  # fmt: skip
-
-
 def torch_to(x, value, *args, **kwargs):
     """torch's `x.to(value)` where the converter cannot tell what `value` is (`rel_pos.to(q)`, a dtype or
     device held in a variable): a tensor casts to its dtype, a dtype casts, a device (a string,
@@ -52,9 +44,7 @@ def torch_to(x, value, *args, **kwargs):
         return x if to is None else to(value, *args, **kwargs)
     if isinstance(value, jax.Array | np.ndarray | np.generic):
         return x.astype(value.dtype)
-    if isinstance(value, str) and value.endswith("Tensor"):
-        value = TENSOR_TYPE_DTYPES[value.rsplit(".", 1)[-1]]  # `x.type(cast_type)`, "torch.HalfTensor"
-    elif value is None or isinstance(value, str):
+    if value is None or isinstance(value, str):
         return x  # a device string
     try:
         dtype = jnp.dtype(value)
