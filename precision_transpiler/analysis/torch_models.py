@@ -266,6 +266,7 @@ def _class_facts(cls: ast.ClassDef, bindings: Mapping[str, str | None], result: 
     }
     if names:
         result.buffers[cls.name] = names
+    none_names = _names_that_may_be_none(cls)
     nullable = {
         n.args[0].value
         for n in ast.walk(cls)
@@ -275,7 +276,7 @@ def _class_facts(cls: ast.ClassDef, bindings: Mapping[str, str | None], result: 
         and len(n.args) > 1
         and isinstance(n.args[0], ast.Constant)
         and isinstance(n.args[0].value, str)
-        and _may_be_none(n.args[1])
+        and (_may_be_none(n.args[1]) or (isinstance(n.args[1], ast.Name) and n.args[1].id in none_names))
     }
     if nullable:
         result.nullable_buffers[cls.name] = nullable
@@ -630,6 +631,22 @@ def analysis_for(ctx: FileView) -> ModelAnalysis:
         return analyse(tree, bindings) if tree is not None else ModelAnalysis()
 
     return ctx.per_file("torch-model-analysis", build)
+
+
+def _names_that_may_be_none(cls: ast.ClassDef) -> set[str]:
+    """Names a method of the class binds to None (or to a conditional with a None branch), or
+    takes as a parameter defaulting to None: Swin's `attn_mask = None` in the unshifted branch,
+    then `self.register_buffer("attn_mask", attn_mask)`."""
+    found: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and _may_be_none(node.value):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.arguments):
+            positional = [*node.posonlyargs, *node.args]
+            defaults = [None] * (len(positional) - len(node.defaults)) + list(node.defaults)
+            pairs = [*zip(positional, defaults, strict=True), *zip(node.kwonlyargs, node.kw_defaults, strict=True)]
+            found.update(arg.arg for arg, default in pairs if default is not None and _may_be_none(default))
+    return found
 
 
 def _may_be_none(value: ast.expr) -> bool:

@@ -469,14 +469,18 @@ class TorchModules(Rule):
             return None
         if isinstance(parent, cst.Element) and in_store_target(ctx, parent):
             return None  # `self.sin, self.cos = self._build(...)` (timm's rotary embedding): a write
-        if isinstance(parent, cst.Comparison) and any(
+        nullable = original.attr.value in analysis_for(ctx).nullable_buffers.get(owner, ())
+        tested = isinstance(parent, cst.Comparison) and any(
             isinstance(c.operator, cst.Is | cst.IsNot) for c in parent.comparisons
+        )
+        if tested and not nullable:
+            return None  # `self.scale is None` of a buffer never registered as None: the attribute itself
+        if ((tested or isinstance(parent, cst.Arg)) and nullable) or (
+            original.attr.value in analysis_for(ctx).plain_or_buffers.get(owner, ())
         ):
-            return None  # `self.scale is None`: the attribute itself (a buffer registered as None)
-        if isinstance(parent, cst.Arg) and original.attr.value in analysis_for(ctx).nullable_buffers.get(owner, ()):
-            return None  # `exists(self.scale)` of a buffer that may be None: the attribute itself
-        if original.attr.value in analysis_for(ctx).plain_or_buffers.get(owner, ()):
-            # a buffer on one path, a plain value on another: either, read as a value
+            # a buffer that may be registered as None (Swin's unshifted `attn_mask`), tested or
+            # handed on (`exists(self.scale)`, `mask=self.attn_mask`): its array or None; a buffer
+            # on one path and a plain value on another: either, read as a value
             call = cst.Call(
                 ctx.expr_for("precision_transpiler.runtime.flax.module_api.buffer_value"), [cst.Arg(updated)]
             )

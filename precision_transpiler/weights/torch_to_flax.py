@@ -121,6 +121,13 @@ def _children(node: Any) -> Iterator[tuple[str, Any]]:
                 yield name, value
 
 
+def _holds_none(variable: Any) -> bool:
+    try:
+        return variable.get_value() is None
+    except Exception:  # an abstract variable (nnx.eval_shape) holds a shape, never None
+        return False
+
+
 def _walk(model: Any) -> tuple[list[_Target], set[str]]:
     """Every torch key the model can take, and the torch keys its rules accept and drop."""
     from flax import nnx
@@ -142,6 +149,8 @@ def _walk(model: Any) -> tuple[list[_Target], set[str]]:
             if isinstance(value, nnx.Variable):
                 if isinstance(value, nnx.RngState) or value.get_metadata().get("persistent", True) is False:
                     continue
+                if _holds_none(value):
+                    continue  # a buffer registered as None (Swin's unshifted `attn_mask`): not in torch's state_dict
                 torch_name, transform = reverse.get(name, (name, _same))
                 targets.append(_Target(prefix + torch_name, prefix + name, value, owner, transform))
             elif isinstance(value, nnx.Module | list | tuple | dict):

@@ -165,6 +165,43 @@ class Net(nn.Module):
         return self.norm(x) + self.norm.means + self.norm.counts.sum()
 """
 
+# microsoft Swin's blocks: `attn_mask = None` unless shifted, then
+# `self.register_buffer("attn_mask", attn_mask)`: no state-dict key when None, handed on and
+# tested as None
+NONE_BUFFER = """import torch
+import torch.nn as nn
+
+
+def attend(x, mask=None):
+    return x if mask is None else x + mask
+
+
+class Block(nn.Module):
+    def __init__(self, shift=0):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        if shift > 0:
+            attn_mask = torch.full((4,), -1.0)
+        else:
+            attn_mask = None
+        self.register_buffer("attn_mask", attn_mask)
+
+    def forward(self, x):
+        y = attend(self.lin(x), mask=self.attn_mask)
+        return y if self.attn_mask is None else y * 2
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(0), Block(1)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+"""
+
 
 def test_registration_order_survives_nnx_merge() -> None:
     """nnx.split then nnx.merge (what nnx.jit does) sorts a module's attributes by name; the
@@ -190,6 +227,7 @@ def test_registration_order_survives_nnx_merge() -> None:
         (DROPPED_BIAS, "Net()", "float32[2,4,5]"),
         (REGISTRATION_ORDER, "Net()", "float32[2,3,8,8]"),
         (BUFFER_SET_AGAIN, "Net()", "float32[3,4]"),
+        (NONE_BUFFER, "Net()", "float32[3,4]"),
     ],
     ids=[
         "module-internals",
@@ -199,6 +237,7 @@ def test_registration_order_survives_nnx_merge() -> None:
         "dropped-bias",
         "registration-order",
         "buffer-set-again",
+        "buffer-registered-as-none",
     ],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:

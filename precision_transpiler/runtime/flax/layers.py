@@ -12,7 +12,6 @@ import inspect
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import TorchInit
@@ -42,7 +41,7 @@ class TorchLayer(TorchInternals, TorchInit, nnx.Module):
 
     def __setattr__(self, name, value):
         held = vars(self).get(name)
-        if isinstance(held, nnx.Variable) and not isinstance(held, nnx.Param) and _is_array(value):
+        if isinstance(held, nnx.Variable) and not isinstance(held, nnx.Param) and isinstance(value, jax.Array):
             # a buffer set to a new tensor stays a buffer, as torch keeps it in `_buffers`
             # (torch-uncertainty's MCBatchNorm: `self.running_mean = torch.zeros_like(...)`)
             held.value = jnp.asarray(value)
@@ -54,10 +53,6 @@ class TorchLayer(TorchInternals, TorchInit, nnx.Module):
             # in pytorchcv's MultiOutputSequential): nnx rebuilds a module under nnx.jit or
             # nnx.merge with its attributes sorted by name; a tuple of names is static, and kept
             super().__setattr__("_torch_order", (*order, name))
-
-
-def _is_array(value):
-    return isinstance(value, jax.Array | np.ndarray)
 
 
 class Identity(TorchLayer):

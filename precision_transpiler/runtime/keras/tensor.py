@@ -28,6 +28,7 @@ import numpy as np
 from keras import ops
 
 from precision_transpiler.runtime.common import _legacy_sizes
+from precision_transpiler.runtime.factories import _factory_size
 
 
 def torch_to(x, value, *args, **kwargs):
@@ -624,12 +625,6 @@ def torch_xor(x, y):
     return _bitwise(x, y, ops.logical_xor, ops.bitwise_xor)
 
 
-def _factory_size(size):
-    """torch's factories take a size as several ints or as one sequence (`torch.ones(2, 3)`,
-    `torch.ones((2, 3))`)."""
-    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], list | tuple) else tuple(size)
-
-
 def torch_ones(*size, dtype=None, out=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """torch.ones passed around as a value (`partial(torch.ones, device=device)`): its signature."""
     return ops.ones(_factory_size(size), dtype=dtype)
@@ -645,11 +640,3 @@ def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layo
     """torch.arange passed around as a value (`partial(torch.arange, device=device)`): its
     signature, `arange(end)` counting from 0, int64 from integers as torch makes."""
     return torch_arange(start, end, step, dtype)
-
-
-def torch_run_sequential(functions, input):
-    """torch.utils.checkpoint.checkpoint_sequential's forward (En-transformer's layers): each
-    function (a Sequential's children, or a list) applied to the previous one's output."""
-    for function in list(functions):
-        input = function(input)
-    return input

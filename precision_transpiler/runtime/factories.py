@@ -1,0 +1,18 @@
+"""Framework-free parts of torch's factories and of checkpoint_sequential, shared by the Flax
+and Keras runtimes: the size torch's factories take (several ints or one sequence), and the
+forward of `torch.utils.checkpoint.checkpoint_sequential` (functions applied one after the other).
+"""
+
+
+def _factory_size(size):
+    """torch's factories take a size as several ints or as one sequence (`torch.ones(2, 3)`,
+    `torch.ones((2, 3))`)."""
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], list | tuple) else tuple(size)
+
+
+def torch_run_sequential(functions, input):
+    """torch.utils.checkpoint.checkpoint_sequential's forward (En-transformer's layers): each
+    function (a Sequential's children, or a list) applied to the previous one's output."""
+    for function in list(functions):
+        input = function(input)
+    return input
