@@ -666,6 +666,11 @@ torch_triple = torch_ntuple(3, "_triple")
 torch_quadruple = torch_ntuple(4, "_quadruple")
 
 
+def torch_reverse_repeat_tuple(t: Any, n: int) -> tuple:
+    """torch's `_reverse_repeat_tuple(t, n)`: each entry of t, last first, n times (conv padding)."""
+    return tuple(x for x in reversed(t) for _ in range(n))
+
+
 def reset_parameters(module):
     """torch's `m.reset_parameters()` on a module that may be a layer of the runtime or of the
     target library (torch-geometric's MLP resets every norm it holds): a converted module's own

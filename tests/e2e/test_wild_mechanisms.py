@@ -1244,13 +1244,14 @@ def test_a_base_class_brought_in_a_later_round_and_masked_stores(tmp_path: Path,
 
 @pytest.mark.parametrize("to", TARGETS)
 def test_torchs_tuple_parsers_and_feature_checks(to: str) -> None:
-    """Layer code imports torch's `_pair`/`_ntuple` and tests what torch offers (timm's
+    """Layer code imports torch's `_pair`/`_ntuple`/`_reverse_repeat_tuple` and tests what torch offers (timm's
     `'silu' in dir(torch.nn.functional)`): the parsers become the runtime's, the checks are
     answered for the converted code, and nothing is left needing torch."""
     source = (
-        "import torch\nfrom torch.nn.modules.utils import _ntuple, _pair\n\n_quad = _ntuple(4)\n\n\n"
+        "import torch\nfrom torch.nn.modules.utils import _ntuple, _pair, _reverse_repeat_tuple\n\n"
+        "_quad = _ntuple(4)\n\n\n"
         "def f(k):\n    fast = 'silu' in dir(torch.nn.functional) and not hasattr(torch, 'no_such_module')\n"
-        "    return _pair(k), _quad(k), _pair([1, 2]), fast\n"
+        "    return _pair(k), _quad(k), _pair([1, 2]), fast, _reverse_repeat_tuple((1, 2), 2)\n"
     )
     reference: dict[str, object] = {}
     exec(compile(source, "original.py", "exec"), reference)
@@ -1258,7 +1259,8 @@ def test_torchs_tuple_parsers_and_feature_checks(to: str) -> None:
     assert not result.unsupported and "import torch" not in result.code and "dir(" not in result.code, result.code
     converted: dict[str, object] = {}
     exec(compile(result.code, "converted.py", "exec"), converted)
-    assert converted["f"](3) == reference["f"](3) == ((3, 3), (3, 3, 3, 3), (1, 2), True)  # type: ignore[operator]
+    expected = ((3, 3), (3, 3, 3, 3), (1, 2), True, (2, 2, 1, 1))  # torch's conv padding for padding_mode
+    assert converted["f"](3) == reference["f"](3) == expected  # type: ignore[operator]
 
 
 PARAMETER_SET_AGAIN = """
