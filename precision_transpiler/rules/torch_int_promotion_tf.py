@@ -83,6 +83,10 @@ class TorchIntPromotionTf(Rule):
     ) -> cst.BaseExpression | None:
         if isinstance(original.operator, cst.BitAnd | cst.BitOr | cst.BitXor):
             return _bitwise_of_variables(ctx, original, updated)
+        joined = _shape_joined(original, updated)
+        if joined is not None:
+            ctx.record(self.name, original, joined)
+            return joined
         symbol = operator_symbol(original.operator)
         op = ctx.mappings.frameworks["tf"].operators.get(symbol) if symbol in _OPERATORS else None
         if op is None:
@@ -421,6 +425,25 @@ def _integer_parameters(ctx: RuleContext) -> dict[str, frozenset[str]]:
         return {name: frozenset(params) for name, params in found.items()}
 
     return ctx.per_file("torch-int-promotion-parameters", build)
+
+
+def _shape_joined(original: cst.BinaryOperation, updated: cst.BinaryOperation) -> cst.BinaryOperation | None:
+    """`x.shape[:-1] + (-1, 2)` (llama2.c's rotary embedding): torch's shape is a tuple, so `+`
+    joins tuples; TensorFlow's is a `TensorShape`, whose `+` refuses -1. The shape side becomes
+    `tuple(...)`."""
+    if not isinstance(original.operator, cst.Add):
+        return None
+    sides = (original.left, original.right)
+    if not any(isinstance(side, cst.Tuple) for side in sides):
+        return None
+    new = [updated.left, updated.right]
+    changed = False
+    for index, side in enumerate(sides):
+        value = side.value if isinstance(side, cst.Subscript) else side
+        if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+            new[index] = cst.Call(cst.Name("tuple"), [cst.Arg(new[index])])
+            changed = True
+    return updated.with_changes(left=new[0], right=new[1]) if changed else None
 
 
 #: NumPy functions whose value on Python numbers is a float64 NumPy scalar

@@ -377,3 +377,31 @@ def test_a_mask_padded_indexed_and_reshaped_is_still_a_mask(tmp_path) -> None:
     verdict = convert_and_verify(tmp_path, PADDED_MASK, "tf", "Det()", ["float32[2,1,6,6]"])
     assert verdict.passed, verdict.failures
     assert "keras.ops.equal(m[2, 2], 1)" in (tmp_path / "model_tf.py").read_text()
+
+
+SHAPE_JOINED = """
+import torch
+
+
+def rope(xq):
+    pairs = xq.float().reshape(xq.shape[:-1] + (-1, 2))
+    return pairs.sum(-1), (1,) + xq.shape
+"""
+
+
+def test_a_shape_joined_with_a_tuple_is_a_tuple() -> None:
+    """llama2.c's `xq.shape[:-1] + (-1, 2)`: torch's shape is a tuple; TensorFlow's `TensorShape`
+    refuses -1 when joined, so the shape side is made a tuple."""
+    result = transpile(SHAPE_JOINED, to="tf")
+    assert "tuple(xq.shape[:-1]) + (-1, 2)" in result.code, result.code
+    reference: dict[str, Any] = {}
+    exec(compile(SHAPE_JOINED, "t.py", "exec"), reference)
+    converted: dict[str, Any] = {}
+    exec(compile(result.code, "c.py", "exec"), converted)
+    x = np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(2, 3, 4)
+    import tensorflow as tf
+
+    got_sum, got_shape = converted["rope"](tf.constant(x))
+    want_sum, want_shape = reference["rope"](torch.from_numpy(x))
+    np.testing.assert_allclose(np.asarray(got_sum), want_sum.numpy(), rtol=1e-6)
+    assert tuple(got_shape) == tuple(want_shape) == (1, 2, 3, 4)
