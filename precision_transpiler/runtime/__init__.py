@@ -92,6 +92,7 @@ SHARED = (
     "upsampling",
     "distributions",
     "checkpoint",
+    "factories",
 )
 
 

@@ -779,3 +779,13 @@ def _torch_window(kind: str, window_length: int, periodic: bool = True, alpha: f
     else:  # bartlett
         window = 1 - np.abs(2 * n / (m - 1) - 1)
     return window[:window_length]
+
+
+def torch_mha_shape_check(
+    query: Any, key: Any, value: Any, key_padding_mask: Any, attn_mask: Any, num_heads: int
+) -> bool:
+    """torch.nn.functional._mha_shape_check's answer: whether the query is batched (3-D), 2-D
+    for an unbatched one; any other rank is refused as torch refuses it."""
+    if len(query.shape) not in (2, 3):
+        raise AssertionError(f"query should be unbatched 2D or batched 3D but is {len(query.shape)}-D")
+    return len(query.shape) == 3

@@ -443,13 +443,3 @@ def torch_canonical_mask(mask, mask_name, other_type, other_name, target_type, c
 def torch_none_or_dtype(input):
     """torch.nn.functional._none_or_dtype: None for None, else the tensor's dtype."""
     return None if input is None else ops.convert_to_tensor(input).dtype
-
-
-def torch_mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
-    """torch.nn.functional._mha_shape_check's answer: whether the query is batched (3-D), 2-D
-    for an unbatched one; any other rank is refused as torch refuses it."""
-    if len(query.shape) not in (2, 3):
-        raise AssertionError(
-            f"query should be unbatched 2D or batched 3D tensor but received {len(query.shape)}-D query"
-        )
-    return len(query.shape) == 3
