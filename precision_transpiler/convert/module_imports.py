@@ -168,8 +168,9 @@ def module_namespaces(code: str, locate: Locate) -> str:
     namespaces of names imported from them, which sibling inlining can then convert and copy.
 
     torch-geometric builds its registries of layers from whole modules
-    (`import torch_geometric.nn.aggr as aggr` in a function, then `vars(aggr).values()`); the
-    module object would hand torch classes to converted code. So such an import becomes
+    (`import torch_geometric.nn.aggr as aggr` in a function, then `vars(aggr).values()`), kornia's
+    RandAugment takes its operations from one by name (`from . import ops`, then `getattr(ops,
+    name)`); the module object would hand torch classes to converted code. So such an import becomes
     `aggr = types.SimpleNamespace(**{"SumAggregation": aggr_SumAggregation, ...})` in its place,
     over the module's public names (its `__all__`, else its public classes and functions), each
     imported by name at the top of the file. Imports whose alias is only read through attributes
@@ -180,13 +181,22 @@ def module_namespaces(code: str, locate: Locate) -> str:
         tree = ast.parse(code)
     except SyntaxError:
         return code
-    found: list[tuple[ast.Import, str, str, Path]] = []  # statement, alias, module, its file
+    found: list[tuple[ast.Import | ast.ImportFrom, str, str, Path]] = []  # statement, alias, module, its file
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and len(node.names) == 1 and node.names[0].asname:
             alias = node.names[0]
             file, dotted = locate(0, alias.name)
             if file is not None:
                 found.append((node, alias.asname or "", dotted, file))
+    # `from . import ops`, then `getattr(ops, name)` (kornia's RandAugment picks its operations by
+    # name): a sibling module bound by a from-import and used whole
+    submodules = _module_aliases(tree, locate)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and len(node.names) == 1:
+            bound = node.names[0].asname or node.names[0].name
+            file = locate(0, submodules[bound])[0] if bound in submodules else None
+            if file is not None:
+                found.append((node, bound, submodules[bound], file))
     if not found:
         return code
     whole = _whole_uses(tree, {alias for _, alias, _, _ in found})
@@ -225,6 +235,8 @@ def module_namespaces(code: str, locate: Locate) -> str:
     top.insert(0, "import types\n")
     imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     at = max((n.end_lineno or n.lineno) for n in imports) if imports else 0
+    made = [node.lineno - 1 for node, alias, _, _ in found if node in tree.body and alias in whole]
+    at = min([at, *made])  # above a namespace made at module level, which reads them
     lines[at:at] = top
     return "".join(lines)
 
@@ -247,7 +259,7 @@ def _whole_uses(tree: ast.Module, aliases: set[str]) -> set[str]:
 
 def _public_names(path: Path) -> list[str]:
     """What `from module import *` would give: its literal `__all__`, else its public top-level
-    classes and functions."""
+    classes, functions and assigned names."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError):
@@ -260,11 +272,14 @@ def _public_names(path: Path) -> list[str]:
             ):
                 return [e.value for e in value.elts]  # type: ignore[attr-defined]
             return []
-    return [
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.ClassDef | ast.FunctionDef) and not node.name.startswith("_")
-    ]
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):  # constants too (`ops.SCALE`)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return [name for name in dict.fromkeys(names) if not name.startswith("_")]
 
 
 def module_aliases_of(path: str) -> Callable[[ast.Module], Collection[str]] | None:

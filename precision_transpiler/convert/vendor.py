@@ -390,12 +390,22 @@ def vendor_tree(module: cst.Module, text: str | None = None) -> tuple[cst.Module
     leading = cst.Module(body=module.body[: _after_leading_imports(module.body)])
     existing = _bound_names(leading, marked=False)
     module = _drop_marked_imports(module, set(needed_imports) - existing)
-    imports = [_statement(stmt) for alias, stmt in sorted(needed_imports.items()) if alias not in existing]
-    rebound = {symbol for _, symbol in keys} & _module_bindings(module)
-    if rebound:
+    bindings = _module_bindings(module)
+    clashing = _clashing_imports(module, needed_imports, bindings)
+    imports = [
+        _statement(_import_as(stmt, f"_ptshim_{alias}") if alias in clashing else stmt)
+        for alias, stmt in sorted(needed_imports.items())
+        if alias in clashing or alias not in existing
+    ]
+    rebound = {symbol for _, symbol in keys} & bindings
+    if rebound or clashing:
         referred = {name for _, name in aliases if name in rebound}  # the user's code names the copy too
         sources = "\n\n\n".join(_shim_module(m).definitions[n].source.rstrip("\n") for m, n in keys) + "\n"
-        block = list(cst.parse_module(_guard_rebound(sources, rebound, referred)).body)
+        for alias in sorted(clashing):
+            sources = _guard_rebound(sources, set(), set(), (alias, needed_imports[alias]))
+        if rebound:
+            sources = _guard_rebound(sources, rebound, referred)
+        block = list(cst.parse_module(sources).body)
         aliases = [(local, name) for local, name in aliases if name not in rebound]
     else:
         copies = [stmt for m, n in keys for stmt in _definition_statements(_shim_module(m).definitions[n].source)]
@@ -571,7 +581,28 @@ def _blocks(stmt: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
-def _guard_rebound(definitions: str, rebound: set[str], referred: set[str]) -> str:
+def _clashing_imports(module: cst.Module, needed: dict[str, str], bindings: set[str]) -> set[str]:
+    """The names the copies import (`ops` of `from keras import ops`) that the converted code binds
+    at module level to something else (kornia's `from . import ops`, a user's `ops = {...}`):
+    inline, the user's binding would replace the framework's for every copied function."""
+    same = {
+        stmt.strip()
+        for stmt in (cst.Module(body=[one]).code for one in _imports_binding(module, set(needed) & bindings))
+    }
+    return {alias for alias, stmt in needed.items() if alias in bindings and stmt.strip() not in same}
+
+
+def _import_as(statement: str, local: str) -> str:
+    """`from keras import ops` -> `from keras import ops as _ptshim_ops` (one name)."""
+    node = ast.parse(statement).body[0]
+    assert isinstance(node, ast.Import | ast.ImportFrom) and len(node.names) == 1
+    node.names[0].asname = local
+    return ast.unparse(node) + "\n"
+
+
+def _guard_rebound(
+    definitions: str, rebound: set[str], referred: set[str], imported: tuple[str, str] | None = None
+) -> str:
     """The converted code defines names the copied definitions also define (a user's `_tuple`,
     `linear`, `class LayerNorm`): defined after the copies, the user's would replace them for
     every copied function that calls them at run time. So each such copy that copied code calls
@@ -579,9 +610,14 @@ def _guard_rebound(definitions: str, rebound: set[str], referred: set[str]) -> s
     (`_ptshim_linear = linear`), and the copied code refers to it by that name wherever it runs
     late (inside functions); references evaluated while the copies are defined (bases,
     decorators, defaults) still mean the copies. The user's code, and the copies' names, are
-    unchanged (weight loading matches classes by name)."""
+    unchanged (weight loading matches classes by name). `imported`: (name, the copies' import of
+    it) instead, for a name the user's code binds otherwise (`_clashing_imports`): every reference
+    the copies make to that import becomes `_ptshim_<name>`, which the copies import it as."""
     from libcst.metadata import FunctionScope, GlobalScope, MetadataWrapper, ScopeProvider
 
+    if imported is not None:
+        definitions = imported[1].rstrip("\n") + "\n" + definitions
+        rebound = {imported[0]}
     wrapper = MetadataWrapper(cst.parse_module(definitions), unsafe_skip_copy=True)
     seconded = set(referred)  # the copies that need their second name
     scopes = wrapper.resolve(ScopeProvider)
@@ -592,6 +628,10 @@ def _guard_rebound(definitions: str, rebound: set[str], referred: set[str]) -> s
     for name in rebound:
         for assignment in top.assignments[name]:
             for access in assignment.references:
+                if imported is not None:
+                    if isinstance(access.node, cst.Name):
+                        late.add(access.node)  # every reference to the import, read late or not
+                    continue
                 scope = access.scope
                 while scope is not None and not isinstance(scope, GlobalScope):
                     if isinstance(scope, FunctionScope) and isinstance(access.node, cst.Name):
@@ -605,6 +645,8 @@ def _guard_rebound(definitions: str, rebound: set[str], referred: set[str]) -> s
             return updated.with_changes(value=f"_ptshim_{original.value}") if original in late else updated
 
     renamed = module.visit(_Late())
+    if imported is not None:
+        return renamed.with_changes(body=renamed.body[1:]).code  # without the import put first
     body: list[cst.BaseStatement] = []
     two_blank = [cst.EmptyLine(), cst.EmptyLine()]
     for stmt in renamed.body:

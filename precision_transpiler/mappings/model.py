@@ -48,13 +48,20 @@ class FrameworkInfo:
     #: internal namespace -> the public one that re-exports its classes (`torch.nn.modules` ->
     #: `torch.nn`: `nn.modules.PReLU` and `torch.nn.modules.activation.PReLU` are `torch.nn.PReLU`)
     reexports: dict[str, str] = field(default_factory=dict)
+    #: namespace -> the namespace it is another name of, for every member (`torch.torch` is
+    #: `torch`: kornia's `isinstance(x, torch.torch.Tensor)`)
+    namespace_aliases: dict[str, str] = field(default_factory=dict)
     #: functions that import a module named by a string (monai's `optional_import`):
     #: convert/import_helpers.py writes their calls as import statements
     import_helpers: dict[str, ImportHelper] = field(default_factory=dict)
 
     def public_name(self, qualified: str) -> str:
         """`qualified` under the public namespace that re-exports it (a class: a capitalised
-        last part, in the internal namespace or one of its modules), else as it is."""
+        last part, in the internal namespace or one of its modules), else as it is; a name under a
+        namespace alias (`torch.torch.Tensor`) under the namespace it names."""
+        for alias, namespace in self.namespace_aliases.items():
+            if qualified.startswith(alias + "."):
+                qualified = namespace + qualified[len(alias) :]
         for internal, public in self.reexports.items():
             if qualified.startswith(internal + "."):
                 last = qualified.rsplit(".", 1)[1]
@@ -154,6 +161,8 @@ class MappingSet:
     dtype_symbols: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     dtype_strings: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     keras_policies: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: framework -> its dtype symbols no canonical dtype stands for (`torch.complex32`)
+    dtype_without_equivalent: dict[str, frozenset[str]] = field(default_factory=dict)
     ops: dict[str, OpSpec] = field(default_factory=dict)
     #: precision op class -> framework -> qualified symbols (`Tensor.x` for methods); the
     #: runtime's definitions derived from the torch ones (mappings/precision_classes.py)

@@ -290,6 +290,7 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
                 *_SYMBOL_LISTS,
                 "operators",
                 "reexports",
+                "namespace_aliases",
                 "import_helpers",
                 "keyword_aliases",
                 "as_array",
@@ -318,6 +319,15 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
             raise where.error(
                 spec.lines.get("reexports", spec.line), f"{ctx}reexports", "expected namespace: namespace pairs"
             )
+        namespace_aliases = spec.get("namespace_aliases", LineDict())
+        if not isinstance(namespace_aliases, LineDict) or not all(
+            is_qualified(k) and isinstance(v, str) and is_qualified(v) for k, v in namespace_aliases.items()
+        ):
+            raise where.error(
+                spec.lines.get("namespace_aliases", spec.line),
+                f"{ctx}namespace_aliases",
+                "expected namespace: namespace pairs",
+            )
         aliases = spec.get("keyword_aliases", LineDict())
         if not isinstance(aliases, LineDict) or not all(
             isinstance(k, str) and isinstance(v, str) and k.isidentifier() and v.isidentifier()
@@ -342,6 +352,7 @@ def _frameworks(result: MappingSet, data: LineDict, where: _Where) -> None:
             keyword_aliases=dict(aliases),
             as_array=as_array,
             reexports=dict(reexports),
+            namespace_aliases=dict(namespace_aliases),
             import_helpers=helpers,
         )
 
@@ -384,7 +395,7 @@ def _qualified_list(where: _Where, parent: LineDict, key: str, context: str) -> 
 
 
 def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
-    _unknown_keys(where, data, ("kind", "canonical", "symbols", "strings", "keras_policies"), "")
+    _unknown_keys(where, data, ("kind", "canonical", "symbols", "strings", "keras_policies", "without_equivalent"), "")
     if "canonical" in data:
         result.dtype_canonical = tuple(_str_list(where, data, "canonical", ""))
     canonical = set(result.dtype_canonical)
@@ -414,6 +425,10 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
             if not isinstance(spec, LineDict) or set(spec) != {"variable", "compute"}:
                 raise where.error(policies.lines[name], f"keras_policies.{name}", "expected {variable, compute}")
             result.keras_policies[name] = dict(spec)
+    if "without_equivalent" in data:
+        table = _expect(where, data, "without_equivalent", LineDict, "a mapping of framework -> dtype symbols")
+        for fw in table:
+            result.dtype_without_equivalent[fw] = frozenset(_str_list(where, table, fw, "without_equivalent."))
 
 
 def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:

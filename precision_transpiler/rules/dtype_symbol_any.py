@@ -3,7 +3,10 @@
 Any Name or dotted name that resolves (through the file's imports, aliases included) to a dtype
 of the source framework is replaced by the target's first spelling of the same canonical dtype
 (mappings/dtypes.yaml). A local variable that shadows a framework name does not resolve to an
-import and is left alone.
+import and is left alone. A torch dtype no canonical dtype stands for (`torch.complex32`, the
+table's `without_equivalent`) becomes the runtime's placeholder on JAX and Keras, with a warning:
+kornia's `dtype not in (torch.float16, ..., torch.complex32)` keeps torch's answer instead of
+needing torch where it runs.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class DtypeSymbol(Rule):
         if qualified is None:
             return None
         hit = ctx.mappings.symbol_to_dtype.get(qualified)
+        if hit is None and qualified in ctx.mappings.dtype_without_equivalent.get(ctx.source or "", ()):
+            return self._placeholder(ctx, original, qualified)
         if hit is None or hit[0] != ctx.source or not ctx.is_outermost_name(original):
             return None
         parent = ctx.parent(original)
@@ -71,5 +76,24 @@ class DtypeSymbol(Rule):
         ctx.warn_if_x64(hit[1], original)
         replacement = ctx.expr_for(symbol)
         replacement = replacement.with_changes(lpar=original.lpar, rpar=original.rpar)
+        ctx.record(self.name, original, replacement)
+        return replacement
+
+    def _placeholder(self, ctx: RuleContext, original: cst.Name | cst.Attribute, qualified: str) -> cst.Call | None:
+        if ctx.target not in ("jax", "tf") or not ctx.is_outermost_name(original):
+            return None  # the engine reports the symbol as unsupported
+        name = qualified.rsplit(".", 1)[1]
+        ctx.diagnose(
+            original,
+            "warning",
+            "dtype-without-equivalent",
+            f"{qualified} has no {ctx.target} counterpart: the converted code names it with a placeholder "
+            "that equals only itself (comparisons and membership tests keep torch's answer; "
+            "allocating with it fails)",
+        )
+        placeholder = ctx.expr_for("precision_transpiler.runtime.dtypes.TorchOnlyDtype")
+        replacement = cst.Call(
+            placeholder, [cst.Arg(cst.SimpleString(f'"{name}"'))], lpar=original.lpar, rpar=original.rpar
+        )
         ctx.record(self.name, original, replacement)
         return replacement

@@ -25,6 +25,10 @@ comparison of two operands known to be tensors, one of them cast (`.double()`, `
 known to hold integers, becomes `keras.ops.equal`/`less`/... (the operators entry), which promotes
 and gives the same booleans when the dtypes agree; so does a boolean tensor compared with a number
 (`mask == 0`, the Annotated Transformer's masks: TensorFlow cannot make 0 a bool).
+
+Complex values the same way: `1j * b` and `a + 1j * b` of float tensors are complex64 in torch,
+and TensorFlow's operators refuse to mix complex and float; arithmetic with a complex literal, or
+a name bound only to such arithmetic, and anything but a Python number becomes keras.ops'.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ class TorchIntPromotionTf(Rule):
             (self._integers(ctx, left, original) and (divide or self._may_be_float(ctx, right, original)))
             or (self._integers(ctx, right, original) and (divide or self._may_be_float(ctx, left, original)))
             or (divide and self._division_promotes(ctx, left, right, original))
+            or (complex_value(ctx, left, original) and not self._number(ctx, right, original))
+            or (complex_value(ctx, right, original) and not self._number(ctx, left, original))
         ):
             return None
         # a NumPy float scalar is a Python number to torch, float64 to keras.ops (whisper's
@@ -478,6 +484,27 @@ def numpy_float(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode,
     if isinstance(node, cst.Name) and depth < 3:
         values = _plain_bindings(ctx, anchor).get(node.value, [])
         return bool(values) and all(numpy_float(ctx, value, anchor, depth + 1) for value in values)
+    return False
+
+
+def complex_value(ctx: RuleContext, node: cst.BaseExpression, anchor: cst.CSTNode, depth: int = 0) -> bool:
+    """A complex value the code makes with Python's complex literals: `1j * b`, `a + 1j * b`, or a
+    name the function binds only to such (gated-state-spaces' `Lambda = -a.exp() + 1j * b`).
+    torch makes a complex64 tensor of it with a float32 one; TensorFlow's operators refuse to mix
+    them (`Cannot convert 1j to EagerTensor of dtype float`), keras.ops promote as torch does."""
+    if isinstance(node, cst.Imaginary):
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return complex_value(ctx, node.expression, anchor, depth)  # type: ignore[arg-type]
+    if isinstance(node, cst.BinaryOperation) and isinstance(
+        node.operator, cst.Add | cst.Subtract | cst.Multiply | cst.Divide
+    ):
+        return complex_value(ctx, node.left, anchor, depth) or complex_value(ctx, node.right, anchor, depth)
+    if isinstance(node, cst.Name) and depth < 3:
+        values = _plain_bindings(ctx, anchor).get(node.value, [])
+        return bool(values) and all(
+            value is not None and complex_value(ctx, value, anchor, depth + 1) for value in values
+        )
     return False
 
 

@@ -93,6 +93,7 @@ SHARED = (
     "distributions",
     "checkpoint",
     "factories",
+    "dtypes",
 )
 
 

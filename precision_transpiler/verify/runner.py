@@ -68,9 +68,9 @@ class VerifyOptions:
     # modules beside the converted file that are not written yet, by name: their text (the
     # runtime module of `--runtime module`, when verification runs before anything is written)
     modules: dict[str, str] = field(default_factory=dict)
-    # fail a conversion from torch whose output imports torch when loaded (analysis/load_imports.py);
-    # off: such imports are said in the notes
-    torch_free: bool = False
+    # fail a conversion from torch whose output imports torch when loaded (analysis/load_imports.py),
+    # as `ptranspile verify` does; off (`--allow-torch`): such imports are said in the notes
+    torch_free: bool = True
 
 
 def policy_of(converted_code: str, requested: str | None, device: str = "auto") -> Policy:

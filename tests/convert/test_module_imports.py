@@ -162,3 +162,41 @@ def test_a_plain_module_of_a_plain_package_stays_imported(tmp_path: Path) -> Non
     result = transpile(model.read_text(), to="jax", path=str(model))
     assert "from modalias4.utils import typechecks as check" in result.code
     assert "def is_positive_int" not in result.code
+
+
+@on_both_targets
+@pytest.mark.parametrize("prune", [True, False])
+def test_a_sibling_module_read_by_name_becomes_a_namespace(tmp_path: Path, target: str, prune: bool) -> None:
+    """kornia's RandAugment: `from . import ops`, then `getattr(ops, name)(...)`; the module was
+    left imported, nothing said, and the output imported the torch package where it ran."""
+    write_package(
+        tmp_path,
+        {
+            "modalias5/sub/ops.py": "import torch\n\nSCALE = 3.0\n\n\ndef double(x):\n    return x * 2\n",
+            "modalias5/sub/model.py": """
+                import torch
+                from torch import nn
+
+                from . import ops
+
+
+                class Net(nn.Module):
+                    def __init__(self, name="double"):
+                        super().__init__()
+                        self.fc = nn.Linear(4, 4)
+                        self.pick = name
+
+                    def forward(self, x):
+                        return getattr(ops, self.pick)(self.fc(x)) * ops.SCALE
+            """,
+        },
+    )
+    model = tmp_path / "modalias5/sub/model.py"
+    entry = {"entry": "Net()", "prune_to_entry": True} if prune else {}
+    result = transpile(model.read_text(), to=target, path=str(model), **entry)
+    assert "from . import ops" not in result.code and "ops = types.SimpleNamespace(**{" in result.code
+    assert result.code.index("import types") < result.code.index("ops = types.SimpleNamespace")
+    converted = model.parent / f"model_{target}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    assert verdict.passed, verdict.failures

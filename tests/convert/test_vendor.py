@@ -371,3 +371,40 @@ def test_imports_shared_with_policy_helpers_survive_stripping_the_policy() -> No
 
     out = namespace["Net"]()(np.ones((3, 4), np.float32))
     assert out.shape == (3, 4)
+
+
+OPS_OF_THE_USER = """
+import torch
+import torch.nn as nn
+
+ops = {"scale": 2.0}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) * ops["scale"]
+"""
+
+
+@pytest.mark.needs_torch
+@pytest.mark.needs_tf
+def test_a_name_the_copies_import_and_the_user_binds_is_imported_under_another(tmp_path: Path) -> None:
+    """Keras' copies use `ops` (`from keras import ops`); a file's own `ops` (kornia's `from .
+    import ops`, here a dict) replaced it for every copied function: `'dict' object has no
+    attribute 'cast'` at the first call. The copies import it as `_ptshim_ops`; the user's code
+    keeps its `ops`."""
+    from precision_transpiler import transpile
+    from tests.helpers import convert_and_verify
+
+    code = transpile(OPS_OF_THE_USER, to="tf").code
+    assert "from keras import ops as _ptshim_ops\n" in code and "_ptshim_ops.cast(" in code
+    assert '* ops["scale"]' in code and "\nfrom keras import ops\n" not in code
+    assert code.count("_ptshim_ops") == code.count("_ptshim_ops.") + 1  # only the import binds it
+    verdict = convert_and_verify(tmp_path, OPS_OF_THE_USER, "tf", "Net()", ["float32[2,4]"])
+    assert verdict.passed, verdict.failures
+    same = transpile(OPS_OF_THE_USER.replace('ops = {"scale": 2.0}', "from keras import ops"), to="tf").code
+    assert "_ptshim_ops" not in same  # the same import is no clash

@@ -405,3 +405,37 @@ def test_a_shape_joined_with_a_tuple_is_a_tuple() -> None:
     want_sum, want_shape = reference["rope"](torch.from_numpy(x))
     np.testing.assert_allclose(np.asarray(got_sum), want_sum.numpy(), rtol=1e-6)
     assert tuple(got_shape) == tuple(want_shape) == (1, 2, 3, 4)
+
+
+COMPLEX = """
+import torch
+import torch.nn as nn
+
+
+class DSS(nn.Module):
+    def __init__(self, dim=4, n=6):
+        super().__init__()
+        self.Lambda_real = nn.Parameter(torch.randn(n))
+        self.Lambda_imag = nn.Parameter(torch.randn(n))
+        self.C_real = nn.Parameter(torch.randn(dim, n))
+        self.C_imag = nn.Parameter(torch.randn(dim, n))
+
+    def forward(self, x):
+        Lambda = -self.Lambda_real.exp() + 1j * self.Lambda_imag
+        C = self.C_real + 1j * self.C_imag
+        S = (Lambda[:, None] * torch.arange(x.shape[-1])).exp()
+        K = torch.einsum("hn,nl->hl", C, S).real
+        return x * K.sum(0) + (2 * Lambda).real.sum() + (1j * 2).real
+"""
+
+
+def test_complex_literals_meeting_float_tensors_promote_as_in_torch(tmp_path) -> None:
+    """gated-state-spaces' `-a.exp() + 1j * b`: complex64 in torch; TensorFlow's operators refuse
+    to mix complex and float, keras.ops promote. Python numbers with a complex keep the operator."""
+    from tests.helpers import convert_and_verify
+
+    result = transpile(COMPLEX, to="tf")
+    assert "keras.ops.add(-keras.ops.exp(self.Lambda_real), keras.ops.multiply(1j, self.Lambda_imag))" in result.code
+    assert "keras.ops.real((2 * Lambda))" in result.code and "(1j * 2).real" in result.code, result.code
+    verdict = convert_and_verify(tmp_path, COMPLEX, "tf", "DSS()", ["float32[3,4]"])
+    assert verdict.passed, verdict.failures

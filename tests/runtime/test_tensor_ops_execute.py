@@ -1251,6 +1251,15 @@ CASES = [
         expect=("torch_lu_unpack(*torch_lu_factor(m))",),
     ),
     C(
+        "linalg-inv-ex-shape-as-tensor",
+        "m",
+        "a = m + 4 * torch.eye(3)\n"
+        "inverse, info = torch.linalg.inv_ex(a)\n"
+        "return inverse, info, torch.linalg.inv_ex(a, check_errors=False).inverse, torch._shape_as_tensor(m)[0] + 0",
+        F32(2, 3, 3),
+        expect=("torch_linalg_inv_ex(a)",),
+    ),
+    C(
         "unfold-fold-pixel-shuffle-cosine-similarity-rms-norm-pool3d",
         "x, c, a, b, w, v",
         "cols = F.unfold(x, 2)\n"

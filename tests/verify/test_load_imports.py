@@ -58,12 +58,12 @@ def test_verification_fails_an_output_that_imports_torch(tmp_path: Path) -> None
     original, converted = tmp_path / "net.py", tmp_path / "net_jax.py"
     original.write_text(ORIGINAL)
     converted.write_text(CONVERTED)
-    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"])  # torch_free by default, as the CLI
     verdict = verify_files(original, converted, options)
     assert not verdict.passed
     assert verdict.max_rel_err is not None and verdict.max_rel_err < 1e-5  # it agrees: torch at load fails it
     assert any(":2: the converted module imports torch when loaded" in f for f in verdict.failures), verdict.failures
-    lenient = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
+    lenient = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=False))
     assert lenient.passed and any("imports torch when loaded" in n for n in lenient.notes)  # said, not failed
     converted.write_text(CONVERTED.replace("import torch\n", ""))
     assert verify_files(original, converted, options).passed

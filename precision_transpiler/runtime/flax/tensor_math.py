@@ -324,6 +324,13 @@ def torch_lu_factor(A, pivot=True):
     return torch_named_result((lu, (pivots + 1).astype(jnp.int32)), "LU pivots")
 
 
+def torch_linalg_inv_ex(A):
+    """torch.linalg.inv_ex: (inverse, info), info 0 for each matrix. torch reports a singular
+    matrix in `info` and fills the inverse with inf/nan; the target's inverse does the same, and
+    code that reads `info` as a guard then takes its usual path (`.inverse` is what it uses)."""
+    return torch_named_result((jnp.linalg.inv(A), jnp.zeros(A.shape[:-2], jnp.int32)), "inverse info")
+
+
 def torch_lu_unpack(LU, pivots, unpack_data=True, unpack_pivots=True):
     """torch.lu_unpack: (P, L, U) with A = P @ L @ U, from lu_factor's LU and 1-based pivots."""
     m, n = LU.shape[-2], LU.shape[-1]

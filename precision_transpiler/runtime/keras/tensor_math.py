@@ -472,6 +472,13 @@ def torch_trapezoid(y, x=None, dx=None, dim=-1):
     return ops.sum(ops.multiply(spacing, ops.add(y[ends[0]], y[ends[1]])), axis=axis) / 2.0
 
 
+def torch_linalg_inv_ex(A):
+    """torch.linalg.inv_ex: (inverse, info), info 0 for each matrix. torch reports a singular
+    matrix in `info` and fills the inverse with inf/nan; the target's inverse does the same, and
+    code that reads `info` as a guard then takes its usual path (`.inverse` is what it uses)."""
+    return torch_named_result((ops.inv(A), ops.zeros(tuple(A.shape)[:-2], "int32")), "inverse info")
+
+
 def torch_lu_factor(A, pivot=True):
     """torch.linalg.lu_factor / Tensor.lu(): (LU, pivots) with torch's 1-based int32 pivots, found
     from tf.linalg.lu's row permutation with NumPy (eager values: module construction, as the
