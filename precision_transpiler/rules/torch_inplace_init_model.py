@@ -92,9 +92,12 @@ class TorchInplaceInit(Rule):
     def _scaled_data(
         self, ctx: RuleContext, original: cst.SimpleStatementLine, statement: cst.AugAssign
     ) -> cst.BaseStatement | None:
-        """`m.weight.data *= scale` in an initialiser (kornia's `initialize_weights`): as the
-        in-place methods on `.data` there, dropped with a note."""
+        """`m.weight.data *= scale` in an initialiser (kornia's `initialize_weights`), also into
+        part of it (`param.data[rows, :] += diagonal_bias`, neuraloperator's attention kernel): as
+        the in-place methods on `.data` there, dropped with a note."""
         target = statement.target
+        if isinstance(target, cst.Subscript):
+            target = target.value
         if not (isinstance(target, cst.Attribute) and target.attr.value == "data"):
             return None
         if not in_initialiser(ctx):
