@@ -216,6 +216,27 @@ def test_registration_order_survives_nnx_merge() -> None:
     assert list(merged.state_dict())[:3] == ["bias", "features.stem.weight", "features.stem.bias"]
 
 
+# nflows' LULinear: index arrays made with NumPy held in a plain tuple attribute (nnx refused
+# them as static: "Found data on value of type tuple assigned to static attribute")
+NUMPY_INDICES = """import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.lower_indices = np.tril_indices(n, k=-1)
+        self.entries = nn.Parameter(torch.randn((n - 1) * n // 2))
+        self.n = n
+
+    def forward(self, x):
+        lower = x.new_zeros(self.n, self.n)
+        lower[self.lower_indices[0], self.lower_indices[1]] = self.entries
+        return x @ (lower + torch.eye(self.n))
+"""
+
+
 @pytest.mark.parametrize("target", ["jax", "tf"])
 @pytest.mark.parametrize(
     ("source", "entry", "shape"),
@@ -228,6 +249,7 @@ def test_registration_order_survives_nnx_merge() -> None:
         (REGISTRATION_ORDER, "Net()", "float32[2,3,8,8]"),
         (BUFFER_SET_AGAIN, "Net()", "float32[3,4]"),
         (NONE_BUFFER, "Net()", "float32[3,4]"),
+        (NUMPY_INDICES, "Net()", "float32[3,4]"),
     ],
     ids=[
         "module-internals",
@@ -238,6 +260,7 @@ def test_registration_order_survives_nnx_merge() -> None:
         "registration-order",
         "buffer-set-again",
         "buffer-registered-as-none",
+        "numpy-index-arrays-in-a-tuple",
     ],
 )
 def test_internals_convert_and_verify(tmp_path: Path, target: str, source: str, entry: str, shape: str) -> None:

@@ -14,6 +14,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from precision_transpiler.runtime.common import (
@@ -53,10 +54,12 @@ _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", 
 
 
 def _holds_nnx_state(value):
-    """Whether a plain list, tuple or dict holds an nnx module, variable or array (nested too)."""
+    """Whether a plain list, tuple or dict holds an nnx module, variable or array (nested too):
+    a JAX array, or a NumPy one (nflows' `self.lower_indices = np.tril_indices(n, k=-1)`), which
+    nnx counts as data too."""
     items = value.values() if isinstance(value, dict) else value
     return any(
-        isinstance(item, nnx.Module | nnx.Variable | jax.Array)
+        isinstance(item, nnx.Module | nnx.Variable | jax.Array | np.ndarray)
         or (type(item) in (list, tuple, dict) and _holds_nnx_state(item))
         for item in items
     )

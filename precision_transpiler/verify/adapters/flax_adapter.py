@@ -202,7 +202,10 @@ def _compiled_run(adapter: FlaxAdapter, model: Any, arrays: list[Any], capture: 
         return None
     if not all(unchanged):
         return None
-    nnx.update(model, after)
+    # the variables (a BatchNorm's statistics) the run changed, as nnx.jit hands them back: plain
+    # arrays the module holds as data (nflows' `lower_indices`, a tuple of index arrays) are
+    # constants, and a tuple holding them cannot be updated in place
+    nnx.update(model, after.filter(nnx.Variable))
     pairs = zip(names, outputs, strict=True)
     result = Capture(outputs=[(name, to_numpy(a), dtype_name(a)) for name, a in pairs], kinds=kinds)
     for path, leaf in zip(order, recorded, strict=True):
