@@ -36,6 +36,7 @@ import json
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -100,6 +101,26 @@ class Outcome:
     #: the verification failed and the original's own outputs changed under another seed: its
     #: forward draws random numbers, so its values cannot be compared (VerificationResult.random_forward)
     random_forward: bool = False
+
+
+def converter_commit() -> str:
+    """The converter's commit (with `+` when the working tree has changes)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "precision_transpiler"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    except OSError:
+        return "unknown"
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -431,6 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the outcomes --json holds from this converter commit and run only the rest (a long run "
+        "stopped and started again: the wild corpus takes hours on two shared cores)",
+    )
+    parser.add_argument(
         "--render", type=Path, metavar="JSON", help="only print (and --markdown) the tables of an earlier run's --json"
     )
     parser.add_argument("--markdown", type=Path)
@@ -475,6 +502,13 @@ def main(argv: list[str] | None = None) -> int:
     sources = {c.name: c.source or "?" for c in cases} if wild else None
     extra = tuple(dict.fromkeys(c.source for c in cases if c.source)) if wild else ()
     outcomes: list[Outcome] = []
+    commit = converter_commit()
+    if args.resume and args.json and args.json.exists():
+        earlier = json.loads(args.json.read_text(encoding="utf-8"))
+        if earlier.get("commit") == commit:
+            known = {f.name for f in fields(Outcome)}
+            outcomes = [Outcome(**{k: v for k, v in o.items() if k in known}) for o in earlier["outcomes"]]
+    done = {(o.case, o.target, o.policy) for o in outcomes}
     started = time.perf_counter()
 
     def save(elapsed: float) -> None:
@@ -484,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": elapsed,
                 "threads": args.threads,
                 "versions": versions(extra),
+                "commit": commit,
                 "outcomes": [asdict(o) for o in outcomes],
             }
             if wild:
@@ -493,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         for target in args.targets.split(","):
             for policy in args.policies.split(","):
+                if (case.name, target, policy) in done:
+                    continue
                 outcome = run_case(case, target, policy, args.time, args.runtime)
                 outcomes.append(outcome)
                 status = "verified" if outcome.verified else ("converted" if outcome.converted else "failed")

@@ -42,7 +42,6 @@ import importlib.util
 import json
 import random
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -57,7 +56,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402 - after the repository is on the path
 
-from benchmarks.corpus import NOT_COMPARABLE, Case, Outcome, failure_stage, run_case  # noqa: E402
+from benchmarks.corpus import NOT_COMPARABLE, Case, Outcome, converter_commit, failure_stage, run_case  # noqa: E402
 from benchmarks.harvest.harvest import CASES, DEFAULT_SITE, FIRST_CONTACT, in_split, load_packages  # noqa: E402
 from precision_transpiler.analysis.load_imports import torch_distribution  # noqa: E402
 
@@ -114,18 +113,6 @@ class Result:
         if self.not_comparable:
             return False
         return self.stage not in ("", "converted") and not self.unsupported
-
-
-def converter_commit() -> str:
-    """The converter's commit (with `+` when the working tree has changes)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "precision_transpiler"], capture_output=True, text=True, cwd=REPO
-        )
-    except OSError:
-        return "unknown"
-    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 @contextmanager

@@ -73,6 +73,11 @@ def test_corpus_runner_on_a_tiny_corpus(tmp_path: Path, capsys) -> None:
     assert "| jax | fp32 | 2 | 1 (50%) | 1 (50%) | 1 (50%) | 0 |" in table
     assert "Failed runs by stage: conversion 1; of these, unreported: 0." in table
     assert data["versions"]["torch"].startswith("2.")
+    # --resume: what this commit measured is kept, nothing is run again
+    argv = ["--cases-file", str(cases), "--quick", "--policies", "fp32", "--json", str(out_json), "--resume"]
+    assert data["commit"] and corpus.main(argv) == 0
+    again = json.loads(out_json.read_text())
+    assert again["outcomes"] == data["outcomes"] and again["commit"] == data["commit"]
 
 
 @pytest.mark.slow
