@@ -26,6 +26,23 @@ def _sample_shape(sample_shape: Any) -> tuple[int, ...]:
     return tuple(int(n) for n in sample_shape)
 
 
+class lazy_property:
+    """torch.distributions.utils.lazy_property: a property computed on its first read and then
+    kept on the instance (pfrl's `DiscreteActionValue.greedy_actions`, torch's distributions'
+    `probs`/`logits`); read on the class, the descriptor itself."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+        self.__doc__ = getattr(wrapped, "__doc__", None)
+
+    def __get__(self, instance, obj_type=None):
+        if instance is None:
+            return self
+        value = self.wrapped(instance)
+        setattr(instance, self.wrapped.__name__, value)
+        return value
+
+
 class _Distribution:
     """torch.distributions.Distribution: batch and event shapes, and the methods every family
     shares (`sample` through `rsample`, `sample_n`, `stddev`, `perplexity`)."""
@@ -390,21 +407,21 @@ def _probs_and_logits(ops: Any, probs: Any, logits: Any, binary: bool) -> tuple[
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
     if binary:
         if probs is not None:
-            probs = ops.asarray(probs, _float_dtype(ops, probs))
+            probs = ops.asarray(probs, _distribution_float_dtype(ops, probs))
             clipped = ops.clip(probs, 1.1920928955078125e-07, 1 - 1.1920928955078125e-07)
             return probs, ops.log(clipped) - ops.log1p(-clipped)
-        logits = ops.asarray(logits, _float_dtype(ops, logits))
+        logits = ops.asarray(logits, _distribution_float_dtype(ops, logits))
         return ops.sigmoid(logits), logits
     if probs is not None:
-        probs = ops.asarray(probs, _float_dtype(ops, probs))
+        probs = ops.asarray(probs, _distribution_float_dtype(ops, probs))
         probs = probs / ops.sum(probs, axis=-1, keepdims=True)
         return probs, ops.log(ops.clip(probs, 1.1920928955078125e-07, 1.0))
-    logits = ops.asarray(logits, _float_dtype(ops, logits))
+    logits = ops.asarray(logits, _distribution_float_dtype(ops, logits))
     logits = logits - ops.logsumexp(logits, axis=-1, keepdims=True)
     return ops.exp(logits), logits
 
 
-def _float_dtype(ops: Any, value: Any) -> Any:
+def _distribution_float_dtype(ops: Any, value: Any) -> Any:
     return "float32" if isinstance(value, (int, float)) else ops.dtype_of(value)
 
 
@@ -574,11 +591,13 @@ class _MultivariateNormal(_Distribution):
         if len(given) != 1:
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
         if scale_tril is not None:
-            tril = ops.asarray(scale_tril, _float_dtype(ops, scale_tril))
+            tril = ops.asarray(scale_tril, _distribution_float_dtype(ops, scale_tril))
         elif covariance_matrix is not None:
-            tril = ops.cholesky(ops.asarray(covariance_matrix, _float_dtype(ops, covariance_matrix)))
+            tril = ops.cholesky(ops.asarray(covariance_matrix, _distribution_float_dtype(ops, covariance_matrix)))
         else:
-            tril = ops.cholesky(ops.inv(ops.asarray(precision_matrix, _float_dtype(ops, precision_matrix))))
+            tril = ops.cholesky(
+                ops.inv(ops.asarray(precision_matrix, _distribution_float_dtype(ops, precision_matrix)))
+            )
         loc = ops.asarray(loc, ops.dtype_of(tril))
         batch = ops.broadcast_shapes(ops.shape(tril)[:-2], ops.shape(loc)[:-1])
         n = ops.shape(loc)[-1]

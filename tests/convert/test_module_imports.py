@@ -200,3 +200,61 @@ def test_a_sibling_module_read_by_name_becomes_a_namespace(tmp_path: Path, targe
     converted.write_text(result.code)
     verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,4]"]))
     assert verdict.passed, verdict.failures
+
+
+@on_both_targets
+def test_a_copy_named_like_another_modules_function_keeps_both(tmp_path: Path, target: str) -> None:
+    """kornia's AutoAugment: its policies module defines `equalize(probability, magnitude)`, which
+    builds the operation whose forward calls kornia.enhance's `equalize(image)`. The copied
+    policy replaced the import of the other for the whole file (and the output imported the
+    torch package); each is copied now, the second under a name of its own."""
+    write_package(
+        tmp_path,
+        {
+            "modalias6/enhance.py": "import torch\n\n\ndef equalize(x):\n    return x - x.mean(-1, keepdim=True)\n",
+            "modalias6/operations.py": """
+                import torch
+                from torch import nn
+
+                from modalias6.enhance import equalize
+
+
+                class Equalize(nn.Module):
+                    def __init__(self, p):
+                        super().__init__()
+                        self.p = p
+
+                    def forward(self, x):
+                        return equalize(x) * self.p
+            """,
+            "modalias6/ops.py": """
+                import torch
+
+                from modalias6.operations import Equalize
+
+
+                def equalize(probability, magnitude):
+                    return Equalize(probability)
+            """,
+            "modalias6/model.py": """
+                import torch
+                from torch import nn
+
+                from . import ops
+
+
+                class Net(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.fc = nn.Linear(4, 4)
+                        self.op = getattr(ops, "equalize")(0.5, 3)
+
+                    def forward(self, x):
+                        return self.op(self.fc(x))
+            """,
+        },
+    )
+    model = tmp_path / "modalias6/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model), entry="Net()", prune_to_entry=True)
+    assert "modalias6.enhance import" not in result.code and "def equalize_modalias6_enhance(x)" in result.code
+    _verifies_without_torch(model, result.code, target)

@@ -146,6 +146,29 @@ def test_no_framework_free_definition_is_duplicated_between_flax_and_keras() -> 
     assert not twins, f"framework-free twins belong in runtime/common.py or runtime/<subject>.py: {twins}"
 
 
+@pytest.mark.parametrize("package", ["flax", "keras"])
+def test_no_two_modules_copied_into_one_output_define_one_name(package: str) -> None:
+    """An output carries the definitions it uses from one target's modules and the shared ones,
+    in one namespace: two helpers of one name (the random functions' `_float_dtype(dtype)` and
+    the distributions' `_float_dtype(ops, value)`) meet there, and the later replaces the
+    earlier for every caller (torch-uncertainty's Bayesian layers, kornia's AutoAugment failed
+    with a TypeError)."""
+    places: dict[str, set[str]] = {}
+    files = [RUNTIME / f"{m}.py" for m in SHARED] + sorted((RUNTIME / package).glob("*.py"))
+    for path in files:
+        if path.name == "__init__.py":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, ast.FunctionDef | ast.ClassDef) else []
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+            for name in names:
+                places.setdefault(name, set()).add(str(path.relative_to(RUNTIME)))
+    clashes = {name: sorted(where) for name, where in places.items() if len(where) > 1}
+    assert not clashes, f"one name, two definitions an output may carry together: {clashes}"
+
+
 def test_the_shared_modules_are_the_top_level_ones() -> None:
     assert sorted(SHARED) == sorted(p.stem for p in RUNTIME.glob("*.py") if p.name != "__init__.py")
 

@@ -1251,6 +1251,18 @@ CASES = [
         expect=("torch_lu_unpack(*torch_lu_factor(m))",),
     ),
     C(
+        "triangular-solve",
+        "m, b",
+        "a = m + 4 * torch.eye(3)\n"
+        "x, coefficient = torch.triangular_solve(b, a)\n"
+        "return (x, coefficient, torch.triangular_solve(b, a, upper=False).solution, "
+        "torch.triangular_solve(b, a, transpose=True, unitriangular=True)[0], "
+        "b.triangular_solve(a[0], upper=False)[0])",
+        F32(2, 3, 3),
+        F32(2, 3, 2),
+        expect=("torch_triangular_solve(b, a)",),
+    ),
+    C(
         "linalg-inv-ex-shape-as-tensor",
         "m",
         "a = m + 4 * torch.eye(3)\n"

@@ -363,9 +363,12 @@ class Round:
         import is: a copy importing `apply_rotary_pos_emb` from local_attention beside
         performer's own `apply_rotary_pos_emb` imports it under a name of its own. Grows
         `self.bound` with what the copy imports (resolve_clashes)."""
-        copied = {q.rsplit(".", 1)[-1] for q in self.report.inlined}
+        # a copy is bound as the import of itself would bind it: importing the same definition
+        # again is no clash, importing another of that name (kornia.enhance's `equalize` beside a
+        # policy's copied `equalize`) is
+        copied = {q.rsplit(".", 1)[-1]: "from {} import {}".format(*q.rsplit(".", 1)) for q in self.report.inlined}
         defined = self.defined | set(self.added)  # an earlier copy's helper of this round too
-        own = {n: f"# {n} is defined in the output" for n in defined if n not in self.bound and n not in copied}
+        own = {n: copied.get(n, f"# {n} is defined in the output") for n in defined if n not in self.bound}
         merged = _Merged(own, self.bound)
         merged.update(self.bound)
         return merged
@@ -373,8 +376,12 @@ class Round:
     def rename_clashing(self, piece: str, take: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
         """A definition taken under another local name (`apply_rotary_pos_emb as
         apply_rotary_pos_emb_local_attention_rotary`, see `bound_or_defined`) whose own name the
-        output defines already: copied under the local name, so it replaces nothing."""
-        renames = {name: local for name, local in take if local != name and name in self.defined}
+        output defines or imports already (kornia's policy `equalize` of `from . import ops`,
+        taken as `ops_equalize`, beside `from kornia.enhance import equalize`, which the copied
+        operations call): copied under the local name, so it replaces nothing."""
+        renames = {
+            name: local for name, local in take if local != name and (name in self.defined or name in self.bound)
+        }
         if not renames:
             return piece, take
         piece = rename_definitions(piece, renames)

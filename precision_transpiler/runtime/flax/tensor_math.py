@@ -324,6 +324,19 @@ def torch_lu_factor(A, pivot=True):
     return torch_named_result((lu, (pivots + 1).astype(jnp.int32)), "LU pivots")
 
 
+def torch_triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve (nflows' LU and QR layers' inverse): (solution, cloned_coefficient),
+    the X of A @ X = b (A^T @ X = b with `transpose`), reading A's upper or lower triangle, its
+    diagonal taken as ones with `unitriangular`; batch dimensions broadcast."""
+    batch = jnp.broadcast_shapes(A.shape[:-2], b.shape[:-2])
+    a = jnp.broadcast_to(A, (*batch, *A.shape[-2:]))
+    x = jax.lax.linalg.triangular_solve(
+        a, jnp.broadcast_to(b, (*batch, *b.shape[-2:])), left_side=True, lower=not upper,
+        transpose_a=transpose, unit_diagonal=unitriangular,
+    )  # fmt: skip
+    return torch_named_result((x, a), "solution cloned_coefficient")
+
+
 def torch_linalg_inv_ex(A):
     """torch.linalg.inv_ex: (inverse, info), info 0 for each matrix. torch reports a singular
     matrix in `info` and fills the inverse with inf/nan; the target's inverse does the same, and

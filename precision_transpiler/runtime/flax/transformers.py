@@ -202,7 +202,7 @@ class PreTrainedModel(TorchLayer):
         return head_mask
 
 
-def _activation(name):
+def _transformers_activation(name):
     table = {
         "gelu": lambda x: jax.nn.gelu(x, approximate=False),
         "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
@@ -226,11 +226,11 @@ def _activation(name):
 
 class _Activations(dict):
     def __getitem__(self, name):
-        return _activation(name)
+        return _transformers_activation(name)
 
     def __contains__(self, name):
         try:
-            _activation(name)
+            _transformers_activation(name)
         except KeyError:
             return False
         return True
@@ -241,7 +241,7 @@ ACT2FN = _Activations()
 
 def get_activation(name):
     """transformers' get_activation: the activation function called `name`."""
-    return _activation(name)
+    return _transformers_activation(name)
 
 
 class DynamicCache(Cache):

@@ -17,7 +17,7 @@ import tensorflow as tf
 from precision_transpiler.runtime.common import TorchFunctionBase, TorchFunctionCtx
 
 
-def _is_tensor(value):
+def _autograd_is_tensor(value):
     return isinstance(value, tf.Tensor | tf.Variable | np.ndarray) or tf.is_tensor(value)
 
 
@@ -34,7 +34,7 @@ class Function(TorchFunctionBase):
 
     @classmethod
     def apply(cls, *args):
-        positions = [i for i, a in enumerate(args) if _is_tensor(a)]
+        positions = [i for i, a in enumerate(args) if _autograd_is_tensor(a)]
         ctx = FunctionCtx()
 
         @tf.custom_gradient

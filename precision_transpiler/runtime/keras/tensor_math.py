@@ -472,6 +472,23 @@ def torch_trapezoid(y, x=None, dx=None, dim=-1):
     return ops.sum(ops.multiply(spacing, ops.add(y[ends[0]], y[ends[1]])), axis=axis) / 2.0
 
 
+def torch_triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve (nflows' LU and QR layers' inverse): (solution, cloned_coefficient),
+    the X of A @ X = b (A^T @ X = b with `transpose`), reading A's upper or lower triangle, its
+    diagonal taken as ones with `unitriangular`; batch dimensions broadcast."""
+    a = ops.triu(A) if upper else ops.tril(A)
+    if unitriangular:
+        eye = ops.eye(a.shape[-1], dtype=a.dtype)
+        a = a * (1 - eye) + eye
+    lower = not upper
+    if transpose:
+        a, lower = ops.swapaxes(a, -1, -2), upper
+    batch = tuple(np.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-2])))
+    a = ops.broadcast_to(a, (*batch, *a.shape[-2:]))
+    x = ops.solve_triangular(a, ops.broadcast_to(b, (*batch, *b.shape[-2:])), lower=lower)
+    return torch_named_result((x, ops.broadcast_to(A, (*batch, *A.shape[-2:]))), "solution cloned_coefficient")
+
+
 def torch_linalg_inv_ex(A):
     """torch.linalg.inv_ex: (inverse, info), info 0 for each matrix. torch reports a singular
     matrix in `info` and fills the inverse with inf/nan; the target's inverse does the same, and

@@ -291,7 +291,7 @@ class PreTrainedModel(TorchModule):
         return head_mask
 
 
-def _activation(name: str) -> Any:
+def _transformers_activation(name: str) -> Any:
     """transformers' activation `name` with torch's semantics (exact-erf "gelu", tanh "gelu_new")."""
     table = {
         "gelu": lambda x: ops.gelu(x, approximate=False),
@@ -318,11 +318,11 @@ class _Activations(dict):
     """ACT2FN's lookup: a name -> activation function mapping built on demand."""
 
     def __getitem__(self, name: str) -> Any:
-        return _activation(name)
+        return _transformers_activation(name)
 
     def __contains__(self, name: object) -> bool:
         try:
-            _activation(str(name))
+            _transformers_activation(str(name))
         except KeyError:
             return False
         return True
@@ -333,7 +333,7 @@ ACT2FN = _Activations()
 
 def get_activation(name: str) -> Any:
     """transformers' get_activation: the activation function called `name`."""
-    return _activation(name)
+    return _transformers_activation(name)
 
 
 class DynamicCache(Cache):

@@ -97,11 +97,14 @@ class Adapter(Protocol):
         """`file:line` where the layer at `path` is created (the `self.x = ...` line), if known."""
 
 
-def flatten_outputs(value: Any, is_tensor: Callable[[Any], bool], name: str = "out") -> list[tuple[str, Any]]:
+def flatten_outputs(
+    value: Any, is_tensor: Callable[[Any], bool], name: str = "out", depth: int = 0
+) -> list[tuple[str, Any]]:
     """(name, tensor) for every tensor in a (nested) model output, named the same way in every
     framework so outputs pair across frameworks: tuples/lists by index (`out[0]`), namedtuples
     by field (`out.logits`), dataclasses by field too, dicts (and transformers' ModelOutput) by key
-    (`out['logits']`)."""
+    (`out['logits']`), an object that is the whole output, or a distribution anywhere, by its
+    public attributes (`out.q_values`, `out.base_dist.loc`)."""
     if is_tensor(value):
         return [(name, value)]
     if isinstance(value, dict):
@@ -118,4 +121,20 @@ def flatten_outputs(value: Any, is_tensor: Callable[[Any], bool], name: str = "o
             for entry in dataclasses.fields(value)
             for pair in flatten_outputs(getattr(value, entry.name), is_tensor, f"{name}.{entry.name}")
         ]
+    attributes = getattr(value, "__dict__", None)
+    walked = name == "out" or depth > 0 or callable(getattr(value, "log_prob", None))
+    if walked and isinstance(attributes, dict) and not isinstance(value, type) and not callable(value):
+        # the whole output an object (pfrl's `DiscreteActionValue`), or a distribution anywhere
+        # (`Independent(Normal(loc, scale))`): its public attributes, by name, which the converted
+        # class and the runtime's distributions keep. Other objects inside an output (a cache of
+        # past keys and values) stay out, as before
+        return (
+            [
+                pair
+                for key in sorted(k for k in attributes if not k.startswith("_"))
+                for pair in flatten_outputs(attributes[key], is_tensor, f"{name}.{key}", depth + 1)
+            ]
+            if depth < 4
+            else []
+        )
     return []

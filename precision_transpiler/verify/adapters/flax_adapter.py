@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from precision_transpiler.errors import VerifyError
-from precision_transpiler.verify.adapters.base import Capture
+from precision_transpiler.verify.adapters.base import Capture, flatten_outputs
 from precision_transpiler.verify.sources import layer_source
 
 # Relative size of the perturbation (of the tensor's spread, or absolute for constant tensors).
@@ -100,6 +100,10 @@ def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
             for pair in flatten(getattr(value, entry.name), f"{name}.{entry.name}")
         ]
     leaves = jax.tree_util.tree_flatten_with_path(value)[0]
+    if leaves == [((), value)] and not hasattr(value, "dtype"):
+        # an object JAX takes for one leaf (a runtime distribution, the model's own result
+        # class): by its public attributes, as `flatten_outputs` names torch's
+        return flatten_outputs(value, lambda leaf: isinstance(leaf, jax.Array), name)
     return [(name + "".join(_key_name(k) for k in path), leaf) for path, leaf in leaves if hasattr(leaf, "dtype")]
 
 
@@ -205,7 +209,7 @@ def _compiled_run(adapter: FlaxAdapter, model: Any, arrays: list[Any], capture: 
     # the variables (a BatchNorm's statistics) the run changed, as nnx.jit hands them back: plain
     # arrays the module holds as data (nflows' `lower_indices`, a tuple of index arrays) are
     # constants, and a tuple holding them cannot be updated in place
-    nnx.update(model, after.filter(nnx.Variable))
+    nnx.update(model, nnx.filter_state(after, nnx.Variable))
     pairs = zip(names, outputs, strict=True)
     result = Capture(outputs=[(name, to_numpy(a), dtype_name(a)) for name, a in pairs], kinds=kinds)
     for path, leaf in zip(order, recorded, strict=True):
