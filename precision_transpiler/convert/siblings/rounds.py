@@ -376,12 +376,8 @@ class Round:
     def rename_clashing(self, piece: str, take: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
         """A definition taken under another local name (`apply_rotary_pos_emb as
         apply_rotary_pos_emb_local_attention_rotary`, see `bound_or_defined`) whose own name the
-        output defines or imports already (kornia's policy `equalize` of `from . import ops`,
-        taken as `ops_equalize`, beside `from kornia.enhance import equalize`, which the copied
-        operations call): copied under the local name, so it replaces nothing."""
-        renames = {
-            name: local for name, local in take if local != name and (name in self.defined or name in self.bound)
-        }
+        output defines already: copied under the local name, so it replaces nothing."""
+        renames = {name: local for name, local in take if local != name and name in self.defined}
         if not renames:
             return piece, take
         piece = rename_definitions(piece, renames)
