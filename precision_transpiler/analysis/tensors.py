@@ -181,6 +181,43 @@ def attribute_kind(ctx: FileView, receiver: cst.Attribute, anchor: cst.CSTNode) 
     return kind
 
 
+def held_object(ctx: FileView, receiver: cst.BaseExpression, anchor: cst.CSTNode) -> bool:
+    """`self.<name>` where the enclosing class assigns it only instances of classes: of its file
+    or package (`self.permutation = RandomPermutation(n)` in nflows' flows, whose
+    `self.permutation.inverse(x)` is the flow's method, not the tensor's) or torch layers."""
+    if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name)):
+        return False
+    if receiver.value.value != "self":
+        return False
+    cls: cst.CSTNode | None = anchor
+    while cls is not None and not isinstance(cls, cst.ClassDef):
+        cls = ctx.parent(cls)
+    if cls is None:
+        return False
+    name, values = receiver.attr.value, []
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and t.attr.value == name and isinstance(t.value, cst.Name):
+                    values.append(node.value if t.value.value == "self" else None)
+
+    cls.visit(_V())
+    return bool(values) and all(_constructs_object(ctx, value) for value in values)
+
+
+def _constructs_object(ctx: FileView, value: cst.BaseExpression | None) -> bool:
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name | cst.Attribute):
+        return False
+    last = value.func.value if isinstance(value.func, cst.Name) else value.func.attr.value
+    if not last[:1].isupper():
+        return False
+    qualified = ctx.qualified_name(value.func)
+    torch = ctx.mappings.frameworks.get("torch")
+    return qualified is None or (torch is not None and torch.is_layer_class(qualified))
+
+
 def _is_parameter_call(ctx: FileView, value: cst.BaseExpression) -> bool:
     if not isinstance(value, cst.Call):
         return False

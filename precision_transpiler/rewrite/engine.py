@@ -19,7 +19,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from precision_transpiler.analysis.tensors import known_tensor
+from precision_transpiler.analysis.tensors import held_object, known_tensor
 from precision_transpiler.diagnostics import Diagnostic, Rewrite, Severity
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.rewrite.calls import with_valid_args
@@ -298,7 +298,7 @@ class Transpiler(cst.CSTTransformer):
             func = node.func
             if not isinstance(func, cst.Attribute) or ctx.qualified_name(func) is not None:
                 return
-            if func.attr.value in mappings.method_names.get(source, ()):
+            if func.attr.value in mappings.method_names.get(source, ()) and not held_object(ctx, func.value, node):
                 self.add_candidate(
                     node,
                     f".{func.attr.value}(...) call could not be converted to {target}: "
