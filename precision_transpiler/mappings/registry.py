@@ -428,7 +428,7 @@ def _dtypes(result: MappingSet, data: LineDict, where: _Where) -> None:
     if "without_equivalent" in data:
         table = _expect(where, data, "without_equivalent", LineDict, "a mapping of framework -> dtype symbols")
         for fw in table:
-            result.dtype_without_equivalent[fw] = frozenset(_str_list(where, table, fw, "without_equivalent."))
+            result.dtype_without_equivalent[fw] = frozenset(_qualified_list(where, table, fw, "without_equivalent."))
 
 
 def _ops(result: MappingSet, data: LineDict, where: _Where) -> None:

@@ -100,7 +100,7 @@ def flatten(value: Any, name: str = "out") -> list[tuple[str, Any]]:
             for pair in flatten(getattr(value, entry.name), f"{name}.{entry.name}")
         ]
     leaves = jax.tree_util.tree_flatten_with_path(value)[0]
-    if leaves == [((), value)] and not hasattr(value, "dtype"):
+    if len(leaves) == 1 and leaves[0][0] == () and leaves[0][1] is value and not hasattr(value, "dtype"):
         # an object JAX takes for one leaf (a runtime distribution, the model's own result
         # class): by its public attributes, as `flatten_outputs` names torch's
         return flatten_outputs(value, lambda leaf: isinstance(leaf, jax.Array), name)
