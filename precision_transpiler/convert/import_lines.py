@@ -182,3 +182,21 @@ def insert_lines(code: str, at: int, text: str) -> str:
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     return "".join([*lines[:at], text if text.endswith("\n") else text + "\n", *lines[at:]])
+
+
+def import_bindings_of(statement: cst.Import | cst.ImportFrom | str) -> set[str]:
+    """What each name of an import binds (`import collections.abc` as `import collections`)."""
+    code = statement if isinstance(statement, str) else cst.Module(body=[cst.SimpleStatementLine([statement])]).code
+    node = ast.parse(code).body[0]
+    if isinstance(node, ast.Import):
+        return {f"import {a.name} as {a.asname}" if a.asname else f"import {a.name.split('.')[0]}" for a in node.names}
+    assert isinstance(node, ast.ImportFrom)
+    source = "." * node.level + (node.module or "")
+    return {f"from {source} import {a.name}" + (f" as {a.asname}" if a.asname else "") for a in node.names}
+
+
+def import_as(statement: str, local: str) -> str:
+    """`from keras import ops` -> `from keras import ops as _ptshim_ops` (one name)."""
+    node = ast.parse(statement).body[0]
+    node.names[0].asname = local  # type: ignore[attr-defined]
+    return ast.unparse(node) + "\n"

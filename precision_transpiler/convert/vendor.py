@@ -30,6 +30,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from precision_transpiler.convert.import_lines import import_as, import_bindings_of
 from precision_transpiler.markers import POLICY_IMPORT_MARKER
 from precision_transpiler.runtime import PACKAGE, POLICY_MODULES
 from precision_transpiler.syntax import dotted_name, import_bound_names, is_import_statement
@@ -393,7 +394,7 @@ def vendor_tree(module: cst.Module, text: str | None = None) -> tuple[cst.Module
     bindings = _module_bindings(module)
     clashing = _clashing_imports(module, needed_imports, bindings)
     imports = [
-        _statement(_import_as(stmt, f"_ptshim_{alias}") if alias in clashing else stmt)
+        _statement(import_as(stmt, f"_ptshim_{alias}") if alias in clashing else stmt)
         for alias, stmt in sorted(needed_imports.items())
         if alias in clashing or alias not in existing
     ]
@@ -582,22 +583,13 @@ def _blocks(stmt: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def _clashing_imports(module: cst.Module, needed: dict[str, str], bindings: set[str]) -> set[str]:
-    """The names the copies import (`ops` of `from keras import ops`) that the converted code binds
-    at module level to something else (kornia's `from . import ops`, a user's `ops = {...}`):
-    inline, the user's binding would replace the framework's for every copied function."""
+    """Names the copies import (`ops`) that the converted code binds otherwise (kornia's `from .
+    import ops`): inline, the user's binding would replace the framework's for every copy."""
+    top = [small for stmt in module.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
     same = {
-        stmt.strip()
-        for stmt in (cst.Module(body=[one]).code for one in _imports_binding(module, set(needed) & bindings))
+        bound for small in top if isinstance(small, cst.Import | cst.ImportFrom) for bound in import_bindings_of(small)
     }
-    return {alias for alias, stmt in needed.items() if alias in bindings and stmt.strip() not in same}
-
-
-def _import_as(statement: str, local: str) -> str:
-    """`from keras import ops` -> `from keras import ops as _ptshim_ops` (one name)."""
-    node = ast.parse(statement).body[0]
-    assert isinstance(node, ast.Import | ast.ImportFrom) and len(node.names) == 1
-    node.names[0].asname = local
-    return ast.unparse(node) + "\n"
+    return {alias for alias, stmt in needed.items() if alias in bindings and not import_bindings_of(stmt) <= same}
 
 
 def _guard_rebound(
@@ -611,8 +603,7 @@ def _guard_rebound(
     late (inside functions); references evaluated while the copies are defined (bases,
     decorators, defaults) still mean the copies. The user's code, and the copies' names, are
     unchanged (weight loading matches classes by name). `imported`: (name, the copies' import of
-    it) instead, for a name the user's code binds otherwise (`_clashing_imports`): every reference
-    the copies make to that import becomes `_ptshim_<name>`, which the copies import it as."""
+    it) instead (`_clashing_imports`): every reference to it becomes `_ptshim_<name>`."""
     from libcst.metadata import FunctionScope, GlobalScope, MetadataWrapper, ScopeProvider
 
     if imported is not None:
