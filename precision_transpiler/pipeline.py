@@ -182,7 +182,13 @@ class StaticImports:
         if job.path and "import" in doc.source:  # torch names imported through the package
             from precision_transpiler.convert.torch_reexports import resolve_torch_reexports
 
-            if (tree := resolve_torch_reexports(doc.tree(), job.path)) is not None:
+            converted = job.table.converted_symbols("torch", job.to)
+            surface = job.table.surfaces.get("torch")
+
+            def convertible(name: str) -> bool:
+                return name in converted and not (surface and surface.outside_model(name))
+
+            if (tree := resolve_torch_reexports(doc.tree(), job.path, convertible)) is not None:
                 doc.set_tree(tree)
                 doc.source = doc.code()
         source = job.table.frameworks["torch"]
@@ -378,23 +384,25 @@ class PolicyNotApplied:
 class ResolveFeatureDetection:
     """A feature-detection `try: import torch.fft ... except ImportError:` whose guarded code the
     rules converted becomes that code (convert/feature_detection.py): the converted module does
-    not import torch for it, and the fallback for an older torch goes, with what was said of it."""
+    not import torch for it, and the fallback for an older torch goes, with what was said of it.
+    An `if` that imports an optional torch extension (`if is_xformers_available(): import
+    xformers`) becomes its `else`."""
 
     name = "resolve-feature-detection"
     label = None
     works_on = "tree"
 
     def run(self, doc: Document, job: Job) -> None:
-        if not doc.mentions("ImportError"):
-            return
         from precision_transpiler.analysis.load_imports import TORCH_ROOTS
-        from precision_transpiler.convert.feature_detection import resolve_feature_detection
+        from precision_transpiler.convert import feature_detection as found
 
-        tree, resolved = resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original)
-        if not resolved:
+        tree, resolved = found.resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original)
+        packages = job.table.surfaces["torch"].packages if "torch" in job.table.surfaces else frozenset()
+        tree, branches = found.resolve_accelerator_branches(tree, packages, doc.original)
+        if not resolved + branches:
             return
         doc.set_tree(tree)
-        for item in resolved:
+        for item in resolved + branches:
             span = item.fallback_lines
             if span is not None:
                 doc.diagnostics[:] = [

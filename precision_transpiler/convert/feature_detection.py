@@ -58,7 +58,8 @@ class Resolved:
     #: "torch-fallback": an optional accelerator's `try` replaced by its torch fallback (then
     #: `imports` are the accelerator's imports and `fallback_lines` the dropped `try` body);
     #: "unconverted-feature": a torch feature without a counterpart, replaced by its handler
-    #: (`imports` the torch imports left, `fallback_lines` the dropped `try` body)
+    #: (`imports` the torch imports left, `fallback_lines` the dropped `try` body);
+    #: "accelerator-branch": an `if` that imports a torch package, replaced by its `else`
     kind: str = "feature"
 
     @property
@@ -68,6 +69,11 @@ class Resolved:
             return (
                 f"`{self.imports[0]}` is an optional accelerator of torch the converted module cannot use: "
                 "it takes the ImportError fallback, torch's own layer"
+            )
+        if self.kind == "accelerator-branch":
+            return (
+                f"`{self.imports[0]}` is an optional accelerator of torch the converted module cannot use: "
+                "it takes the `else` branch"
             )
         if self.kind == "unconverted-feature":
             return (
@@ -87,8 +93,9 @@ def resolve_feature_detection(
     body = list(module.body)
     resolved: list[Resolved] = []
     out: list[cst.BaseStatement] = []
+    read = _read_names(original) if any(isinstance(s, cst.Try) for s in body) else set()
     for index, stmt in enumerate(body):
-        kept = _resolve(stmt, roots, body[:index] + body[index + 1 :])
+        kept = _resolve(stmt, roots, body[:index] + body[index + 1 :], read)
         if kept is None:
             fallback = _torch_fallback(stmt, roots, module, original, body[:index] + body[index + 1 :])
             fallback = fallback or _unconverted_feature(stmt, roots, module, original)
@@ -116,9 +123,10 @@ def resolve_feature_detection(
 
 
 def _resolve(
-    stmt: cst.BaseStatement, roots: frozenset[str], others: Sequence[cst.BaseStatement]
+    stmt: cst.BaseStatement, roots: frozenset[str], others: Sequence[cst.BaseStatement], read: set[str]
 ) -> tuple[list[cst.BaseStatement], list[cst.CSTNode]] | None:
-    """(the statements that replace `stmt`, the guarded imports) or None when it stays."""
+    """(the statements that replace `stmt`, the guarded imports) or None when it stays. `read`:
+    the names the original module reads anywhere."""
     if not isinstance(stmt, cst.Try) or not stmt.handlers or stmt.finalbody is not None:
         return None
     if not all(_catches_import_error(h) for h in stmt.handlers) or not isinstance(stmt.body, cst.IndentedBlock):
@@ -138,6 +146,11 @@ def _resolve(
     elsewhere = _mentions(others, bound - _bound_by_imports(others))
     if elsewhere:
         return None  # the rest of the module still reads a name only this import binds
+    if any((bound - read) & _handler_definitions(h) for h in stmt.handlers):
+        # not code the rules converted but the module's export of a name its fallback defines
+        # too (diffusers' `maybe_allow_in_graph`, which other modules import): left to
+        # `_unconverted_feature` (the fallback, where the import stays torch's), or kept
+        return None
     if stmt.orelse is not None and isinstance(stmt.orelse.body, cst.IndentedBlock):
         rest.extend(stmt.orelse.body.body)
     first = stmt.body.body[0]
@@ -223,6 +236,27 @@ def _unconverted_feature(
     span = _try_body_lines(original, texts)
     record = Resolved(texts, span, span[0] if span else 1, kind="unconverted-feature")
     return [line for line in handler.body if not _only_pass(line)], record
+
+
+def _handler_definitions(handler: cst.ExceptHandler) -> set[str]:
+    """The names an ImportError handler binds by code of its own: a definition, or an
+    assignment of something other than None (`name = None` marks the feature absent)."""
+    names: set[str] = set()
+    for node in all_nodes(handler.body):
+        if isinstance(node, cst.FunctionDef | cst.ClassDef):
+            names.add(node.name.value)
+        elif isinstance(node, cst.Assign) and not (isinstance(node.value, cst.Name) and node.value.value == "None"):
+            names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+    return names
+
+
+def _read_names(original: str) -> set[str]:
+    """The names the original module reads (loads) anywhere."""
+    try:
+        tree = ast.parse(original)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _only_pass(line: cst.BaseStatement) -> bool:
@@ -313,3 +347,62 @@ def _normal(text: str) -> str:
         return ast.unparse(ast.parse(text))
     except SyntaxError:
         return text
+
+
+def resolve_accelerator_branches(
+    module: cst.Module, packages: frozenset[str], original: str
+) -> tuple[cst.Module, list[Resolved]]:
+    """Module-level `if <available>: import <torch package>` / `else: <fallback>` (diffusers'
+    `if is_xformers_available(): import xformers ... else: xformers = None`) becomes its `else`:
+    a torch extension the converted module can never use, probed by a test instead of `except
+    ImportError`. Left, the converted module imported the extension (and torch) wherever it
+    was installed, and the static check of what an output imports at load failed it."""
+    out: list[cst.BaseStatement] = []
+    resolved: list[Resolved] = []
+    for stmt in module.body:
+        imports = _accelerator_imports(stmt, packages)
+        if imports is None:
+            out.append(stmt)
+            continue
+        assert isinstance(stmt, cst.If) and isinstance(stmt.orelse, cst.Else)
+        texts = tuple(module.code_for_node(i).strip() for i in imports)
+        line, span = _if_body_lines(original, texts)
+        resolved.append(Resolved(texts, span, line, kind="accelerator-branch"))
+        kept = [line for line in stmt.orelse.body.body if not _only_pass(line)]
+        if kept:
+            kept[0] = kept[0].with_changes(leading_lines=[*stmt.leading_lines, *kept[0].leading_lines])
+        out.extend(kept)
+    if not resolved:
+        return module, []
+    return module.with_changes(body=out), resolved
+
+
+def _accelerator_imports(stmt: cst.BaseStatement, packages: frozenset[str]) -> list[cst.CSTNode] | None:
+    """The imports of an `if` whose body only imports torch packages and that has a plain `else`."""
+    if not isinstance(stmt, cst.If) or not isinstance(stmt.orelse, cst.Else):
+        return None
+    if not isinstance(stmt.body, cst.IndentedBlock) or not isinstance(stmt.orelse.body, cst.IndentedBlock):
+        return None
+    imports: list[cst.CSTNode] = []
+    for line in stmt.body.body:
+        if not isinstance(line, cst.SimpleStatementLine) or not all(_imports_root(s, packages) for s in line.body):
+            return None
+        imports.extend(line.body)
+    inside = all_nodes(stmt.orelse.body)
+    if not imports or any(isinstance(n, cst.Import | cst.ImportFrom) and _imports_root(n, packages) for n in inside):
+        return None
+    return imports
+
+
+def _if_body_lines(original: str, imports: tuple[str, ...]) -> tuple[int, tuple[int, int] | None]:
+    """The line of the original's module-level `if` whose body is these imports, and the body's
+    lines ((1, None) when not found)."""
+    try:
+        tree = ast.parse(original)
+    except SyntaxError:
+        return 1, None
+    wanted = tuple(ast.unparse(ast.parse(i).body[0]) for i in imports)
+    for node in tree.body:
+        if isinstance(node, ast.If) and node.orelse and tuple(ast.unparse(n) for n in node.body) == wanted:
+            return node.lineno, (node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno)
+    return 1, None

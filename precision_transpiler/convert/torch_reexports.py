@@ -24,7 +24,11 @@ torch.nn import X as name`, `from torch import nn`, `import torch`), by an alias
 nn.Linear`), through a re-export of another module of the package (followed a few levels), or
 under `try: <an import of something else> ... except ImportError: <torch's>`: an optional
 accelerator of torch (apex), which a converted module can never use (as
-convert/feature_detection.py decides for the file's own). A name the module also defines itself
+convert/feature_detection.py decides for the file's own). The inverse, a torch feature probed
+under `try` with a fallback of the package's own (diffusers' `try: from torch._dynamo import
+allow_in_graph as maybe_allow_in_graph` / `except ImportError: def maybe_allow_in_graph(cls):
+...`), stays the package's when the tables do not convert that feature: the copied module takes
+its fallback, as a torch without it would. A name the module also defines itself
 (a class, a function) is its own, and stays. Static: modules are read as files, nothing is
 imported.
 """
@@ -32,6 +36,7 @@ imported.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
@@ -44,9 +49,13 @@ from precision_transpiler.syntax import dotted_name
 _DEPTH = 4  # re-exports followed through at most this many modules
 
 
-def resolve_torch_reexports(module: cst.Module, path: str) -> cst.Module | None:
+Convertible = Callable[[str], bool]
+
+
+def resolve_torch_reexports(module: cst.Module, path: str, convertible: Convertible | None = None) -> cst.Module | None:
     """`module` with its imports of torch names from modules of its own package made imports
-    from torch; None when there is none."""
+    from torch; None when there is none. `convertible` says whether the tables convert a torch
+    name (a feature probed with a fallback of the package's own counts only then)."""
     file = Path(path)
     if not file.is_file():
         return None
@@ -54,7 +63,7 @@ def resolve_torch_reexports(module: cst.Module, path: str) -> cst.Module | None:
     body: list[cst.BaseStatement] = []
     changed = False
     for statement in module.body:
-        replaced = _replaced(statement, locate)
+        replaced = _replaced(statement, locate, convertible)
         if replaced is None:
             body.append(statement)
             continue
@@ -63,7 +72,7 @@ def resolve_torch_reexports(module: cst.Module, path: str) -> cst.Module | None:
     return module.with_changes(body=body) if changed else None
 
 
-def _replaced(statement: cst.BaseStatement, locate) -> list[cst.BaseStatement] | None:
+def _replaced(statement: cst.BaseStatement, locate, convertible: Convertible | None) -> list[cst.BaseStatement] | None:
     """The statements an import line becomes (what stays of it, then torch's imports)."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
         return None
@@ -82,7 +91,7 @@ def _replaced(statement: cst.BaseStatement, locate) -> list[cst.BaseStatement] |
     for alias in small.names:
         name = dotted_name(alias.name) or ""
         local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-        torch_name = torch_binding(found, name, _DEPTH)
+        torch_name = torch_binding(found, name, _DEPTH, convertible)
         if torch_name is None:
             kept.append(alias)
         else:
@@ -109,7 +118,7 @@ def _import_line(qualified: str, local: str) -> cst.SimpleStatementLine:
     return statement
 
 
-def torch_binding(file: Path, name: str, depth: int = _DEPTH) -> str | None:
+def torch_binding(file: Path, name: str, depth: int = _DEPTH, convertible: Convertible | None = None) -> str | None:
     """The torch name (`torch.nn.LayerNorm`, `torch.nn`) the module at `file` binds to `name`
     at top level, or None (see the module docstring)."""
     try:
@@ -120,17 +129,19 @@ def torch_binding(file: Path, name: str, depth: int = _DEPTH) -> str | None:
         return None  # the module's own definition
     bound: str | None = None
     for node in tree.body:
-        found = _statement_binding(node, name, file, depth)
+        found = _statement_binding(node, name, file, depth, convertible)
         if found is not None:
             bound = found if found != "" else None  # the last binding wins, as at run time
     return bound
 
 
-def _statement_binding(node: ast.stmt, name: str, file: Path, depth: int) -> str | None:
+def _statement_binding(
+    node: ast.stmt, name: str, file: Path, depth: int, convertible: Convertible | None = None
+) -> str | None:
     """What a top-level statement binds `name` to: a torch name, "" (something else), or None
     (it does not bind `name`)."""
     if isinstance(node, ast.Import | ast.ImportFrom):
-        return _import_binding(node, name, file, depth)
+        return _import_binding(node, name, file, depth, convertible)
     if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
         return _alias_binding(node.value, file)
     if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
@@ -139,7 +150,10 @@ def _statement_binding(node: ast.stmt, name: str, file: Path, depth: int) -> str
         for branch in branches:
             found = None
             for statement in branch:
-                found = _statement_binding(statement, name, file, depth) or found
+                found = _statement_binding(statement, name, file, depth, convertible) or found
+            if found and not optional and convertible is not None and not convertible(found):
+                if any(_defines(h, name) for h in node.handlers):
+                    return ""  # a torch feature the target lacks, with the package's own fallback
             if found:
                 return found
         return "" if _binds(node, name) else None
@@ -148,7 +162,9 @@ def _statement_binding(node: ast.stmt, name: str, file: Path, depth: int) -> str
     return None
 
 
-def _import_binding(node: ast.Import | ast.ImportFrom, name: str, file: Path, depth: int) -> str | None:
+def _import_binding(
+    node: ast.Import | ast.ImportFrom, name: str, file: Path, depth: int, convertible: Convertible | None = None
+) -> str | None:
     for alias in node.names:
         local = alias.asname or alias.name.split(".")[0]
         if local != name:
@@ -164,7 +180,7 @@ def _import_binding(node: ast.Import | ast.ImportFrom, name: str, file: Path, de
         found, _ = locator(file, None)(node.level, node.module)
         if found is None or found.resolve() == file.resolve():
             return ""
-        return torch_binding(found, alias.name, depth - 1) or ""
+        return torch_binding(found, alias.name, depth - 1, convertible) or ""
     return None
 
 
@@ -200,6 +216,16 @@ def _imports_torch(node: ast.AST) -> bool:
         return any(a.name.split(".")[0] == "torch" for a in node.names)
     if isinstance(node, ast.ImportFrom):
         return not node.level and (node.module or "").split(".")[0] == "torch"
+    return False
+
+
+def _defines(handler: ast.ExceptHandler, name: str) -> bool:
+    """The handler binds `name` by a definition or an assignment of its own (not an import)."""
+    for sub in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+        if isinstance(sub, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and sub.name == name:
+            return True
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.id == name:
+            return True
     return False
 
 

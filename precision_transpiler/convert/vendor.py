@@ -71,6 +71,16 @@ def _is_shim_module(name: str) -> bool:
     return bool(name) and all(part.isidentifier() for part in name.split(".")) and _shim_path(name).is_file()
 
 
+def _segment(lines: list[str], node: ast.stmt) -> str:
+    """The statement's text, like ast.get_source_segment, from lines split once: that function
+    splits the whole module again for every statement it is asked for."""
+    end = node.end_lineno or node.lineno
+    chunk = [line.encode() for line in lines[node.lineno - 1 : end]]
+    chunk[-1] = chunk[-1][: node.end_col_offset]
+    chunk[0] = chunk[0][node.col_offset :]
+    return b"".join(chunk).decode()
+
+
 @lru_cache(maxsize=64)
 def _parse_shim_module(path: Path, name: str) -> _ShimModule:
     text = path.read_text(encoding="utf-8")
@@ -92,7 +102,7 @@ def _parse_shim_module(path: Path, name: str) -> _ShimModule:
                 continue
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
-                imports[local] = ast.get_source_segment(text, node) or ""
+                imports[local] = _segment(lines, node)
         elif isinstance(node, ast.FunctionDef | ast.ClassDef):
             tops[node.name] = node
         elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):

@@ -11,8 +11,9 @@ import pytest
 
 from precision_transpiler import transpile
 from precision_transpiler.analysis.load_imports import TORCH_ROOTS, torch_imports_at_load
-from precision_transpiler.convert.feature_detection import resolve_feature_detection
+from precision_transpiler.convert.feature_detection import resolve_accelerator_branches, resolve_feature_detection
 from precision_transpiler.verify import VerifyOptions, verify_files
+from tests.helpers import on_both_targets
 
 ROOTS = TORCH_ROOTS
 
@@ -89,8 +90,13 @@ def test_guards_that_must_stay(code: str) -> None:
             "f = None\n\ntry:\n    from torch import flex\n    f = flex\nexcept ImportError:\n    pass\nz = f\n",
             "f = None\nz = f\n",
         ),
+        (  # an export other modules import (diffusers' maybe_allow_in_graph): its fallback
+            "try:\n    from torch._dynamo import allow_in_graph as m\nexcept ImportError:\n\n"
+            "    def m(cls):\n        return cls\n",
+            "def m(cls):\n    return cls\n",
+        ),
     ],
-    ids=["still-used", "pass-handler"],
+    ids=["still-used", "pass-handler", "exported-with-fallback"],
 )
 def test_a_torch_import_the_rules_left_takes_its_import_error_path(code: str, expected: str) -> None:
     """A torch import still there once the rules ran has no counterpart in the target (titans'
@@ -218,3 +224,57 @@ def test_a_torch_feature_without_counterpart_takes_its_fallback_and_loads_withou
     converted.write_text(result.code, encoding="utf-8")
     options = VerifyOptions(entry="Attn()", inputs=["float32[1,4,8]"], torch_free=True)
     assert verify_files(original, converted, options).passed
+
+
+ACCELERATORS = frozenset({"xformers", "apex"})
+
+
+def _branches(code: str) -> tuple[str, list[str]]:
+    module, resolved = resolve_accelerator_branches(cst.parse_module(code), ACCELERATORS, code)
+    return module.code, [r.imports[0] for r in resolved]
+
+
+def test_an_optional_extension_imported_under_if_takes_the_else_branch() -> None:
+    # diffusers' attention_processor.py: the converted module never uses xformers, and left as
+    # it was it imported xformers (and torch) wherever xformers was installed
+    code = (
+        "# probed\nif is_xformers_available():\n    import xformers\n    import xformers.ops\n"
+        "else:\n    xformers = None\n"
+    )
+    assert _branches(code) == ("# probed\nxformers = None\n", ["import xformers"])
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "if ok():\n    import xformers\n",  # no else
+        "if ok():\n    import numpy\nelse:\n    numpy = None\n",  # not a torch package
+        "if ok():\n    import xformers\n    y = 1\nelse:\n    xformers = None\n",  # more than imports
+        "if ok():\n    import xformers\nelse:\n    import apex as xformers\n",  # the else needs one too
+        "if ok():\n    import xformers\nelif other():\n    xformers = 1\nelse:\n    xformers = None\n",  # elif
+    ],
+    ids=["no-else", "not-a-torch-package", "more-than-imports", "else-imports-one", "elif"],
+)
+def test_branches_that_stay(code: str) -> None:
+    assert _branches(code) == (code, [])
+
+
+@on_both_targets
+def test_an_accelerator_branch_converts_and_verifies_without_torch(tmp_path: Path, target: str) -> None:
+    source = (
+        "import torch\nfrom torch import nn\n\n\ndef is_xformers_available():\n    return False\n\n\n"
+        "if is_xformers_available():\n    import xformers.ops\nelse:\n    xformers = None\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
+        "        if xformers is not None:\n            return xformers.ops.memory_efficient_attention(x, x, x)\n"
+        "        return self.fc(x)\n"
+    )
+    original = tmp_path / "net.py"
+    original.write_text(source, encoding="utf-8")
+    result = transpile(source, to=target, path=str(original))
+    assert torch_imports_at_load(result.code, original) == []
+    assert [d.line for d in result.diagnostics if d.code == "feature-detection-resolved"] == [9]  # the `if`
+    converted = tmp_path / f"net_{target}.py"
+    converted.write_text(result.code, encoding="utf-8")
+    verdict = verify_files(original, converted, VerifyOptions(entry="Net()", inputs=["float32[2,8]"]))
+    assert verdict.passed, verdict.failures

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from precision_transpiler import transpile
+from precision_transpiler.analysis.load_imports import torch_imports_at_load
 from precision_transpiler.verify import VerifyOptions, verify_files
 from tests.convert.siblings.packages import write_package
 from tests.helpers import on_both_targets
@@ -107,3 +108,71 @@ def test_the_imports_name_torch_before_the_rules_run(tmp_path: Path) -> None:
         "nn": "torch.nn",
         "OwnNorm": None,  # the package's own class
     }
+
+
+PROBE = """
+    import torch
+
+    try:
+        from torch._dynamo import allow_in_graph as maybe_allow_in_graph
+    except (ImportError, ModuleNotFoundError):
+
+        def maybe_allow_in_graph(cls):
+            return cls
+
+    try:
+        from torch.nn.functional import gelu
+    except ImportError:
+
+        def gelu(x):
+            return x * torch.sigmoid(1.702 * x)
+"""
+
+PROBED = """
+    import torch
+    from torch import nn
+
+    from .probe import gelu, maybe_allow_in_graph
+
+
+    @maybe_allow_in_graph
+    class Block(nn.Module):
+        def __init__(self, d=8):
+            super().__init__()
+            self.fc = nn.Linear(d, d)
+
+        def forward(self, x):
+            return gelu(self.fc(x))
+"""
+
+
+@on_both_targets
+def test_a_torch_feature_the_target_lacks_takes_the_packages_own_fallback(tmp_path: Path, target: str) -> None:
+    # diffusers' utils/torch_utils.py: `maybe_allow_in_graph` is torch.compile's decorator where
+    # torch has it, the package's own identity otherwise; other modules import it from there. It
+    # was made an import of torch._dynamo (kept, unconverted: the output needed torch), then the
+    # fallback was dropped with the `try` as converted code, so the name was left undefined.
+    write_package(tmp_path, {"probe_pkg/probe.py": PROBE, "probe_pkg/model.py": PROBED})
+    model = tmp_path / "probe_pkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert torch_imports_at_load(result.code, model) == []
+    assert "def maybe_allow_in_graph(cls):" in result.code  # the fallback, copied in
+    assert not result.unsupported, [d.format() for d in result.unsupported]
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(model, converted, VerifyOptions(entry="Block()", inputs=["float32[2,8]"]))
+    assert verdict.passed, verdict
+
+
+def test_a_mapped_feature_probed_with_a_fallback_stays_torchs(tmp_path: Path) -> None:
+    from precision_transpiler.convert.torch_reexports import torch_binding
+
+    write_package(tmp_path, {"probe_pkg/probe.py": PROBE})
+    probe = tmp_path / "probe_pkg/probe.py"
+
+    def convertible(name: str) -> bool:
+        return name == "torch.nn.functional.gelu"
+
+    assert torch_binding(probe, "gelu", convertible=convertible) == "torch.nn.functional.gelu"
+    assert torch_binding(probe, "maybe_allow_in_graph", convertible=convertible) is None  # the package's
+    assert torch_binding(probe, "maybe_allow_in_graph") == "torch._dynamo.allow_in_graph"  # no table asked

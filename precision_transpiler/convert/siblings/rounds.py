@@ -302,6 +302,14 @@ class Round:
             and sibling.qualified(name) not in kept
             and _bound_under_block(sibling.tree, name) is not None
         ]
+        if hidden:
+            # the conversion may have resolved the block (a torch feature probed under `try`,
+            # convert/feature_detection.py): what it binds at top level then is a candidate
+            if sibling.path not in self.cache:
+                self.cache[sibling.path] = self.convert(sibling.text, str(sibling.path))
+            resolved = top_level_definitions(parsed_source(self.cache[sibling.path][0]))
+            candidates += [(n, local) for n, local in sibling.wanted if n in hidden and n in resolved]
+            hidden = [name for name in hidden if name not in resolved]
         if hidden:  # bound only under `if`/`try` there: left imported, and said
             self.report.skipped += [sibling.qualified(name) for name in hidden]
             self.report_left(sibling, hidden)
