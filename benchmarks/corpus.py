@@ -261,7 +261,7 @@ _STAGES = (
     ("build", ("--entry",)),
     ("weights", ("does not take the original's weights",)),
     ("first call", ("running the models failed",)),
-    ("outputs", ("relative error", "dtype", "shape", "output structure", "non-finite")),
+    ("outputs", ("relative error", "dtype", "shape", "output structure", "non-finite", "to compare")),
 )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from precision_transpiler.analysis.split_chunks import SplitLoop, split_loop
 from precision_transpiler.analysis.tensors import Where, bound_names, inplace_index
 from precision_transpiler.analysis.view import FileView
 
@@ -110,6 +111,9 @@ class Aliases:
     events: list[tuple[int, str, str | None, bool]]
     #: name -> the positions of the statements that read it
     reads: dict[str, list[int]] = field(default_factory=dict)
+    #: id(for loop) -> the split chunks it changes in place and gets written back
+    #: (analysis/split_chunks.py)
+    split_loops: dict[int, SplitLoop] = field(default_factory=dict)
 
 
 @dataclass
@@ -164,8 +168,12 @@ def aliases(ctx: FileView, scope: cst.CSTNode) -> Aliases:
             # `for row in h`, `for xc, oc in zip(x.split(2), o.split(2))`: each target is a view
             # of what it iterates, bound before the body's first statement
             position = len(result.order) - 0.5
+            loop = split_loop(node, values, lambda method: method in inplace_index(ctx.mappings))
+            written = {back.chunk for back in loop.write_backs} if loop is not None else set()
+            if loop is not None:
+                result.split_loops[id(node)] = loop
             for name, iterated in _loop_targets(node.target, node.iter, values):
-                source = _view_of(ctx, iterated)
+                source = None if name in written else _view_of(ctx, iterated)  # its changes are written back
                 certain = source is not None and _surely_a_view(ctx, iterated)
                 result.events.append((position, name, source, certain))  # type: ignore[arg-type]
 

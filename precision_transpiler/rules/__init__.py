@@ -16,6 +16,8 @@ RULE_ORDER: tuple[tuple[str, str], ...] = (
     # Rules that take over calls op-pattern would otherwise map or report as unsupported go
     # first: `x.add_(y)` is an assignment to write, not an op to look up ...
     ("torch-inplace-ops", "torch_inplace_ops_model"),
+    # `for oc in o.split(b, dim)` changing `oc` in place: the chunk is written back into `o`
+    ("torch-split-write-back", "torch_split_write_back_model"),
     # ... and `torch.autocast(...)` regions become the runtime's autocast context.
     ("torch-autocast", "torch_autocast_model"),
     # `hasattr(torch, "compiler")`: answered for the converted code before the symbols are mapped.

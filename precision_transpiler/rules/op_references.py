@@ -13,7 +13,7 @@ import libcst as cst
 from precision_transpiler.mappings.model import MappingSet
 from precision_transpiler.mappings.patterns import Pattern
 from precision_transpiler.rewrite.context import RuleContext
-from precision_transpiler.runtime import runtime_module, runtime_package_dir
+from precision_transpiler.runtime import SHARED, runtime_module, runtime_package_dir
 
 
 def function_reference(ctx: RuleContext, qualified: str) -> str | None:
@@ -59,6 +59,8 @@ _RUNTIME_REFERENCES = {
     "torch.zeros": ("tensor", "torch_zeros"),
     "torch.empty": ("tensor", "torch_zeros"),
     "torch.arange": ("tensor", "torch_arange_function"),
+    # `partial(checkpoint, fn)`: the function's forward (runtime/factories.py, shared)
+    "torch.utils.checkpoint.checkpoint": ("factories", "torch_checkpoint"),
 }
 
 
@@ -75,6 +77,8 @@ def _runtime_function(ctx: RuleContext, qualified: str) -> str | None:
     the torch one does."""
     if qualified in _RUNTIME_REFERENCES and ctx.source == "torch" and ctx.target in ("jax", "tf"):
         module_name, function = _RUNTIME_REFERENCES[qualified]
+        if module_name in SHARED:
+            return f"precision_transpiler.runtime.{module_name}.{function}"
         return f"{runtime_module(ctx.target, module_name)}.{function}"
     module, _, name = qualified.rpartition(".")
     if is_torch_initialiser(qualified) and ctx.source == "torch" and ctx.target in ("jax", "tf"):

@@ -1,6 +1,7 @@
 """Framework-free parts of torch's factories and of checkpoint_sequential, shared by the Flax
 and Keras runtimes: the size torch's factories take (several ints or one sequence), and the
-forward of `torch.utils.checkpoint.checkpoint_sequential` (functions applied one after the other).
+forward of `torch.utils.checkpoint.checkpoint_sequential` (functions applied one after the other)
+and of `checkpoint` handed around as a value (the function called).
 """
 
 
@@ -16,3 +17,11 @@ def torch_run_sequential(functions, input):
     for function in list(functions):
         input = function(input)
     return input
+
+
+def torch_checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, context_fn=None,
+                     determinism_check="default", debug=False, **kwargs):  # fmt: skip
+    """torch.utils.checkpoint.checkpoint handed around as a value (memory-efficient-attention's
+    `partial(checkpoint, summarize_qkv_chunk)`): its forward is the function's, the rest only
+    trades memory for recomputation in torch's backward. Its calls convert to the call itself."""
+    return function(*args, **kwargs)

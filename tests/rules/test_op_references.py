@@ -19,6 +19,7 @@ SOURCE = """from functools import partial
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 def cat(parts, dim=0):  # the user's own: not torch's
@@ -40,7 +41,9 @@ class Net(nn.Module):
         # factories handed around with torch's keywords (equiformer's `partial(torch.arange, device=device)`)
         arange, ones = partial(torch.arange, device=x.device), partial(torch.ones, dtype=x.dtype)
         counts = arange(c.shape[-1], dtype=x.dtype) + torch.zeros(c.shape[-1]) + ones(1, c.shape[-1]) + ones((1, 1))
-        return self.floor(c) + cat([c]) + counts
+        # checkpointing handed around (memory-efficient-attention's `partial(checkpoint, fn)`)
+        checkpointed = partial(checkpoint, torch.add)
+        return self.floor(c) + cat([c]) + checkpointed(counts, 1.0, use_reentrant=False)
 """
 
 
@@ -56,6 +59,7 @@ def test_references_become_functions_or_lambdas() -> None:
     )
     assert "arange, ones = partial(torch_arange_function, device=" in jax_code
     assert "partial(torch_ones, dtype=x.dtype)" in jax_code
+    assert "checkpointed = partial(torch_checkpoint, lambda input, other, alpha=1: " in jax_code
     assert "make = torch_zeros" in transpile("import torch\n\nmake = torch.empty\n", to="jax").code
     tf_code = transpile(SOURCE, to="tf").code
     assert "lambda tensors, dim=0: keras.ops.concatenate(tensors, axis=dim)" in tf_code

@@ -301,3 +301,14 @@ def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layo
     if end is None:
         start, end = 0, start
     return jnp.arange(start, end, step, dtype=dtype)
+
+
+def torch_write_split(x, chunk, index, size, dim):
+    """`x` with the `index`th chunk of `x.split(size, dim)` replaced by `chunk`: torch changes a
+    chunk in place through the view `split` gives (blockwise attention accumulating into row
+    blocks of its output); converted, the loop writes each changed chunk back
+    (rules/torch_split_write_back_model.py)."""
+    dim = dim % x.ndim
+    start = index * size
+    where = (slice(None),) * dim + (slice(start, start + chunk.shape[dim]),)
+    return x.at[where].set(jnp.asarray(chunk, x.dtype))

@@ -640,3 +640,14 @@ def torch_arange_function(start, end=None, step=1, *, dtype=None, out=None, layo
     """torch.arange passed around as a value (`partial(torch.arange, device=device)`): its
     signature, `arange(end)` counting from 0, int64 from integers as torch makes."""
     return torch_arange(start, end, step, dtype)
+
+
+def torch_write_split(x, chunk, index, size, dim):
+    """`x` with the `index`th chunk of `x.split(size, dim)` replaced by `chunk`: torch changes a
+    chunk in place through the view `split` gives (blockwise attention accumulating into row
+    blocks of its output); converted, the loop writes each changed chunk back
+    (rules/torch_split_write_back_model.py)."""
+    dim = dim % len(x.shape)
+    start = [0] * len(x.shape)
+    start[dim] = index * size
+    return keras.ops.slice_update(x, start, keras.ops.cast(chunk, x.dtype))
