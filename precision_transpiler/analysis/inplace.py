@@ -243,11 +243,12 @@ def warn_aliases(ctx: FileView, scope: cst.CSTNode | None, statement: cst.CSTNod
     if position is None:
         return
     groups = _memory_groups(known, position, surely=False)
-    others = sorted(groups.get(name, {name}) - {name})
+    siblings = _unpacked_with(known, position, name)
+    others = sorted(groups.get(name, {name}) - {name} - siblings)
     if not others:
         return
     shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-    sure = _memory_groups(known, position, surely=True).get(name, {name}) - {name}
+    sure = _memory_groups(known, position, surely=True).get(name, {name}) - {name} - siblings
     used = sorted(o for o in sure if any(p > position for p in known.reads.get(o, ())))
     if used:  # the change is read through the other name: the converted code cannot give torch's result
         ctx.diagnose(
@@ -266,6 +267,21 @@ def warn_aliases(ctx: FileView, scope: cst.CSTNode | None, statement: cst.CSTNod
         f"{name} may share memory with {shown} (a view or the same tensor, bound before): torch's in-place change "
         f"shows through {shown} too, the converted code changes {name} only; check that {shown} is not used after",
     )
+
+
+def _unpacked_with(known: Aliases, position: int, name: str) -> set[str]:
+    """The other names the statement that last bound `name` before `position` unpacked from the
+    same value (`coords, vals, mask = x`): parts of one value, each may share memory with it, not
+    with each other (lie-transformer's `GlobalPool` fills `vals` in place, then reads `mask`)."""
+    last = None
+    for event in known.events:
+        if event[0] >= position:
+            break
+        if event[1] == name:
+            last = event
+    if last is None or last[2] is None:
+        return set()
+    return {bound for where, bound, source, _ in known.events if where == last[0] and source == last[2]} - {name}
 
 
 def _memory_groups(known: Aliases, position: int, surely: bool) -> dict[str, set[str]]:

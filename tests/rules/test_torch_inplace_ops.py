@@ -853,3 +853,15 @@ def test_no_alias_warning_when_the_view_is_taken_after_the_change() -> None:
     )
     result = transpile(src, to="jax", path="m.py")
     assert not [d for d in result.diagnostics if d.severity != "note"], _messages(result)
+
+
+def test_parts_unpacked_from_one_value_do_not_share_memory_with_each_other() -> None:
+    # lie-transformer's GlobalPool: `coords, vals, mask = x`, then `vals.masked_fill_(...)` and a
+    # read of `mask`; each part may share memory with `x`, not with the other parts
+    src = (
+        "import torch\n\n\ndef pool(x):\n    coords, vals, mask = x\n    vals.masked_fill_(~mask[..., None], 0.0)\n"
+        "    return vals.sum(1) / mask.sum(-1, keepdim=True)\n"
+    )
+    result = transpile(src, to="jax", path="m.py")
+    reports = [d for d in result.diagnostics if d.code == "inplace-alias"]
+    assert [(d.severity, d.message.split(" (")[0]) for d in reports] == [("warning", "vals may share memory with x")]
