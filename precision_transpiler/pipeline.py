@@ -396,7 +396,9 @@ class ResolveFeatureDetection:
         from precision_transpiler.analysis.load_imports import TORCH_ROOTS
         from precision_transpiler.convert import feature_detection as found
 
-        tree, resolved = found.resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original)
+        table = job.table
+        converted = table.converted_symbols("torch", job.to) if job.to in ("jax", "tf") else frozenset()
+        tree, resolved = found.resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original, converted.__contains__)
         packages = job.table.surfaces["torch"].packages if "torch" in job.table.surfaces else frozenset()
         tree, branches = found.resolve_accelerator_branches(tree, packages, doc.original)
         if not resolved + branches:

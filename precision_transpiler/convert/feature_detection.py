@@ -36,7 +36,7 @@ no torch and raises nothing. What uses the feature elsewhere stays reported wher
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -87,15 +87,23 @@ class Resolved:
 
 
 def resolve_feature_detection(
-    module: cst.Module, roots: frozenset[str], original: str
+    module: cst.Module, roots: frozenset[str], original: str, convertible: Callable[[str], bool] | None = None
 ) -> tuple[cst.Module, list[Resolved]]:
-    """`module` with its module-level feature-detection tries of `roots` imports resolved."""
+    """`module` with its module-level feature-detection tries of `roots` imports resolved.
+    `convertible` says whether the tables convert a qualified torch name: a feature the module
+    exports with a fallback of its own (diffusers' `maybe_allow_in_graph`) takes the fallback
+    only where the target lacks it (a fallback is not always torch's equal: an approximate
+    `gelu`), and stays as written where the target has it."""
     body = list(module.body)
     resolved: list[Resolved] = []
     out: list[cst.BaseStatement] = []
     read = _read_names(original) if any(isinstance(s, cst.Try) for s in body) else set()
     for index, stmt in enumerate(body):
-        kept = _resolve(stmt, roots, body[:index] + body[index + 1 :], read)
+        exported = _exported_with_fallback(stmt, roots, read)
+        if exported and (convertible is None or any(convertible(name) for name in exported)):
+            out.append(stmt)
+            continue
+        kept = None if exported else _resolve(stmt, roots, body[:index] + body[index + 1 :], read)
         if kept is None:
             fallback = _torch_fallback(stmt, roots, module, original, body[:index] + body[index + 1 :])
             fallback = fallback or _unconverted_feature(stmt, roots, module, original)
@@ -146,11 +154,6 @@ def _resolve(
     elsewhere = _mentions(others, bound - _bound_by_imports(others))
     if elsewhere:
         return None  # the rest of the module still reads a name only this import binds
-    if any((bound - read) & _handler_definitions(h) for h in stmt.handlers):
-        # not code the rules converted but the module's export of a name its fallback defines
-        # too (diffusers' `maybe_allow_in_graph`, which other modules import): left to
-        # `_unconverted_feature` (the fallback, where the import stays torch's), or kept
-        return None
     if stmt.orelse is not None and isinstance(stmt.orelse.body, cst.IndentedBlock):
         rest.extend(stmt.orelse.body.body)
     first = stmt.body.body[0]
@@ -236,6 +239,31 @@ def _unconverted_feature(
     span = _try_body_lines(original, texts)
     record = Resolved(texts, span, span[0] if span else 1, kind="unconverted-feature")
     return [line for line in handler.body if not _only_pass(line)], record
+
+
+def _exported_with_fallback(stmt: cst.BaseStatement, roots: frozenset[str], read: set[str]) -> list[str]:
+    """The qualified torch names a module-level `try` imports as names the module never reads
+    (other modules import them) and its ImportError handler defines itself: an export with a
+    fallback, not code the rules converted."""
+    if not isinstance(stmt, cst.Try) or not isinstance(stmt.body, cst.IndentedBlock):
+        return []
+    if not stmt.handlers or not all(_catches_import_error(h) for h in stmt.handlers):
+        return []
+    defined = set().union(*(_handler_definitions(h) for h in stmt.handlers))
+    found = []
+    for line in stmt.body.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if not isinstance(small, cst.Import | cst.ImportFrom) or not _imports_root(small, roots):
+                continue
+            module = dotted_name(small.module) if isinstance(small, cst.ImportFrom) and small.module else None
+            for alias in small.names if not isinstance(small.names, cst.ImportStar) else ():
+                name = dotted_name(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                if local in defined and local not in read:
+                    found.append(f"{module}.{name}" if module else name)
+    return found
 
 
 def _handler_definitions(handler: cst.ExceptHandler) -> set[str]:

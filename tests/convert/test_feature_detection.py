@@ -51,8 +51,9 @@ class Net(nn.Module):
 """
 
 
-def _resolve(code: str) -> tuple[str, list[str]]:
-    module, resolved = resolve_feature_detection(cst.parse_module(code), ROOTS, code)
+def _resolve(code: str, converts: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
+    """Resolved as for a target whose tables convert the torch names `converts`."""
+    module, resolved = resolve_feature_detection(cst.parse_module(code), ROOTS, code, converts.__contains__)
     return module.code, [r.imports[0] for r in resolved]
 
 
@@ -80,6 +81,16 @@ def test_a_converted_guard_keeps_its_code_and_loses_its_fallback() -> None:
 )
 def test_guards_that_must_stay(code: str) -> None:
     assert _resolve(code) == (code, [])
+
+
+def test_an_export_whose_feature_the_target_has_keeps_torchs_path() -> None:
+    # the fallback is the package's, not always torch's equal (an approximate gelu): where the
+    # target converts the feature, the `try` stays as written (an importer of the name gets
+    # torch's, converted: convert/torch_reexports.py), and with no tables to ask, too
+    code = "try:\n    from torch.nn.functional import gelu\nexcept ImportError:\n\n    def gelu(x):\n        return x\n"
+    assert _resolve(code, frozenset({"torch.nn.functional.gelu"})) == (code, [])
+    module, resolved = resolve_feature_detection(cst.parse_module(code), ROOTS, code)
+    assert (module.code, resolved) == (code, [])
 
 
 @pytest.mark.parametrize(
