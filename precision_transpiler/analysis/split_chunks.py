@@ -17,8 +17,8 @@ counting such a chunk as a view of what it came from (its changes reach it now).
 
 Only what is sure is taken: `split` with one size (not a list of sizes, no call in it) and a
 literal dim, an iteration the body cannot leave early (no `break`, `continue` or `return` in
-it), and a chunk the body changes in place (an in-place method, an item assignment, an
-augmented assignment).
+it), a chunk the body changes in place (an in-place method, an item assignment, an augmented
+assignment) and does not rebind, and a split name the body neither rebinds nor changes itself.
 """
 
 from __future__ import annotations
@@ -75,10 +75,13 @@ def split_loop(
             iterated = values[iterated.value]
     pairs = _pairs(target, iterated)
     changed = _changed_names(node.body, is_inplace)
+    rebound = _assigned_names(node.body)
     backs = []
     for name, source in pairs:
         split = _split(source)
-        if split is not None and name in changed and name != split[0]:
+        # a source the body rebinds or changes itself is not what the chunks are views of, and
+        # a chunk it rebinds (`oc = oc * 2`) is no view any more
+        if split is not None and name in changed - rebound and split[0] not in changed | rebound | {name}:
             backs.append(WriteBack(name, *split))
     if not backs or (counter is not None and counter in changed):
         return None
@@ -140,6 +143,20 @@ def _int(node: cst.BaseExpression) -> int | None:
         inner = _int(node.expression)
         return None if inner is None else -inner
     return None
+
+
+def _assigned_names(body: cst.CSTNode) -> set[str]:
+    """Names the body binds anew (`o = ...`, a loop or `with` target)."""
+    names: set[str] = set()
+    for node in all_nodes(body):
+        targets: list[cst.CSTNode] = []
+        if isinstance(node, cst.AssignTarget | cst.AnnAssign | cst.For):
+            targets = [node.target]
+        elif isinstance(node, cst.AsName):
+            targets = [node.name]
+        for target in targets:
+            names.update(n.value for n in all_nodes(target) if isinstance(n, cst.Name))
+    return names
 
 
 def _changed_names(body: cst.CSTNode, is_inplace: Callable[[str], bool]) -> set[str]:

@@ -66,8 +66,20 @@ def test_written_back_chunks_give_torchs_values(tmp_path: Path, target: str) -> 
         "for c in o.split(2, dim=-1):\n        c.add_(1.0)\n        if c.sum() > 0:\n            break\n",  # left early
         "for c in o.split(2, dim=-1):\n        y = c + 1.0\n",  # nothing changed in place
         "for c in o.split(len(x), dim=-1):\n        c.add_(1.0)\n",  # a size computed by a call
+        "for c in o.split(2, dim=-1):\n        c.add_(1.0)\n        o = x\n",  # the source rebound
+        "for c in o.split(2, dim=-1):\n        c.add_(1.0)\n        o.mul_(2.0)\n",  # the source changed
+        "for c in o.split(2, dim=-1):\n        c = c * 2\n        c.add_(1.0)\n",  # the chunk rebound
     ],
-    ids=["sections", "dim-name", "break", "not-changed", "size-call"],
+    ids=[
+        "sections",
+        "dim-name",
+        "break",
+        "not-changed",
+        "size-call",
+        "source-rebound",
+        "source-changed",
+        "chunk-rebound",
+    ],
 )
 def test_loops_left_as_they_are(loop: str) -> None:
     source = f"import torch\n\n\ndef f(o: torch.Tensor, x, d: int):\n    {loop}    return o\n"
