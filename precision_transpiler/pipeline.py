@@ -182,11 +182,8 @@ class StaticImports:
         if job.path and "import" in doc.source:  # torch names imported through the package
             from precision_transpiler.convert.torch_reexports import resolve_torch_reexports
 
-            converted = job.table.converted_symbols("torch", job.to)
-            surface = job.table.surfaces.get("torch")
-
             def convertible(name: str) -> bool:
-                return name in converted and not (surface and surface.outside_model(name))
+                return job.table.converts(name, "torch", job.to)
 
             if (tree := resolve_torch_reexports(doc.tree(), job.path, convertible)) is not None:
                 doc.set_tree(tree)
@@ -396,9 +393,10 @@ class ResolveFeatureDetection:
         from precision_transpiler.analysis.load_imports import TORCH_ROOTS
         from precision_transpiler.convert import feature_detection as found
 
-        table = job.table
-        converted = table.converted_symbols("torch", job.to) if job.to in ("jax", "tf") else frozenset()
-        tree, resolved = found.resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original, converted.__contains__)
+        def convertible(name: str) -> bool:
+            return job.table.converts(name, "torch", job.to)
+
+        tree, resolved = found.resolve_feature_detection(doc.tree(), TORCH_ROOTS, doc.original, convertible)
         packages = job.table.surfaces["torch"].packages if "torch" in job.table.surfaces else frozenset()
         tree, branches = found.resolve_accelerator_branches(tree, packages, doc.original)
         if not resolved + branches:

@@ -290,6 +290,13 @@ class MappingSet:
             self.caches[key] = frozenset(names | modules)
         return self.caches[key]
 
+    def converts(self, qualified: str, source: str, target: str) -> bool:
+        """Whether the tables convert the `source` name `qualified` to `target`: among
+        `converted_symbols` and not outside a model (`torch._dynamo`)."""
+        surface = self.surfaces.get(source)
+        outside = surface is not None and surface.outside_model(qualified) is not None
+        return qualified in self.converted_symbols(source, target) and not outside
+
     @cached_property
     def method_names(self) -> dict[str, frozenset[str]]:
         """Framework -> names of tensor methods that some pattern recognises."""
