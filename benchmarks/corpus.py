@@ -101,6 +101,8 @@ class Outcome:
     #: the verification failed and the original's own outputs changed under another seed: its
     #: forward draws random numbers, so its values cannot be compared (VerificationResult.random_forward)
     random_forward: bool = False
+    #: every output of the original is NaN/inf (VerificationResult.original_nonfinite): nothing to compare
+    original_nonfinite: bool = False
 
 
 def converter_commit() -> str:
@@ -208,6 +210,7 @@ def run_case(
         verdict = verify_files(original, virtual, options, converted_code=code)
         outcome.verified = verdict.passed
         outcome.random_forward = verdict.random_forward
+        outcome.original_nonfinite = verdict.original_nonfinite
         if verdict.timing:
             outcome.forward_original_s = verdict.timing.get("original")
             outcome.forward_converted_s = verdict.timing.get("converted")
@@ -267,13 +270,14 @@ _STAGES = (
 
 def failure_stage(outcome: Outcome) -> str:
     """ "" for a verified run; else the stage it failed at: "conversion" (an error, or the converter
-    raised), "not comparable" (it ran, but the original's forward draws random numbers, and
-    nothing else was wrong with the output's loading), one of _STAGES, or "other"."""
+    raised), "not comparable" (it ran, but the original's forward draws random numbers or gives
+    nothing but NaN/inf, and nothing else was wrong with the output's loading), one of _STAGES,
+    or "other"."""
     if outcome.verified:
         return ""
     if not outcome.converted:
         return "conversion"
-    if outcome.random_forward and not outcome.torch_at_load:
+    if (outcome.random_forward or outcome.original_nonfinite) and not outcome.torch_at_load:
         return NOT_COMPARABLE
     for stage, marks in _STAGES:
         if any(mark in outcome.first_problem for mark in marks):

@@ -224,6 +224,8 @@ def publish(
     if args.quiet:
         verdict = "PASSED" if result.passed else "FAILED"
         why = " (the original's forward draws random numbers: not comparable)" if result.random_forward else ""
+        if result.original_nonfinite:
+            why = " (the original's outputs are all NaN/inf: not comparable)"
         print(f"ptranspile: verify: {verdict}: max relative error {result.max_rel_err}{why}", file=sys.stderr)
     else:
         color = sys.stderr.isatty()

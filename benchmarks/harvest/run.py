@@ -92,12 +92,13 @@ class Result:
     verify_s: float = 0.0
     problem: str = ""
     random_forward: bool = False  # the original's forward draws random numbers (absent in older files)
+    original_nonfinite: bool = False  # every output of the original is NaN/inf (absent in older files)
 
     @property
     def not_comparable(self) -> bool:
         """Ran to the comparison, which failed because the original's own outputs change from one
-        seed to the next: counted apart, neither verified nor a converter failure."""
-        return self.random_forward and self.stage == "verified"
+        seed to the next, or are all NaN/inf: counted apart, neither verified nor a converter failure."""
+        return (self.random_forward or self.original_nonfinite) and self.stage == "verified"
 
     def reached(self, stage: str) -> bool:
         return not self.stage or STAGES.index(stage) < STAGES.index(self.stage)
@@ -189,6 +190,7 @@ def run_one(
     result.problem = outcome.first_problem
     result.unsupported, result.torch_at_load = outcome.unsupported, outcome.torch_at_load
     result.random_forward = outcome.random_forward
+    result.original_nonfinite = outcome.original_nonfinite
     result.stage = _FIRST_MISSED[failure_stage(outcome)] if not outcome.verified else ""
     if seen:
         result.imports_torch = ", ".join(seen)

@@ -91,7 +91,9 @@ def judge(
         failures.extend(_record_failures(record, threshold))
     if records and all(_empty(r) for r in records):  # never PASSED on nothing compared
         failures.append("every output is empty (no elements): nothing to compare")
-    return _verdict(policy, records, tolerance, failures)
+    verdict = _verdict(policy, records, tolerance, failures)
+    verdict.original_nonfinite = bool(records) and all(_all_nonfinite(r) for r in records)
+    return verdict
 
 
 def _empty(record: OutputRecord) -> bool:
@@ -99,6 +101,11 @@ def _empty(record: OutputRecord) -> bool:
     memories while the sequence is shorter than the memory: `torch.empty(b, 0, d)`): equal as
     far as it goes, with nothing to compare."""
     return record.shape_original == record.shape_converted and 0 in record.shape_original
+
+
+def _all_nonfinite(record: OutputRecord) -> bool:
+    """Every value of the original's output is NaN or inf, so no value was compared."""
+    return record.rel_err is None and record.max_abs_err is None and record.nonfinite_original > 0
 
 
 def _arrays(capture: Capture | None) -> dict[str, np.ndarray]:

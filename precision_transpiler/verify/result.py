@@ -85,6 +85,9 @@ class VerificationResult:
     # the original's own outputs changed when it ran again under another seed (checked only when
     # the comparison failed): its forward draws random numbers, and no conversion can match them
     random_forward: bool = False
+    # every output of the original is NaN/inf (weights left uninitialised by `torch.empty`, a
+    # forward that overflows): nothing to compare, whatever the conversion did
+    original_nonfinite: bool = False
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ are refused before anything is allocated."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +66,22 @@ def test_system_exit_at_import_and_in_convert_and_verify(tmp_path: Path) -> None
 
 
 def test_an_original_with_only_non_finite_outputs_fails(tmp_path: Path) -> None:
-    run = run_cli("verify", *_files(tmp_path, "return self.fc(x) * float('nan')"), *ARGS)
+    files = _files(tmp_path, "return self.fc(x) * float('nan')")
+    run = run_cli("verify", *files, *ARGS)
     assert run.code == 1, run.err
     assert "PASSED" not in run.err and "non-finite" in run.err, run.err
+    report = tmp_path / "report.json"
+    quiet = run_cli("verify", *files, *ARGS, "-q", "--report-json", str(report))
+    assert quiet.code == 1 and "(the original's outputs are all NaN/inf: not comparable)" in quiet.err, quiet.err
+    data = json.loads(report.read_text())
+    assert data["original_nonfinite"] is True and data["random_forward"] is False, data
+
+
+def test_a_partly_finite_original_is_not_marked_non_finite(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    body = "y = self.fc(x)\n        return y, y * float('nan')"
+    run_cli("verify", *_files(tmp_path, body), *ARGS, "-q", "--report-json", str(report))
+    assert json.loads(report.read_text())["original_nonfinite"] is False
 
 
 def test_entries_finite_in_the_original_are_compared(tmp_path: Path) -> None:
