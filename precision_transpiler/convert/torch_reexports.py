@@ -101,7 +101,9 @@ def _replaced(statement: cst.BaseStatement, locate, convertible: Convertible | N
     lines: list[cst.BaseStatement] = []
     if kept:
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        lines.append(statement.with_changes(body=[small.with_changes(names=kept, lpar=None, rpar=None)]))
+        if len(kept) == 1:  # `from m import a`, not `from m import (a)`
+            small = small.with_changes(lpar=None, rpar=None)
+        lines.append(statement.with_changes(body=[small.with_changes(names=kept)]))
     else:
         added[0] = added[0].with_changes(leading_lines=statement.leading_lines)
     return [*lines, *added]

@@ -176,3 +176,76 @@ def test_a_mapped_feature_probed_with_a_fallback_stays_torchs(tmp_path: Path) ->
     assert torch_binding(probe, "gelu", convertible=convertible) == "torch.nn.functional.gelu"
     assert torch_binding(probe, "maybe_allow_in_graph", convertible=convertible) is None  # the package's
     assert torch_binding(probe, "maybe_allow_in_graph") == "torch._dynamo.allow_in_graph"  # no table asked
+
+
+LAYERS = """
+    import torch
+    from torch import nn
+    from torch.nn import GELU
+
+
+    class Scale(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * self.w
+
+
+    class Shift(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.b = nn.Parameter(torch.zeros(d))
+
+        def forward(self, x):
+            return x + self.b
+"""
+
+SPLIT = """
+    from torch import nn
+
+    from .layers import (
+        Scale,
+        GELU,  # torch's, through the package
+        Shift,
+    )
+
+
+    class Net(nn.Module):
+        def __init__(self, d=8):
+            super().__init__()
+            self.scale, self.act, self.shift = Scale(d), GELU(), Shift(d)
+
+        def forward(self, x):
+            return self.shift(self.act(self.scale(x)))
+"""
+
+
+@on_both_targets
+def test_a_parenthesised_import_split_by_a_reexport_still_parses(tmp_path: Path, target: str) -> None:
+    # pyro's `from .cholesky import (CholeskyTransform, CorrCholeskyTransform, ...)` over lines,
+    # one of them torch's: what stayed of it lost its parentheses and kept its line breaks, and
+    # the output did not parse (an internal error for every model reaching the package).
+    write_package(tmp_path, {"split_pkg/layers.py": LAYERS, "split_pkg/model.py": SPLIT})
+    model = tmp_path / "split_pkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert not [d for d in result.diagnostics if d.severity == "error"], result.diagnostics
+    converted = tmp_path / f"model_{target}.py"
+    converted.write_text(result.code)
+    verdict = verify_files(model, converted, VerifyOptions(entry="Net()", inputs=["float32[2,8]"], torch_free=True))
+    assert verdict.passed, verdict
+
+
+def test_a_reexport_split_off_a_multiline_import_keeps_the_rest_valid(tmp_path: Path) -> None:
+    from precision_transpiler.convert.torch_reexports import resolve_torch_reexports
+
+    write_package(tmp_path, {"split_pkg/layers.py": LAYERS, "split_pkg/model.py": SPLIT})
+    model = tmp_path / "split_pkg/model.py"
+    import libcst as cst
+
+    changed = resolve_torch_reexports(cst.parse_module(model.read_text()), str(model))
+    assert changed is not None
+    code = changed.code
+    compile(code, "model.py", "exec")
+    assert "from torch.nn import GELU" in code and "Scale," in code and "Shift" in code, code
