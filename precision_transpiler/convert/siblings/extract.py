@@ -174,8 +174,10 @@ def registration_statements(tree: ast.Module) -> dict[str, dict[str, ast.stmt]]:
     """Top-level statements that fill a global after it is made, by the global's name, each
     under a key of its own (`<registration N>`, N its line): calls of its methods
     (`encoders.update(resnet_encoders)` in segmentation_models_pytorch, monai's
-    `Act.add_factory_callable("elu", ...)`), stores into it (`REGISTRY["x"] = X`) and
-    definitions it decorates (`@Conv.factory_function("conv")`). A copied registry comes with
+    `Act.add_factory_callable("elu", ...)`), stores into it (`REGISTRY["x"] = X`), attributes
+    set on it (hyper-connections' `mHC.get_init_and_expand_reduce_stream_functions =
+    staticmethod(...)` after the class) and definitions it decorates
+    (`@Conv.factory_function("conv")`). A copied registry comes with
     them: without them it is empty where the code looks names up in it. A class or function
     rebound to a wrapper of itself (`X = torch.jit.script(X)`) comes with that statement too."""
     found: dict[str, dict[str, ast.stmt]] = {}
@@ -194,8 +196,12 @@ def registration_statements(tree: ast.Module) -> dict[str, dict[str, ast.stmt]]:
             names = [owner(node.value)]
         elif isinstance(node, ast.Assign) and rebinds_itself(node, defined):
             names = [node.targets[0].id]  # type: ignore[attr-defined]  # `X = torch.jit.script(X)`
-        elif isinstance(node, ast.Assign):
-            names = [t.value.id for t in node.targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
+        elif isinstance(node, ast.Assign):  # `REGISTRY["x"] = X`, `X.create = staticmethod(create)`
+            names = [
+                t.value.id
+                for t in node.targets
+                if isinstance(t, ast.Subscript | ast.Attribute) and isinstance(t.value, ast.Name)
+            ]
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names = [owner(d) for d in node.decorator_list]
         for name in dict.fromkeys(n for n in names if n is not None):

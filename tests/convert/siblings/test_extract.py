@@ -137,6 +137,42 @@ def test_a_registry_comes_with_what_fills_it() -> None:
     assert "class Other" not in piece
 
 
+def test_attributes_set_on_a_class_after_it_come_with_it() -> None:
+    # hyper-connections: `Conn.get_init_and_expand_reduce_stream_functions = staticmethod(...)`
+    # after the class; a copy of the class without it raised AttributeError at construction
+    source = textwrap.dedent(
+        """
+        from torch import nn
+
+
+        def make_pair(n):
+            return n, n
+
+
+        class Conn(nn.Module):
+            pass
+
+
+        Conn.make_pair = staticmethod(make_pair)
+        Conn.__doc__ = "streams"
+
+
+        class Other(nn.Module):
+            pass
+
+
+        Other.unused = 1
+        """
+    ).lstrip()
+    tree = parsed_source(source)
+    assert set(registration_statements(tree)) == {"Conn", "Other"}
+    piece, _, _ = extract_definitions(source, ["Conn"], "pkg.conn", tree)
+    assert piece is not None
+    assert "Conn.make_pair = staticmethod(make_pair)" in piece and "def make_pair(n):" in piece
+    assert piece.index("class Conn") < piece.index("Conn.make_pair =")  # after the class, as in the source
+    assert "Other" not in piece
+
+
 def test_a_global_bound_under_a_relative_import_keeps_the_name_imported() -> None:
     source = textwrap.dedent(
         """
