@@ -91,16 +91,19 @@ def hoist_local_imports(
                 continue
             relative = [stmt for stmt in body if own_package_import(stmt, package_top)]
             if node is top:
-                # a top-level function's own body: only absolute imports of the package (monai's
-                # factories) move; its relative ones stay where they are (imported when called,
-                # as diffusers' `deprecate` does `from .. import __version__`), made absolute:
-                # the copy lives in another file, where the dots would name another package
+                # a top-level function's own body: absolute imports of the package (monai's
+                # factories) move, and relative ones of functions and classes (spikingjelly's
+                # `voltage_reset` imports `from ..._ops.reset import voltage`: left in place, the
+                # call imported the torch original); relative ones of anything else stay where
+                # they are (imported when called, as diffusers' `deprecate` does `from .. import
+                # __version__`), made absolute: the copy lives in another file, where the dots
+                # would name another package
                 for stmt in relative:
-                    if stmt.level:
+                    if stmt.level and not (path is not None and _imports_code(stmt, module_name, package, path)):
                         indent = lines[stmt.lineno - 1][: stmt.col_offset]
                         rewritten[stmt.lineno] = indent + absolute_from(stmt, module_name, package) + "\n"
                         drop.update(range(stmt.lineno + 1, (stmt.end_lineno or stmt.lineno) + 1))
-                relative = [stmt for stmt in relative if not stmt.level]
+                relative = [stmt for stmt in relative if stmt.lineno not in rewritten]
             if path is not None:
                 relative = [stmt for stmt in relative if not _raises_on_load(stmt, module_name, package, path)]
             if not relative or len(relative) == len(body):
@@ -115,9 +118,9 @@ def hoist_local_imports(
     return "".join(kept), found
 
 
-def _raises_on_load(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> bool:
-    """Whether the package module `stmt` imports has a `raise` among its module-level statements
-    (inside a module-level `if` or `try` included): it refuses to load in some environments."""
+def _imported_tree(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> ast.Module | None:
+    """The syntax tree of the package module `stmt` imports from (None when it is not a file
+    of the package or does not parse)."""
     absolute = absolute_name(stmt.level, stmt.module, module_name, package) if stmt.level else stmt.module or ""
     parts = absolute.split(".")
     root = path.parent
@@ -127,11 +130,27 @@ def _raises_on_load(stmt: ast.ImportFrom, module_name: str, package: bool, path:
     for file in (target.with_suffix(".py"), target / "__init__.py"):
         if file.is_file():
             try:
-                tree = parsed_source(file.read_text(encoding="utf-8", errors="replace"))
+                return parsed_source(file.read_text(encoding="utf-8", errors="replace"))
             except SyntaxError:
-                return False
-            return any(isinstance(node, ast.Raise) for stmt_ in tree.body for node in _module_level(stmt_))
-    return False
+                return None
+    return None
+
+
+def _raises_on_load(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> bool:
+    """Whether the package module `stmt` imports has a `raise` among its module-level statements
+    (inside a module-level `if` or `try` included): it refuses to load in some environments."""
+    tree = _imported_tree(stmt, module_name, package, path)
+    return tree is not None and any(isinstance(node, ast.Raise) for stmt_ in tree.body for node in _module_level(stmt_))
+
+
+def _imports_code(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> bool:
+    """Whether every name `stmt` imports is a function or class its module defines at top level:
+    code the copy converts, where a value (`__version__`) may stay imported."""
+    tree = _imported_tree(stmt, module_name, package, path)
+    if tree is None or any(alias.name == "*" for alias in stmt.names):
+        return False
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)}
+    return all(alias.name in defined for alias in stmt.names)
 
 
 def _module_level(stmt: ast.stmt) -> list[ast.AST]:

@@ -117,6 +117,38 @@ def test_local_imports_of_the_package_are_hoisted_and_relative_ones_made_absolut
     assert hoist_local_imports(plain, "pkg.mod") == (plain, [])  # nothing of the package: unchanged
 
 
+def test_relative_imports_of_functions_in_a_function_are_hoisted(tmp_path: Path) -> None:
+    # spikingjelly's `voltage_reset` does `from ..._ops.reset import voltage`: left in place, the
+    # converted function imported the torch package when called; a value (`__version__`) stays
+    root = tmp_path / "sj"
+    (root / "_ops").mkdir(parents=True)
+    (root / "functional").mkdir()
+    for init in (root, root / "_ops", root / "functional"):
+        (init / "__init__.py").write_text('__version__ = "1.0"\n')
+    (root / "_ops/reset.py").write_text("def voltage(v, spike):\n    return v - spike\n\nLIMIT = 1.0\n")
+    neuron = root / "functional/neuron.py"
+    converted = textwrap.dedent(
+        """
+        def voltage_reset(v, spike):
+            \"\"\"Reset.\"\"\"
+            from .._ops.reset import voltage
+            return voltage(v, spike)
+
+
+        def limit():
+            from .._ops.reset import LIMIT
+            from .. import __version__
+            return LIMIT, __version__
+        """
+    ).lstrip()
+    neuron.write_text(converted)
+    code, hoisted = hoist_local_imports(converted, "sj.functional.neuron", path=neuron)
+    assert hoisted == [("voltage_reset", "from sj._ops.reset import voltage")]
+    assert "import voltage" not in code
+    assert "    from sj._ops.reset import LIMIT\n" in code and "    from sj import __version__\n" in code
+    ast.parse(code)
+
+
 OUTPUT = '''"""A model."""
 import torch
 from torch import nn  # the layers
