@@ -91,8 +91,12 @@ def judge(
         failures.extend(_record_failures(record, threshold))
     if records and all(_empty(r) for r in records):  # never PASSED on nothing compared
         failures.append("every output is empty (no elements): nothing to compare")
+    nonfinite = [r for r in records if _all_nonfinite(r)]
+    if records and len(nonfinite) == len(records):  # never PASSED on nothing compared
+        total = sum(r.nonfinite_original for r in records)
+        failures.append(f"the original's outputs are all non-finite ({total} NaN/inf): nothing to compare")
     verdict = _verdict(policy, records, tolerance, failures)
-    verdict.original_nonfinite = bool(records) and all(_all_nonfinite(r) for r in records)
+    verdict.original_nonfinite = bool(records) and len(nonfinite) == len(records)
     return verdict
 
 
@@ -245,11 +249,13 @@ def _record_failures(record: OutputRecord, threshold: float) -> list[str]:
     if record.rel_err is None and record.shape_original == record.shape_converted and record.max_abs_err is None:
         if record.nonfinite_original == 0:
             failures.append(f"{record.name}: no finite values to compare")
-        else:  # never PASSED on nothing compared
+        elif record.nonfinite_converted < record.nonfinite_original:
             failures.append(
-                f"{record.name}: the original's outputs are all non-finite ({record.nonfinite_original} "
-                "NaN/inf): nothing to compare"
+                f"{record.name}: the original's outputs are all non-finite ({record.nonfinite_original} NaN/inf), "
+                f"{record.nonfinite_original - record.nonfinite_converted} of the converted's are finite"
             )
+        # else non-finite in both, as entries non-finite in the original are skipped in any
+        # output: it agrees, and `judge` fails a run whose every output is like this
     return failures
 
 

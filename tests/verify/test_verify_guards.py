@@ -77,6 +77,19 @@ def test_an_original_with_only_non_finite_outputs_fails(tmp_path: Path) -> None:
     assert data["original_nonfinite"] is True and data["random_forward"] is False, data
 
 
+def test_an_output_non_finite_in_both_beside_compared_ones_agrees(tmp_path: Path) -> None:
+    # vector-quantize's FSP returns a variance of one element (NaN in torch) beside its codes:
+    # entries non-finite in the original are skipped in any output, so a whole such output is too
+    body = "y = self.fc(x)\n        return y, y.sum() * float('nan')"
+    report = tmp_path / "report.json"
+    run = run_cli("verify", *_files(tmp_path, body), *ARGS, "-q", "--report-json", str(report))
+    assert run.code == 0 and "PASSED" in run.err, run.err
+    assert json.loads(report.read_text())["original_nonfinite"] is False
+    finite = "y = self.fc(x)\n        return y, y.sum() * 0.0"
+    run = run_cli("verify", *_files(tmp_path, body, converted_body=finite), *ARGS, "-q")
+    assert run.code == 1 and "PASSED" not in run.err, run.err
+
+
 def test_a_partly_finite_original_is_not_marked_non_finite(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     body = "y = self.fc(x)\n        return y, y * float('nan')"
