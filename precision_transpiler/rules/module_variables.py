@@ -42,6 +42,8 @@ def variables_as_arrays(
     if owner is None:
         return None
     dynamic = _dynamic_variable_read(ctx, original, updated, owner)
+    if dynamic is None and _mapped_over(ctx, original) and not _initialiser(key.split(".")[-1]):
+        return _displays_as_arrays(ctx, original, updated, wrap, owner)
     if dynamic is not None or not (ctx.is_foreign_call(original) or _helper_call(ctx, original, key or "")):
         return dynamic
     if calls_a_user_class(ctx, original):
@@ -88,6 +90,54 @@ def variables_as_arrays(
                 if convert is not None:
                     args[index] = after.with_changes(value=cst.Call(ctx.expr_for(convert), [cst.Arg(after.value)]))
                     changed = True
+    return updated.with_changes(args=args) if changed else None
+
+
+def _mapped_over(ctx: RuleContext, call: cst.Call) -> bool:
+    """`map(f, (self.mem_k, self.mem_v))`: Python's own `map` (not a name the file binds)."""
+    return (
+        isinstance(call.func, cst.Name)
+        and call.func.value == "map"
+        and ctx.qualified_name(call.func) is None
+        and "map" not in _file_functions(ctx) | _local_functions(ctx)
+        and len(call.args) >= 2
+    )
+
+
+def _displays_as_arrays(
+    ctx: RuleContext,
+    original: cst.Call,
+    updated: cst.Call,
+    wrap: Callable[[cst.BaseExpression], cst.BaseExpression],
+    owner: str,
+) -> cst.Call | None:
+    """rela-transformer's `map(lambda t: repeat(t, "n d -> b n d", b=b), (self.mem_k,
+    self.mem_v))`: the function sees each element as torch's tensor, so a parameter or buffer in
+    a tuple or list the call maps over is handed over as its array, as when passed directly."""
+    analysis = analysis_for(ctx)
+    names = analysis.params.get(owner, set()) | analysis.buffers.get(owner, set())
+    names -= analysis.nullable_buffers.get(owner, set())
+    args = list(updated.args)
+    changed = False
+    for index, (before, after) in enumerate(zip(original.args, updated.args, strict=True)):
+        if index == 0 or not isinstance(before.value, cst.Tuple | cst.List):
+            continue
+        if not isinstance(after.value, type(before.value)) or len(after.value.elements) != len(before.value.elements):
+            continue
+        elements = list(after.value.elements)
+        for position, element in enumerate(before.value.elements):
+            value = element.value
+            if (
+                isinstance(element, cst.Element)
+                and isinstance(value, cst.Attribute)
+                and isinstance(value.value, cst.Name)
+                and value.value.value == "self"
+                and value.attr.value in names
+                and isinstance(elements[position].value, cst.Attribute)
+            ):
+                elements[position] = elements[position].with_changes(value=wrap(elements[position].value))
+                changed = True
+        args[index] = after.with_changes(value=after.value.with_changes(elements=elements))
     return updated.with_changes(args=args) if changed else None
 
 

@@ -87,7 +87,7 @@ class TorchIntPromotionTf(Rule):
     ) -> cst.BaseExpression | None:
         if isinstance(original.operator, cst.BitAnd | cst.BitOr | cst.BitXor):
             return _bitwise_of_variables(ctx, original, updated)
-        joined = _shape_joined(original, updated)
+        joined = _shape_joined(ctx, original, updated)
         if joined is not None:
             ctx.record(self.name, original, joined)
             return joined
@@ -433,10 +433,13 @@ def _integer_parameters(ctx: RuleContext) -> dict[str, frozenset[str]]:
     return ctx.per_file("torch-int-promotion-parameters", build)
 
 
-def _shape_joined(original: cst.BinaryOperation, updated: cst.BinaryOperation) -> cst.BinaryOperation | None:
+def _shape_joined(
+    ctx: RuleContext, original: cst.BinaryOperation, updated: cst.BinaryOperation
+) -> cst.BinaryOperation | None:
     """`x.shape[:-1] + (-1, 2)` (llama2.c's rotary embedding): torch's shape is a tuple, so `+`
     joins tuples; TensorFlow's is a `TensorShape`, whose `+` refuses -1. The shape side becomes
-    `tuple(...)`."""
+    `tuple(...)`; so does a name the function binds only to a shape (vector-quantize's
+    `z_shape = z.shape`, then `z_shape[:-1] + (-1,)`)."""
     if not isinstance(original.operator, cst.Add):
         return None
     sides = (original.left, original.right)
@@ -446,10 +449,17 @@ def _shape_joined(original: cst.BinaryOperation, updated: cst.BinaryOperation) -
     changed = False
     for index, side in enumerate(sides):
         value = side.value if isinstance(side, cst.Subscript) else side
-        if isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        if isinstance(value, cst.Name):
+            bound = _plain_bindings(ctx, original).get(value.value, [])
+            value = bound[0] if bound and all(_is_shape(b) for b in bound) else value
+        if _is_shape(value):
             new[index] = cst.Call(cst.Name("tuple"), [cst.Arg(new[index])])
             changed = True
     return updated.with_changes(left=new[0], right=new[1]) if changed else None
+
+
+def _is_shape(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "shape"
 
 
 #: NumPy functions whose value on Python numbers is a float64 NumPy scalar

@@ -386,6 +386,19 @@ import torch
 def rope(xq):
     pairs = xq.float().reshape(xq.shape[:-1] + (-1, 2))
     return pairs.sum(-1), (1,) + xq.shape
+
+
+def flat_codes(z):
+    z_shape = z.shape
+    flat = z.reshape(-1, z_shape[-1])
+    return flat.reshape(z_shape[:-1] + (-1,))
+
+
+def not_a_shape(z, extra):
+    sizes = (2,)
+    if extra:
+        sizes = z.shape
+    return sizes + (1,)
 """
 
 
@@ -405,6 +418,9 @@ def test_a_shape_joined_with_a_tuple_is_a_tuple() -> None:
     want_sum, want_shape = reference["rope"](torch.from_numpy(x))
     np.testing.assert_allclose(np.asarray(got_sum), want_sum.numpy(), rtol=1e-6)
     assert tuple(got_shape) == tuple(want_shape) == (1, 2, 3, 4)
+    # a name bound only to a shape (vector-quantize's `z_shape = z.shape`) is joined as a tuple too
+    assert "tuple(z_shape[:-1]) + (-1,)" in result.code and "tuple(sizes)" not in result.code, result.code
+    np.testing.assert_array_equal(np.asarray(converted["flat_codes"](tf.constant(x))), x)
 
 
 COMPLEX = """
