@@ -555,15 +555,18 @@ class LocalizeTorchImports:
         if tree is not None and moved:
             doc.set_tree(tree)
             self._say_moved(doc, moved)
-        self._say_left(doc, job)
+        self._say_left(doc, job, {item.statement for item in moved})
 
     @staticmethod
-    def _say_left(doc: Document, job: Job) -> None:
-        from precision_transpiler.convert.local_imports import torch_at_load
+    def _say_left(doc: Document, job: Job, said: set[str]) -> None:
+        from precision_transpiler.convert.local_imports import torch_at_load, torch_when_called
 
         original = job.path if job.path and not job.path.startswith("<") else None
-        for line, message in torch_at_load(doc.code(), doc.original, original):
+        code = doc.code()
+        for line, message in torch_at_load(code, doc.original, original):
             doc.note("warning", "torch-at-load", message, line)
+        for severity, line, message in torch_when_called(code, doc.original, original, said):
+            doc.note(severity, "torch-when-called", message, line)
 
     @staticmethod
     def _say_moved(doc: Document, moved: list) -> None:

@@ -43,6 +43,40 @@ def torch_imports_at_load(code: str, original: Path | None = None) -> list[tuple
     return found
 
 
+def torch_imports_when_called(code: str, original: Path | None = None) -> list[tuple[int, str, str, str, bool]]:
+    """(line, module, why, function, guarded) for each import inside a function of `code` that
+    needs torch: it does not run at load, but whenever the function runs (spikingjelly's
+    `voltage_reset` importing the package's own `voltage`); `guarded` when a `try` around it
+    catches ImportError (an optional kernel: the code runs without it where that fails)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    package_dir = original.parent if original is not None else None
+    found: list[tuple[int, str, str, str, bool]] = []
+
+    def walk(body: list[ast.stmt], function: str | None, guarded: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                walk(stmt.body, stmt.name, False)
+                continue
+            if isinstance(stmt, ast.Import | ast.ImportFrom) and function is not None:
+                for module in _modules(stmt):
+                    why = _needs_torch(module, stmt, package_dir)
+                    if why is not None:
+                        found.append((stmt.lineno, module or "." * stmt.level, why, function, guarded))
+            inner = guarded or (
+                isinstance(stmt, ast.Try | ast.TryStar) and any(_catches_import_error(h) for h in stmt.handlers)
+            )
+            for field in ("body", "orelse", "finalbody"):
+                walk(getattr(stmt, field, None) or [], function, inner if field == "body" else guarded)
+            for handler in getattr(stmt, "handlers", None) or []:
+                walk(handler.body, function, guarded)
+
+    walk(tree.body, None, False)
+    return found
+
+
 def _load_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
     for stmt in body:
         if isinstance(stmt, ast.Import | ast.ImportFrom):

@@ -163,6 +163,38 @@ def torch_at_load(code: str, original: str, path: str | None) -> list[tuple[int,
     return found
 
 
+def torch_when_called(code: str, original: str, path: str | None, said: set[str]) -> list[tuple[str, int, str]]:
+    """(severity, line in the original, message) for each import inside a function of converted
+    `code` that needs torch and that no other message covers (`said`: the statements
+    `moved_messages` spoke of): the module loads, but running that function imports torch. A
+    warning, or a note where a `try` catches ImportError around it (an optional kernel the code
+    runs without)."""
+    from pathlib import Path
+
+    from precision_transpiler.analysis.load_imports import torch_imports_when_called
+
+    converted, source = code.splitlines(), original.splitlines()
+    found = []
+    for line, module, why, function, guarded in torch_imports_when_called(code, Path(path) if path else None):
+        text = converted[line - 1].strip() if 0 < line <= len(converted) else module
+        if text in said:
+            continue
+        at = next((i for i, s in enumerate(source, 1) if s.strip() == text), 1)
+        because = "torch" if why == "torch" else f"torch ({module} is {why})"
+        if guarded:
+            message = (
+                f"`{text}` in {function} is left as it is, imported only when that branch runs and caught "
+                f"when it fails, as the original does: it needs {because}"
+            )
+        else:
+            message = (
+                f"`{text}` in {function} still imports {because} whenever {function} runs: the converted "
+                "module loads without torch, that code does not run without it"
+            )
+        found.append(("note" if guarded else "warning", at, message))
+    return found
+
+
 def _optional_imports(stmt: cst.CSTNode, roots: frozenset[str]) -> bool:
     """`try: from torchvision.models.utils import load_state_dict_from_url` / `except ImportError:
     from torch.utils.model_zoo import load_url as ...` (or `pass`), or a version switch `if

@@ -308,3 +308,25 @@ def test_a_torch_package_the_model_builds_with_is_a_warning_not_a_note() -> None
     said = [d for d in result.diagnostics if d.code == "import-localized"]
     assert [(d.severity, d.line) for d in said] == [("warning", 1)], [d.format() for d in said]
     assert "building or running the model (__init__) still imports it and needs torch" in said[0].message
+
+
+def test_imports_of_torch_packages_inside_functions_are_reported() -> None:
+    """An import inside a function that needs torch does not run at load, but whenever the
+    function runs (spikingjelly's `voltage_reset` imported the package's own `voltage` there):
+    a warning at it (`torch-when-called`), a note where a `try` catches ImportError around it
+    (an optional kernel the code runs without). Imports moved there by the conversion are said
+    once, by `import-localized`."""
+    source = (
+        "import torch\nfrom torch import nn\n\n\ndef helper(x):\n    from fairscale.nn import checkpoint\n"
+        "    return checkpoint(x)\n\n\nclass M(nn.Module):\n    def __init__(self, fast=False):\n"
+        "        super().__init__()\n        self.lin = nn.Linear(4, 4)\n        if fast:\n            try:\n"
+        "                from apex.normalization import FusedLayerNorm\n"
+        "                from fairscale.nn import wrap\n            except ImportError:\n                pass\n\n"
+        "    def forward(self, x):\n        return torch.relu(self.lin(x))\n"
+    )
+    result = transpile(source, to="jax")
+    said = {(d.severity, d.line): d.message for d in result.diagnostics if d.code == "torch-when-called"}
+    assert set(said) == {("warning", 6), ("note", 16), ("note", 17)}, [d.format() for d in result.diagnostics]
+    assert "in helper still imports torch (fairscale.nn is a package built on torch" in said[("warning", 6)]
+    assert "imported only when that branch runs" in said[("note", 17)]
+    assert not [d for d in result.diagnostics if d.code == "torch-at-load"]

@@ -75,13 +75,20 @@ def hoist_local_imports(
     the torch original at run time. An import of a module that raises when it loads without an
     optional library (colt5-attention's Triton kernels, imported in a CUDA-only branch: `try:
     import triton / except ImportError: raise ...`) stays where it is, imported only when that
-    branch runs, as the original does: copied in, the converted file would fail to load."""
+    branch runs, as the original does: copied in, the converted file would fail to load; so
+    does an import the function guards with `try: ... except ImportError:`."""
     package_top = module_name.split(".")[0]
     tree = parsed_source(converted)
     lines = converted.splitlines(keepends=True)
     found: list[tuple[str, str]] = []
     drop: set[int] = set()
     rewritten: dict[int, str] = {}  # line -> the relative import there, made absolute in place
+
+    def keep_in_place(stmt: ast.ImportFrom) -> None:
+        indent = lines[stmt.lineno - 1][: stmt.col_offset]
+        rewritten[stmt.lineno] = indent + absolute_from(stmt, module_name, package) + "\n"
+        drop.update(range(stmt.lineno + 1, (stmt.end_lineno or stmt.lineno) + 1))
+
     for top in tree.body:
         if not isinstance(top, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -90,6 +97,15 @@ def hoist_local_imports(
             if (node is top and isinstance(top, ast.ClassDef)) or not isinstance(body, list):
                 continue
             relative = [stmt for stmt in body if own_package_import(stmt, package_top)]
+            if _guards_import(node):
+                # `try: from .triton_sinkhorn import ... except ImportError:` (hyper-connections'
+                # optional kernels, under `if use_triton_sinkhorn:`): the code runs without it, so
+                # it stays where it is, imported only when that branch runs, as the original
+                # does; copied in at module level, the converted file needed the optional library
+                for stmt in relative:
+                    if stmt.level:
+                        keep_in_place(stmt)
+                continue
             if node is top:
                 # a top-level function's own body: absolute imports of the package (monai's
                 # factories) move, and relative ones of functions and classes (spikingjelly's
@@ -100,9 +116,7 @@ def hoist_local_imports(
                 # would name another package
                 for stmt in relative:
                     if stmt.level and not (path is not None and _imports_code(stmt, module_name, package, path)):
-                        indent = lines[stmt.lineno - 1][: stmt.col_offset]
-                        rewritten[stmt.lineno] = indent + absolute_from(stmt, module_name, package) + "\n"
-                        drop.update(range(stmt.lineno + 1, (stmt.end_lineno or stmt.lineno) + 1))
+                        keep_in_place(stmt)
                 relative = [stmt for stmt in relative if stmt.lineno not in rewritten]
             if path is not None:
                 relative = [stmt for stmt in relative if not _raises_on_load(stmt, module_name, package, path)]
@@ -116,6 +130,19 @@ def hoist_local_imports(
         return converted, []
     kept = (rewritten.get(number, line) for number, line in enumerate(lines, 1) if number not in drop)
     return "".join(kept), found
+
+
+def _guards_import(node: ast.AST) -> bool:
+    """A `try` whose handlers catch a failed import (`ImportError`, `ModuleNotFoundError`, or
+    anything: `Exception`, a bare `except`)."""
+    if not isinstance(node, ast.Try):
+        return False
+    caught = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+    for handler in node.handlers:
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(t is None or (isinstance(t, ast.Name) and t.id in caught) for t in types):
+            return True
+    return False
 
 
 def _imported_tree(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> ast.Module | None:
