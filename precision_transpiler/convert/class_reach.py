@@ -75,12 +75,30 @@ def is_autograd_function(cls: ast.ClassDef) -> bool:
     return any(_is_static_forward(stmt) for stmt in cls.body)
 
 
+#: Python's container classes, whose methods code outside the user's calls on a subclass
+#: (a framework flattening a returned mapping calls `items()` / `values()`)
+CONTAINER_BASES = frozenset(
+    {
+        "dict", "OrderedDict", "defaultdict", "list", "tuple", "set", "frozenset", "UserDict", "UserList",
+        "Mapping", "MutableMapping", "Sequence", "MutableSequence", "NamedTuple",
+    }
+)  # fmt: skip
+#: the methods of those classes
+CONTAINER_METHODS = frozenset(
+    name for kind in (dict, list, tuple, set) for name in dir(kind) if not name.startswith("__")
+) | {"keys", "values", "items", "get"}
+
+
 def kept_members(cls: ast.ClassDef, attributes: set[str]) -> list[ast.stmt]:
     """The statements of `cls`'s body that stay: everything but methods no one reaches (an
-    autograd Function's methods are all reached by torch's autograd once the class is)."""
+    autograd Function's methods are all reached by torch's autograd once the class is; a
+    container subclass's overrides of its container methods are reached by whoever reads the
+    container: torchmultimodal's `ModelOutput(OrderedDict)` returned `values`/`items` of its
+    dataclass fields, and without them Keras flattened the output to nothing)."""
     if is_autograd_function(cls):
         return list(cls.body)
     local = {n.id for stmt in cls.body if not _is_method(stmt) for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    container = _container(cls)
     return [
         stmt
         for stmt in cls.body
@@ -89,7 +107,14 @@ def kept_members(cls: ast.ClassDef, attributes: set[str]) -> list[ast.stmt]:
         or stmt.name in ENTRY_POINTS  # type: ignore[attr-defined]
         or stmt.name in attributes  # type: ignore[attr-defined]
         or stmt.name in local  # type: ignore[attr-defined]  # `forward = _forward_impl`
+        or (container and stmt.name in CONTAINER_METHODS)  # type: ignore[attr-defined]
     ]
+
+
+def _container(cls: ast.ClassDef) -> bool:
+    """Whether a base of `cls` is one of Python's containers (`OrderedDict`, `collections.abc.Mapping`)."""
+    names = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in cls.bases]
+    return any(name in CONTAINER_BASES for name in names)
 
 
 def reachable_parts(node: ast.stmt, attributes: set[str]) -> Iterator[ast.AST]:
