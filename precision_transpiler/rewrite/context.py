@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import libcst as cst
 
@@ -16,6 +16,7 @@ from precision_transpiler.syntax import code_of, dotted_name
 if TYPE_CHECKING:
     from precision_transpiler.rewrite.engine import Transpiler
 
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 _X64 = {"int64": "int32", "float64": "float32", "complex128": "complex64", "uint64": "uint32"}
 _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:\d+)?$")
 _DEVICE_PREFIX = re.compile(r"^(cpu|cuda|mps|xla|meta|xpu|tpu|gpu|hpu|npu)(:|$)")
@@ -150,6 +151,10 @@ class RuleContext:
         if self.enclosing_function() is None:
             return None
         return next(node for node in self._command.stack if isinstance(node, cst.FunctionDef))
+
+    def innermost(self, kind: type[_Node]) -> _Node | None:
+        """The innermost node of type `kind` (a class, a function) around the node being visited."""
+        return next((node for node in reversed(self._command.stack) if isinstance(node, kind)), None)
 
     def per_file(self, key: str, build: Any) -> Any:
         """A value computed once per converted file (analyses shared by several rules)."""

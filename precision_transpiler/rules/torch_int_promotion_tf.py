@@ -13,6 +13,13 @@ other is a float (a float literal, a parameter annotated `float`) or a tensor, o
 torch.prod(torch.tensor(shape)))` in normflows' radial flow) may hold integers too, and so may
 arithmetic of it with integers (`(self.d - 1) * torch.log(h)`).
 
+Integers of two widths meet the same way: an int32 buffer (`torch.tensor(levels, dtype=int32)`,
+registered from that local name in vector-quantize-pytorch's LatentQuantize) floor-divided by 2
+against int64 codes (`torch.arange` floor-divided and taken modulo) is int64 in torch, and
+TensorFlow's `-` refuses it; `keras.ops.subtract` promotes as torch does. So integers carry through
+`+`, `-`, `*`, `//` and `%` with integers, and through names bound to such arithmetic
+(`half_width = self._levels // 2`), and an integer tensor meeting a tensor is rewritten.
+
 Division promotes in torch whatever its operands: `loss.sum() / valid.sum()` of a float and an
 integer count is float32, where TensorFlow raises. So `/` with a tensor on one side and anything but
 a Python number on the other (a literal, a `math` call, a parameter annotated `int`/`float`, `len`,
@@ -176,8 +183,9 @@ class TorchIntPromotionTf(Rule):
             return self._int_name(ctx, node.value, anchor)
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
             return _untyped_buffer(ctx, node, anchor)
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add | cst.Subtract | cst.Multiply):
-            # an integer tensor plus, minus or times integers stays integer (`self.d - 1`)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _INTEGER_ARITHMETIC):
+            # an integer tensor plus, minus, times, floor-divided by or modulo integers stays
+            # integer (`self.d - 1`, `self._levels // 2`)
             sides = (node.left, node.right)
             return any(self._integers(ctx, s, anchor) for s in sides) and all(
                 isinstance(s, cst.Integer) or self._integers(ctx, s, anchor) for s in sides
@@ -230,7 +238,7 @@ class TorchIntPromotionTf(Rule):
         sincos embedding, which rebinds `y` to floats on that line)."""
         bindings = self._int_names(ctx, anchor).get(name)
         if not bindings:
-            scope = Where.scope_of(ctx, anchor)
+            scope = _scope(ctx, anchor)
             return (
                 isinstance(scope, cst.FunctionDef)
                 and ctx.enclosing_function() == scope.name.value
@@ -242,7 +250,7 @@ class TorchIntPromotionTf(Rule):
 
     def _int_names(self, ctx: RuleContext, anchor: cst.CSTNode) -> dict[str, list[tuple[int, bool]]]:
         """Name -> (line, holds integers) of each plain or unpacking assignment in the function."""
-        scope = Where.scope_of(ctx, anchor)
+        scope = _scope(ctx, anchor)
         if not isinstance(scope, cst.FunctionDef):
             return {}
         cache = ctx.per_file("torch-int-promotion-names", dict)
@@ -275,7 +283,8 @@ class TorchIntPromotionTf(Rule):
                         earlier = [held for at, held in found.get(indexed.value, []) if at < line]
                         ints = bool(earlier) and earlier[-1]
                     else:
-                        ints = isinstance(value, cst.Call | cst.Subscript) and rule._integers(ctx, value, node)
+                        bound = isinstance(value, cst.Call | cst.Subscript | cst.BinaryOperation)
+                        ints = bound and rule._integers(ctx, value, node)
                     found.setdefault(target.target.value, []).append((line, ints))
                 elif isinstance(target.target, cst.Tuple | cst.List):
                     grid = isinstance(value, cst.Call) and ctx.qualified_name(value.func) == "torch.meshgrid"
@@ -334,6 +343,8 @@ class TorchIntPromotionTf(Rule):
         return False
 
 
+#: arithmetic whose result holds integers when its operands do
+_INTEGER_ARITHMETIC = cst.Add | cst.Subtract | cst.Multiply | cst.FloorDivide | cst.Modulo
 #: Tensor methods whose result has the receiver's dtype (an integer grid stays integer)
 _SAME_DTYPE_METHODS = frozenset(
     {"flatten", "reshape", "view", "unsqueeze", "squeeze", "permute", "transpose", "t", "contiguous", "clone",
@@ -349,6 +360,15 @@ _VALUE_TYPED = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy",
 
 #: tensor methods that change the dtype: an operand built with one may differ from the other's
 _CAST_METHODS = frozenset({"double", "float", "half", "bfloat16", "int", "long", "short", "bool", "to", "type"})
+
+
+def _scope(ctx: RuleContext, anchor: cst.CSTNode) -> cst.CSTNode | None:
+    """The function whose bindings `anchor` reads: `Where.scope_of`, or, for a node off the path
+    being visited (an earlier assignment whose value `_int_names` reads: `half = idx // 2`), the
+    innermost function visited, whose body it was found in."""
+    if ctx.parent(anchor) is None:
+        return ctx.innermost(cst.FunctionDef)
+    return Where.scope_of(ctx, anchor)
 
 
 def _ast_integers(ctx: RuleContext) -> Callable[[ast.expr | None], bool]:
@@ -588,6 +608,7 @@ def _untyped_buffer(ctx: RuleContext, node: cst.Attribute, anchor: cst.CSTNode) 
     cls: cst.CSTNode | None = anchor
     while cls is not None and not isinstance(cls, cst.ClassDef):
         cls = ctx.parent(cls)
+    cls = cls or ctx.innermost(cst.ClassDef)  # an anchor off the path visited: a binding read before its use
     if cls is None:
         return False
     values = _attribute_values(cls)
@@ -639,13 +660,22 @@ def _literals(node: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _attribute_values(cls: cst.CSTNode) -> dict[tuple[str, str], list[cst.BaseExpression]]:
-    """("buffer", name) -> values given to `self.register_buffer(name, value)`, ("attribute", name)
-    -> values assigned to `self.<name>`, in the class's own methods."""
+    """("buffer", name) -> values given to `self.register_buffer(name, value)`, or, for a local
+    name given (`_levels = torch.tensor(levels, dtype=int32)`, then `register_buffer("_levels",
+    _levels)` in vector-quantize-pytorch's LatentQuantize), the values the method assigns it;
+    ("attribute", name) -> values assigned to `self.<name>`, in the class's own methods."""
     found: dict[tuple[str, str], list[cst.BaseExpression]] = {}
+    methods: list[cst.FunctionDef] = []
 
     class _V(cst.CSTVisitor):
         def visit_ClassDef(self, node: cst.ClassDef) -> bool:
             return node is cls
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            methods.append(node)
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            methods.pop()
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
@@ -654,7 +684,11 @@ def _attribute_values(cls: cst.CSTNode) -> dict[tuple[str, str], list[cst.BaseEx
             if bound is not None and isinstance(bound[0], cst.SimpleString):
                 name = bound[0].evaluated_value
                 if isinstance(name, str):
-                    found.setdefault(("buffer", name), []).append(bound[1])
+                    value = bound[1]
+                    values = [value]
+                    if isinstance(value, cst.Name) and methods:
+                        values = _local_values(methods[-1], value.value) or values
+                    found.setdefault(("buffer", name), []).extend(values)
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
@@ -664,6 +698,22 @@ def _attribute_values(cls: cst.CSTNode) -> dict[tuple[str, str], list[cst.BaseEx
 
     cls.visit(_V())
     return found
+
+
+def _local_values(function: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
+    """The values `function` assigns to the plain name `name` (not in functions nested in it)."""
+    values: list[cst.BaseExpression] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                values.append(node.value)
+
+    function.visit(_V())
+    return values
 
 
 def _bitwise_of_variables(

@@ -3,6 +3,7 @@ torch's dtypes and values: int64 * float -> float32, int64 / int -> float32, int
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from precision_transpiler import transpile
+from tests.helpers import on_both_targets
 from tests.runtime.test_tensor_ops_execute_tf import plain_tf
 
 pytestmark = [pytest.mark.needs_torch, pytest.mark.needs_tf]
@@ -454,4 +456,48 @@ def test_complex_literals_meeting_float_tensors_promote_as_in_torch(tmp_path) ->
     assert "keras.ops.add(-keras.ops.exp(self.Lambda_real), keras.ops.multiply(1j, self.Lambda_imag))" in result.code
     assert "keras.ops.real((2 * Lambda))" in result.code and "(1j * 2).real" in result.code, result.code
     verdict = convert_and_verify(tmp_path, COMPLEX, "tf", "DSS()", ["float32[3,4]"])
+    assert verdict.passed, verdict.failures
+
+
+INTEGER_WIDTHS = """
+import torch
+from torch import nn
+
+
+class Levels(nn.Module):
+    def __init__(self, levels=(4, 6)):
+        super().__init__()
+        _levels = torch.tensor(levels, dtype=torch.int32)
+        self.register_buffer("_levels", _levels, persistent=False)
+        indices = torch.arange(int(_levels.prod())).unsqueeze(-1)
+        codes = (indices // 3) % self._levels
+        self.register_buffer("codebook", self._centered(codes), persistent=False)
+        self.proj = nn.Linear(2, 2)
+
+    def _centered(self, zhat):
+        half_width = self._levels // 2
+        return (zhat - half_width) / half_width / 2
+
+    def forward(self, x):
+        idx = torch.arange(x.shape[0])
+        half = idx // 2
+        rest = half % 3 + 1
+        return self.proj(x) @ self.codebook.t() + half[:, None] * 0.5, rest[:, None] * x
+"""
+
+
+@on_both_targets
+def test_integer_tensors_of_two_widths_promote_as_in_torch(tmp_path: Path, target: str) -> None:
+    """vector-quantize-pytorch's LatentQuantize: an int32 buffer (registered from a local name
+    bound to `torch.tensor(..., dtype=int32)`) floor-divided by 2 is int32, and meets int64 codes
+    (`torch.arange` floor-divided and taken modulo): torch promotes to int64, TensorFlow's `-`
+    refuses. Integers carry through `//` and `%` and through names bound to such arithmetic, so
+    `half * 0.5` promotes to float32 too."""
+    from tests.helpers import convert_and_verify
+
+    if target == "tf":
+        code = transpile(INTEGER_WIDTHS, to="tf").code
+        assert "keras.ops.subtract(zhat, half_width)" in code, code
+        assert "keras.ops.multiply(half[:, None], 0.5)" in code and "keras.ops.multiply(rest[:, None], x)" in code
+    verdict = convert_and_verify(tmp_path, INTEGER_WIDTHS, target, "Levels()", ["float32[3,2]"])
     assert verdict.passed, verdict.failures
