@@ -19,7 +19,8 @@ Attributes that keras.layers.Layer owns (`self.name`, `self.dtype`, `self.weight
 Keras then uses for its name scope; kornia's `self.weights = ...`) are renamed with a trailing
 underscore in every module class of the file (`self.name_`), with a note; the class gets
 `_torch_renamed = {"name_": "name"}`, so torch names (state dicts, `named_children`, weight
-transfer) stay torch's. Nothing else needs rewriting: Keras layers take no
+transfer) stay torch's. A method Keras wraps or calls itself (`build`, `quantize`) that a module
+class defines is renamed the same way (`def quantize_`, `self.quantize_(z)`), with a note. Nothing else needs rewriting: Keras layers take no
 `rngs`, `self.training` is a property of `TorchModule`, and `self.register_buffer(...)` /
 `self.register_parameter(...)` are its methods.
 """
@@ -52,6 +53,30 @@ _KERAS_SETTINGS = frozenset({"trainable", "dtype_policy", "input_spec", "support
 #: what a module class may not keep under its torch name: Keras' read-only properties, its
 #: settings, and `name` (Keras builds name scopes from it: `self.name = None` breaks every call)
 _KERAS_OWNED = _KERAS_READ_ONLY | _KERAS_SETTINGS | {"name"}
+#: methods of keras.layers.Layer that Keras wraps when the layer is made or calls itself
+#: (`build(input_shape)` at the first call, `quantize` replaced by its `quantize_wrapper`):
+#: a module class's own method of that name would be Keras', not the source's
+_KERAS_METHODS = frozenset({"build", "quantize", "quantized_build", "quantized_call", "compute_mask"})
+
+
+def _owned_methods(ctx: RuleContext) -> frozenset[str]:
+    """Methods Keras owns that some module class of the file defines (vector-quantize's
+    `LatentQuantize.quantize(self, z)`, which Keras replaced by its quantization at construction)."""
+
+    def build() -> frozenset[str]:
+        import ast
+
+        tree, _ = ctx.module_ast()
+        classes = analysis_for(ctx).module_classes
+        return frozenset(
+            stmt.name
+            for node in (ast.walk(tree) if tree is not None else ())
+            if isinstance(node, ast.ClassDef) and node.name in classes
+            for stmt in node.body
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name in _KERAS_METHODS
+        )
+
+    return ctx.per_file("keras-owned-methods", build)
 
 
 def _owned_attributes(ctx: RuleContext) -> frozenset[str]:
@@ -182,10 +207,24 @@ class TorchModulesKeras(Rule):
         self, ctx: RuleContext, original: cst.FunctionDef, updated: cst.FunctionDef
     ) -> cst.BaseStatement | None:
         key = ctx.enclosing_function()
-        if key is None or key.rsplit(".", 1)[-1] != original.name.value or original.name.value != "forward":
+        if key is None or key.rsplit(".", 1)[-1] != original.name.value:
+            return None
+        name = original.name.value
+        if name not in _owned_methods(ctx) and name != "forward":
             return None
         if self._owner(ctx) not in analysis_for(ctx).module_classes:
             return None
+        if name != "forward":  # `def quantize(self, z)` -> `def quantize_(self, z)`
+            new = updated.with_changes(name=cst.Name(f"{name}_"))
+            ctx.record(self.name, original.name, new.name)
+            ctx.diagnose(
+                original.name,
+                "note",
+                "keras-reserved-attribute",
+                f"method {name} renamed {name}_ in the module classes of this file: keras.layers.Layer "
+                f"(the base of converted modules) owns `{name}` and would call or replace it",
+            )
+            return new
         new = updated.with_changes(name=cst.Name("call"))
         ctx.record(self.name, original.name, new.name)
         return new
@@ -219,11 +258,13 @@ class TorchModulesKeras(Rule):
     def _rename_owned(
         self, ctx: RuleContext, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression | None:
-        """`self.name` in a module class of a file whose module classes set `self.name` -> `self.name_`."""
+        """`self.name` in a module class of a file whose module classes set `self.name` -> `self.name_`;
+        likewise `self.quantize` where they define a method `quantize`."""
         name = original.attr.value
         if not (isinstance(original.value, cst.Name) and original.value.value == "self"):
             return None
-        if name not in _owned_attributes(ctx) or self._owner(ctx) not in analysis_for(ctx).module_classes:
+        owned = _owned_attributes(ctx) | _owned_methods(ctx)
+        if name not in owned or self._owner(ctx) not in analysis_for(ctx).module_classes:
             return None
         new = updated.with_changes(attr=cst.Name(f"{name}_"))
         ctx.record(self.name, original, new)
