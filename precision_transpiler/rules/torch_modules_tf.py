@@ -20,9 +20,9 @@ Keras then uses for its name scope; kornia's `self.weights = ...`) are renamed w
 underscore in every module class of the file (`self.name_`), with a note; the class gets
 `_torch_renamed = {"name_": "name"}`, so torch names (state dicts, `named_children`, weight
 transfer) stay torch's. A method Keras wraps or calls itself (`build`, `quantize`) that a module
-class defines is renamed the same way (`def quantize_`, `self.quantize_(z)`), with a note. Nothing else needs rewriting: Keras layers take no
-`rngs`, `self.training` is a property of `TorchModule`, and `self.register_buffer(...)` /
-`self.register_parameter(...)` are its methods.
+class defines is renamed the same way (`def quantize_`, `self.quantize_(z)`), with a note.
+Nothing else needs rewriting: Keras layers take no `rngs`, `self.training` is a property of
+`TorchModule`, and `self.register_buffer(...)` / `self.register_parameter(...)` are its methods.
 """
 
 from __future__ import annotations
