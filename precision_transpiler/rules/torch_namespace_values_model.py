@@ -51,6 +51,20 @@ class TorchNamespaceValues(Rule):
         if module is None or ctx.mappings.framework_of(module) != "torch":
             return None
         target = _member(ctx, f"{module}.{name}")
+        if target is None and len(updated.args) == 3:
+            # `getattr(torch, "compile", None)`: a feature probed with a default, which the
+            # target lacks; the code is written for its absence, as on an older torch
+            new = updated.args[2].value.with_changes(lpar=original.lpar, rpar=original.rpar)
+            ctx.diagnose(
+                original,
+                "note",
+                "feature-detection",
+                f"{module}.{name} has no counterpart in {ctx.target}: getattr's default is taken, "
+                "as where torch lacks it",
+            )
+            ctx.consume(all_nodes(original.args[0].value))
+            ctx.record(self.name, original, new)
+            return new
         if target is None:
             return None
         new = ctx.expr_for(target).with_changes(lpar=original.lpar, rpar=original.rpar)

@@ -186,3 +186,38 @@ def test_functions_a_string_template_spells_join_a_partial_namespace(tmp_path: P
         tmp_path, FUNCTION_TEMPLATES, target, "FiniteDifference(4)", ["float32[1,4,8,8]"], name="fd"
     )
     assert verdict.passed, verdict
+
+
+PROBED = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+compile_fn = getattr(torch, "compile", None)
+gelu = getattr(F, "gelu", None)
+missing = getattr(torch, "compile")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.compiles = compile_fn is not None  # read, never called: the same model either way
+
+    def forward(self, x):
+        return gelu(self.fc(x))
+"""
+
+
+@on_both_targets
+def test_a_feature_probed_with_a_default_takes_the_default_where_the_target_lacks_it(
+    tmp_path: Path, target: str
+) -> None:
+    result = transpile(PROBED, to=target)
+    assert "compile_fn = None" in result.code, result.code
+    notes = [d for d in result.diagnostics if d.code == "feature-detection"]
+    assert [d.line for d in notes] == [6], [d.format() for d in result.diagnostics]
+    assert any(d.line == 8 and d.severity == "unsupported" for d in result.diagnostics)  # no default: reported
+    source = PROBED.replace('missing = getattr(torch, "compile")\n', "")
+    verdict = convert_and_verify(tmp_path, source, target, "Net()", ["float32[2,4]"])
+    assert verdict.passed, verdict.failures  # loads and runs without torch
