@@ -24,6 +24,8 @@ _TARGET_KEYS = (
     "rngs",
     "attributes",
     "torch_attributes",
+    "sizes",
+    "sized_init",
 )
 #: how a torch parameter's array becomes the target's (mappings/layers/torch_nn.yaml's header);
 #: precision_transpiler/weights/torch_to_flax.py implements each
@@ -63,6 +65,12 @@ class LayerTarget:
     # torch attributes the direct `call` class lacks and the `reference` class has (Embedding's
     # `embedding_dim`): a file that reads one gets the reference class
     torch_attributes: frozenset[str] = frozenset()
+    # torch parameters that size a weight, which torch lets be 0 (`nn.Linear(16, 0)`, whose init it
+    # skips) and the `call` class's default initializer does not (JAX's divide by the fan): a call
+    # whose sizes are not all positive integer literals gets `sized_init`, target keyword -> the
+    # initializer that also builds an empty weight
+    sizes: tuple[str, ...] = ()
+    sized_init: dict[str, str] = field(default_factory=dict)
 
     @property
     def class_symbol(self) -> str:
@@ -200,9 +208,12 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
             if "call" in raw:
                 if not signature:
                     raise where.error(line, ctx, "a 'call' mapping needs the torch 'signature'")
-                for used in (*args, *keywords.values(), *drop):
+                for used in (*args, *keywords.values(), *drop, *raw.get("sizes", ())):
                     if used not in names:
                         raise where.error(line, f"{ctx}.{fw}", f"{used!r} is not a parameter of the signature")
+            sized_init = {str(k): str(v) for k, v in dict(raw.get("sized_init", {})).items()}
+            if bool(sized_init) != bool(raw.get("sizes")) or not all(map(is_qualified, sized_init.values())):
+                raise where.error(line, f"{ctx}.{fw}", "'sizes' needs 'sized_init' (keyword: qualified name), and back")
             params = result.layer_params.get(str(raw.get("call")), {})
             attributes = {str(k): str(v) for k, v in dict(raw.get("attributes", {})).items()}
             targets[str(fw)] = LayerTarget(
@@ -216,6 +227,8 @@ def layers_handler(result: MappingSet, data: Any, where: Any) -> None:
                 rngs=bool(raw.get("rngs", str(fw) == "jax")),  # Keras layers take no rngs
                 attributes={**_implied_attributes(params), **attributes},
                 torch_attributes=frozenset(str(a) for a in raw.get("torch_attributes", ())),
+                sizes=tuple(str(a) for a in raw.get("sizes", ())),
+                sized_init=sized_init,
             )
         result.layers[str(symbol)] = LayerSpec(str(symbol), signature, targets, f"{where.path}:{line}")
     _unsupported(result, data, where)

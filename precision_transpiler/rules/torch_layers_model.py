@@ -161,6 +161,10 @@ class TorchLayers(Rule):
         for keyword, code in target.defaults.items():
             if keyword not in emitted:
                 args.append(_keyword(keyword, cst.parse_expression(code)))
+        if not all(_positive_int(bound.get(size)) for size in target.sizes):
+            # torch builds a weight with no elements (`nn.Linear(c, c // 16)`), Flax's default
+            # initializer divides by its fan: one that builds it too, where a size may be 0
+            args.extend(_keyword(keyword, ctx.expr_for(init)) for keyword, init in target.sized_init.items())
         for param in sorted(target.drop & set(bound)):
             value = ctx.code(bound[param])
             if value != "None":
@@ -312,6 +316,11 @@ def _in_isinstance(ctx: RuleContext, node: cst.CSTNode) -> bool:
             return False
         current = parent
     return False
+
+
+def _positive_int(node: cst.BaseExpression | None) -> bool:
+    """Whether `node` is an integer literal above 0 (`nn.Linear(4, 2)`'s sizes)."""
+    return isinstance(node, cst.Integer) and node.evaluated_value > 0
 
 
 def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from precision_transpiler.runtime.factories import torch_size
+
 
 def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
     """torch's `_single`/`_pair`/`_triple`: an int is repeated n times, a sequence must have n entries."""
@@ -55,9 +57,9 @@ def _integral(value: Any) -> bool:
 
 
 def _size(size: Any) -> tuple[int, ...]:
-    """torch's `*size` arguments: `randn(2, 3)` or `randn((2, 3))`."""
+    """torch's `*size` arguments: `randn(2, 3)` or `randn((2, 3))`, each entry read as torch does."""
     one = len(size) == 1 and (isinstance(size[0], tuple | list) or type(size[0]).__name__ == "TensorShape")
-    return tuple(size[0]) if one else tuple(size)  # TensorFlow's `x.shape` is a TensorShape
+    return torch_size(size[0] if one else size)  # TensorFlow's `x.shape` is a TensorShape
 
 
 def _channel_shape(ndim: int) -> tuple[int, ...]:

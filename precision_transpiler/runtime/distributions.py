@@ -16,14 +16,17 @@ values differ from torch's, the distributions do not. `validate_args` is accepte
 import math
 from typing import Any
 
+from precision_transpiler.runtime.factories import _size_entry
+
 _HALF_LOG_TWO_PI = 0.5 * math.log(2 * math.pi)
 
 
 def _sample_shape(sample_shape: Any) -> tuple[int, ...]:
-    """torch.Size([n]), a tuple, a list or an int (torch takes `sample((n,))`; `sample_n(n)`)."""
+    """torch.Size([n]), a tuple, a list or an int (torch takes `sample((n,))`; `sample_n(n)`), each
+    entry read as torch reads it (a tensor of one element is its integer: `_size_entry`)."""
     if isinstance(sample_shape, int):
         return (sample_shape,)
-    return tuple(int(n) for n in sample_shape)
+    return tuple(int(_size_entry(n)) for n in sample_shape)
 
 
 class lazy_property:

@@ -27,6 +27,8 @@ import numpy as np
 from precision_transpiler.errors import UsageError, VerifyError
 from precision_transpiler.precision.policy import Policy, resolve_policy
 from precision_transpiler.verify.adapters import Adapter, Capture, adapter_for
+from precision_transpiler.verify.build_draws import copy_build_draws
+from precision_transpiler.verify.build_draws import note as build_draws_note
 from precision_transpiler.verify.judge import judge
 from precision_transpiler.verify.loading import build_model, import_converted, import_original
 from precision_transpiler.verify.metrics import compare
@@ -312,6 +314,10 @@ def _compare_models(
             with _converted_regions_disabled(_module_of(converted_model)):
                 target_regions = adapter.run(converted_model, inputs, capture=options.layers)
     verdict = judge(base, result, reference, policy, options, target, source, regions, target_reference, target_regions)
+    if not verdict.passed and not low:  # values the original draws when built, outside its state dict
+        rest = (base, reference, policy, options, target, source, regions, target_reference, target_regions)
+        models = (original_module, reference_model, converted_model, source_adapter, adapter)
+        verdict, result = _with_build_draws(options, models, (inputs, compiled), rest) or (verdict, result)
     if not verdict.passed:  # only then: a passing run costs nothing more
         _step(options, "running the original again under another seed")
         _note_random_forward(verdict, options, source_adapter, reference_model, inputs, base, target)
@@ -331,10 +337,7 @@ def _compare_models(
             verdict, base, result, reference or regions, options, low or regions is not None, adapter,
             converted_model, reference_model, source_adapter, target_reference, target_regions,
         )  # fmt: skip
-    measure_source = getattr(source_adapter, "param_bytes", None)
-    measure = getattr(adapter, "param_bytes", None)
-    if measure is not None and measure_source is not None:
-        verdict.param_bytes = {"original": measure_source(reference_model), "converted": measure(converted_model)}
+    _note_param_bytes(verdict, (source_adapter, reference_model), (adapter, converted_model))
     if options.timing > 0:
         _step(options, f"timing both models ({options.timing} runs each)")
         verdict.timing = _time_models(
@@ -345,6 +348,44 @@ def _compare_models(
         _torch_at_load(verdict, converted_code, original, converted, fail=options.torch_free)
     verdict.seconds = round(time.perf_counter() - started, 3)
     return verdict
+
+
+def _note_param_bytes(
+    verdict: VerificationResult, original: tuple[Adapter, Any], converted: tuple[Adapter, Any]
+) -> None:
+    """The bytes each model's parameters and buffers take, where both adapters can tell."""
+    measure_source = getattr(original[0], "param_bytes", None)
+    measure = getattr(converted[0], "param_bytes", None)
+    if measure is not None and measure_source is not None:
+        verdict.param_bytes = {"original": measure_source(original[1]), "converted": measure(converted[1])}
+
+
+def _with_build_draws(
+    options: VerifyOptions,
+    models: tuple[Any, Any, Any, Adapter, Adapter],
+    run: tuple[list[np.ndarray], bool],
+    judging: tuple[Any, ...],
+) -> tuple[VerificationResult, Capture] | None:
+    """After a failed comparison: the original built again under another seed tells the tensors
+    it draws when built and keeps outside its state dict (verify/build_draws.py); given to the
+    converted model, the comparison runs again (`models`: the original's module, both models and
+    both adapters; `run`: the inputs and whether compiled; `judging`: `judge`'s arguments but the
+    converted run). None where there are none."""
+    original_module, reference_model, converted_model, source_adapter, adapter = models
+
+    def rebuild() -> Any:
+        _seed_everything(options.seed + RANDOM_FORWARD_RESEED)
+        return build_model(original_module, options.entry, "original")
+
+    _step(options, "building the original again under another seed")
+    copied = copy_build_draws(rebuild, reference_model, converted_model, source_adapter, adapter)
+    if not copied:
+        return None
+    _step(options, "running the converted model with the original's draws")
+    result = adapter.run(converted_model, run[0], capture=options.layers, compiled=run[1])
+    verdict = judge(judging[0], result, *judging[1:])
+    verdict.notes.append(build_draws_note(copied))
+    return verdict, result
 
 
 #: added to the run's seed for the original's second run (after a failed comparison only)

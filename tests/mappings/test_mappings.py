@@ -160,6 +160,16 @@ def test_extra_directory_overrides_a_dtype_spelling(tmp_path: Path) -> None:
             "kind: layers\nparams:\n  a.Linear: {weight: [kernel]}\n",
             ":3: params.a.Linear.weight: expected a target name or {name, layout}",
         ),
+        (
+            "kind: layers\nlayers:\n  a.Linear:\n    signature: 'n, m'\n"
+            "    jax: {call: b.Linear, args: [n, m], sizes: [n]}\n",
+            ":3: layers.a.Linear.jax: 'sizes' needs 'sized_init'",
+        ),
+        (
+            "kind: layers\nlayers:\n  a.Linear:\n    signature: 'n, m'\n"
+            "    jax: {call: b.Linear, args: [n, m], sizes: [k], sized_init: {kernel_init: b.init}}\n",
+            ":3: layers.a.Linear.jax: 'k' is not a parameter of the signature",
+        ),
     ],
 )
 def test_malformed_tables_name_file_line_key(tmp_path: Path, text: str, where: str) -> None:

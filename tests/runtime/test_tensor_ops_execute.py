@@ -892,9 +892,23 @@ CASES = [
         expect=(
             'torch_device("cuda:1")',
             "torch_is_grad_enabled()",
-            "tuple([2, 3])",
+            "torch_size([2, 3])",
             "np.asarray(x)",
         ),
+    ),
+    C(
+        # torch reads a tensor of one element, of any rank, as an integer where a size takes one
+        # (torchdyn's `torch.Size([dim, n_harmonics, 2])` with `n_harmonics = torch.randint(2, 20,
+        # size=(1,))`); JAX and NumPy turn only 0-d arrays into numbers
+        "size-of-one-element-tensors",
+        "x",
+        """
+        n = (x > -100).sum().reshape(1)
+        sizes = (torch.Size([2, n, 2]), torch.Size([n.reshape(1, 1), 3]), torch.Size([x.shape[0], n]))
+        return sizes, torch.zeros(torch.Size([2, n])), torch.distributions.Uniform(0.0, 1.0).sample((n, 2)).shape
+        """,
+        F32(3),
+        expect=("torch_size([2, n, 2])",),
     ),
     # -- indices of nonzero elements, quadrant arctangent, products, logsumexp
     C(

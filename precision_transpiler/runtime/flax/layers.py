@@ -9,6 +9,7 @@ Module behaviour (`TorchModule`) in modules.py. The Keras counterpart is runtime
 """
 
 import inspect
+import math
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +28,27 @@ def _constructor_signature(cls):
     except (TypeError, ValueError):
         return None
     return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+def _or_empty(init, key, shape, dtype):
+    """`init`'s draw, or the empty array of a shape with no elements: torch builds such a weight
+    (`nn.Linear(c, c // 16)` for c < 16, pytorchcv's squeeze-excitation; its init skips it), while
+    JAX's variance-scaling initializers divide by the fan, 0 there."""
+    if math.prod(shape) == 0:
+        return jnp.zeros(shape, dtype)
+    return init(key, shape, dtype)
+
+
+def linear_kernel_init(key, shape, dtype=jnp.float32):
+    """nnx.Linear's default kernel initializer (lecun_normal), which also builds torch's weight of
+    no elements (`nn.Linear(16, 0)`)."""
+    return _or_empty(nnx.initializers.lecun_normal(), key, shape, dtype)
+
+
+def embed_init(key, shape, dtype=jnp.float32):
+    """nnx.Embed's default table initializer, which also builds torch's table of no elements
+    (`nn.Embedding(n, 0)`)."""
+    return _or_empty(nnx.initializers.variance_scaling(1.0, "fan_in", "normal", out_axis=0), key, shape, dtype)
 
 
 class TorchLayer(TorchInternals, TorchInit, nnx.Module):
@@ -124,7 +146,15 @@ class Linear(TorchInit, nnx.Linear):
         rngs: nnx.Rngs | None = None,
     ):
         rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
-        super().__init__(in_features, out_features, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+        super().__init__(
+            in_features,
+            out_features,
+            use_bias=bias,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            kernel_init=linear_kernel_init,
+            rngs=rngs,
+        )
 
 
 class Embedding(TorchInit, nnx.Embed):
@@ -142,7 +172,9 @@ class Embedding(TorchInit, nnx.Embed):
         **kwargs,
     ):
         rngs = default_rngs() if rngs is None else rngs  # built without one (`layer=nn.Linear` passed around)
-        super().__init__(num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+        super().__init__(
+            num_embeddings, embedding_dim, dtype=dtype, param_dtype=param_dtype, embedding_init=embed_init, rngs=rngs
+        )
         # torch's attributes, for code that reads them (rtdl's `embeddings[0].embedding_dim`)
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim

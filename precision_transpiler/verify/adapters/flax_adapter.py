@@ -445,6 +445,23 @@ class FlaxAdapter:
                     var[...] = var[...].astype(stored)
         return self.run(clone, inputs, capture=capture)
 
+    def give_attribute(self, model: Any, path: str, name: str, array: np.ndarray) -> bool:
+        """Set attribute `name` of the submodule at `path` to `array` where it holds an array (a
+        draw of the original's build: verify/build_draws.py); False where it holds none."""
+        nnx = _nnx()
+        module = model
+        for part in path.split(".") if path else ():
+            module = _child(module, part)
+        held = getattr(module, name, None) if module is not None else None
+        if not hasattr(held, "shape") or isinstance(held, nnx.Param):
+            return False
+        value = self._inputs([array])[0]
+        if isinstance(held, nnx.Variable):
+            held.value = value
+        else:
+            setattr(module, name, value)
+        return True
+
     def layer_source(self, model: Any, path: str) -> str | None:
         chain: list[tuple[str, object]] = [("", model)]
         current = model

@@ -332,6 +332,23 @@ class KerasAdapter:
         self.copy_weights(model, reference)
         return self.run(reference, inputs, capture=capture)
 
+    def give_attribute(self, model: Any, path: str, name: str, array: np.ndarray) -> bool:
+        """Set attribute `name` of the sublayer at `path` to `array` where it holds a tensor (a
+        draw of the original's build: verify/build_draws.py); False where it holds none."""
+        layer = model
+        for part in path.split(".") if path else ():
+            layer = _child(layer, part)
+        held = getattr(layer, name, None) if layer is not None else None
+        if not _is_tensor(held):
+            return False
+        if isinstance(held, _keras().Variable):
+            if tuple(held.shape) != array.shape:
+                return False
+            held.assign(array)
+        else:
+            setattr(layer, name, self._tensors([array])[0])
+        return True
+
     def layer_source(self, model: Any, path: str) -> str | None:
         """The `self.x = ...` line for layers of subclassed models; None inside functional and
         Sequential models (their layers are created by calls whose position Keras does not keep)."""

@@ -197,6 +197,27 @@ class TorchAdapter:
         tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
         return sum(t.numel() * t.element_size() for t in tensors.values())
 
+    def build_draws(self, model: Any, again: Any) -> list[tuple[str, str, np.ndarray]]:
+        """The tensors `model` holds as plain attributes (neither parameters nor buffers, so not
+        in its state dict) that `again`, the same entry built under another seed, holds with other
+        values or not at all: what the model drew when it was built (torchdyn's `self.A =
+        A_dist.sample(...)`), as (module path, attribute, values) (verify/build_draws.py)."""
+        torch = _torch()
+        others = dict(again.named_modules())
+        draws = []
+        for path, module in model.named_modules():
+            other = vars(others[path]) if path in others else {}
+            for name, value in vars(module).items():
+                if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter):
+                    continue
+                mine, theirs = to_numpy(value), other.get(name)
+                if isinstance(theirs, torch.Tensor):
+                    nan = mine.dtype.kind in "fc"
+                    if np.array_equal(mine, to_numpy(theirs), equal_nan=nan):
+                        continue
+                draws.append((path, name, mine))
+        return draws
+
     def layer_source(self, model: Any, path: str) -> str | None:
         chain: list[tuple[str, object]] = [("", model)]
         current = model
