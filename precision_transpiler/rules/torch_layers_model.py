@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from precision_transpiler.analysis.tensors import Where
 from precision_transpiler.analysis.torch_models import builder_rngs_in_scope
 from precision_transpiler.mappings.layers import LayerSpec, LayerTarget
 from precision_transpiler.rewrite.context import RuleContext
@@ -161,7 +162,9 @@ class TorchLayers(Rule):
         for keyword, code in target.defaults.items():
             if keyword not in emitted:
                 args.append(_keyword(keyword, cst.parse_expression(code)))
-        if not all(_positive_int(bound.get(size)) for size in target.sizes):
+        sized = {n: a.value for n, a in zip(names, original.args, strict=False) if a.keyword is None}
+        sized |= {a.keyword.value: a.value for a in original.args if a.keyword is not None}
+        if any(_may_be_zero(ctx, sized.get(size), original) for size in target.sizes):
             # torch builds a weight with no elements (`nn.Linear(c, c // 16)`), Flax's default
             # initializer divides by its fan: one that builds it too, where a size may be 0
             args.extend(_keyword(keyword, ctx.expr_for(init)) for keyword, init in target.sized_init.items())
@@ -318,9 +321,54 @@ def _in_isinstance(ctx: RuleContext, node: cst.CSTNode) -> bool:
     return False
 
 
-def _positive_int(node: cst.BaseExpression | None) -> bool:
-    """Whether `node` is an integer literal above 0 (`nn.Linear(4, 2)`'s sizes)."""
-    return isinstance(node, cst.Integer) and node.evaluated_value > 0
+def _may_be_zero(ctx: RuleContext, node: cst.BaseExpression | None, anchor: cst.CSTNode) -> bool:
+    """Whether a layer size may be 0: the literal 0, or a size the code computes by dividing or
+    subtracting (`channels // reduction`, `heads - local_heads`, `int(dim * ratio)`), also
+    through a name the function binds to such a value (`mid = channels // reduction`). Other
+    names, attributes, products and sums are taken as the positive sizes code means them to be,
+    so `nn.Linear(dim, hidden)` stays a plain call."""
+    if isinstance(node, cst.Name):
+        scope = Where.scope_of(ctx, anchor)
+        return scope is not None and any(_computed_small(v) for v in _assigned(scope, node.value))
+    return _computed_small(node)
+
+
+def _assigned(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+    """The values `scope`'s own statements assign to `name` (`name = ...`, `name //= ...`)."""
+    found: list[cst.BaseExpression] = []
+    for sub in _walk(scope):
+        if isinstance(sub, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in sub.targets
+        ):
+            found.append(sub.value)
+        elif isinstance(sub, cst.AugAssign) and isinstance(sub.target, cst.Name) and sub.target.value == name:
+            found.append(cst.BinaryOperation(sub.target, _AUG.get(type(sub.operator), cst.Add)(), sub.value))
+    return found
+
+
+_AUG = {cst.FloorDivideAssign: cst.FloorDivide, cst.SubtractAssign: cst.Subtract, cst.ModuloAssign: cst.Modulo}
+
+
+def _computed_small(node: cst.BaseExpression | None) -> bool:
+    if node is None:
+        return False
+    if isinstance(node, cst.Integer):
+        return node.evaluated_value == 0
+    for sub in _walk(node):
+        if isinstance(sub, cst.BinaryOperation) and isinstance(
+            sub.operator, cst.FloorDivide | cst.Subtract | cst.Modulo | cst.RightShift
+        ):
+            return True
+        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Name) and sub.func.value in ("int", "round"):
+            return True
+    return False
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found = [node]
+    for child in node.children:
+        found += _walk(child)
+    return found
 
 
 def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:

@@ -4,9 +4,10 @@ torch builds `nn.Linear(c, c // 16)` for c < 16 (a squeeze-excitation width of 0
 configuration, pytorchcv's CGNet) with a (0, c) weight, and its init skips it; the forward gives
 an empty output, and the next `nn.Linear(0, c)` gives its bias. Flax's default initializers
 divide by the fan, so `nnx.Linear(4, 0)` and `nnx.Embed(3, 0)` raise ZeroDivisionError while the
-model is built. The layer table's `sizes` names the arguments that size the weight: where one is
-not a positive integer literal, the call gets the runtime's initializer, which draws as Flax's
-default does and builds an empty weight too (`sized_init`); literal sizes keep the bare call.
+model is built. The layer table's `sizes` names the arguments that size the weight: where one may
+be 0 (0 itself, or computed by dividing or subtracting, also through a name: `mid = channels //
+reduction`), the call gets the runtime's initializer, which draws as Flax's default does and
+builds an empty weight too (`sized_init`); other sizes keep the bare call.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def test_only_sizes_that_may_be_zero_get_the_initializer() -> None:
     assert "self.fc2 = nnx.Linear(mid, channels, kernel_init=linear_kernel_init, rngs=rngs)" in code
     assert "self.table = nnx.Embed(vocabulary, mid, embedding_init=embed_init, rngs=rngs)" in code
     assert "self.head = nnx.Linear(4, 2, rngs=rngs)" in code
+    plain = "from torch import nn\n\n\ndef mlp(dim, hidden):\n    width = hidden * 2\n"
+    plain += "    return nn.Sequential(nn.Linear(dim, width), nn.Linear(width, dim))\n"
+    assert "kernel_init" not in transpile(plain, to="jax").code  # sizes code means to be positive
 
 
 @pytest.mark.needs_jax
