@@ -25,6 +25,7 @@ stopped run resumes where it stopped and a new converter commit starts a new col
 
     python benchmarks/harvest/run.py [--split look|held_back|all] [--packages a,b] [--targets jax,tf]
                                      [--policy fp32|mixed|bf16|fp16] [--sample N --seed S]
+                                     [--shard K/N]  # every N-th case from the K-th: N processes
                                      [--results FILE.json] [--markdown OUT.md]
                                      [--same-as EARLIER.json]  # the cases an earlier run ran
                                      [--whole-file]  # each case's whole file, not what its entry reaches
@@ -215,6 +216,15 @@ def select(
     return pairs
 
 
+def sharded(pairs: list[Any], spec: str) -> list[Any]:
+    """Every N-th of `pairs` from the K-th (`spec` "K/N", 0 <= K < N): N processes, each with a
+    results file of its own, share a run and together run each case once."""
+    shard, _, shards = spec.partition("/")
+    if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
+        raise SystemExit(f"run.py: --shard {spec!r}: expected K/N with 0 <= K < N")
+    return pairs[int(shard) :: int(shards)]
+
+
 def table(results: list[Result]) -> str:
     """Per package and target: cases, how many reached each stage, how many were not comparable
     (the original's forward draws random numbers), how many failed with the torch rule, and how
@@ -260,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sample", type=int, default=0, metavar="N", help="a seeded random sample of N cases")
     parser.add_argument("--seed", type=int, default=0, metavar="S")
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        metavar="K/N",
+        help="every N-th case from the K-th (0-based): N processes, each with a results file of its own",
+    )
     parser.add_argument("--site", default=DEFAULT_SITE)
     parser.add_argument("--cases", type=Path, default=CASES, help="the folder of case files")
     parser.add_argument("--results", type=Path, default=HERE / "results" / "run.json")
@@ -293,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = json.loads(args.same_as.read_text(encoding="utf-8"))
         ran = {name.split("|")[0] for column in earlier.values() for name in column}
         pairs = [(d, c) for d, c in select("all", set(), 0, 0, args.cases) if c["class"] in ran]
+    pairs = sharded(pairs, args.shard)
     results: list[Result] = []
     for document, case in pairs:
         policy = ("" if args.policy == "fp32" else f"/{args.policy}") + ("/whole" if args.whole_file else "")

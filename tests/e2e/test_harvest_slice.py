@@ -145,3 +145,13 @@ def test_the_vendored_slice_converts_and_verifies(tmp_path: Path, monkeypatch: p
     failed = [f"{r['case']} {r['target']}: {r['stage']} {r['problem']}" for r in results if r["stage"]]
     assert not failed, failed
     assert all(not r["imports_torch"] for r in results)
+
+
+def test_shards_share_a_run_each_case_once() -> None:
+    run = load_script("harvest_run", HARVEST / "run.py")
+    pairs = list(range(11))
+    shards = [run.sharded(pairs, f"{k}/3") for k in range(3)]
+    assert sorted(x for shard in shards for x in shard) == pairs
+    assert run.sharded(pairs, "0/1") == pairs
+    with pytest.raises(SystemExit, match="expected K/N"):
+        run.sharded(pairs, "3/3")
