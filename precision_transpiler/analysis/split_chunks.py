@@ -16,8 +16,9 @@ rules/torch_split_write_back_model.py writes the chunks back, and analysis/inpla
 counting such a chunk as a view of what it came from (its changes reach it now).
 
 Only what is sure is taken: `split` with one size (not a list of sizes, no call in it) and a
-literal dim, an iteration the body cannot leave early (no `break`, `continue` or `return` in
-it), a chunk the body changes in place (an in-place method, an item assignment, an augmented
+literal dim, a body that does not `return` or `yield` (a `break` or `continue` of the loop
+writes the chunks back before it leaves the iteration: ring-attention's `if causal: ...
+continue`), a chunk the body changes in place (an in-place method, an item assignment, an augmented
 assignment) and does not rebind, and a split name the body neither rebinds nor changes itself.
 """
 
@@ -58,8 +59,8 @@ def split_loop(
     method changes its receiver (`mul_`, `copy_`)."""
     if node.asynchronous is not None or node.orelse is not None:
         return None
-    if any(isinstance(n, cst.Break | cst.Continue | cst.Return | cst.Yield) for n in all_nodes(node.body)):
-        return None
+    if any(isinstance(n, cst.Return | cst.Yield) for n in all_nodes(node.body)):
+        return None  # `break` and `continue` write the chunks back before they leave (the rule)
     target, iterated, counter = node.target, node.iter, None
     if isinstance(iterated, cst.Name) and iterated.value in values:
         iterated = values[iterated.value]

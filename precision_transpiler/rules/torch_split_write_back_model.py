@@ -4,8 +4,9 @@ Blockwise attention accumulates into row blocks of its output through the views 
 (`for ind, (qc, oc) in enumerate(zip(q.split(b, dim=-2), o.split(b, dim=-2))): ...
 oc.mul_(s).add_(v)`): torch's change reaches `o`, the converted one only rebinds `oc`. Each
 chunk is a slice of its dimension, so the loop ends each iteration by writing the chunk back
-(`o = torch_write_split(o, oc, ind, b, -2)`, runtime/*/tensor.py), counting its iterations
-with `enumerate` where it did not. Which loops qualify: analysis/split_chunks.py.
+(`o = torch_write_split(o, oc, ind, b, -2)`, runtime/*/tensor.py), and so does each `continue`
+or `break` of the loop before it leaves, counting its iterations with `enumerate` where it did
+not. Which loops qualify: analysis/split_chunks.py.
 """
 
 from __future__ import annotations
@@ -70,9 +71,51 @@ class TorchSplitWriteBack(Rule):
             for b in loop.write_backs
         ]
         body = updated.body.with_changes(body=[*updated.body.body, *lines])
+        body = body.visit(_BeforeLeaving(lines))  # `continue` / `break` write back first too
         replacement = updated.with_changes(body=body)
         ctx.record(self.name, original, replacement)
         return replacement
+
+
+class _BeforeLeaving(cst.CSTTransformer):
+    """Puts `lines` before each `continue` and `break` of the loop (not of loops or functions
+    inside it): the iteration leaves there, and the chunk's changes must reach the tensor."""
+
+    def __init__(self, lines: list[cst.BaseStatement]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def visit_For(self, node: cst.For) -> bool:
+        return False
+
+    def visit_While(self, node: cst.While) -> bool:
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if not any(isinstance(small, cst.Continue | cst.Break) for small in updated.body):
+            return updated
+        return cst.FlattenSentinel([*self.lines, updated])
+
+    def leave_SimpleStatementSuite(
+        self, original: cst.SimpleStatementSuite, updated: cst.SimpleStatementSuite
+    ) -> cst.BaseSuite:
+        """`if causal: continue` on one line: the block, indented, with the lines first."""
+        if not any(isinstance(small, cst.Continue | cst.Break) for small in updated.body):
+            return updated
+        statements = [cst.SimpleStatementLine([small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
+                      for small in updated.body]  # fmt: skip
+        return cst.IndentedBlock(body=[*self.lines, *statements])
 
 
 def _parenthesised(target: cst.BaseAssignTargetExpression) -> cst.BaseAssignTargetExpression:

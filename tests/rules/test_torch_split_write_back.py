@@ -63,7 +63,7 @@ def test_written_back_chunks_give_torchs_values(tmp_path: Path, target: str) -> 
     [
         "for c in o.split([1, 2], dim=-1):\n        c.add_(1.0)\n",  # sizes of their own
         "for c in o.split(2, dim=d):\n        c.add_(1.0)\n",  # a dim not written out
-        "for c in o.split(2, dim=-1):\n        c.add_(1.0)\n        if c.sum() > 0:\n            break\n",  # left early
+        "for c in o.split(2, dim=-1):\n        c.add_(1.0)\n        if c.sum() > 0:\n            return o\n",  # returns
         "for c in o.split(2, dim=-1):\n        y = c + 1.0\n",  # nothing changed in place
         "for c in o.split(len(x), dim=-1):\n        c.add_(1.0)\n",  # a size computed by a call
         "for c in o.split(2, dim=-1):\n        c.add_(1.0)\n        o = x\n",  # the source rebound
@@ -73,7 +73,7 @@ def test_written_back_chunks_give_torchs_values(tmp_path: Path, target: str) -> 
     ids=[
         "sections",
         "dim-name",
-        "break",
+        "return",
         "not-changed",
         "size-call",
         "source-rebound",
@@ -86,3 +86,44 @@ def test_loops_left_as_they_are(loop: str) -> None:
     result = transpile(source, to="jax")
     assert "torch_write_split" not in result.code
     assert not [r for r in result.rewrites if r.rule == "torch-split-write-back"]
+
+
+LEAVING = """import torch
+from torch import nn
+
+
+class Ring(nn.Module):
+    def __init__(self, skip=True):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.skip = skip
+
+    def forward(self, x):
+        o = torch.zeros_like(x)
+        for i, (oc, xc) in enumerate(zip(o.split(2, dim=1), x.split(2, dim=1))):
+            if self.skip and i == 1: continue
+            oc.add_(self.lin(xc))
+            for inner in range(2):
+                if inner:
+                    break  # the inner loop's own: nothing written back there
+            if i == 2:
+                break
+        return o
+"""
+
+
+def test_continue_and_break_write_the_chunks_back_first() -> None:
+    # ring-attention's flash attention skips blocks with `if causal: ... continue`: every
+    # chunk's changes were lost, and the output was 0 / 0
+    code = transpile(LEAVING, to="jax").code
+    assert code.count("o = torch_write_split(o, oc, i, 2, 1)") == 3, code
+    assert (
+        "if self.skip and i == 1:\n                o = torch_write_split(o, oc, i, 2, 1)\n                continue"
+        in code
+    )
+
+
+@on_both_targets
+def test_loops_left_early_give_torchs_values(tmp_path: Path, target: str) -> None:
+    verdict = convert_and_verify(tmp_path, LEAVING, target, "Ring()", ["float32[2,8,4]"], name="ring")
+    assert verdict.passed, verdict.failures
