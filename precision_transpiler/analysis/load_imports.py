@@ -127,17 +127,22 @@ def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None) -> str |
 
 def _module_file(module: str, level: int, package_dir: Path) -> Path | None:
     """The file of a module next to the original (relative imports from its package; absolute
-    ones from its folder), if there is one."""
+    ones from its folder, or from a folder above it that holds the package: `tkpkg.kernels`
+    imported by `tkpkg/model.py`), if there is one."""
     base = package_dir
     for _ in range(max(level - 1, 0)):
         base = base.parent
     parts = [p for p in module.split(".") if p]
     if not parts:
         return None
-    candidate = base.joinpath(*parts)
-    for file in (candidate.with_suffix(".py"), candidate / "__init__.py"):
-        if file.is_file() and not file.name.startswith("_ptranspile_runtime_"):
-            return file
+    bases = [base] if level else [base, *list(base.parents)[:6]]
+    for root in bases:
+        candidate = root.joinpath(*parts)
+        for file in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+            if file.is_file() and not file.name.startswith("_ptranspile_runtime_"):
+                return file
+        if level == 0 and (root / parts[0] / "__init__.py").is_file():
+            return None  # the package is here, without that module
     return None
 
 

@@ -143,6 +143,9 @@ class Surface:
     outside_models: dict[str, str]
     #: top-level packages known to be built on the framework, installed here or not (fairscale, timm)
     packages: frozenset[str] = frozenset()
+    #: GPU kernel libraries (triton, flash_attn): a module importing one at load is an optional
+    #: accelerated path, which a package imports only inside the function that takes it
+    kernel_packages: frozenset[str] = frozenset()
 
     def outside_model(self, qualified: str) -> str | None:
         """Why `qualified` belongs outside a converted model, or None."""

@@ -667,7 +667,7 @@ def _check_complete(result: MappingSet) -> None:
 
 def _surface(result: MappingSet, data: LineDict, where: _Where) -> None:
     """`kind: surface`: a framework's method names and what lies outside models."""
-    keys = ("kind", "framework", "tensor_methods", "module_methods", "outside_models", "packages")
+    keys = ("kind", "framework", "tensor_methods", "module_methods", "outside_models", "packages", "kernel_packages")
     _unknown_keys(where, data, keys, "")
     framework = data.get("framework")
     if not isinstance(framework, str) or not framework:
@@ -685,6 +685,7 @@ def _surface(result: MappingSet, data: LineDict, where: _Where) -> None:
         frozenset(_str_list(where, data, "module_methods", "")) | (previous.module_methods if previous else set()),
         {**(previous.outside_models if previous else {}), **outside},
         frozenset(_str_list(where, data, "packages", "")) | (previous.packages if previous else set()),
+        frozenset(_str_list(where, data, "kernel_packages", "")) | (previous.kernel_packages if previous else set()),
     )
 
 

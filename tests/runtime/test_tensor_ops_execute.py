@@ -1031,7 +1031,8 @@ CASES = [
         "x, y, t",
         "c = torch.view_as_complex(x)\n"
         "return (torch.view_as_real(c * c), torch.view_as_real(torch.view_as_complex(y) + c[:1]), "
-        "t.unfold(1, 2, 1), t.unfold(-1, 3, 2), t.unfold(0, 2, 2), t[0, 0].unfold(0, 4, 3))",
+        "t.unfold(1, 2, 1), t.unfold(-1, 3, 2), t.unfold(0, 2, 2), t[0, 0].unfold(0, 4, 3), "
+        "c.angle(), torch.angle(t))",
         F32(3, 2),
         F32(4, 3, 2),
         F32(4, 7, 5),

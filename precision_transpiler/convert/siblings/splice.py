@@ -165,9 +165,29 @@ def _imported_tree(stmt: ast.ImportFrom, module_name: str, package: bool, path: 
 
 def _raises_on_load(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> bool:
     """Whether the package module `stmt` imports has a `raise` among its module-level statements
-    (inside a module-level `if` or `try` included): it refuses to load in some environments."""
+    (inside a module-level `if` or `try` included): it refuses to load in some environments; or
+    imports a GPU kernel library when it loads (native-sparse-attention's `triton_nsa.py`, which
+    `SparseAttention.forward` imports only `if self.use_triton_kernel`): an optional accelerated
+    path (`kernel_packages:` in mappings/torch_surface.yaml)."""
     tree = _imported_tree(stmt, module_name, package, path)
-    return tree is not None and any(isinstance(node, ast.Raise) for stmt_ in tree.body for node in _module_level(stmt_))
+    if tree is None:
+        return False
+    kernels = _kernel_packages()
+    for node in (n for stmt_ in tree.body for n in _module_level(stmt_)):
+        if isinstance(node, ast.Raise):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in kernels for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in kernels:
+            return True
+    return False
+
+
+def _kernel_packages() -> frozenset[str]:
+    from precision_transpiler.mappings.registry import load_mappings
+
+    surface = load_mappings().surfaces.get("torch")
+    return surface.kernel_packages if surface is not None else frozenset()
 
 
 def _imports_code(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> bool:

@@ -528,3 +528,68 @@ def test_copies_that_clash_with_nothing_keep_their_names(tmp_path: Path, target:
     assert not any(report.renamed.values()) and "_clashhelperpkg" not in code
     assert code.count("def exists(v):") == 2  # the copy's, the same as the file's: shared
     assert "_clashhelperpkg" not in _convert_and_verify(tmp_path, "plain", target)
+
+
+TRITON_KERNELS = {
+    "tkpkg/kernels.py": """
+        import torch
+        import triton
+
+        @triton.jit
+        def kernel(p):
+            pass
+
+        def fused_scale(x):
+            kernel[(1,)](x)
+            return x * 2
+    """,
+    "tkpkg/layers.py": """
+        import torch
+        from torch import nn
+
+        class Layer(nn.Module):
+            def __init__(self, d=4, use_kernel=False):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+                self.use_kernel = use_kernel
+
+            def forward(self, x):
+                if self.use_kernel:
+                    from tkpkg.kernels import fused_scale
+                    return fused_scale(self.fc(x))
+                return self.fc(x) * 2
+    """,
+    "tkpkg/model.py": """
+        from torch import nn
+
+        from tkpkg.layers import Layer
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = Layer()
+
+            def forward(self, x):
+                return self.layer(x)
+    """,
+}
+
+
+@pytest.mark.parametrize("target", ["jax", "tf"])
+def test_a_kernel_module_imported_under_a_flag_stays_in_the_method(tmp_path: Path, target: str) -> None:
+    """native-sparse-attention's `SparseAttention.forward` imports its Triton kernels only `if
+    self.use_triton_kernel`; the kernel module imports triton when it loads (a `kernel_packages:`
+    library). Copied in, `import triton` reached the output's top and it failed to load without
+    triton: the import stays in the method, reported as needing torch when that branch runs."""
+    from precision_transpiler.verify import VerifyOptions, verify_files
+
+    write_package(tmp_path, TRITON_KERNELS)
+    model = tmp_path / "tkpkg/model.py"
+    result = transpile(model.read_text(), to=target, path=str(model))
+    assert "import triton" not in result.code and MARKER.format(module="tkpkg.kernels") not in result.code
+    assert "from tkpkg.kernels import fused_scale" in result.code
+    assert any(d.code == "torch-when-called" for d in result.diagnostics), [d.format() for d in result.diagnostics]
+    converted = tmp_path / f"tkmodel_{target}.py"
+    converted.write_text(result.code)
+    options = VerifyOptions(entry="Net()", inputs=["float32[2,4]"], torch_free=True)
+    assert verify_files(model, converted, options).passed
