@@ -12,6 +12,7 @@ parsed with LibCST (so their comments and layout survive); the rest of the text 
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -200,3 +201,12 @@ def import_as(statement: str, local: str) -> str:
     node = ast.parse(statement).body[0]
     node.names[0].asname = local  # type: ignore[attr-defined]
     return ast.unparse(node) + "\n"
+
+
+@functools.lru_cache(maxsize=2)
+def output_tree(code: str) -> ast.Module:
+    """`ast.parse(code)` of the output being built, remembered for its last two texts: the stages
+    of a round (module imports as names, namespaces, library redirects, the round itself) read
+    the same text one after another, and a 30,000-line output costs most of a second to parse.
+    A tree is read, never changed. Raises SyntaxError as ast.parse does."""
+    return ast.parse(code)

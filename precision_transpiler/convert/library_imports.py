@@ -16,12 +16,11 @@ copied code brings absolute imports of its own.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 
 import libcst as cst
 
-from precision_transpiler.convert.import_lines import lone_from_imports, render, splice
+from precision_transpiler.convert.import_lines import lone_from_imports, output_tree, render, splice
 from precision_transpiler.convert.siblings import absolute_module, dotted, top_level_from_imports
 
 
@@ -40,7 +39,7 @@ def redirect_library_imports(
         if not any(absolute_module(path, level, name) in modules for level, name in imports):
             return code, []
     try:
-        tree = ast.parse(code)
+        tree = output_tree(code)
     except SyntaxError:
         return code, []
     redirected: list[str] = []

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import libcst as cst
 
-from precision_transpiler.convert.import_lines import char_column, line_offsets, lone_statement, render, splice_spans
+from precision_transpiler.convert.import_lines import (
+    char_column,
+    line_offsets,
+    lone_statement,
+    output_tree,
+    render,
+    splice_spans,
+)
 from precision_transpiler.syntax import IMPORTS_TORCH, is_dunder
 
 #: (level, dotted module or None) -> (its file or None, its absolute dotted name)
@@ -32,7 +39,7 @@ def module_imports_as_names(code: str, locate: Locate) -> str:
     if "import " not in code:  # `from m import x` and `import m.sub as x` alike
         return code
     try:
-        tree = ast.parse(code)
+        tree = output_tree(code)
     except SyntaxError:
         return code
     modules = _module_aliases(tree, locate)
@@ -178,7 +185,7 @@ def module_namespaces(code: str, locate: Locate) -> str:
     if "import " not in code:
         return code
     try:
-        tree = ast.parse(code)
+        tree = output_tree(code)
     except SyntaxError:
         return code
     found: list[tuple[ast.Import | ast.ImportFrom, str, str, Path]] = []  # statement, alias, module, its file

@@ -22,6 +22,7 @@ import libcst as cst
 
 from precision_transpiler.analysis.load_imports import torch_distribution
 from precision_transpiler.convert.class_reach import used_names
+from precision_transpiler.convert.import_lines import output_tree
 from precision_transpiler.convert.module_imports import module_imports_as_names, module_namespaces
 from precision_transpiler.convert.siblings.extract import (
     RUNS_GENERATED_CODE,
@@ -165,7 +166,7 @@ def one_round(
         report_unresolved_star(file, module, report)
     if not imports_a_sibling(file, code, locate):
         return code  # no import of a sibling: nothing to do, without parsing a large file
-    parsed = ast.parse(code)
+    parsed = output_tree(code)
     state = Round(file, code, convert, cache, report, budget, known, locate, parsed)
     for index, found in enumerate(state.lone):
         state.take(index, found)
@@ -540,10 +541,10 @@ class Round:
         if not self.blocks and not self.redirected:
             return self.code
         code = drop_imported(self.code, self.lone, self.removals)
-        tree = ast.parse(code)
+        tree = output_tree(code)
         if self.postponed and not postpones_annotations(tree):
             code = postpone_annotations(code, tree)
-            tree = ast.parse(code)
+            tree = output_tree(code)
         # an import the file makes only below where the copies go (rectified-flow's `from PIL
         # import Image` before its dataset class) does not bind it for them: theirs stays
         above = copies_line(tree) if self.blocks else len(code.splitlines()) + 1
