@@ -668,6 +668,33 @@ def test_legacy_tensor_constructors_take_sizes_or_data(to: str) -> None:
     np.testing.assert_allclose(np.asarray(out), [0.5**0.5 + 0.5, -2 * 0.5**0.5 + 2.0], rtol=1e-6)
 
 
+SAMPLED_SHAPE = """
+import torch
+import torch.nn as nn
+
+
+class BayesLinear(nn.Module):
+    def __init__(self, n=4, m=3):
+        super().__init__()
+        self.mu = nn.Parameter(torch.randn(m, n))
+        self.register_buffer("eps_w", torch.Tensor(self.mu.shape).zero_())
+        self.register_buffer("eps_b", torch.Tensor(self.mu.size(0)).zero_())
+
+    def forward(self, x):
+        return x @ (self.mu + self.eps_w).t() + self.eps_b
+"""
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_legacy_constructor_given_a_shape_allocates_it(tmp_path: Path, to: str) -> None:
+    """blitz-bayesian-pytorch's `torch.Tensor(self.mu.shape)`: a torch.Size is sizes, not data;
+    read as data it was a buffer of shape (2,) and the weights did not load."""
+    from tests.helpers import convert_and_verify
+
+    verdict = convert_and_verify(tmp_path, SAMPLED_SHAPE, to, "BayesLinear()", ["float32[2,4]"], name="bayes")
+    assert verdict.passed, verdict.failures
+
+
 OPTIONAL_STATE = """
 from typing import Optional
 

@@ -299,6 +299,8 @@ CASES: list[Case] = [
                 torch.ByteTensor(2, 0),
                 torch.BoolTensor(flags),
                 torch.BoolTensor(2, 0),
+                torch.Tensor(x.shape).fill_(1.0),
+                torch.FloatTensor(x.size()).fill_(2.0),
                 )
         """),
         inputs=[(Typed((1.0, -2.5), "float32"),)],
@@ -960,6 +962,7 @@ OP_COVERAGE = {
     "bool_tensor": [("torch-legacy-constructors", "torch.BoolTensor((True, False))")],
     "legacy_tensor_empty": [("torch-legacy-sizes-or-data", "torch.Tensor()")],
     "legacy_tensor": [("torch-legacy-sizes-or-data", "torch.Tensor(mean)")],
+    "legacy_tensor_of_shape": [("torch-legacy-sizes-or-data", "torch.Tensor(x.shape)")],
     "legacy_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.Tensor(2, 0)")],
     "legacy_float_tensor": [("torch-legacy-sizes-or-data", "torch.FloatTensor(mean)")],
     "legacy_float_tensor_sizes": [("torch-legacy-sizes-or-data", "torch.FloatTensor(2, 0)")],
