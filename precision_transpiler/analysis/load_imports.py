@@ -62,7 +62,7 @@ def torch_imports_when_called(code: str, original: Path | None = None) -> list[t
                 continue
             if isinstance(stmt, ast.Import | ast.ImportFrom) and function is not None:
                 for module in _modules(stmt):
-                    why = _needs_torch(module, stmt, package_dir)
+                    why = _needs_torch(module, stmt, package_dir, above=True)
                     if why is not None:
                         found.append((stmt.lineno, module or "." * stmt.level, why, function, guarded))
             inner = guarded or (
@@ -108,7 +108,7 @@ def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [node.module or ""]
 
 
-def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None) -> str | None:
+def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None, above: bool = False) -> str | None:
     level = getattr(node, "level", 0)
     if level == 0 and module.split(".")[0] in TORCH_ROOTS:
         return "torch"
@@ -119,23 +119,23 @@ def _needs_torch(module: str, node: ast.stmt, package_dir: Path | None) -> str |
         if module.split(".")[0] in known_torch_packages():
             return "a package built on torch (mappings/torch_surface.yaml `packages:`)"
     if package_dir is not None:
-        file = _module_file(module, level, package_dir)
+        file = _module_file(module, level, package_dir, above)
         if file is not None and _IMPORTS_TORCH.search(file.read_text(encoding="utf-8", errors="replace")):
             return f"a module that imports torch ({file.name}, left imported, not converted)"
     return None
 
 
-def _module_file(module: str, level: int, package_dir: Path) -> Path | None:
+def _module_file(module: str, level: int, package_dir: Path, above: bool = False) -> Path | None:
     """The file of a module next to the original (relative imports from its package; absolute
-    ones from its folder, or from a folder above it that holds the package: `tkpkg.kernels`
-    imported by `tkpkg/model.py`), if there is one."""
+    ones from its folder, or, `above`, from a folder above it that holds the package:
+    `tkpkg.kernels` imported by `tkpkg/model.py`), if there is one."""
     base = package_dir
     for _ in range(max(level - 1, 0)):
         base = base.parent
     parts = [p for p in module.split(".") if p]
     if not parts:
         return None
-    bases = [base] if level else [base, *list(base.parents)[:6]]
+    bases = [base, *list(base.parents)[:6]] if above and not level else [base]
     for root in bases:
         candidate = root.joinpath(*parts)
         for file in (candidate.with_suffix(".py"), candidate / "__init__.py"):

@@ -176,8 +176,8 @@ def torch_when_called(code: str, original: str, path: str | None, said: set[str]
     converted, source = code.splitlines(), original.splitlines()
     found = []
     for line, module, why, function, guarded in torch_imports_when_called(code, Path(path) if path else None):
-        text = converted[line - 1].strip() if 0 < line <= len(converted) else module
-        if text in said:
+        text = converted[line - 1].split("#", 1)[0].strip() if 0 < line <= len(converted) else module
+        if text in said:  # moved there by the conversion: `import-localized` spoke of it
             continue
         at = next((i for i, s in enumerate(source, 1) if s.strip() == text), 1)
         because = "torch" if why == "torch" else f"torch ({module} is {why})"
