@@ -66,7 +66,7 @@ def torch_imports_when_called(code: str, original: Path | None = None) -> list[t
                     if why is not None:
                         found.append((stmt.lineno, module or "." * stmt.level, why, function, guarded))
             inner = guarded or (
-                isinstance(stmt, ast.Try | ast.TryStar) and any(_catches_import_error(h) for h in stmt.handlers)
+                isinstance(stmt, ast.Try | ast.TryStar) and any(catches_import_error(h) for h in stmt.handlers)
             )
             for field in ("body", "orelse", "finalbody"):
                 walk(getattr(stmt, field, None) or [], function, inner if field == "body" else guarded)
@@ -87,7 +87,7 @@ def _load_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Import
             yield from _load_time_imports(stmt.body)
             yield from _load_time_imports(getattr(stmt, "orelse", []))
         elif isinstance(stmt, ast.Try | ast.TryStar):
-            if not any(_catches_import_error(h) for h in stmt.handlers):
+            if not any(catches_import_error(h) for h in stmt.handlers):
                 yield from _load_time_imports(stmt.body)
             for handler in stmt.handlers:
                 yield from _load_time_imports(handler.body)
@@ -95,7 +95,9 @@ def _load_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Import
             yield from _load_time_imports(stmt.finalbody)
 
 
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+def catches_import_error(handler: ast.ExceptHandler) -> bool:
+    """Whether an `except` catches a failed import (`ImportError`, `ModuleNotFoundError`, or
+    anything: `Exception`, a bare `except`)."""
     if handler.type is None:
         return True
     names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]

@@ -24,6 +24,7 @@ from precision_transpiler.mappings.layers import LayerSpec, LayerTarget
 from precision_transpiler.rewrite.context import RuleContext
 from precision_transpiler.rules.base import Example, Rule, register
 from precision_transpiler.runtime import runtime_name
+from precision_transpiler.syntax import all_nodes
 
 
 @register
@@ -334,19 +335,18 @@ def _may_be_zero(ctx: RuleContext, node: cst.BaseExpression | None, anchor: cst.
 
 
 def _assigned(scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
-    """The values `scope`'s own statements assign to `name` (`name = ...`, `name //= ...`)."""
+    """The values `scope`'s statements assign to `name` (`name = ...`); `name //= r` or
+    `name -= r` as 0, a size it may shrink to."""
     found: list[cst.BaseExpression] = []
-    for sub in _walk(scope):
+    for sub in all_nodes(scope):
         if isinstance(sub, cst.Assign) and any(
             isinstance(t.target, cst.Name) and t.target.value == name for t in sub.targets
         ):
             found.append(sub.value)
         elif isinstance(sub, cst.AugAssign) and isinstance(sub.target, cst.Name) and sub.target.value == name:
-            found.append(cst.BinaryOperation(sub.target, _AUG.get(type(sub.operator), cst.Add)(), sub.value))
+            shrinks = isinstance(sub.operator, cst.FloorDivideAssign | cst.SubtractAssign | cst.ModuloAssign)
+            found.append(cst.Integer("0") if shrinks else sub.value)
     return found
-
-
-_AUG = {cst.FloorDivideAssign: cst.FloorDivide, cst.SubtractAssign: cst.Subtract, cst.ModuloAssign: cst.Modulo}
 
 
 def _computed_small(node: cst.BaseExpression | None) -> bool:
@@ -354,7 +354,7 @@ def _computed_small(node: cst.BaseExpression | None) -> bool:
         return False
     if isinstance(node, cst.Integer):
         return node.evaluated_value == 0
-    for sub in _walk(node):
+    for sub in all_nodes(node):
         if isinstance(sub, cst.BinaryOperation) and isinstance(
             sub.operator, cst.FloorDivide | cst.Subtract | cst.Modulo | cst.RightShift
         ):
@@ -362,13 +362,6 @@ def _computed_small(node: cst.BaseExpression | None) -> bool:
         if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Name) and sub.func.value in ("int", "round"):
             return True
     return False
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found = [node]
-    for child in node.children:
-        found += _walk(child)
-    return found
 
 
 def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:

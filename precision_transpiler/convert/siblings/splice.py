@@ -133,16 +133,10 @@ def hoist_local_imports(
 
 
 def _guards_import(node: ast.AST) -> bool:
-    """A `try` whose handlers catch a failed import (`ImportError`, `ModuleNotFoundError`, or
-    anything: `Exception`, a bare `except`)."""
-    if not isinstance(node, ast.Try):
-        return False
-    caught = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-    for handler in node.handlers:
-        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if any(t is None or (isinstance(t, ast.Name) and t.id in caught) for t in types):
-            return True
-    return False
+    """A `try` whose handlers catch a failed import."""
+    from precision_transpiler.analysis.load_imports import catches_import_error
+
+    return isinstance(node, ast.Try) and any(catches_import_error(h) for h in node.handlers)
 
 
 def _imported_tree(stmt: ast.ImportFrom, module_name: str, package: bool, path: Path) -> ast.Module | None:
